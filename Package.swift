@@ -1,0 +1,45 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+// No package dependencies: everything is built on the toolchain and Debian C libraries.
+let package = Package(
+  name: "Gatehouse",
+  products: [
+    .executable(name: "gatehouse", targets: ["gatehouse"])
+  ],
+  targets: [
+    .target(name: "CGatehouseLinux"),
+    .systemLibrary(
+      name: "CGatehouseOpenSSL",
+      providers: [.apt(["libssl-dev"])]
+    ),
+    .systemLibrary(
+      name: "CGatehouseSQLite",
+      providers: [.apt(["libsqlite3-dev"])]
+    ),
+    .systemLibrary(
+      name: "CGatehouseZlib",
+      providers: [.apt(["zlib1g-dev"])]
+    ),
+    .target(name: "GatehouseHTTP"),
+    .executableTarget(
+      name: "gatehouse",
+      dependencies: ["GatehouseHTTP"]
+    ),
+    .executableTarget(
+      name: "GatehouseBench",
+      dependencies: ["GatehouseHTTP"],
+      path: "Bench/GatehouseBench"
+    ),
+    .testTarget(
+      name: "GatehouseHTTPTests",
+      dependencies: ["GatehouseHTTP"],
+      resources: [.copy("Corpus")]
+    ),
+    .testTarget(
+      name: "CLibrariesTests",
+      dependencies: ["CGatehouseOpenSSL", "CGatehouseSQLite", "CGatehouseZlib", "CGatehouseLinux"]
+    ),
+  ],
+  swiftLanguageModes: [.v6]
+)

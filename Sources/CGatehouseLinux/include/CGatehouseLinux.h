@@ -1,0 +1,45 @@
+#ifndef CGATEHOUSE_LINUX_H
+#define CGATEHOUSE_LINUX_H
+// Linux system calls that the Swift Glibc module does not expose: epoll, eventfd, timerfd,
+// accept4, signalfd. `struct epoll_event` is packed on x86_64, which Swift cannot import as a
+// normal struct, so events cross the boundary through gh_epoll_event instead.
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/socket.h>
+#include <signal.h>
+
+typedef struct gh_epoll_event {
+  uint32_t events;
+  uint64_t data;
+} gh_epoll_event;
+
+extern const uint32_t GH_EPOLLIN;
+extern const uint32_t GH_EPOLLOUT;
+extern const uint32_t GH_EPOLLERR;
+extern const uint32_t GH_EPOLLHUP;
+extern const uint32_t GH_EPOLLRDHUP;
+extern const uint32_t GH_EPOLLET;
+extern const uint32_t GH_EPOLLONESHOT;
+extern const int GH_EPOLL_CTL_ADD;
+extern const int GH_EPOLL_CTL_MOD;
+extern const int GH_EPOLL_CTL_DEL;
+extern const int GH_SOCK_NONBLOCK;
+extern const int GH_SOCK_CLOEXEC;
+extern const int GH_EFD_NONBLOCK;
+extern const int GH_EFD_CLOEXEC;
+extern const int GH_TFD_NONBLOCK;
+extern const int GH_TFD_CLOEXEC;
+
+int gh_epoll_create(void);
+int gh_epoll_ctl(int epfd, int op, int fd, uint32_t events, uint64_t data);
+// Waits and copies up to maxevents events into `out`; returns the count or -1 with errno.
+int gh_epoll_wait(int epfd, gh_epoll_event *out, int maxevents, int timeout_ms);
+
+int gh_eventfd(unsigned int initval, int flags);
+int gh_timerfd_create(int flags);
+// Arms a one-shot relative timer of `ns` nanoseconds (0 disarms).
+int gh_timerfd_set_relative(int fd, int64_t ns);
+int gh_accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags);
+// Blocks the given signal in the calling thread and returns a signalfd for it.
+int gh_signalfd_for(const int *signals, int count);
+#endif

@@ -1,0 +1,3 @@
+import Testing
+@testable import GatehouseHTTP
+@Test func versionIsSet() { #expect(!GatehouseVersion.string.isEmpty) }
