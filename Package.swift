@@ -22,9 +22,17 @@ let package = Package(
       providers: [.apt(["zlib1g-dev"])]
     ),
     .target(name: "GatehouseHTTP"),
+    .target(
+      name: "GatehouseNet",
+      dependencies: ["CGatehouseLinux"]
+    ),
+    .target(
+      name: "GatehouseCore",
+      dependencies: ["GatehouseHTTP", "GatehouseNet"]
+    ),
     .executableTarget(
       name: "gatehouse",
-      dependencies: ["GatehouseHTTP"]
+      dependencies: ["GatehouseHTTP", "GatehouseNet", "GatehouseCore"]
     ),
     .executableTarget(
       name: "GatehouseBench",
@@ -35,6 +43,14 @@ let package = Package(
       name: "GatehouseHTTPTests",
       dependencies: ["GatehouseHTTP"],
       resources: [.copy("Corpus")]
+    ),
+    .testTarget(
+      name: "GatehouseNetTests",
+      dependencies: ["GatehouseNet"]
+    ),
+    .testTarget(
+      name: "GatehouseCoreTests",
+      dependencies: ["GatehouseCore"]
     ),
     .testTarget(
       name: "CLibrariesTests",

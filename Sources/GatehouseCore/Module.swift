@@ -1,0 +1,2 @@
+/// Config, routing and the proxy flow of Gatehouse.
+public enum GatehouseCoreModule {}

@@ -1,0 +1,2 @@
+/// Sockets, event loops and timers for Gatehouse.
+public enum GatehouseNetModule {}
