@@ -41,8 +41,7 @@ let package = Package(
     ),
     .testTarget(
       name: "GatehouseHTTPTests",
-      dependencies: ["GatehouseHTTP"],
-      resources: [.copy("Corpus")]
+      dependencies: ["GatehouseHTTP"]
     ),
     .testTarget(
       name: "GatehouseNetTests",

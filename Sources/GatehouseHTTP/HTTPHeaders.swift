@@ -1,0 +1,159 @@
+/// Header fields as parsed: the raw bytes of the head plus one range pair per field, so a
+/// parse makes two allocations however many fields there are. Names keep their casing;
+/// lookups ignore case. Fields added later are appended to the same byte storage.
+public struct HTTPHeaders: Sendable, Hashable {
+  @usableFromInline
+  struct FieldRange: Sendable, Hashable {
+    @usableFromInline var nameStart: Int32
+    @usableFromInline var nameEnd: Int32
+    @usableFromInline var valueStart: Int32
+    @usableFromInline var valueEnd: Int32
+
+    @inlinable
+    init(nameStart: Int, nameEnd: Int, valueStart: Int, valueEnd: Int) {
+      self.nameStart = Int32(truncatingIfNeeded: nameStart)
+      self.nameEnd = Int32(truncatingIfNeeded: nameEnd)
+      self.valueStart = Int32(truncatingIfNeeded: valueStart)
+      self.valueEnd = Int32(truncatingIfNeeded: valueEnd)
+    }
+  }
+
+  @usableFromInline var storage: [UInt8]
+  @usableFromInline var ranges: [FieldRange]
+
+  public init() {
+    storage = []
+    ranges = []
+  }
+
+  /// Builds headers from name/value pairs; values are taken as given (see `HTTPSerializer`
+  /// for the check that refuses CR, LF and NUL on the way out).
+  public init(_ pairs: [(String, String)]) {
+    self.init()
+    for (name, value) in pairs { add(name: name, value: value) }
+  }
+
+  @usableFromInline
+  init(storage: [UInt8], ranges: [FieldRange]) {
+    self.storage = storage
+    self.ranges = ranges
+  }
+
+  public var count: Int { ranges.count }
+  public var isEmpty: Bool { ranges.isEmpty }
+
+  /// The name of field `index`, as sent.
+  public func name(at index: Int) -> String {
+    let r = ranges[index]
+    return String(decoding: storage[Int(r.nameStart)..<Int(r.nameEnd)], as: UTF8.self)
+  }
+
+  /// The value of field `index`, without surrounding whitespace.
+  public func value(at index: Int) -> String {
+    let r = ranges[index]
+    return String(decoding: storage[Int(r.valueStart)..<Int(r.valueEnd)], as: UTF8.self)
+  }
+
+  public func nameBytes(at index: Int) -> ArraySlice<UInt8> {
+    let r = ranges[index]
+    return storage[Int(r.nameStart)..<Int(r.nameEnd)]
+  }
+
+  public func valueBytes(at index: Int) -> ArraySlice<UInt8> {
+    let r = ranges[index]
+    return storage[Int(r.valueStart)..<Int(r.valueEnd)]
+  }
+
+  /// Case-insensitive name test without building a String.
+  public func nameEquals(at index: Int, _ name: String) -> Bool {
+    let r = ranges[index]
+    let length = Int(r.nameEnd - r.nameStart)
+    var name = name
+    return name.withUTF8 { wanted in
+      guard wanted.count == length else { return false }
+      return storage.withUnsafeBufferPointer { bytes in
+        var i = 0
+        let start = Int(r.nameStart)
+        while i < length {
+          if ASCII.lower(bytes[start + i]) != ASCII.lower(wanted[i]) { return false }
+          i += 1
+        }
+        return true
+      }
+    }
+  }
+
+  /// The first value of the named field, or nil.
+  public subscript(name: String) -> String? {
+    for index in ranges.indices where nameEquals(at: index, name) { return value(at: index) }
+    return nil
+  }
+
+  /// Every value of the named field, in order.
+  public func values(for name: String) -> [String] {
+    ranges.indices.filter { nameEquals(at: $0, name) }.map { value(at: $0) }
+  }
+
+  public func contains(_ name: String) -> Bool {
+    ranges.indices.contains { nameEquals(at: $0, name) }
+  }
+
+  public mutating func add(name: String, value: String) {
+    let nameStart = storage.count
+    storage.append(contentsOf: name.utf8)
+    let nameEnd = storage.count
+    storage.append(contentsOf: value.utf8)
+    ranges.append(
+      FieldRange(nameStart: nameStart, nameEnd: nameEnd, valueStart: nameEnd, valueEnd: storage.count))
+  }
+
+  /// Removes every field with this name; the bytes stay in storage until the next copy.
+  public mutating func remove(name: String) {
+    var kept: [FieldRange] = []
+    kept.reserveCapacity(ranges.count)
+    for index in ranges.indices where !nameEquals(at: index, name) { kept.append(ranges[index]) }
+    ranges = kept
+  }
+
+  /// Replaces every field with this name by one with the given value.
+  public mutating func replaceOrAdd(name: String, value: String) {
+    remove(name: name)
+    add(name: name, value: value)
+  }
+
+  /// Calls `body` with each field's name and value bytes, without copying them.
+  @inlinable
+  public func withEachField(_ body: (UnsafeBufferPointer<UInt8>, UnsafeBufferPointer<UInt8>) throws -> Void)
+    rethrows
+  {
+    try storage.withUnsafeBufferPointer { bytes in
+      for r in ranges {
+        try body(
+          UnsafeBufferPointer(rebasing: bytes[Int(r.nameStart)..<Int(r.nameEnd)]),
+          UnsafeBufferPointer(rebasing: bytes[Int(r.valueStart)..<Int(r.valueEnd)]))
+      }
+    }
+  }
+
+  /// The pairs as Strings, for tests and diagnostics.
+  public var pairs: [(name: String, value: String)] {
+    ranges.indices.map { (name(at: $0), value(at: $0)) }
+  }
+
+  public static func == (lhs: HTTPHeaders, rhs: HTTPHeaders) -> Bool {
+    lhs.count == rhs.count
+      && zip(lhs.ranges.indices, rhs.ranges.indices).allSatisfy {
+        lhs.nameBytes(at: $0).elementsEqual(rhs.nameBytes(at: $1))
+          && lhs.valueBytes(at: $0).elementsEqual(rhs.valueBytes(at: $1))
+      }
+  }
+
+  public func hash(into hasher: inout Hasher) {
+    hasher.combine(count)
+    for index in ranges.indices {
+      hasher.combine(nameBytes(at: index).count)
+      for byte in nameBytes(at: index) { hasher.combine(byte) }
+      for byte in valueBytes(at: index) { hasher.combine(byte) }
+    }
+  }
+}

@@ -1,0 +1,160 @@
+/// What the request parser found next in its input.
+public enum HTTPRequestEvent: Sendable, Hashable {
+  case head(HTTPRequestHead)
+  /// Body bytes: a range of the buffer passed to `parse`, valid until that buffer changes.
+  case body(Range<Int>)
+  /// The message is complete; trailers if the body was chunked and had any.
+  case end(HTTPHeaders?)
+}
+
+/// Incremental HTTP/1.1 request parser for one connection: feed it bytes in any pieces and
+/// take events until it returns nil. Pipelined requests come out one after another.
+///
+/// After a request with `Connection: close` (or HTTP/1.0 without keep-alive) the parser
+/// discards everything that follows; after an error it repeats that error.
+public struct HTTPRequestParser: Sendable {
+  @usableFromInline
+  enum State: Sendable {
+    case head
+    case body(remaining: Int64)
+    case chunked
+    case endPending
+    case closed
+    case failed(HTTPParseError)
+  }
+
+  @usableFromInline var state = State.head
+  @usableFromInline var accumulator = HeadAccumulator(forTrailers: false, isRequestHead: true)
+  @usableFromInline var chunked: HTTPChunkedDecoder
+  @usableFromInline var keepAlive = true
+  public let limits: HTTPLimits
+
+  public init(limits: HTTPLimits = HTTPLimits()) {
+    self.limits = limits
+    chunked = HTTPChunkedDecoder(limits: limits)
+  }
+
+  /// True between messages with nothing buffered: a close now loses nothing.
+  public var isIdle: Bool {
+    if case .head = state { return accumulator.isEmpty }
+    return false
+  }
+
+  /// True once the connection must not carry more requests.
+  public var isClosed: Bool {
+    switch state {
+    case .closed, .failed: return true
+    case .head, .body, .chunked, .endPending: return false
+    }
+  }
+
+  /// Parses from the start of `input`. Returns the next event and the bytes consumed; a nil
+  /// event means all of `input` was consumed and more is needed.
+  public mutating func parse(_ input: UnsafeRawBufferPointer) throws(HTTPParseError) -> (
+    event: HTTPRequestEvent?, consumed: Int
+  ) {
+    do {
+      return try step(input)
+    } catch {
+      state = .failed(error)
+      throw error
+    }
+  }
+
+  /// The peer closed its side: completes a pending message or reports a truncated one.
+  public mutating func finish() throws(HTTPParseError) -> HTTPRequestEvent? {
+    switch state {
+    case .head:
+      guard accumulator.isEmpty else {
+        state = .failed(.unexpectedEOF)
+        throw .unexpectedEOF
+      }
+      state = .closed
+      return nil
+    case .endPending:
+      state = .closed
+      return .end(nil)
+    case .body, .chunked:
+      state = .failed(.unexpectedEOF)
+      throw .unexpectedEOF
+    case .closed:
+      return nil
+    case .failed(let error):
+      throw error
+    }
+  }
+
+  @usableFromInline
+  mutating func step(_ input: UnsafeRawBufferPointer) throws(HTTPParseError) -> (
+    event: HTTPRequestEvent?, consumed: Int
+  ) {
+    switch state {
+    case .failed(let error):
+      throw error
+    case .closed:
+      return (nil, input.count)
+    case .head:
+      guard let taken = try accumulator.take(input, limits: limits) else { return (nil, input.count) }
+      let head = try HeadParser.parseRequest(taken.section, lines: taken.lines, limits: limits)
+      keepAlive = head.keepAlive
+      switch head.bodyFraming {
+      case .none, .contentLength(0), .untilClose:
+        state = .endPending
+      case .contentLength(let length):
+        state = .body(remaining: length)
+      case .chunked:
+        chunked = HTTPChunkedDecoder(limits: limits)
+        state = .chunked
+      }
+      return (.head(head), taken.consumed)
+    case .body(let remaining):
+      guard input.count > 0 else { return (nil, 0) }
+      let n = Int(min(remaining, Int64(input.count)))
+      state = remaining == Int64(n) ? .endPending : .body(remaining: remaining - Int64(n))
+      return (.body(0..<n), n)
+    case .chunked:
+      let (event, consumed) = try chunked.decode(input)
+      switch event {
+      case .data(let range)?:
+        return (.body(range), consumed)
+      case .end(let trailers)?:
+        messageEnded()
+        return (.end(trailers), consumed)
+      case nil:
+        return (nil, consumed)
+      }
+    case .endPending:
+      messageEnded()
+      return (.end(nil), 0)
+    }
+  }
+
+  @usableFromInline
+  mutating func messageEnded() {
+    state = keepAlive ? .head : .closed
+  }
+}
+
+extension HTTPRequestParser {
+  /// Parses all of `bytes` and returns every event, copying body ranges into arrays.
+  /// For tests and tools; servers use `parse(_:)` on their own buffers.
+  public mutating func parseAll(_ bytes: [UInt8]) throws(HTTPParseError) -> [HTTPRequestEvent] {
+    var collected: [HTTPRequestEvent] = []
+    var offset = 0
+    while true {
+      // Array's closure APIs are not typed-throws, so the error crosses as a Result.
+      let result = try bytes.withUnsafeBytes { all in
+        Result { () throws(HTTPParseError) in try parse(UnsafeRawBufferPointer(rebasing: all[offset...])) }
+      }.get()
+      guard let event = result.event else { break }
+      switch event {
+      case .body(let range):
+        collected.append(.body((range.lowerBound + offset)..<(range.upperBound + offset)))
+      case .head, .end:
+        collected.append(event)
+      }
+      offset += result.consumed
+    }
+    return collected
+  }
+}

@@ -1,3 +1,0 @@
-import Testing
-@testable import GatehouseHTTP
-@Test func versionIsSet() { #expect(!GatehouseVersion.string.isEmpty) }
