@@ -27,15 +27,17 @@ public enum HTTPSerializer {
 
   /// Appends `METHOD target HTTP/1.1`, the headers, the framing field and the empty line.
   public static func writeRequestHead(
-    method: HTTPMethod, target: some Collection<UInt8>, headers: HTTPHeaders,
+    method: HTTPMethod, target: ArraySlice<UInt8>, headers: HTTPHeaders,
     framing: HTTPBodyFraming, into buffer: inout [UInt8]
   ) throws(Error) {
-    for byte in target where !ASCII.isTargetByte(byte) {
-      throw Error(fieldName: ":target", problem: "contains a byte that is not visible ASCII")
+    try target.withUnsafeBufferPointer { bytes throws(Error) in
+      for byte in bytes where !ASCII.isTargetByte(byte) {
+        throw Error(fieldName: ":target", problem: "contains a byte that is not visible ASCII")
+      }
+      appendMethod(method, to: &buffer)
+      buffer.append(ASCII.space)
+      buffer.append(contentsOf: bytes)
     }
-    buffer.append(contentsOf: method.name.utf8)
-    buffer.append(ASCII.space)
-    buffer.append(contentsOf: target)
     append(" HTTP/1.1\r\n", to: &buffer)
     try writeFields(headers, framing: framing, into: &buffer)
   }
@@ -69,22 +71,22 @@ public enum HTTPSerializer {
   static func writeFields(_ headers: HTTPHeaders, framing: HTTPBodyFraming, into buffer: inout [UInt8])
     throws(Error)
   {
-    var failure: Error?
-    headers.withEachField { name, value in
-      guard failure == nil else { return }
-      if let problem = problem(name: name, value: value) {
-        failure = Error(fieldName: String(decoding: name, as: UTF8.self), problem: problem)
-        return
+    try headers.storage.withUnsafeBufferPointer { bytes throws(Error) in
+      for r in headers.ranges {
+        let name = UnsafeBufferPointer(rebasing: bytes[Int(r.nameStart)..<Int(r.nameEnd)])
+        let value = UnsafeBufferPointer(rebasing: bytes[Int(r.valueStart)..<Int(r.valueEnd)])
+        if let problem = problem(name: name, value: value) {
+          throw Error(fieldName: String(decoding: name, as: UTF8.self), problem: problem)
+        }
+        if isFramingField(name) { continue }
+        buffer.append(contentsOf: name)
+        buffer.append(ASCII.colon)
+        buffer.append(ASCII.space)
+        buffer.append(contentsOf: value)
+        buffer.append(ASCII.cr)
+        buffer.append(ASCII.lf)
       }
-      if isFramingField(name) { return }
-      buffer.append(contentsOf: name)
-      buffer.append(ASCII.colon)
-      buffer.append(ASCII.space)
-      buffer.append(contentsOf: value)
-      buffer.append(ASCII.cr)
-      buffer.append(ASCII.lf)
     }
-    if let failure { throw failure }
     switch framing {
     case .none, .untilClose:
       break
@@ -134,6 +136,22 @@ public enum HTTPSerializer {
   /// Appends the last chunk and an empty trailer section.
   public static func writeLastChunk(into buffer: inout [UInt8]) {
     append("0\r\n\r\n", to: &buffer)
+  }
+
+  /// The common methods are written from static strings, without making a String.
+  static func appendMethod(_ method: HTTPMethod, to buffer: inout [UInt8]) {
+    switch method {
+    case .get: append("GET", to: &buffer)
+    case .head: append("HEAD", to: &buffer)
+    case .post: append("POST", to: &buffer)
+    case .put: append("PUT", to: &buffer)
+    case .delete: append("DELETE", to: &buffer)
+    case .options: append("OPTIONS", to: &buffer)
+    case .patch: append("PATCH", to: &buffer)
+    case .trace: append("TRACE", to: &buffer)
+    case .connect: append("CONNECT", to: &buffer)
+    case .other(let name): buffer.append(contentsOf: name.utf8)
+    }
   }
 
   @inline(__always)

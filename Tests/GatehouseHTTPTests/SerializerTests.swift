@@ -38,7 +38,7 @@ import Testing
     let headers = HTTPHeaders([("X-Token", value)])
     #expect(throws: HTTPSerializer.Error.self) {
       try HTTPSerializer.writeRequestHead(
-        method: .get, target: Array("/".utf8), headers: headers, framing: .none, into: &out)
+        method: .get, target: ArraySlice("/".utf8), headers: headers, framing: .none, into: &out)
     }
     #expect(throws: HTTPSerializer.Error.self) {
       try HTTPSerializer.writeResponseHead(status: 200, headers: headers, framing: .none, into: &out)
@@ -50,14 +50,14 @@ import Testing
     var out: [UInt8] = []
     #expect(throws: HTTPSerializer.Error.self) {
       try HTTPSerializer.writeRequestHead(
-        method: .get, target: Array("/".utf8), headers: HTTPHeaders([(name, "v")]), framing: .none, into: &out)
+        method: .get, target: ArraySlice("/".utf8), headers: HTTPHeaders([(name, "v")]), framing: .none, into: &out)
     }
   }
 
   @Test func chunkFramingRoundTripsThroughTheParser() throws {
     var out: [UInt8] = []
     try HTTPSerializer.writeRequestHead(
-      method: .post, target: Array("/u?q=1".utf8), headers: HTTPHeaders([("Host", "h")]), framing: .chunked,
+      method: .post, target: ArraySlice("/u?q=1".utf8), headers: HTTPHeaders([("Host", "h")]), framing: .chunked,
       into: &out)
     for piece in ["hello", String(repeating: "x", count: 300)] {
       HTTPSerializer.writeChunkHeader(size: piece.utf8.count, into: &out)
@@ -101,7 +101,7 @@ import Testing
       var out: [UInt8] = []
       let target = "/r/\(round)?n=\(generator.next() % 1000)"
       try HTTPSerializer.writeRequestHead(
-        method: method, target: Array(target.utf8), headers: headers, framing: .contentLength(length), into: &out)
+        method: method, target: ArraySlice(target.utf8), headers: headers, framing: .contentLength(length), into: &out)
       out.append(contentsOf: [UInt8](repeating: 0x61, count: Int(length)))
       let events = try parseRequests(pieces: [out])
       let head = try #require(events.first?.requestHead)
