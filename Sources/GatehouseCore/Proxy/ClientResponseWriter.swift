@@ -1,0 +1,61 @@
+import GatehouseHTTP
+
+/// Writes the response head a client receives for an upstream answer: the upstream's
+/// status and fields less the hop-by-hop table, the request id, the framing chosen by
+/// `HTTPSerializer.framing`, and `Connection: close` when this is the connection's last answer.
+public enum ClientResponseWriter {
+  public static func write(
+    head: HTTPResponseHead, requestID: [UInt8], framing: HTTPBodyFraming, headContentLength: Int64?,
+    closeConnection: Bool, into out: inout [UInt8]
+  ) {
+    append("HTTP/1.1 ", &out)
+    HTTPSerializer.appendDecimal(Int64(head.status), to: &out)
+    out.append(0x20)
+    if head.reason.isEmpty {
+      out.append(contentsOf: HTTPStatusPhrase.reason(for: head.status).utf8)
+    } else {
+      out.append(contentsOf: head.reason)
+    }
+    append("\r\n", &out)
+    let connectionNamed = UpstreamRequestWriter.connectionListedNames(head.headers)
+    head.headers.withEachField { name, value in
+      if HopByHop.fields.contains(name) || HopByHop.gatewayResponseFields.contains(name) { return }
+      if let connectionNamed, connectionNamed.contains(name) { return }
+      out.append(contentsOf: name)
+      out.append(0x3A)
+      out.append(0x20)
+      out.append(contentsOf: value)
+      append("\r\n", &out)
+    }
+    append("X-Request-Id: ", &out)
+    out.append(contentsOf: requestID)
+    append("\r\n", &out)
+    writeFraming(framing, headContentLength: headContentLength, into: &out)
+    if closeConnection { append("Connection: close\r\n", &out) }
+    append("\r\n", &out)
+  }
+
+  static func writeFraming(_ framing: HTTPBodyFraming, headContentLength: Int64?, into out: inout [UInt8]) {
+    switch framing {
+    case .none:
+      if let length = headContentLength {
+        append("Content-Length: ", &out)
+        HTTPSerializer.appendDecimal(length, to: &out)
+        append("\r\n", &out)
+      }
+    case .untilClose:
+      break
+    case .contentLength(let length):
+      append("Content-Length: ", &out)
+      HTTPSerializer.appendDecimal(length, to: &out)
+      append("\r\n", &out)
+    case .chunked:
+      append("Transfer-Encoding: chunked\r\n", &out)
+    }
+  }
+
+  @inline(__always)
+  static func append(_ literal: StaticString, _ out: inout [UInt8]) {
+    out.append(contentsOf: UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
+  }
+}

@@ -1,0 +1,109 @@
+import GatehouseHTTP
+
+/// Answers the gateway makes itself (errors, stubs): complete responses with a JSON
+/// envelope body `{"code","datas","message"}` and a correct Content-Length.
+public enum GatewayResponse {
+  /// The failures of the proxy path and how SPEC §4 answers them.
+  public enum Failure: Sendable, Equatable {
+    case noRoute(method: String, path: String)
+    case upstreamUnavailable
+    case upstreamTimedOut
+    case badRequest(HTTPParseError)
+    case headerTimeout
+    case methodNotAllowed
+
+    public var status: Int {
+      switch self {
+      case .noRoute: return 404
+      case .upstreamUnavailable: return 502
+      case .upstreamTimedOut: return 504
+      case .badRequest(let error): return error.status
+      case .headerTimeout: return 408
+      case .methodNotAllowed: return 405
+      }
+    }
+
+    public var message: String {
+      switch self {
+      case .noRoute(let method, let path): return "no route for \(method) \(path)"
+      case .upstreamUnavailable: return "upstream unavailable"
+      case .upstreamTimedOut: return "upstream timed out"
+      case .badRequest(let error): return "bad request: \(error)"
+      case .headerTimeout: return "request header timeout"
+      case .methodNotAllowed: return "method not allowed"
+      }
+    }
+  }
+
+  /// `{"code":<status>,"datas":null,"message":<message>}`
+  public static func errorBody(status: Int, message: String) -> [UInt8] {
+    var body: [UInt8] = []
+    body.reserveCapacity(48 + message.utf8.count)
+    body.append(contentsOf: #"{"code":"#.utf8)
+    HTTPSerializer.appendDecimal(Int64(status), to: &body)
+    body.append(contentsOf: #","datas":null,"message":"#.utf8)
+    JSONText.appendString(message, to: &body)
+    body.append(0x7D)
+    return body
+  }
+
+  /// A whole response: head and body. `extraHeaders` are written as given (trusted lines).
+  public static func write(
+    status: Int, body: [UInt8], contentType: StaticString = "application/json", requestID: [UInt8],
+    closeConnection: Bool, headOnly: Bool = false, extraHeaders: [UInt8] = [], into out: inout [UInt8]
+  ) {
+    ClientResponseWriter.append("HTTP/1.1 ", &out)
+    HTTPSerializer.appendDecimal(Int64(status), to: &out)
+    out.append(0x20)
+    out.append(contentsOf: HTTPStatusPhrase.reason(for: status).utf8)
+    ClientResponseWriter.append("\r\nContent-Type: ", &out)
+    ClientResponseWriter.append(contentType, &out)
+    ClientResponseWriter.append("\r\nX-Request-Id: ", &out)
+    out.append(contentsOf: requestID)
+    ClientResponseWriter.append("\r\n", &out)
+    out.append(contentsOf: extraHeaders)
+    let allowsBody = HTTPSerializer.statusAllowsBody(status)
+    if allowsBody {
+      ClientResponseWriter.append("Content-Length: ", &out)
+      HTTPSerializer.appendDecimal(Int64(body.count), to: &out)
+      ClientResponseWriter.append("\r\n", &out)
+    }
+    if closeConnection { ClientResponseWriter.append("Connection: close\r\n", &out) }
+    ClientResponseWriter.append("\r\n", &out)
+    if allowsBody && !headOnly { out.append(contentsOf: body) }
+  }
+
+  public static func writeFailure(
+    _ failure: Failure, requestID: [UInt8], closeConnection: Bool, headOnly: Bool = false, into out: inout [UInt8]
+  ) {
+    write(
+      status: failure.status, body: errorBody(status: failure.status, message: failure.message),
+      requestID: requestID, closeConnection: closeConnection, headOnly: headOnly, into: &out)
+  }
+}
+
+/// JSON text output without Foundation: strings escaped per RFC 8259.
+public enum JSONText {
+  public static func appendString(_ text: String, to out: inout [UInt8]) {
+    appendString(bytes: text.utf8, to: &out)
+  }
+
+  /// Escapes quotes, backslashes and controls; bytes of valid UTF-8 pass as they are.
+  public static func appendString<S: Sequence>(bytes: S, to out: inout [UInt8]) where S.Element == UInt8 {
+    out.append(0x22)
+    for byte in bytes {
+      switch byte {
+      case 0x22: out.append(contentsOf: [0x5C, 0x22])
+      case 0x5C: out.append(contentsOf: [0x5C, 0x5C])
+      case 0x0A: out.append(contentsOf: [0x5C, 0x6E])
+      case 0x0D: out.append(contentsOf: [0x5C, 0x72])
+      case 0x09: out.append(contentsOf: [0x5C, 0x74])
+      case 0x00..<0x20, 0x7F:
+        let hex: [UInt8] = Array("0123456789abcdef".utf8)
+        out.append(contentsOf: [0x5C, 0x75, 0x30, 0x30, hex[Int(byte >> 4)], hex[Int(byte & 0xF)]])
+      default: out.append(byte)
+      }
+    }
+    out.append(0x22)
+  }
+}

@@ -1,0 +1,52 @@
+/// What happens to request headers on their way to the upstream for one route, compiled
+/// once per config: which client fields are dropped, and the lines the gateway adds.
+///
+/// Top-level rules apply first, then the route's (SPEC §2), so for each name the last rule
+/// wins: a name set globally and removed by the route is removed, and the reverse is set.
+public struct HeaderPlan: Sendable {
+  /// Client fields not forwarded (besides the hop-by-hop table): every name a rule touches.
+  public let dropped: HeaderNameSet
+  /// Pre-serialized `Name: value\r\n` lines for the names that end up set.
+  public let setLines: [UInt8]
+
+  /// One header rule list: `set` pairs and `remove` names, in config order.
+  public struct Rules: Sendable {
+    public var set: [(name: String, value: String)]
+    public var remove: [String]
+    public init(set: [(name: String, value: String)] = [], remove: [String] = []) {
+      self.set = set
+      self.remove = remove
+    }
+  }
+
+  /// - Parameter alsoDropped: names removed for other reasons, e.g. the token header of a
+  ///   route with a token, or the client key header.
+  public init(layers: [Rules], alsoDropped: [String] = []) {
+    var order: [String] = []
+    var final: [String: (name: String, value: String?)] = [:]
+    for layer in layers {
+      for (name, value) in layer.set {
+        let key = name.lowercased()
+        if final[key] == nil { order.append(key) }
+        final[key] = (name, value)
+      }
+      for name in layer.remove {
+        let key = name.lowercased()
+        if final[key] == nil { order.append(key) }
+        final[key] = (name, nil)
+      }
+    }
+    var dropped = HeaderNameSet(order)
+    for name in alsoDropped { dropped.insert(name) }
+    var lines: [UInt8] = []
+    for key in order {
+      guard let entry = final[key], let value = entry.value else { continue }
+      lines.append(contentsOf: entry.name.utf8)
+      lines.append(contentsOf: ": ".utf8)
+      lines.append(contentsOf: value.utf8)
+      lines.append(contentsOf: "\r\n".utf8)
+    }
+    self.dropped = dropped
+    self.setLines = lines
+  }
+}

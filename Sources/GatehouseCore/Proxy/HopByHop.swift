@@ -1,0 +1,41 @@
+/// The one table of fields that never cross the gateway as they are (RFC 9110 §7.6.1), plus
+/// the fields the gateway writes itself on each side. Every filter consults this table
+/// rather than its own list.
+public enum HopByHop {
+  /// Connection-specific fields, dropped in both directions.
+  public static let fields: HeaderNameSet = HeaderNameSet([
+    "connection", "keep-alive", "te", "trailer", "transfer-encoding", "upgrade",
+    "proxy-connection", "proxy-authenticate", "proxy-authorization", "proxy-authentication-info",
+    // Framing is rewritten by the serializer from the body it actually sends.
+    "content-length",
+  ])
+
+  /// Fields of a client request that the gateway sets itself on the upstream request.
+  public static let gatewayRequestFields: HeaderNameSet = HeaderNameSet([
+    "host", "x-forwarded-for", "x-forwarded-proto", "x-request-id",
+  ])
+
+  /// Fields of an upstream response that the gateway sets itself on the client response.
+  public static let gatewayResponseFields: HeaderNameSet = HeaderNameSet(["x-request-id"])
+
+  /// Other field names listed in a Connection header: hop-by-hop for this message only.
+  public static func namesListed(inConnection headers: some Sequence<String>) -> [String] {
+    var names: [String] = []
+    for value in headers {
+      for token in value.split(separator: ",") {
+        let name = token.trimmingASCIIWhitespace().lowercased()
+        if !name.isEmpty && name != "close" && name != "keep-alive" { names.append(name) }
+      }
+    }
+    return names
+  }
+}
+
+extension Substring {
+  func trimmingASCIIWhitespace() -> Substring {
+    var result = self
+    while let first = result.first, first == " " || first == "\t" { result = result.dropFirst() }
+    while let last = result.last, last == " " || last == "\t" { result = result.dropLast() }
+    return result
+  }
+}

@@ -1,0 +1,112 @@
+import GatehouseHTTP
+
+/// Writes the request head the upstream receives: the rewritten target, the client's fields
+/// less the hop-by-hop table and the route's dropped names, the route's set lines, `Host`,
+/// `X-Forwarded-For`, `X-Forwarded-Proto`, `X-Request-Id`, and the framing of the body that
+/// is actually sent. Byte in, byte out: nothing here builds a String per request.
+public enum UpstreamRequestWriter {
+  /// The parts of the target sent upstream; all already-validated bytes.
+  public struct Target {
+    public var basePath: [UInt8]
+    public var path: ArraySlice<UInt8>
+    public var query: ArraySlice<UInt8>?
+
+    public init(basePath: [UInt8], path: ArraySlice<UInt8>, query: ArraySlice<UInt8>?) {
+      self.basePath = basePath
+      self.path = path
+      self.query = query
+    }
+  }
+
+  public static func write(
+    head: HTTPRequestHead, target: Target, hostHeader: [UInt8], plan: HeaderPlan, clientAddress: [UInt8],
+    forwardedProto: StaticString, requestID: [UInt8], framing: HTTPBodyFraming, into out: inout [UInt8]
+  ) {
+    out.append(contentsOf: head.method.name.utf8)
+    out.append(0x20)
+    // An empty base path and path still make a valid origin-form target.
+    if target.basePath.isEmpty && target.path.isEmpty { out.append(0x2F) }
+    out.append(contentsOf: target.basePath)
+    out.append(contentsOf: target.path)
+    if let query = target.query {
+      out.append(0x3F)
+      out.append(contentsOf: query)
+    }
+    append(" HTTP/1.1\r\nHost: ", &out)
+    out.append(contentsOf: hostHeader)
+    append("\r\n", &out)
+
+    var forwardedFor: ArraySlice<UInt8>?
+    let connectionNamed = connectionListedNames(head.headers)
+    head.headers.withEachField { name, value in
+      if HopByHop.fields.contains(name) || plan.dropped.contains(name) { return }
+      if HopByHop.gatewayRequestFields.contains(name) {
+        if name.count == 15 && ASCIIBytes.equalsLowercase(name, "x-forwarded-for") {
+          forwardedFor = ArraySlice(value)
+        }
+        return
+      }
+      if let connectionNamed, connectionNamed.contains(name) { return }
+      out.append(contentsOf: name)
+      out.append(0x3A)
+      out.append(0x20)
+      out.append(contentsOf: value)
+      append("\r\n", &out)
+    }
+    out.append(contentsOf: plan.setLines)
+    append("X-Forwarded-For: ", &out)
+    if let forwardedFor, !forwardedFor.isEmpty {
+      out.append(contentsOf: forwardedFor)
+      append(", ", &out)
+    }
+    out.append(contentsOf: clientAddress)
+    append("\r\nX-Forwarded-Proto: ", &out)
+    append(forwardedProto, &out)
+    append("\r\nX-Request-Id: ", &out)
+    out.append(contentsOf: requestID)
+    append("\r\n", &out)
+    switch framing {
+    case .none, .untilClose:
+      break
+    case .contentLength(let length):
+      append("Content-Length: ", &out)
+      HTTPSerializer.appendDecimal(length, to: &out)
+      append("\r\n", &out)
+    case .chunked:
+      append("Transfer-Encoding: chunked\r\n", &out)
+    }
+    append("\r\n", &out)
+  }
+
+  /// Names listed in the client's Connection field other than close/keep-alive; nil in the
+  /// usual case, so the common path allocates nothing.
+  static func connectionListedNames(_ headers: HTTPHeaders) -> HeaderNameSet? {
+    var listed: HeaderNameSet?
+    for index in 0..<headers.count where headers.nameEquals(at: index, "connection") {
+      let names = HopByHop.namesListed(inConnection: [headers.value(at: index)])
+      guard !names.isEmpty else { continue }
+      if listed == nil { listed = HeaderNameSet([]) }
+      for name in names { listed?.insert(name) }
+    }
+    return listed
+  }
+
+  @inline(__always)
+  static func append(_ literal: StaticString, _ out: inout [UInt8]) {
+    out.append(contentsOf: UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
+  }
+}
+
+/// Byte comparisons shared by the proxy writers.
+enum ASCIIBytes {
+  @inline(__always)
+  static func equalsLowercase(_ bytes: UnsafeBufferPointer<UInt8>, _ lowercase: StaticString) -> Bool {
+    guard bytes.count == lowercase.utf8CodeUnitCount else { return false }
+    let expected = lowercase.utf8Start
+    for i in 0..<bytes.count {
+      let byte = bytes[i]
+      if (byte &- 0x41 < 26 ? byte | 0x20 : byte) != expected[i] { return false }
+    }
+    return true
+  }
+}

@@ -1,0 +1,90 @@
+/// The decisions of one loop's keep-alive pool for one upstream, as a pure state machine:
+/// the owner asks what to do and performs the I/O (the shape of async-http-client's pool).
+///
+/// Idle connections are reused last-in first-out, so the warmest socket goes first and the
+/// coldest ones age out when the upstream closes them.
+public struct UpstreamPoolState<ConnectionID: Hashable & Sendable>: Sendable {
+  public enum LeaseDecision: Equatable, Sendable {
+    case reuse(ConnectionID)
+    case connect
+  }
+
+  public enum ReleaseDecision: Equatable, Sendable {
+    case keepIdle
+    case close
+  }
+
+  public let maxIdle: Int
+  public private(set) var idle: [ConnectionID] = []
+  public private(set) var leased = 0
+  public private(set) var connecting = 0
+
+  public init(maxIdle: Int) {
+    self.maxIdle = max(0, maxIdle)
+  }
+
+  /// Open connections: idle, leased and still connecting.
+  public var openCount: Int { idle.count + leased + connecting }
+
+  /// A request needs a connection.
+  public mutating func lease() -> LeaseDecision {
+    if let id = idle.popLast() {
+      leased += 1
+      return .reuse(id)
+    }
+    connecting += 1
+    return .connect
+  }
+
+  /// A connection asked for with `.connect` is established and now leased.
+  public mutating func connectSucceeded() {
+    precondition(connecting > 0, "connectSucceeded without a pending connect")
+    connecting -= 1
+    leased += 1
+  }
+
+  public mutating func connectFailed() {
+    precondition(connecting > 0, "connectFailed without a pending connect")
+    connecting -= 1
+  }
+
+  /// A leased connection finished its exchange. `reusable` is false when the answer said
+  /// close, was close-delimited, failed, or left unread bytes behind.
+  public mutating func release(_ id: ConnectionID, reusable: Bool) -> ReleaseDecision {
+    precondition(leased > 0, "release without a lease")
+    leased -= 1
+    guard reusable, idle.count < maxIdle else { return .close }
+    idle.append(id)
+    return .keepIdle
+  }
+
+  /// A leased connection failed or was closed while in use.
+  public mutating func leasedConnectionClosed() {
+    precondition(leased > 0, "close of a lease that does not exist")
+    leased -= 1
+  }
+
+  /// The upstream closed (or sent garbage on) an idle connection.
+  public mutating func idleConnectionClosed(_ id: ConnectionID) {
+    if let index = idle.firstIndex(of: id) { idle.remove(at: index) }
+  }
+
+  /// Empties the idle list (shutdown, reload of the upstream); the owner closes them.
+  public mutating func drainIdle() -> [ConnectionID] {
+    defer { idle.removeAll() }
+    return idle
+  }
+}
+
+/// When a failed upstream exchange is tried again (once) on a fresh connection.
+public enum UpstreamRetryPolicy {
+  /// A keep-alive connection can be closed by the upstream just as a request goes out; the
+  /// request never reached the application, so replaying it is safe when the method is
+  /// idempotent and nothing of the answer arrived, and the body (if any) can be sent again.
+  public static func shouldRetry(
+    idempotent: Bool, connectionWasReused: Bool, responseBytesReceived: Bool, bodyReplayable: Bool,
+    attempts: Int
+  ) -> Bool {
+    idempotent && connectionWasReused && !responseBytesReceived && bodyReplayable && attempts == 1
+  }
+}

@@ -1,0 +1,122 @@
+import GatehouseHTTP
+import Testing
+
+@testable import GatehouseCore
+
+@Suite struct ProxyWritersTests {
+  func parse(_ text: String) throws -> HTTPRequestHead {
+    var parser = HTTPRequestParser()
+    for event in try parser.parseAll(Array(text.utf8)) {
+      if case .head(let head) = event { return head }
+    }
+    throw HTTPParseError.unexpectedEOF
+  }
+
+  func upstreamHead(
+    _ text: String, plan: HeaderPlan = HeaderPlan(layers: []), framing: HTTPBodyFraming = .none
+  ) throws -> String {
+    let head = try parse(text)
+    var out: [UInt8] = []
+    UpstreamRequestWriter.write(
+      head: head,
+      target: .init(basePath: Array("/api/v1".utf8), path: head.path, query: head.query),
+      hostHeader: Array("backend:3000".utf8), plan: plan, clientAddress: Array("10.1.2.3".utf8),
+      forwardedProto: "http", requestID: Array("rid-1".utf8), framing: framing, into: &out)
+    return String(decoding: out, as: UTF8.self)
+  }
+
+  @Test func hopByHopFieldsAreNeverForwarded() throws {
+    let text = try upstreamHead(
+      "GET /users?x=1 HTTP/1.1\r\nHost: gw\r\nConnection: keep-alive, X-Secret-Hop\r\nKeep-Alive: timeout=5\r\n"
+        + "TE: trailers\r\nUpgrade: websocket\r\nProxy-Authorization: Basic x\r\nX-Secret-Hop: 1\r\n"
+        + "Accept: */*\r\n\r\n")
+    #expect(
+      text
+        == "GET /api/v1/users?x=1 HTTP/1.1\r\nHost: backend:3000\r\nAccept: */*\r\n"
+        + "X-Forwarded-For: 10.1.2.3\r\nX-Forwarded-Proto: http\r\nX-Request-Id: rid-1\r\n\r\n")
+  }
+
+  @Test func forwardedForIsAppendedAndGatewayFieldsReplaced() throws {
+    let text = try upstreamHead(
+      "GET / HTTP/1.1\r\nHost: gw\r\nX-Forwarded-For: 1.1.1.1\r\nX-Forwarded-Proto: https\r\nX-Request-Id: old\r\n\r\n")
+    #expect(text.contains("X-Forwarded-For: 1.1.1.1, 10.1.2.3\r\n"))
+    #expect(text.contains("X-Forwarded-Proto: http\r\n"))
+    #expect(!text.contains("https"))
+    #expect(text.contains("X-Request-Id: rid-1\r\n"))
+    #expect(!text.contains("old"))
+  }
+
+  @Test func routeRulesApplyAfterTopLevelRules() throws {
+    let plan = HeaderPlan(layers: [
+      .init(set: [("Accept", "application/json"), ("Version", "1.4.2")], remove: ["Cookie"]),
+      .init(set: [("X-Client", "gatehouse"), ("Cookie", "route=1")], remove: ["Version"]),
+    ])
+    let text = try upstreamHead(
+      "GET / HTTP/1.1\r\nHost: gw\r\nAccept: text/html\r\nCookie: a=b\r\nVersion: 9\r\nX-Keep: y\r\n\r\n", plan: plan)
+    #expect(text.contains("X-Keep: y\r\n"))
+    #expect(text.contains("Accept: application/json\r\n"))
+    #expect(!text.contains("text/html"))
+    #expect(text.contains("Cookie: route=1\r\n"))
+    #expect(!text.contains("a=b"))
+    #expect(!text.contains("Version"))
+    #expect(text.contains("X-Client: gatehouse\r\n"))
+  }
+
+  @Test func bodyFramingIsTheOneActuallySent() throws {
+    let chunked = try upstreamHead(
+      "POST / HTTP/1.1\r\nHost: gw\r\nTransfer-Encoding: chunked\r\n\r\n", framing: .chunked)
+    #expect(chunked.hasSuffix("Transfer-Encoding: chunked\r\n\r\n"))
+    let sized = try upstreamHead(
+      "POST / HTTP/1.1\r\nHost: gw\r\nContent-Length: 5\r\n\r\n", framing: .contentLength(5))
+    #expect(sized.hasSuffix("Content-Length: 5\r\n\r\n"))
+    #expect(sized.split(separator: "Content-Length", omittingEmptySubsequences: false).count == 2)
+  }
+
+  @Test func clientResponseDropsHopByHopAndAddsRequestID() throws {
+    var parser = HTTPResponseParser()
+    let events = try parser.parseAll(
+      Array(
+        ("HTTP/1.1 201 Created\r\nConnection: keep-alive\r\nKeep-Alive: timeout=5\r\nContent-Length: 2\r\n"
+          + "X-Request-Id: upstream\r\nContent-Type: application/json\r\n\r\n{}").utf8))
+    guard case .head(let head) = events[0] else {
+      Issue.record("no head")
+      return
+    }
+    var out: [UInt8] = []
+    ClientResponseWriter.write(
+      head: head, requestID: Array("rid".utf8), framing: .contentLength(2), headContentLength: nil,
+      closeConnection: true, into: &out)
+    #expect(
+      String(decoding: out, as: UTF8.self)
+        == "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nX-Request-Id: rid\r\n"
+        + "Content-Length: 2\r\nConnection: close\r\n\r\n")
+  }
+
+  @Test func gatewayErrorsAreEnvelopesWithCorrectLength() {
+    var out: [UInt8] = []
+    GatewayResponse.writeFailure(
+      .noRoute(method: "GET", path: "/x\"y"), requestID: Array("r".utf8), closeConnection: false, into: &out)
+    let text = String(decoding: out, as: UTF8.self)
+    let body = #"{"code":404,"datas":null,"message":"no route for GET /x\"y"}"#
+    #expect(text.hasPrefix("HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\n"))
+    #expect(text.hasSuffix("Content-Length: \(body.utf8.count)\r\n\r\n" + body))
+  }
+
+  @Test func jsonStringsEscapeControlsQuotesAndBackslashes() {
+    var out: [UInt8] = []
+    JSONText.appendString("a\"b\\c\nd\u{01}e", to: &out)
+    #expect(String(decoding: out, as: UTF8.self) == #""a\"b\\c\nd\u0001e""#)
+  }
+
+  @Test func requestIDsAreUniqueHexAndClientIDsAreChecked() {
+    var generator = RequestIDGenerator()
+    let first = generator.next()
+    let second = generator.next()
+    #expect(first.count == 32 && first != second)
+    #expect(first.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) })
+    #expect(RequestIDGenerator.isAcceptable(Array("abc-123_x.y:z".utf8)))
+    #expect(!RequestIDGenerator.isAcceptable(Array("has space".utf8)))
+    #expect(!RequestIDGenerator.isAcceptable(Array(repeating: 0x61, count: 200)))
+    #expect(!RequestIDGenerator.isAcceptable([UInt8]()))
+  }
+}

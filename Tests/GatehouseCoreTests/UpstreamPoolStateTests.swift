@@ -1,0 +1,97 @@
+import Testing
+
+@testable import GatehouseCore
+
+@Suite struct UpstreamPoolStateTests {
+  @Test func firstLeaseConnectsThenReleasedConnectionIsReused() {
+    var pool = UpstreamPoolState<Int>(maxIdle: 2)
+    #expect(pool.lease() == .connect)
+    pool.connectSucceeded()
+    #expect(pool.openCount == 1)
+    #expect(pool.release(1, reusable: true) == .keepIdle)
+    #expect(pool.idle == [1])
+    #expect(pool.lease() == .reuse(1))
+    #expect(pool.idle.isEmpty)
+    #expect(pool.leased == 1)
+  }
+
+  @Test func idleConnectionsBeyondTheLimitAreClosed() {
+    var pool = UpstreamPoolState<Int>(maxIdle: 1)
+    for _ in 0..<3 {
+      #expect(pool.lease() == .connect)
+      pool.connectSucceeded()
+    }
+    #expect(pool.release(1, reusable: true) == .keepIdle)
+    #expect(pool.release(2, reusable: true) == .close)
+    #expect(pool.release(3, reusable: true) == .close)
+    #expect(pool.openCount == 1)
+  }
+
+  @Test func unreusableConnectionsAreClosed() {
+    var pool = UpstreamPoolState<Int>(maxIdle: 4)
+    _ = pool.lease()
+    pool.connectSucceeded()
+    #expect(pool.release(9, reusable: false) == .close)
+    #expect(pool.openCount == 0)
+  }
+
+  @Test func reuseIsLastInFirstOut() {
+    var pool = UpstreamPoolState<Int>(maxIdle: 4)
+    for _ in 0..<3 {
+      _ = pool.lease()
+      pool.connectSucceeded()
+    }
+    for id in [1, 2, 3] { _ = pool.release(id, reusable: true) }
+    #expect(pool.lease() == .reuse(3))
+    #expect(pool.lease() == .reuse(2))
+  }
+
+  @Test func idleCloseAndFailuresKeepCountsRight() {
+    var pool = UpstreamPoolState<Int>(maxIdle: 4)
+    _ = pool.lease()
+    pool.connectFailed()
+    #expect(pool.openCount == 0)
+    _ = pool.lease()
+    pool.connectSucceeded()
+    _ = pool.release(5, reusable: true)
+    pool.idleConnectionClosed(5)
+    #expect(pool.openCount == 0)
+    #expect(pool.lease() == .connect)
+    pool.connectSucceeded()
+    pool.leasedConnectionClosed()
+    #expect(pool.openCount == 0)
+  }
+
+  @Test func drainIdleEmptiesTheList() {
+    var pool = UpstreamPoolState<Int>(maxIdle: 4)
+    for _ in 0..<2 {
+      _ = pool.lease()
+      pool.connectSucceeded()
+    }
+    _ = pool.release(1, reusable: true)
+    _ = pool.release(2, reusable: true)
+    #expect(pool.drainIdle() == [1, 2])
+    #expect(pool.openCount == 0)
+  }
+
+  @Test func retryOnlyForIdempotentRequestsOnReusedConnectionsBeforeAnyAnswer() {
+    #expect(
+      UpstreamRetryPolicy.shouldRetry(
+        idempotent: true, connectionWasReused: true, responseBytesReceived: false, bodyReplayable: true, attempts: 1))
+    #expect(
+      !UpstreamRetryPolicy.shouldRetry(
+        idempotent: false, connectionWasReused: true, responseBytesReceived: false, bodyReplayable: true, attempts: 1))
+    #expect(
+      !UpstreamRetryPolicy.shouldRetry(
+        idempotent: true, connectionWasReused: false, responseBytesReceived: false, bodyReplayable: true, attempts: 1))
+    #expect(
+      !UpstreamRetryPolicy.shouldRetry(
+        idempotent: true, connectionWasReused: true, responseBytesReceived: true, bodyReplayable: true, attempts: 1))
+    #expect(
+      !UpstreamRetryPolicy.shouldRetry(
+        idempotent: true, connectionWasReused: true, responseBytesReceived: false, bodyReplayable: false, attempts: 1))
+    #expect(
+      !UpstreamRetryPolicy.shouldRetry(
+        idempotent: true, connectionWasReused: true, responseBytesReceived: false, bodyReplayable: true, attempts: 2))
+  }
+}
