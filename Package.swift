@@ -26,9 +26,14 @@ let package = Package(
       name: "GatehouseNet",
       dependencies: ["CGatehouseLinux"]
     ),
+    .target(name: "GatehouseJSON"),
+    .target(
+      name: "GatehouseCompression",
+      dependencies: ["CGatehouseZlib"]
+    ),
     .target(
       name: "GatehouseCore",
-      dependencies: ["GatehouseHTTP", "GatehouseNet"]
+      dependencies: ["GatehouseHTTP", "GatehouseNet", "GatehouseJSON", "GatehouseCompression"]
     ),
     .executableTarget(
       name: "gatehouse",
@@ -36,7 +41,7 @@ let package = Package(
     ),
     .executableTarget(
       name: "GatehouseBench",
-      dependencies: ["GatehouseHTTP"],
+      dependencies: ["GatehouseHTTP", "GatehouseJSON"],
       path: "Bench/GatehouseBench"
     ),
     .testTarget(
@@ -46,6 +51,10 @@ let package = Package(
     .testTarget(
       name: "GatehouseNetTests",
       dependencies: ["GatehouseNet"]
+    ),
+    .testTarget(
+      name: "GatehouseJSONTests",
+      dependencies: ["GatehouseJSON", "GatehouseCompression"]
     ),
     .testTarget(
       name: "GatehouseCoreTests",

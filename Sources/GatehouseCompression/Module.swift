@@ -1,0 +1,2 @@
+/// gzip decoding and encoding over zlib.
+public enum GatehouseCompressionModule {}

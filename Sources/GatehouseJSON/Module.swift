@@ -1,0 +1,2 @@
+/// Byte-level JSON validation and extraction for the envelope.
+public enum GatehouseJSONModule {}

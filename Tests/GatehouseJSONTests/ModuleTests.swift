@@ -1,0 +1,4 @@
+import Testing
+@testable import GatehouseJSON
+
+@Test func jsonModuleLinks() { #expect(GatehouseJSONModule.self == GatehouseJSONModule.self) }
