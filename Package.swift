@@ -28,12 +28,16 @@ let package = Package(
     ),
     .target(name: "GatehouseJSON"),
     .target(
+      name: "GatehouseStore",
+      dependencies: ["CGatehouseSQLite", "CGatehouseOpenSSL"]
+    ),
+    .target(
       name: "GatehouseCompression",
       dependencies: ["CGatehouseZlib"]
     ),
     .target(
       name: "GatehouseCore",
-      dependencies: ["GatehouseHTTP", "GatehouseNet", "GatehouseJSON", "GatehouseCompression"]
+      dependencies: ["GatehouseHTTP", "GatehouseNet", "GatehouseJSON", "GatehouseCompression", "GatehouseStore"]
     ),
     .executableTarget(
       name: "gatehouse",
@@ -55,6 +59,10 @@ let package = Package(
     .testTarget(
       name: "GatehouseJSONTests",
       dependencies: ["GatehouseJSON", "GatehouseCompression"]
+    ),
+    .testTarget(
+      name: "GatehouseStoreTests",
+      dependencies: ["GatehouseStore"]
     ),
     .testTarget(
       name: "GatehouseCoreTests",

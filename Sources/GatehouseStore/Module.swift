@@ -1,0 +1,2 @@
+/// The SQLite store: cached answers and token states.
+public enum GatehouseStoreModule {}
