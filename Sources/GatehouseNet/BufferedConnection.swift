@@ -113,7 +113,10 @@ public final class BufferedConnection: IOEventHandler {
     registeredInterest = .read
   }
 
-  private init(connecting socket: TCPSocket, loop: EventLoop, delegate: any ConnectionDelegate, watermarks: WriteWatermarks) {
+  private init(
+    connecting socket: TCPSocket, loop: EventLoop, delegate: any ConnectionDelegate,
+    watermarks: WriteWatermarks
+  ) {
     self.socket = socket
     self.loop = loop
     self.delegate = delegate
@@ -130,7 +133,8 @@ public final class BufferedConnection: IOEventHandler {
   ) throws(SystemError) -> BufferedConnection {
     loop.assertInEventLoop()
     let socket = TCPSocket(fileDescriptor: try Syscall.socket(family: address.family), peerAddress: address)
-    let connection = BufferedConnection(connecting: socket, loop: loop, delegate: delegate, watermarks: watermarks)
+    let connection = BufferedConnection(
+      connecting: socket, loop: loop, delegate: delegate, watermarks: watermarks)
     do {
       // An immediate success still waits for writability, so both paths finish in `completeConnect`.
       _ = try Syscall.connect(socket.fileDescriptor, address)
@@ -167,7 +171,8 @@ public final class BufferedConnection: IOEventHandler {
   // MARK: Writing
 
   /// Sends `bytes`, queueing what the kernel does not take now. The array's storage is shared, not copied.
-  /// Returns false (and drops the bytes) once the connection is closing or closed.
+  /// Returns false (and drops the bytes) once the connection is closing or closed, including when this very
+  /// write failed; the reason then follows in `connection(_:didCloseWith:)`.
   @discardableResult
   public func write(_ bytes: [UInt8]) -> Bool {
     write(bytes[...])
@@ -180,7 +185,7 @@ public final class BufferedConnection: IOEventHandler {
     let wasEmpty = queue.isEmpty
     queue.append(bytes)
     afterEnqueue(wasEmpty: wasEmpty)
-    return true
+    return state != .closed
   }
 
   /// Sends several chunks (say a response head and its body) with one sendmsg where possible.
@@ -190,7 +195,7 @@ public final class BufferedConnection: IOEventHandler {
     let wasEmpty = queue.isEmpty
     for chunk in chunks { queue.append(chunk) }
     afterEnqueue(wasEmpty: wasEmpty)
-    return true
+    return state != .closed
   }
 
   /// Sends borrowed bytes (for example straight from another connection's read buffer). What the kernel
@@ -209,17 +214,14 @@ public final class BufferedConnection: IOEventHandler {
         }
       } catch {
         finishClose(.failed(error), abortive: true)
-        return true
+        return false
       }
-      if taken == bytes.count {
-        finishOutputIfRequested()
-        return true
-      }
+      if taken == bytes.count { return true }
     }
     let wasEmpty = queue.isEmpty
     queue.append(Array(UnsafeRawBufferPointer(rebasing: bytes[taken...]))[...])
     afterEnqueue(wasEmpty: wasEmpty, alreadyTried: wasEmpty && state == .active)
-    return true
+    return state != .closed
   }
 
   /// Sends any byte sequence; contiguous ones are written without an intermediate copy when possible.
@@ -261,7 +263,8 @@ public final class BufferedConnection: IOEventHandler {
       let result: Result<IOResult<Int>, SystemError>
       if queue.chunkCount == 1 {
         attempted = queue.byteCount
-        result = queue.withFirstChunk { bytes in Result { () throws(SystemError) in try socket.write(bytes) } }
+        result = queue.withFirstChunk { bytes in Result { () throws(SystemError) in try socket.write(bytes) }
+        }
       } else {
         (result, attempted) = queue.withIOVecs { vectors, total in
           (Result { () throws(SystemError) in try socket.write(iovecs: vectors) }, total)
@@ -324,7 +327,8 @@ public final class BufferedConnection: IOEventHandler {
       parkedAfterHangup = false
       guard state == .active else { return }
       do {
-        registration = try loop.register(fileDescriptor: socket.fileDescriptor, interest: desiredInterest, handler: self)
+        registration = try loop.register(
+          fileDescriptor: socket.fileDescriptor, interest: desiredInterest, handler: self)
         registeredInterest = desiredInterest
       } catch {
         finishClose(.failed(error), abortive: true)

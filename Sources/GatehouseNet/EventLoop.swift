@@ -323,7 +323,8 @@ public final class EventLoop: @unchecked Sendable {
 
   private func isCurrent(_ registration: IORegistration) -> Bool {
     let slot = Int(registration.slot)
-    return slot < slots.count && slots[slot].generation == registration.generation && slots[slot].handler != nil
+    return slot < slots.count && slots[slot].generation == registration.generation
+      && slots[slot].handler != nil
   }
 
   private func release(slot: UInt32) {

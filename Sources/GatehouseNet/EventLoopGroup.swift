@@ -38,6 +38,20 @@ public final class EventLoopGroup: Sendable {
     threads = Mutex(started)
   }
 
+  /// A group dropped without `shutdown()` still stops its loops; it joins their threads unless the last
+  /// reference went away on one of them (a thread cannot join itself), in which case they just exit.
+  deinit {
+    if loops.contains(where: { $0.inEventLoop }) {
+      for loop in loops { loop.stop() }
+      threads.withLock { threads in
+        for thread in threads { pthread_detach(thread) }
+        threads.removeAll()
+      }
+    } else {
+      shutdown()
+    }
+  }
+
   /// The next loop, round robin.
   public func next() -> EventLoop {
     let index = nextIndex.wrappingAdd(1, ordering: .relaxed).oldValue

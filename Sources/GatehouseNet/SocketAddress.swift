@@ -63,7 +63,10 @@ public struct SocketAddress: Sendable, Hashable, CustomStringConvertible {
     var ipv6 = in6_addr()
     if inet_pton(AF_INET6, String(text), &ipv6) == 1 {
       let (high, low) = withUnsafeBytes(of: &ipv6) { bytes in
-        (bytes.loadUnaligned(fromByteOffset: 0, as: UInt64.self), bytes.loadUnaligned(fromByteOffset: 8, as: UInt64.self))
+        (
+          bytes.loadUnaligned(fromByteOffset: 0, as: UInt64.self),
+          bytes.loadUnaligned(fromByteOffset: 8, as: UInt64.self)
+        )
       }
       return .ipv6(high, low, scopeID: 0)
     }
@@ -80,9 +83,13 @@ public struct SocketAddress: Sendable, Hashable, CustomStringConvertible {
     case AF_INET6:
       var address = withUnsafeBytes(of: &storage) { $0.loadUnaligned(as: sockaddr_in6.self) }
       let (high, low) = withUnsafeBytes(of: &address.sin6_addr) { bytes in
-        (bytes.loadUnaligned(fromByteOffset: 0, as: UInt64.self), bytes.loadUnaligned(fromByteOffset: 8, as: UInt64.self))
+        (
+          bytes.loadUnaligned(fromByteOffset: 0, as: UInt64.self),
+          bytes.loadUnaligned(fromByteOffset: 8, as: UInt64.self)
+        )
       }
-      self.init(host: .ipv6(high, low, scopeID: address.sin6_scope_id), port: UInt16(bigEndian: address.sin6_port))
+      self.init(
+        host: .ipv6(high, low, scopeID: address.sin6_scope_id), port: UInt16(bigEndian: address.sin6_port))
     default:
       return nil
     }
@@ -111,7 +118,9 @@ public struct SocketAddress: Sendable, Hashable, CustomStringConvertible {
       address.sin_port = port.bigEndian
       address.sin_addr.s_addr = raw
       return try withUnsafePointer(to: &address) { pointer throws(Failure) in
-        try body(UnsafeRawPointer(pointer).assumingMemoryBound(to: sockaddr.self), socklen_t(MemoryLayout<sockaddr_in>.size))
+        try body(
+          UnsafeRawPointer(pointer).assumingMemoryBound(to: sockaddr.self),
+          socklen_t(MemoryLayout<sockaddr_in>.size))
       }
     case .ipv6(let high, let low, let scopeID):
       var address = sockaddr_in6()
@@ -123,7 +132,9 @@ public struct SocketAddress: Sendable, Hashable, CustomStringConvertible {
         bytes.storeBytes(of: low, toByteOffset: 8, as: UInt64.self)
       }
       return try withUnsafePointer(to: &address) { pointer throws(Failure) in
-        try body(UnsafeRawPointer(pointer).assumingMemoryBound(to: sockaddr.self), socklen_t(MemoryLayout<sockaddr_in6>.size))
+        try body(
+          UnsafeRawPointer(pointer).assumingMemoryBound(to: sockaddr.self),
+          socklen_t(MemoryLayout<sockaddr_in6>.size))
       }
     }
   }

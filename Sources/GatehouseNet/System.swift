@@ -83,7 +83,9 @@ enum Syscall {
     }
   }
 
-  static func read(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) throws(SystemError) -> IOResult<Int> {
+  static func read(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) throws(SystemError) -> IOResult<
+    Int
+  > {
     try runNonBlocking("read") { Glibc.read(fd, buffer.baseAddress, buffer.count) }
   }
 
@@ -192,7 +194,10 @@ enum Syscall {
   static func epollWait(
     _ epoll: Int32, into events: UnsafeMutableBufferPointer<gh_epoll_event>, timeoutMilliseconds: Int32
   ) throws(SystemError) -> Int {
-    Int(try run("epoll_wait") { gh_epoll_wait(epoll, events.baseAddress, Int32(events.count), timeoutMilliseconds) })
+    Int(
+      try run("epoll_wait") {
+        gh_epoll_wait(epoll, events.baseAddress, Int32(events.count), timeoutMilliseconds)
+      })
   }
 
   static func eventFD() throws(SystemError) -> Int32 {

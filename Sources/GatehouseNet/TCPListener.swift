@@ -51,7 +51,8 @@ public final class TCPListener: IOEventHandler {
     let first = try TCPListener(address: address, backlog: backlog, reusePort: true)
     var listeners = [first]
     for _ in 1..<count {
-      listeners.append(try TCPListener(address: address.withPort(first.localPort), backlog: backlog, reusePort: true))
+      listeners.append(
+        try TCPListener(address: address.withPort(first.localPort), backlog: backlog, reusePort: true))
     }
     return listeners
   }

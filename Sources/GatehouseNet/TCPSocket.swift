@@ -61,12 +61,15 @@ public final class TCPSocket {
   }
 
   /// Writes several buffers with one call (at most 1024); returns the total taken.
-  public func write(vectors buffers: UnsafeBufferPointer<UnsafeRawBufferPointer>) throws(SystemError) -> IOResult<Int> {
+  public func write(vectors buffers: UnsafeBufferPointer<UnsafeRawBufferPointer>) throws(SystemError)
+    -> IOResult<Int>
+  {
     let count = min(buffers.count, Int(UIO_MAXIOV))
     return try withUnsafeTemporaryAllocation(of: iovec.self, capacity: count) { vectors throws(SystemError) in
       for index in 0..<count {
         vectors[index] = iovec(
-          iov_base: UnsafeMutableRawPointer(mutating: buffers[index].baseAddress), iov_len: buffers[index].count)
+          iov_base: UnsafeMutableRawPointer(mutating: buffers[index].baseAddress),
+          iov_len: buffers[index].count)
       }
       return try Syscall.sendmsg(fileDescriptor, vectors)
     }
@@ -92,7 +95,8 @@ public final class TCPSocket {
   /// Closes with SO_LINGER 0, so the peer gets RST and no TIME_WAIT is left: for errors and timeouts.
   public func abort() {
     guard fileDescriptor >= 0 else { return }
-    try? Syscall.setOption(fileDescriptor, level: SOL_SOCKET, name: SO_LINGER, linger(l_onoff: 1, l_linger: 0))
+    try? Syscall.setOption(
+      fileDescriptor, level: SOL_SOCKET, name: SO_LINGER, linger(l_onoff: 1, l_linger: 0))
     close()
   }
 

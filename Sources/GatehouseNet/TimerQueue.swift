@@ -55,7 +55,8 @@ struct TimerQueue<Action> {
   @discardableResult
   mutating func cancel(_ handle: TimerHandle) -> Bool {
     let slot = Int(handle.slot)
-    guard slot < entries.count, entries[slot].generation == handle.generation, entries[slot].heapIndex >= 0 else {
+    guard slot < entries.count, entries[slot].generation == handle.generation, entries[slot].heapIndex >= 0
+    else {
       return false
     }
     removeFromHeap(at: entries[slot].heapIndex)

@@ -73,7 +73,8 @@ struct WriteQueue {
   ) -> Result {
     if index == count { return body(vectors, total) }
     return chunks[head + index].withUnsafeBytes { bytes in
-      vectors[index] = iovec(iov_base: UnsafeMutableRawPointer(mutating: bytes.baseAddress), iov_len: bytes.count)
+      vectors[index] = iovec(
+        iov_base: UnsafeMutableRawPointer(mutating: bytes.baseAddress), iov_len: bytes.count)
       return pin(from: index + 1, count: count, vectors: vectors, total: total + bytes.count, body)
     }
   }

@@ -221,7 +221,8 @@ import Testing
       for _ in 0..<attempts {
         connections.value.append(
           try BufferedConnection.connect(
-            to: .loopback(port: port), on: loop, timeout: .milliseconds(300), delegate: RecordingDelegate(log: log)))
+            to: .loopback(port: port), on: loop, timeout: .milliseconds(300),
+            delegate: RecordingDelegate(log: log)))
       }
     }
     #expect(
@@ -254,7 +255,8 @@ import Testing
         delegate.onDrain = { connection in connection.close() }
         guard
           let connection = try? BufferedConnection(
-            socket: socket, loop: loop, delegate: delegate, watermarks: WriteWatermarks(low: 16 * 1024, high: 64 * 1024))
+            socket: socket, loop: loop, delegate: delegate,
+            watermarks: WriteWatermarks(low: 16 * 1024, high: 64 * 1024))
         else { return }
         accepted.value = connection
         // The owner's side of backpressure: produce until told to stop (bounded at 256 MiB).
@@ -305,7 +307,8 @@ import Testing
     let accepted = LoopConfined<BufferedConnection?>(nil)
     try onLoop(loop) {
       try listener.value.startAccepting(on: loop) { socket in
-        let connection = try? BufferedConnection(socket: socket, loop: loop, delegate: RecordingDelegate(log: log))
+        let connection = try? BufferedConnection(
+          socket: socket, loop: loop, delegate: RecordingDelegate(log: log))
         connection?.pauseReading()
         accepted.value = connection
         log.append("accept")
@@ -359,6 +362,47 @@ import Testing
       let box = boxes[index]
       try onLoop(group.loops[index]) { box.value.close() }
     }
+  }
+
+  @Test func acceptBacksOffInsteadOfSpinningWhenOutOfDescriptors() throws {
+    let group = try EventLoopGroup(loopCount: 1)
+    defer { group.shutdown() }
+    let loop = group.next()
+    let listener = LoopConfined(try TCPListener(address: .loopback(port: 0)))
+    let port = listener.value.localPort
+    var clients: [BlockingClient] = []
+    for _ in 0..<4 { clients.append(try BlockingClient(port: port)) }  // waiting in the accept queue
+
+    var saved = rlimit()
+    getrlimit(Int32(RLIMIT_NOFILE.rawValue), &saved)
+    let errors = Counter()
+    let accepted = Counter()
+    // A soft limit of 0 makes every new descriptor fail with EMFILE, for this whole process, briefly.
+    var exhausted = saved
+    exhausted.rlim_cur = 0
+    setrlimit(Int32(RLIMIT_NOFILE.rawValue), &exhausted)
+    var restored = false
+    defer { if !restored { setrlimit(Int32(RLIMIT_NOFILE.rawValue), &saved) } }
+    try onLoop(loop) {
+      listener.value.exhaustionBackoff = .milliseconds(100)
+      try listener.value.startAccepting(on: loop) { socket in
+        accepted.increment()
+        socket.close()
+      }
+      listener.value.onAcceptError = { error in
+        if error.errno == EMFILE { errors.increment() }
+      }
+    }
+    sleep(milliseconds: 500)
+    setrlimit(Int32(RLIMIT_NOFILE.rawValue), &saved)
+    restored = true
+    let errorsWhileExhausted = errors.value
+    // One failed accept per backoff period (about 5 in 500 ms), not thousands from a spinning loop.
+    #expect(errorsWhileExhausted >= 1)
+    #expect(errorsWhileExhausted <= 20)
+    #expect(waitUntil { accepted.value == 4 })
+    clients.removeAll()
+    try onLoop(loop) { listener.value.close() }
   }
 
   @Test func eofIsDeliveredOnce() throws {
@@ -457,7 +501,8 @@ import Testing
       let closedPort = try TCPListener(address: .loopback(port: 0)).localPort
       try onLoop(group.loops[1]) {
         _ = try BufferedConnection.connect(
-          to: .loopback(port: closedPort), on: group.loops[1], timeout: .seconds(5), delegate: RecordingDelegate(log: log))
+          to: .loopback(port: closedPort), on: group.loops[1], timeout: .seconds(5),
+          delegate: RecordingDelegate(log: log))
       }
       #expect(waitUntil { log.count(prefix: "close:errno") == 1 })
       // A connection still open when the loop stops is closed by the loop's shutdown.

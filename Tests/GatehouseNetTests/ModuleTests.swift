@@ -1,4 +1,5 @@
 import Testing
+
 @testable import GatehouseNet
 
 @Test func netModuleLinks() { #expect(GatehouseNetModule.self == GatehouseNetModule.self) }

@@ -32,7 +32,9 @@ func onLoop<T: Sendable>(_ loop: EventLoop, _ body: @escaping @Sendable () throw
     slot.store(Result { try body() })
     done.signal()
   }
-  guard done.wait(timeout: .now() + 10) == .success else { throw TestFailure(description: "loop did not answer") }
+  guard done.wait(timeout: .now() + 10) == .success else {
+    throw TestFailure(description: "loop did not answer")
+  }
   guard let result = slot.take() else { throw TestFailure(description: "no result") }
   return try result.get()
 }
@@ -150,7 +152,9 @@ final class BlockingClient {
   func send(_ bytes: [UInt8]) throws {
     var offset = 0
     while offset < bytes.count {
-      let sent = bytes[offset...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+      let sent = bytes[offset...].withUnsafeBytes {
+        Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL))
+      }
       guard sent > 0 else { throw TestFailure(description: "send: \(errno)") }
       offset += sent
     }
@@ -161,7 +165,9 @@ final class BlockingClient {
     var result: [UInt8] = []
     var buffer = [UInt8](repeating: 0, count: 65536)
     while result.count < count {
-      let got = buffer.withUnsafeMutableBytes { Glibc.recv(fd, $0.baseAddress, min($0.count, count - result.count), 0) }
+      let got = buffer.withUnsafeMutableBytes {
+        Glibc.recv(fd, $0.baseAddress, min($0.count, count - result.count), 0)
+      }
       if got <= 0 { break }
       result.append(contentsOf: buffer[0..<got])
     }
@@ -202,14 +208,18 @@ func openFileDescriptorCount() -> Int {
   defer { closedir(directory) }
   var count = 0
   while let entry = readdir(directory) {
-    let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+    let name = withUnsafeBytes(of: entry.pointee.d_name) {
+      String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self)
+    }
     if name != "." && name != ".." { count += 1 }
   }
   return count - 1
 }
 
 /// Starts an echo server: one listener on `loop`, every accepted connection echoes and logs to `log`.
-func startEchoServer(on loop: EventLoop, log: EventLog) throws -> (port: UInt16, listener: LoopConfined<TCPListener>) {
+func startEchoServer(on loop: EventLoop, log: EventLog) throws -> (
+  port: UInt16, listener: LoopConfined<TCPListener>
+) {
   let listener = try TCPListener(address: .loopback(port: 0))
   let port = listener.localPort
   let box = LoopConfined(listener)

@@ -24,8 +24,10 @@ import Testing
     #expect(try SocketAddress(parsing: "localhost:0") == .loopback(port: 0))
   }
 
-  @Test(arguments: ["127.0.0.1", "127.0.0.1:", "127.0.0.1:65536", "127.0.0.1:-1", "127.0.0.1:+1", "::1:80",
-    "[::1]80", "[::1", "example.com:80", "300.1.1.1:80", ":80"])
+  @Test(arguments: [
+    "127.0.0.1", "127.0.0.1:", "127.0.0.1:65536", "127.0.0.1:-1", "127.0.0.1:+1", "::1:80",
+    "[::1]80", "[::1", "example.com:80", "300.1.1.1:80", ":80",
+  ])
   func rejects(_ text: String) {
     #expect(throws: AddressParseError.self) { try SocketAddress(parsing: text) }
   }
