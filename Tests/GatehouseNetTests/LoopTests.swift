@@ -247,7 +247,9 @@ import Testing
     let port = listener.value.localPort
     let accepted = LoopConfined<BufferedConnection?>(nil)
     let written = Counter()
-    let chunk = [UInt8](repeating: 0x5a, count: 64 * 1024)
+    // Chunk n is filled with the byte n, and 60 000 is not a multiple of any kernel write size, so partial
+    // writes land inside chunks and any lost, repeated or reordered byte shows up in the pattern.
+    let chunkSize = 60_000
     try onLoop(loop) {
       try listener.value.startAccepting(on: loop) { socket in
         let delegate = RecordingDelegate(log: log)
@@ -262,8 +264,8 @@ import Testing
         // The owner's side of backpressure: produce until told to stop (bounded at 256 MiB).
         var chunks = 0
         while !connection.isAboveHighWatermark, chunks < 4_096 {
-          connection.write(chunk)
-          written.increment(by: chunk.count)
+          connection.write([UInt8](repeating: UInt8(truncatingIfNeeded: chunks), count: chunkSize))
+          written.increment(by: chunkSize)
           chunks += 1
         }
       }
@@ -286,9 +288,10 @@ import Testing
     #expect(try attempts() == previous)
     #expect(log.count("drain") == 0)
 
-    let (count, sawEOF) = client.drainUntilEOF()
+    let (count, sawEOF, mismatches) = client.drainVerifyingChunkPattern(chunkSize: chunkSize)
     #expect(sawEOF)
     #expect(count == written.value)
+    #expect(mismatches == 0)
     #expect(waitUntil { log.count("close:owner") == 1 })
     #expect(log.all == ["high", "drain", "close:owner"])
     try onLoop(loop) {

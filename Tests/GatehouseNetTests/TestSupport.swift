@@ -187,6 +187,23 @@ final class BlockingClient {
     return (total, false)
   }
 
+  /// Reads to EOF, checking that byte `i` equals `i / chunkSize` (mod 256); counts the bytes that do not.
+  func drainVerifyingChunkPattern(chunkSize: Int) -> (count: Int, sawEOF: Bool, mismatches: Int) {
+    var total = 0
+    var mismatches = 0
+    var buffer = [UInt8](repeating: 0, count: 65536)
+    while true {
+      let got = buffer.withUnsafeMutableBytes { Glibc.recv(fd, $0.baseAddress, $0.count, 0) }
+      if got <= 0 { return (total, got == 0, mismatches) }
+      buffer.withUnsafeBufferPointer { bytes in
+        for index in 0..<got where bytes[index] != UInt8(truncatingIfNeeded: (total + index) / chunkSize) {
+          mismatches += 1
+        }
+      }
+      total += got
+    }
+  }
+
   func shutdownWrite() { Glibc.shutdown(fd, Int32(SHUT_WR)) }
 
   /// Closes with RST.
