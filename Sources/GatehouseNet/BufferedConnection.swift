@@ -92,7 +92,7 @@ public final class BufferedConnection: IOEventHandler {
   private var outputShutDown = false
   private var aboveHighWatermark = false
   /// Deregistered after a hang-up that arrived while reading was paused (see `handleIOEvents`).
-  private var parkedAfterHangup = false
+  private(set) var parkedAfterHangup = false
   private var connectTimer: TimerHandle?
 
   /// How many write system calls were made; tests use it to see that a full socket is not retried.

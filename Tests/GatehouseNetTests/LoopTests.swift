@@ -336,6 +336,47 @@ import Testing
     }
   }
 
+  @Test func hangupWhilePausedWaitsForResume() throws {
+    let group = try EventLoopGroup(loopCount: 1)
+    defer { group.shutdown() }
+    let loop = group.next()
+    let log = EventLog()
+    let listener = LoopConfined(try TCPListener(address: .loopback(port: 0)))
+    let port = listener.value.localPort
+    let accepted = LoopConfined<BufferedConnection?>(nil)
+    try onLoop(loop) {
+      try listener.value.startAccepting(on: loop) { socket in
+        let connection = try? BufferedConnection(
+          socket: socket, loop: loop, delegate: RecordingDelegate(log: log))
+        connection?.pauseReading()
+        connection?.write(Array("hi".utf8))
+        connection?.closeOutputAfterFlush()  // our FIN; with the client's FIN below, epoll reports EPOLLHUP
+        accepted.value = connection
+        log.append("accept")
+      }
+    }
+    let client = try BlockingClient(port: port)
+    try client.send(Array("abc".utf8))
+    #expect(client.receive(count: 2) == Array("hi".utf8))
+    #expect(client.drainUntilEOF() == (0, true))
+    client.shutdownWrite()
+    sleep(milliseconds: 300)
+    // Still paused: the unread input waits in the kernel, and nothing was delivered.
+    #expect(log.all == ["accept"])
+    #expect(try onLoop(loop) { accepted.value?.isClosed } == false)
+    // EPOLLHUP ignores the interest set; the connection left epoll instead of being woken in a loop.
+    #expect(waitUntil { (try? onLoop(loop) { accepted.value?.parkedAfterHangup }) == true })
+
+    try onLoop(loop) { accepted.value?.resumeReading() }
+    #expect(waitUntil { log.count(prefix: "close:") == 1 })
+    #expect(log.receivedBytes == Array("abc".utf8))
+    #expect(log.all == ["accept", "eof", "close:owner"])
+    try onLoop(loop) {
+      accepted.value = nil
+      listener.value.close()
+    }
+  }
+
   @Test func twoReusePortListenersOnOnePortBothAccept() throws {
     let group = try EventLoopGroup(loopCount: 2)
     defer { group.shutdown() }
