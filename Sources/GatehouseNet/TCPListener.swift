@@ -23,6 +23,9 @@ public final class TCPListener: IOEventHandler {
   private var onAccept: ((TCPSocket) -> Void)?
   private var batchSize = 64
   private var backoffTimer: TimerHandle?
+  /// Tests set this to make every accept fail as if the process ran out of descriptors; lowering
+  /// RLIMIT_NOFILE instead would break every other test running in the same process.
+  var simulatedAcceptError: SystemError?
 
   /// Binds and listens on `address`. Port 0 picks a free port; read it from `localPort`.
   public init(address: SocketAddress, backlog: Int32 = 1024, reusePort: Bool = true) throws(SystemError) {
@@ -117,7 +120,8 @@ public final class TCPListener: IOEventHandler {
     for _ in 0..<batchSize {
       // onAccept may stop or close the listener.
       guard registration != nil, let onAccept else { return }
-      do {
+      do throws(SystemError) {
+        if let simulatedAcceptError { throw simulatedAcceptError }
         switch try accept() {
         case .processed(let socket):
           onAccept(socket)

@@ -417,18 +417,11 @@ import Testing
     var clients: [BlockingClient] = []
     for _ in 0..<4 { clients.append(try BlockingClient(port: port)) }  // waiting in the accept queue
 
-    var saved = rlimit()
-    getrlimit(Int32(RLIMIT_NOFILE.rawValue), &saved)
     let errors = Counter()
     let accepted = Counter()
-    // A soft limit of 0 makes every new descriptor fail with EMFILE, for this whole process, briefly.
-    var exhausted = saved
-    exhausted.rlim_cur = 0
-    setrlimit(Int32(RLIMIT_NOFILE.rawValue), &exhausted)
-    var restored = false
-    defer { if !restored { setrlimit(Int32(RLIMIT_NOFILE.rawValue), &saved) } }
     try onLoop(loop) {
       listener.value.exhaustionBackoff = .milliseconds(100)
+      listener.value.simulatedAcceptError = SystemError(errno: EMFILE, syscall: "accept4")
       try listener.value.startAccepting(on: loop) { socket in
         accepted.increment()
         socket.close()
@@ -438,8 +431,7 @@ import Testing
       }
     }
     sleep(milliseconds: 500)
-    setrlimit(Int32(RLIMIT_NOFILE.rawValue), &saved)
-    restored = true
+    try onLoop(loop) { listener.value.simulatedAcceptError = nil }
     let errorsWhileExhausted = errors.value
     // One failed accept per backoff period (about 5 in 500 ms), not thousands from a spinning loop.
     #expect(errorsWhileExhausted >= 1)
