@@ -7,6 +7,9 @@
 #include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <sys/timerfd.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <unistd.h>
 
 const uint32_t GH_EPOLLIN = EPOLLIN;
 const uint32_t GH_EPOLLOUT = EPOLLOUT;
@@ -70,4 +73,30 @@ int gh_signalfd_for(const int *signals, int count) {
   for (int i = 0; i < count; i++) sigaddset(&set, signals[i]);
   if (pthread_sigmask(SIG_BLOCK, &set, NULL) != 0) return -1;
   return signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+}
+
+ssize_t gh_signalfd_read(int fd, uint32_t *signo) {
+  struct signalfd_siginfo info;
+  ssize_t n = read(fd, &info, sizeof info);
+  if (n == (ssize_t)sizeof info) *signo = info.ssi_signo;
+  return n;
+}
+
+int gh_unblock_signals(const int *signals, int count) {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int i = 0; i < count; i++) sigaddset(&set, signals[i]);
+  return pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+}
+
+const int GH_TCP_NODELAY = TCP_NODELAY;
+const int GH_IPPROTO_TCP = IPPROTO_TCP;
+const int GH_SO_REUSEPORT = SO_REUSEPORT;
+const int GH_MSG_NOSIGNAL = MSG_NOSIGNAL;
+
+void gh_set_thread_name(const char *name) {
+  char truncated[16];
+  strncpy(truncated, name, sizeof truncated - 1);
+  truncated[sizeof truncated - 1] = 0;
+  pthread_setname_np(pthread_self(), truncated);
 }

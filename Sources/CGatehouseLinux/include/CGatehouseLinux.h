@@ -42,4 +42,16 @@ int gh_timerfd_set_relative(int fd, int64_t ns);
 int gh_accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags);
 // Blocks the given signal in the calling thread and returns a signalfd for it.
 int gh_signalfd_for(const int *signals, int count);
+// Reads one signalfd_siginfo from a signalfd and stores its signal number; returns read()'s result.
+ssize_t gh_signalfd_read(int fd, uint32_t *signo);
+// Undoes gh_signalfd_for's blocking in the calling thread (tests and tools that hand signals back).
+int gh_unblock_signals(const int *signals, int count);
+// Names the calling thread (truncated to the kernel's 15 characters), for top -H and gdb.
+void gh_set_thread_name(const char *name);
+
+// Socket constants that live in headers the Glibc module does not reliably export.
+extern const int GH_TCP_NODELAY;
+extern const int GH_IPPROTO_TCP;
+extern const int GH_SO_REUSEPORT;
+extern const int GH_MSG_NOSIGNAL;
 #endif
