@@ -45,12 +45,14 @@ public struct JSONNumber: Sendable, Equatable {
     return lhs.double == rhs.double
   }
 
-  public init(_ integer: Int64) {
+  /// An integer, as a literal without fraction or exponent would parse.
+  public init(integer: Int64) {
     self.double = Double(integer)
     self.integer = integer
   }
 
-  public init(_ double: Double) {
+  /// A number with no exact integer form recorded.
+  public init(double: Double) {
     self.double = double
     self.integer = nil
   }
