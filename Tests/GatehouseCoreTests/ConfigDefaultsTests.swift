@@ -63,12 +63,15 @@ import Testing
   @Test func cacheAndStubBlocks() throws {
     let route = try loadConfig(
       configJSON(
-        route: #""cache": {"vary": ["Accept-Language"]}, "stub": {"mode": "fallback", "body": {"b": [1, "x"]}, "delay_ms": 5}"#
+        route:
+          #""cache": {"vary": ["Accept-Language"]}, "stub": {"mode": "fallback", "body": {"b": [1, "x"]}, "delay_ms": 5}"#
       )
     ).routes[0]
     #expect(
       route.cache
-        == RouteCacheConfig(staleIfError: .seconds(86_400), fresh: .zero, staleWhileRevalidate: .zero, vary: ["Accept-Language"]))
+        == RouteCacheConfig(
+          staleIfError: .seconds(86_400), fresh: .zero, staleWhileRevalidate: .zero, vary: ["Accept-Language"]
+        ))
     #expect(route.stub.mode == .fallback)
     #expect(route.stub.status == 200)
     #expect(route.stub.body == Array(#"{"b":[1,"x"]}"#.utf8))
@@ -114,7 +117,8 @@ import Testing
     let config = try loadConfig(json, environment: ["API_TOKEN": "t1", "PARTNER_SECRET": "t2"])
     #expect(config.listen.map(\.address.description) == ["0.0.0.0:8080", "[::1]:8081"])
     #expect(config.workers == 4)
-    #expect(config.admin.listen.port == 9902 && config.admin.token?.value == "adm" && config.admin.metricsPublic)
+    #expect(
+      config.admin.listen.port == 9902 && config.admin.token?.value == "adm" && config.admin.metricsPublic)
     #expect(config.store == StoreConfig(path: "var/x.sqlite", maxBytes: 1000, secretKey: SecretValue("k")))
     #expect(
       config.limits
@@ -124,10 +128,14 @@ import Testing
     #expect(
       config.headers
         == HeaderRules(
-          set: [HeaderField(name: "Accept", value: "application/json"), HeaderField(name: "Version", value: "1.4.2")],
+          set: [
+            HeaderField(name: "Accept", value: "application/json"),
+            HeaderField(name: "Version", value: "1.4.2"),
+          ],
           remove: ["Cookie"]))
     let upstream = try #require(config.upstream(named: "api"))
-    #expect(upstream.url.basePath == "/v1" && upstream.url.port == 80 && upstream.url.hostHeader == "api.internal")
+    #expect(
+      upstream.url.basePath == "/v1" && upstream.url.port == 80 && upstream.url.hostHeader == "api.internal")
     #expect(upstream.connectTimeout == .milliseconds(11) && upstream.responseTimeout == .milliseconds(12))
     #expect(upstream.maxIdleConnections == 0)
     #expect(config.tokens.map(\.name) == ["api", "partner", "legacy"])
@@ -142,7 +150,8 @@ import Testing
     #expect(oauth2.refreshBefore == .seconds(30))
     #expect(config.clients.required)
     #expect(config.clients.keys.map(\.id) == ["ios-app", "web", "batch"])
-    #expect(config.clients.keys[0].sha256Hex == "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08")
+    #expect(
+      config.clients.keys[0].sha256Hex == "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08")
     #expect(config.clients.keys[0].rateLimit == ClientRateLimit(perSecond: 2.5, burst: 3))
     #expect(config.clients.keys[1].rateLimit == ClientRateLimit(perSecond: 50, burst: 100))
     #expect(config.clients.keys[2].rateLimit == nil)
@@ -154,18 +163,23 @@ import Testing
     #expect(
       route.invalidToken
         == InvalidTokenRule(
-          statuses: [401, 403], bodyField: "status", bodyValues: [.number(JSONNumber(integer: -1)), .string("expired")]))
+          statuses: [401, 403], bodyField: "status",
+          bodyValues: [.number(JSONNumber(integer: -1)), .string("expired")]))
     #expect(route.headers.set == [HeaderField(name: "X-Client", value: "gatehouse")])
-    #expect(route.envelope == EnvelopeConfig(enabled: false, keyPath: ["data", "items"], status: .always200, maxBytes: 99))
+    #expect(
+      route.envelope
+        == EnvelopeConfig(enabled: false, keyPath: ["data", "items"], status: .always200, maxBytes: 99))
     #expect(
       route.cache
-        == RouteCacheConfig(staleIfError: .seconds(1), fresh: .seconds(2), staleWhileRevalidate: .seconds(3), vary: []))
+        == RouteCacheConfig(
+          staleIfError: .seconds(1), fresh: .seconds(2), staleWhileRevalidate: .seconds(3), vary: []))
     #expect(route.stub == StubConfig(mode: .off, status: 503, body: Array("null".utf8), delay: .zero))
     #expect(config.log == LogConfig(level: .warn, access: .off, format: .json))
   }
 
   @Test func emptyEnvironmentValuesMeanUnset() throws {
-    let json = #"{"admin": {"token": "${T:-}"}, "store": {"secret_key": "${K:-}"}, "routes": [{"name": "r", "match": {"path": "/"}, "stub": {"mode": "always"}}]}"#
+    let json =
+      #"{"admin": {"token": "${T:-}"}, "store": {"secret_key": "${K:-}"}, "routes": [{"name": "r", "match": {"path": "/"}, "stub": {"mode": "always"}}]}"#
     let config = try loadConfig(json)
     #expect(config.admin.token == nil)
     #expect(config.store.secretKey == nil)
@@ -179,7 +193,10 @@ import Testing
   @Test func environmentIsExpandedInNestedStringsButNotKeys() throws {
     let json = configJSON(route: #""headers": {"set": {"X-${NAME}": "v-${NAME}"}}"#)
     let lines = issueLines(json, environment: ["NAME": "a"])
-    #expect(lines == [#"routes[0].headers.set["X-${NAME}"]: invalid header name (letters, digits and !#$%&'*+-.^_`|~ only)"#])
+    #expect(
+      lines == [
+        #"routes[0].headers.set["X-${NAME}"]: invalid header name (letters, digits and !#$%&'*+-.^_`|~ only)"#
+      ])
     let expanded = configJSON(route: #""headers": {"set": {"X-Name": "v-${NAME}"}}"#)
     #expect(try loadConfig(expanded, environment: ["NAME": "a"]).routes[0].headers.set[0].value == "v-a")
   }

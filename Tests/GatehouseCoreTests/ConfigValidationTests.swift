@@ -48,7 +48,8 @@ import Testing
   }
 
   @Test func wrongTypes() {
-    #expect(issueLines(configJSON(extra: #""workers": "4""#)) == ["workers: expected an integer, got a string"])
+    #expect(
+      issueLines(configJSON(extra: #""workers": "4""#)) == ["workers: expected an integer, got a string"])
     #expect(issueLines(configJSON(extra: #""workers": 1.5"#)) == ["workers: expected an integer, got 1.5"])
     #expect(issueLines(configJSON(extra: #""listen": {}"#)) == ["listen: expected an array, got an object"])
     #expect(
@@ -74,29 +75,37 @@ import Testing
   }
 
   @Test func missingRequiredKeys() {
-    #expect(issueLines(#"{"routes": [{"match": {"path": "/"}, "stub": {"mode": "always"}}]}"#) == [
-      "routes[0].name: missing required key"
-    ])
-    #expect(issueLines(#"{"routes": [{"name": "r", "match": {}, "upstream": "x"}]}"#).first == "routes[0].match.path: missing required key")
+    #expect(
+      issueLines(#"{"routes": [{"match": {"path": "/"}, "stub": {"mode": "always"}}]}"#) == [
+        "routes[0].name: missing required key"
+      ])
+    #expect(
+      issueLines(#"{"routes": [{"name": "r", "match": {}, "upstream": "x"}]}"#).first
+        == "routes[0].match.path: missing required key")
     #expect(
       issueLines(#"{"routes": [{"name": "r", "match": {"path": "/"}}]}"#) == [
         #"routes[0].upstream: missing required key (only a route with stub.mode "always" may leave it out)"#
       ])
     #expect(
-      issueLines(configJSON().replacingOccurrences(of: #""url": "http://127.0.0.1:3000/api/v1""#, with: #""urll": "x""#)) == [
-        "upstreams.api.url: missing required key",
-        #"upstreams.api.urll: unknown key (did you mean "url"?)"#,
-      ])
+      issueLines(
+        configJSON().replacingOccurrences(
+          of: #""url": "http://127.0.0.1:3000/api/v1""#, with: #""urll": "x""#)) == [
+          "upstreams.api.url: missing required key",
+          #"upstreams.api.urll: unknown key (did you mean "url"?)"#,
+        ])
     #expect(issueLines(#"{"routes": []}"#) == ["routes: must list at least one route"])
   }
 
   @Test func routeReferences() {
     #expect(
-      issueLines(configJSON().replacingOccurrences(of: #""upstream": "api""#, with: #""upstream": "apii""#)) == [
-        #"routes[0].upstream: unknown upstream "apii" (did you mean "api"?)"#
-      ])
+      issueLines(configJSON().replacingOccurrences(of: #""upstream": "api""#, with: #""upstream": "apii""#))
+        == [
+          #"routes[0].upstream: unknown upstream "apii" (did you mean "api"?)"#
+        ])
     #expect(
-      issueLines(configJSON(route: #""token": "ap""#)) == [#"routes[0].token: unknown token "ap" (did you mean "api"?)"#])
+      issueLines(configJSON(route: #""token": "ap""#)) == [
+        #"routes[0].token: unknown token "ap" (did you mean "api"?)"#
+      ])
     #expect(issueLines(configJSON(route: #""token": "zzz""#)) == [#"routes[0].token: unknown token "zzz""#])
   }
 
@@ -116,9 +125,12 @@ import Testing
   }
 
   @Test func namesAreLimitedToSafeCharacters() {
-    let json = configJSON().replacingOccurrences(of: #""upstreams": { "api""#, with: #""upstreams": { "my api""#)
-      .replacingOccurrences(of: #""upstream": "api""#, with: #""upstream": "my api""#)
-    #expect(issueLines(json) == [#"upstreams["my api"]: name may contain only letters, digits, '_', '-' and '.'"#])
+    let json = configJSON().replacingOccurrences(
+      of: #""upstreams": { "api""#, with: #""upstreams": { "my api""#
+    )
+    .replacingOccurrences(of: #""upstream": "api""#, with: #""upstream": "my api""#)
+    #expect(
+      issueLines(json) == [#"upstreams["my api"]: name may contain only letters, digits, '_', '-' and '.'"#])
   }
 
   @Test(arguments: [
@@ -134,7 +146,9 @@ import Testing
   ])
   func badListenAddresses(address: String, problem: String) {
     #expect(
-      issueLines(configJSON(extra: #""listen": [{"address": "\#(address)"}]"#)) == ["listen[0].address: \(problem)"])
+      issueLines(configJSON(extra: #""listen": [{"address": "\#(address)"}]"#)) == [
+        "listen[0].address: \(problem)"
+      ])
   }
 
   @Test func duplicateListenersAndAdminClash() {
@@ -142,7 +156,8 @@ import Testing
       issueLines(configJSON(extra: #""listen": [{"address": "127.0.0.1:80"}, {"address": "127.0.0.1:80"}]"#))
         == ["listen[1].address: 127.0.0.1:80 is already used by listen[0]"])
     #expect(
-      issueLines(configJSON(extra: #""listen": [{"address": "127.0.0.1:80"}], "admin": {"listen": "127.0.0.1:80"}"#))
+      issueLines(
+        configJSON(extra: #""listen": [{"address": "127.0.0.1:80"}], "admin": {"listen": "127.0.0.1:80"}"#))
         == ["admin.listen: 127.0.0.1:80 is also a client listener; the admin API needs its own address"])
   }
 
@@ -153,7 +168,8 @@ import Testing
       ])
     #expect(
       issueLines(configJSON(extra: #""admin": {"listen": "0.0.0.0:9901", "token": "${T:-}"}"#)).count == 1)
-    #expect(issueLines(configJSON(extra: #""admin": {"listen": "0.0.0.0:9901", "token": "t"}"#)) == ["loaded"])
+    #expect(
+      issueLines(configJSON(extra: #""admin": {"listen": "0.0.0.0:9901", "token": "t"}"#)) == ["loaded"])
     #expect(issueLines(configJSON(extra: #""admin": {"listen": "[::1]:9901"}"#)) == ["loaded"])
   }
 
@@ -187,8 +203,9 @@ import Testing
 
   @Test func methods() {
     #expect(
-      issueLines(configJSON(route: #""match": {"path": "/", "methods": ["get"]}"#).replacingOccurrences(
-        of: #""match": { "path": "/users/:id" }, "#, with: ""))
+      issueLines(
+        configJSON(route: #""match": {"path": "/", "methods": ["get"]}"#).replacingOccurrences(
+          of: #""match": { "path": "/users/:id" }, "#, with: ""))
         == [#"routes[0].match.methods[0]: methods are case-sensitive; write "GET""#])
     let route = { (methods: String) in
       configJSON().replacingOccurrences(
@@ -197,7 +214,9 @@ import Testing
     #expect(issueLines(route(#"["GET", "GET"]"#)) == ["routes[0].match.methods[1]: GET is listed twice"])
     #expect(issueLines(route(#"["G T"]"#)) == ["routes[0].match.methods[0]: invalid method name"])
     #expect(
-      issueLines(route("[]")) == ["routes[0].match.methods: must list at least one method (leave it out for any method)"])
+      issueLines(route("[]")) == [
+        "routes[0].match.methods: must list at least one method (leave it out for any method)"
+      ])
   }
 
   @Test func headerNamesAndValues() {
@@ -205,18 +224,27 @@ import Testing
     #expect(
       withHeaders(#"{"set": {"Bad Name": "x"}}"#)
         == [#"headers.set["Bad Name"]: invalid header name (letters, digits and !#$%&'*+-.^_`|~ only)"#])
-    #expect(withHeaders(#"{"set": {"X-A": "a\r\nInjected: 1"}}"#) == ["headers.set.X-A: must not contain CR, LF or NUL"])
-    #expect(withHeaders(#"{"set": {"X-A": "a\u0000"}}"#) == ["headers.set.X-A: must not contain CR, LF or NUL"])
-    #expect(withHeaders(#"{"set": {"X-A": "a\u0007"}}"#) == ["headers.set.X-A: must not contain control characters"])
-    #expect(withHeaders(#"{"set": {"X-A": "a", "x-a": "b"}}"#) == [
-      "headers.set.x-a: header x-a is already set as X-A (header names ignore case)"
-    ])
-    #expect(withHeaders(#"{"set": {"Content-Length": "5"}}"#) == [
-      "headers.set.Content-Length: Content-Length is managed by the gateway and cannot be set"
-    ])
-    #expect(withHeaders(#"{"remove": ["Cookie", "Bad:Name"]}"#) == [
-      "headers.remove[1]: invalid header name (letters, digits and !#$%&'*+-.^_`|~ only)"
-    ])
+    #expect(
+      withHeaders(#"{"set": {"X-A": "a\r\nInjected: 1"}}"#) == [
+        "headers.set.X-A: must not contain CR, LF or NUL"
+      ])
+    #expect(
+      withHeaders(#"{"set": {"X-A": "a\u0000"}}"#) == ["headers.set.X-A: must not contain CR, LF or NUL"])
+    #expect(
+      withHeaders(#"{"set": {"X-A": "a\u0007"}}"#) == ["headers.set.X-A: must not contain control characters"]
+    )
+    #expect(
+      withHeaders(#"{"set": {"X-A": "a", "x-a": "b"}}"#) == [
+        "headers.set.x-a: header x-a is already set as X-A (header names ignore case)"
+      ])
+    #expect(
+      withHeaders(#"{"set": {"Content-Length": "5"}}"#) == [
+        "headers.set.Content-Length: Content-Length is managed by the gateway and cannot be set"
+      ])
+    #expect(
+      withHeaders(#"{"remove": ["Cookie", "Bad:Name"]}"#) == [
+        "headers.remove[1]: invalid header name (letters, digits and !#$%&'*+-.^_`|~ only)"
+      ])
     #expect(withHeaders(#"{"set": {"X-A": "tab\tinside ok"}}"#) == ["loaded"])
   }
 
@@ -224,39 +252,59 @@ import Testing
     let withURL = { (url: String) in
       issueLines(configJSON().replacingOccurrences(of: "http://127.0.0.1:3000/api/v1", with: url))
     }
-    #expect(withURL("127.0.0.1:3000") == ["upstreams.api.url: expected an absolute URL such as http://127.0.0.1:3000/api"])
-    #expect(withURL("http://user:pw@h/") == ["upstreams.api.url: URL must not contain user info; put credentials in a token"])
+    #expect(
+      withURL("127.0.0.1:3000") == [
+        "upstreams.api.url: expected an absolute URL such as http://127.0.0.1:3000/api"
+      ])
+    #expect(
+      withURL("http://user:pw@h/") == [
+        "upstreams.api.url: URL must not contain user info; put credentials in a token"
+      ])
     #expect(withURL("http://h/a?x=1") == ["upstreams.api.url: URL must not have a query or fragment"])
     #expect(withURL("http://h:0") == ["upstreams.api.url: port must be from 1 to 65535, got 0"])
-    #expect(withURL("http://bad_host/") == [#"upstreams.api.url: "bad_host" is not a valid host name or IP address"#])
+    #expect(
+      withURL("http://bad_host/") == [
+        #"upstreams.api.url: "bad_host" is not a valid host name or IP address"#
+      ])
     #expect(withURL("http://") == ["upstreams.api.url: URL has no host"])
     #expect(withURL("HTTP://Api.Internal:8080/x/") == ["loaded"])
   }
 
   @Test func tlsIsRefusedInOnePlaceUntilSupported() {
     #expect(
-      issueLines(configJSON(extra: #""listen": [{"address": "0.0.0.0:8443", "tls": {"cert": "c.pem", "key": "k.pem"}}]"#))
+      issueLines(
+        configJSON(
+          extra: #""listen": [{"address": "0.0.0.0:8443", "tls": {"cert": "c.pem", "key": "k.pem"}}]"#))
         == ["listen[0].tls: TLS listeners need TLS support, not available yet"])
     #expect(
-      issueLines(configJSON().replacingOccurrences(of: "http://127.0.0.1:3000", with: "https://api.internal")) == [
-        "upstreams.api.url: https upstreams need TLS support, not available yet"
-      ])
+      issueLines(configJSON().replacingOccurrences(of: "http://127.0.0.1:3000", with: "https://api.internal"))
+        == [
+          "upstreams.api.url: https upstreams need TLS support, not available yet"
+        ])
     let oauth2 = configJSON().replacingOccurrences(
       of: #""type": "static", "value": "s3cret-token""#,
-      with: #""type": "oauth2_client_credentials", "token_url": "https://auth/t", "client_id": "gw", "client_secret": "shh""#)
-    #expect(issueLines(oauth2) == ["tokens.api.token_url: https token_url needs TLS support, not available yet"])
+      with:
+        #""type": "oauth2_client_credentials", "token_url": "https://auth/t", "client_id": "gw", "client_secret": "shh""#
+    )
+    #expect(
+      issueLines(oauth2) == ["tokens.api.token_url: https token_url needs TLS support, not available yet"])
   }
 
   @Test func tlsBlockDetails() {
     let withTLS = { (tls: String) in
       issueLines(
         configJSON().replacingOccurrences(
-          of: #""url": "http://127.0.0.1:3000/api/v1""#, with: #""url": "http://127.0.0.1:3000", "tls": \#(tls)"#))
+          of: #""url": "http://127.0.0.1:3000/api/v1""#,
+          with: #""url": "http://127.0.0.1:3000", "tls": \#(tls)"#))
     }
-    #expect(withTLS(#"{"verify": true}"#) == ["upstreams.api.tls: tls settings need an https url (url is http)"])
-    #expect(withTLS(#"{"cert": "c.pem"}"#).contains("upstreams.api.tls.key: missing: cert needs key (client certificate)"))
     #expect(
-      issueLines(configJSON(extra: #""listen": [{"address": "0.0.0.0:8443", "tls": {"cert": "c.pem"}}]"#)).first
+      withTLS(#"{"verify": true}"#) == ["upstreams.api.tls: tls settings need an https url (url is http)"])
+    #expect(
+      withTLS(#"{"cert": "c.pem"}"#).contains(
+        "upstreams.api.tls.key: missing: cert needs key (client certificate)"))
+    #expect(
+      issueLines(configJSON(extra: #""listen": [{"address": "0.0.0.0:8443", "tls": {"cert": "c.pem"}}]"#))
+        .first
         == "listen[0].tls.key: missing required key")
   }
 
@@ -295,14 +343,19 @@ import Testing
       issueLines(configJSON(route: #""token": "api", "invalid_token": {"body_field": "status"}"#))
         == ["routes[0].invalid_token.body_values: missing: body_field needs body_values"])
     #expect(
-      issueLines(configJSON(route: #""token": "api", "invalid_token": {"body_field": "s", "body_values": [[1]]}"#))
-        == ["routes[0].invalid_token.body_values[0]: expected a string, number, boolean or null, got an array"])
+      issueLines(
+        configJSON(route: #""token": "api", "invalid_token": {"body_field": "s", "body_values": [[1]]}"#))
+        == [
+          "routes[0].invalid_token.body_values[0]: expected a string, number, boolean or null, got an array"
+        ])
   }
 
   @Test func envelopeKeyPath() {
     #expect(
       issueLines(configJSON(route: #""envelope": {"key_path": "data..items"}"#))
-        == ["routes[0].envelope.key_path: has an empty component (write names separated by single dots, as in data.items)"])
+        == [
+          "routes[0].envelope.key_path: has an empty component (write names separated by single dots, as in data.items)"
+        ])
   }
 
   @Test func clients() {
@@ -314,13 +367,17 @@ import Testing
       issueLines(configJSON(extra: #""clients": {"keys": [{"id": "a", "sha256": "abc"}]}"#))
         == ["clients.keys[0].sha256: must be 64 hex digits: the SHA-256 of the client key"])
     #expect(
-      issueLines(configJSON(extra: #""clients": {"keys": [{"id": "a", "sha256": "\#(hash)"}, {"id": "a", "sha256": "\#(hash)"}]}"#))
+      issueLines(
+        configJSON(
+          extra:
+            #""clients": {"keys": [{"id": "a", "sha256": "\#(hash)"}, {"id": "a", "sha256": "\#(hash)"}]}"#))
         == [#"clients.keys[1].id: duplicate client id "a" (also clients.keys[0].id)"#])
     #expect(
       issueLines(configJSON(extra: #""clients": {"keys": [{"id": "a", "sha256": "\#(hash)", "burst": 5}]}"#))
         == ["clients.keys[0].burst: burst needs rate_per_s"])
     #expect(
-      issueLines(configJSON(extra: #""clients": {"keys": [{"id": "a", "sha256": "\#(hash)", "rate_per_s": 0}]}"#))
+      issueLines(
+        configJSON(extra: #""clients": {"keys": [{"id": "a", "sha256": "\#(hash)", "rate_per_s": 0}]}"#))
         == ["clients.keys[0].rate_per_s: must be greater than 0, got 0.0"])
   }
 
@@ -335,7 +392,8 @@ import Testing
 
   @Test func secretsNeverAppearInMessages() {
     let secret = "hunter2-\r\n-secret"
-    let escaped = secret.replacingOccurrences(of: "\r", with: "\\r").replacingOccurrences(of: "\n", with: "\\n")
+    let escaped = secret.replacingOccurrences(of: "\r", with: "\\r").replacingOccurrences(
+      of: "\n", with: "\\n")
     let json = """
       {
         "admin": { "token": "\(escaped)" },
@@ -357,7 +415,9 @@ import Testing
       _ = try ConfigLoader.load(json: "{\n  \"routes\": [,]\n}", environment: [:])
       Issue.record("accepted invalid JSON")
     } catch {
-      #expect(error == .invalidJSON(JSONParseError(line: 2, column: 14, reason: "unexpected ',', expected a value")))
+      #expect(
+        error == .invalidJSON(JSONParseError(line: 2, column: 14, reason: "unexpected ',', expected a value"))
+      )
     }
   }
 

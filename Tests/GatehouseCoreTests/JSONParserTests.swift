@@ -20,7 +20,8 @@ import Testing
           (
             key: "a",
             value: .array([
-              .null, .bool(true), .bool(false), .number(JSONNumber(integer: 1)), .number(JSONNumber(double: -2.5)), .string("x"),
+              .null, .bool(true), .bool(false), .number(JSONNumber(integer: 1)),
+              .number(JSONNumber(double: -2.5)), .string("x"),
             ])
           ),
           (key: "b", value: .object([])),
@@ -49,7 +50,9 @@ import Testing
   }
 
   @Test func integerIsOnlySetForIntegerLiterals() throws {
-    for (text, integer) in [("12", Int64(12)), ("-0", 0), ("1.0", nil), ("1e3", nil), ("99999999999999999999", nil)] {
+    for (text, integer) in [
+      ("12", Int64(12)), ("-0", 0), ("1.0", nil), ("1e3", nil), ("99999999999999999999", nil),
+    ] {
       guard case .number(let number) = try JSONParser.parse(text) else {
         Issue.record("not a number: \(text)")
         continue
@@ -91,7 +94,8 @@ import Testing
   }
 
   @Test(arguments: [
-    "", "[1,]", "{\"a\":1,}", "{'a':1}", "[1 2]", "// c\n1", "tru", "nul", "\"abc", "{\"a\" 1}", "1 2", "[\"a\\x\"]",
+    "", "[1,]", "{\"a\":1,}", "{'a':1}", "[1 2]", "// c\n1", "tru", "nul", "\"abc", "{\"a\" 1}", "1 2",
+    "[\"a\\x\"]",
   ])
   func rejectsNonRFCDocuments(text: String) {
     #expect(parseError(text) != nil)

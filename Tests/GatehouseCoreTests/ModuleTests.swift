@@ -1,4 +1,5 @@
 import Testing
+
 @testable import GatehouseCore
 
 @Test func coreModuleLinks() { #expect(GatehouseCoreModule.self == GatehouseCoreModule.self) }
