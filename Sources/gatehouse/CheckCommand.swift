@@ -28,20 +28,9 @@ enum CheckCommand {
       FileHandleStandardError.write("usage: gatehouse check --config FILE\n")
       return 2
     }
-    do {
-      _ = try ConfigLoader.load(contentsOf: configPath)
-      print("ok")
-      return 0
-    } catch .invalidJSON(let error) {
-      // The compiler-style prefix lets editors jump to the spot.
-      FileHandleStandardError.write(
-        "\(configPath):\(error.line):\(error.column): not valid JSON: \(error.reason)\n")
-      return 1
-    } catch {
-      for line in error.lines {
-        FileHandleStandardError.write(line + "\n")
-      }
-      return 1
-    }
+    let result = ConfigCheckResult.checking(configPath: configPath)
+    for line in result.output { print(line) }
+    for line in result.errors { FileHandleStandardError.write(line + "\n") }
+    return result.exitCode
   }
 }

@@ -142,6 +142,11 @@ struct ConfigDecoder {
   private func decodeAdmin(_ field: ConfigField?, listeners: [ListenerConfig]) -> AdminConfig {
     let defaultListen = Self.parseKnownAddress(Defaults.adminListen)
     guard let object = field?.object() else {
+      if field == nil, listeners.contains(where: { $0.address == defaultListen }) {
+        diagnostics.report(
+          ConfigPath.root.appending(key: "admin").appending(key: "listen"),
+          "the default admin address \(defaultListen) is also a client listener; set admin.listen")
+      }
       return AdminConfig(listen: defaultListen, token: nil, metricsPublic: false)
     }
     let listenField = object.field("listen")

@@ -331,7 +331,8 @@ public struct JSONParser {
   private func error(at offset: Int, _ reason: String) -> JSONParseError {
     var line = 1
     var column = 1
-    for byte in bytes[..<min(offset, bytes.count)] {
+    let start = bytes.starts(with: [0xEF, 0xBB, 0xBF]) ? 3 : 0
+    for byte in bytes[min(start, offset)..<min(offset, bytes.count)] {
       if byte == 0x0A {
         line += 1
         column = 1
