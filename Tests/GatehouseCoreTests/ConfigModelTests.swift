@@ -63,6 +63,11 @@ import Testing
       issueLines(configJSON(extra: #""listen": [{"address": "127.0.0.1:9901"}]"#)) == [
         "admin.listen: the default admin address 127.0.0.1:9901 is also a client listener; set admin.listen"
       ])
+    #expect(
+      issueLines(configJSON(extra: #""listen": [{"address": "127.0.0.1:9901"}], "admin": {"token": "t"}"#))
+        == [
+          "admin.listen: 127.0.0.1:9901 is also a client listener; the admin API needs its own address"
+        ])
   }
 
   @Test func keysThatAreNotIdentifiersAreQuotedInPaths() {

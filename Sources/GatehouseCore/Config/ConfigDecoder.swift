@@ -163,8 +163,10 @@ struct ConfigDecoder {
     let metricsPublic = object.field("metrics_public")?.bool() ?? false
     object.finishReading()
 
-    if let listen, let listenField, listeners.contains(where: { $0.address == listen }) {
-      listenField.report("\(listen) is also a client listener; the admin API needs its own address")
+    if let listen, listeners.contains(where: { $0.address == listen }) {
+      diagnostics.report(
+        object.path.appending(key: "listen"),
+        "\(listen) is also a client listener; the admin API needs its own address")
     }
     // SPEC §6: without a token the admin API may only be reachable from this machine.
     if let listen, token == nil, !listen.isLoopback {
