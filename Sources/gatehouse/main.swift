@@ -23,6 +23,8 @@ func printUsage() {
 switch command {
 case "version", "--version":
   print("gatehouse \(GatehouseVersion.string)")
+case "check":
+  exit(CheckCommand.run(Array(arguments.dropFirst())))
 case "help", "--help", "-h":
   printUsage()
 default:

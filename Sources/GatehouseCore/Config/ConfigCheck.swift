@@ -1,0 +1,29 @@
+import Foundation
+
+/// What `gatehouse check --config FILE` prints and how it exits, kept here (not in the
+/// executable) so tests can call it.
+public struct ConfigCheckResult: Sendable, Equatable {
+  /// 0 for a valid config, 1 otherwise.
+  public let exitCode: Int32
+  /// Lines for standard output: `ok` for a valid config.
+  public let output: [String]
+  /// Lines for standard error: one per problem.
+  public let errors: [String]
+
+  /// Validates the file at `path`. A JSON syntax error is printed compiler-style,
+  /// `FILE:LINE:COLUMN: not valid JSON: reason`, so editors can jump to it.
+  public static func checking(
+    configPath path: String, environment: [String: String] = ProcessInfo.processInfo.environment
+  ) -> ConfigCheckResult {
+    do {
+      _ = try ConfigLoader.load(contentsOf: path, environment: environment)
+      return ConfigCheckResult(exitCode: 0, output: ["ok"], errors: [])
+    } catch .invalidJSON(let error) {
+      return ConfigCheckResult(
+        exitCode: 1, output: [],
+        errors: ["\(path):\(error.line):\(error.column): not valid JSON: \(error.reason)"])
+    } catch {
+      return ConfigCheckResult(exitCode: 1, output: [], errors: error.lines)
+    }
+  }
+}

@@ -1,0 +1,81 @@
+import Foundation
+
+/// The config `gatehouse serve` uses when there is no config file (SPEC §9): loopback only,
+/// a fresh admin token, the store in a temp directory, and two stub routes so a newcomer sees
+/// enveloped answers without any backend.
+public enum DefaultConfig {
+  /// The demo routes' canned bodies: the `/users` list and one user for `/users/:id`.
+  static let usersBody = #"[{"id":1,"name":"hoge"},{"id":2,"name":"fuga"}]"#
+  static let userBody = #"{"id":1,"name":"hoge"}"#
+
+  /// The default config as a JSON document, for `GET /admin/routes`-style display and tests.
+  public static func document(adminToken: String, storePath: String) -> JSONValue {
+    // Inserted strings go through `${...}` expansion like any config string, so a '${' in
+    // them is escaped; the token is hex and never has one.
+    let store = storePath.replacingOccurrences(of: "${", with: "$${")
+    let text = """
+      {
+        "listen": [{ "address": "127.0.0.1:8080" }],
+        "admin": { "listen": "127.0.0.1:9901", "token": \(JSONValue.string(adminToken).serializedString()) },
+        "store": { "path": \(JSONValue.string(store).serializedString()) },
+        "routes": [
+          {
+            "name": "users",
+            "match": { "path": "/users", "methods": ["GET"] },
+            "stub": { "mode": "always", "status": 200, "body": \(usersBody) }
+          },
+          {
+            "name": "user",
+            "match": { "path": "/users/:id", "methods": ["GET"] },
+            "stub": { "mode": "always", "status": 200, "body": \(userBody) }
+          }
+        ],
+        "log": { "level": "info", "access": "stdout", "format": "json" }
+      }
+      """
+    return try! JSONParser.parse(text)
+  }
+
+  /// The default config with the given admin token and store file.
+  public static func make(adminToken: String, storePath: String) -> GatehouseConfig {
+    do {
+      return try ConfigLoader.load(
+        document: document(adminToken: adminToken, storePath: storePath), environment: [:])
+    } catch {
+      // The embedded config is tested; failing here is a programming error, not a user's.
+      preconditionFailure("embedded default config is invalid: \(error.lines.joined(separator: "; "))")
+    }
+  }
+
+  /// What `serve` runs without a config file: a random admin token (the caller prints it
+  /// once) and a new private temp directory for the store.
+  public static func makeForServe() throws -> (config: GatehouseConfig, adminToken: String) {
+    let token = randomAdminToken()
+    let directory = try makeTemporaryDirectory()
+    return (make(adminToken: token, storePath: directory + "/gatehouse.sqlite"), token)
+  }
+
+  /// 32 random bytes as 64 hex digits, from the system's cryptographic generator.
+  public static func randomAdminToken() -> String {
+    var generator = SystemRandomNumberGenerator()
+    let hexDigits = Array("0123456789abcdef")
+    var token = ""
+    token.reserveCapacity(64)
+    for _ in 0..<32 {
+      let byte = UInt8.random(in: 0...255, using: &generator)
+      token.append(hexDigits[Int(byte >> 4)])
+      token.append(hexDigits[Int(byte & 0x0F)])
+    }
+    return token
+  }
+
+  /// A directory only this user can read (`mkdtemp` creates it with mode 0700).
+  private static func makeTemporaryDirectory() throws -> String {
+    let base = FileManager.default.temporaryDirectory.path
+    var template = Array((base + "/gatehouse-XXXXXX").utf8CString)
+    guard let result = mkdtemp(&template) else {
+      throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: base])
+    }
+    return String(cString: result)
+  }
+}

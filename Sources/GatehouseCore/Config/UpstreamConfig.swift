@@ -1,0 +1,50 @@
+/// One named backend (`upstreams.NAME`).
+public struct UpstreamConfig: Sendable, Equatable {
+  public let name: String
+  public let url: HTTPURL
+  /// Default 1 s.
+  public let connectTimeout: Duration
+  /// Time to wait for the response head. Default 10 s.
+  public let responseTimeout: Duration
+  /// Idle keep-alive connections kept per loop. Default 64.
+  public let maxIdleConnections: Int
+  /// Only with an `https` url.
+  public let tls: UpstreamTLSConfig?
+  /// Nil: no active health checks (passive failure counting still feeds the circuit).
+  public let health: HealthCheckConfig?
+  /// Nil: no circuit breaker.
+  public let circuit: CircuitBreakerConfig?
+}
+
+/// How to verify and authenticate to an https upstream.
+public struct UpstreamTLSConfig: Sendable, Equatable {
+  /// CA bundle file; nil means the system trust store.
+  public let caPath: String?
+  /// Default true. False turns off certificate verification (testing only).
+  public let verify: Bool
+  /// SNI and certificate name; nil means the url's host.
+  public let serverName: String?
+  /// Client certificate and key for mutual TLS; both or neither.
+  public let certificatePath: String?
+  public let keyPath: String?
+}
+
+/// Active health checks (`health`); defaults are the SPEC §2 example values.
+public struct HealthCheckConfig: Sendable, Equatable {
+  /// Path on the upstream, appended to its base path. Default `/health`.
+  public let path: String
+  /// Default 2 s.
+  public let interval: Duration
+  /// Consecutive failed checks before the upstream is unhealthy. Default 3.
+  public let unhealthyAfter: Int
+  /// Consecutive good checks before it is healthy again. Default 2.
+  public let healthyAfter: Int
+}
+
+/// The circuit breaker (`circuit`, SPEC §5); defaults are the SPEC §2 example values.
+public struct CircuitBreakerConfig: Sendable, Equatable {
+  /// Consecutive failures that open the circuit. Default 5.
+  public let failures: Int
+  /// How long it stays open before one trial request. Default 5 s.
+  public let openDuration: Duration
+}

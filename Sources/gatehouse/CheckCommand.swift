@@ -1,0 +1,36 @@
+import GatehouseCore
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// `gatehouse check --config FILE`: validates a config file. Prints `ok` and exits 0, or
+/// prints every problem to standard error and exits 1 (2 for a usage error).
+enum CheckCommand {
+  static func run(_ arguments: [String]) -> Int32 {
+    var configPath: String?
+    var index = 0
+    while index < arguments.count {
+      switch arguments[index] {
+      case "--config":
+        guard index + 1 < arguments.count else {
+          FileHandleStandardError.write("gatehouse check: --config needs a file name\n")
+          return 2
+        }
+        configPath = arguments[index + 1]
+        index += 2
+      case let argument:
+        FileHandleStandardError.write("gatehouse check: unexpected argument '\(argument)'\n")
+        return 2
+      }
+    }
+    guard let configPath else {
+      FileHandleStandardError.write("usage: gatehouse check --config FILE\n")
+      return 2
+    }
+    let result = ConfigCheckResult.checking(configPath: configPath)
+    for line in result.output { print(line) }
+    for line in result.errors { FileHandleStandardError.write(line + "\n") }
+    return result.exitCode
+  }
+}

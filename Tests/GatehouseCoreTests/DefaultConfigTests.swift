@@ -1,0 +1,67 @@
+import Foundation
+import Testing
+
+@testable import GatehouseCore
+
+@Suite struct DefaultConfigTests {
+  @Test func embeddedDefaultsMatchSPECSection9() throws {
+    let config = DefaultConfig.make(adminToken: "tok", storePath: "/tmp/x/gatehouse.sqlite")
+    #expect(config.listen.map(\.address.description) == ["127.0.0.1:8080"])
+    #expect(config.admin.listen.description == "127.0.0.1:9901")
+    #expect(config.admin.token?.value == "tok")
+    #expect(config.store.path == "/tmp/x/gatehouse.sqlite")
+    #expect(config.routes.map(\.match.path.source) == ["/users", "/users/:id"])
+    #expect(config.routes.allSatisfy { $0.stub.mode == .always && $0.upstream == nil && $0.envelope.enabled })
+    let list = try JSONParser.parse(try #require(config.routes[0].stub.body))
+    guard case .array(let users) = list else {
+      Issue.record("/users stub is not a list")
+      return
+    }
+    #expect(users.count == 2)
+    let table = RouteTable(config: config)
+    #expect(table.match(method: "GET", path: "/users/7")?.routeIndex == 1)
+  }
+
+  @Test func storePathIsNotExpandedAsEnvironment() {
+    let config = DefaultConfig.make(adminToken: "t", storePath: "/tmp/${HOME}/s.sqlite")
+    #expect(config.store.path == "/tmp/${HOME}/s.sqlite")
+  }
+
+  @Test func adminTokensAreRandomHex() {
+    let first = DefaultConfig.randomAdminToken()
+    let second = DefaultConfig.randomAdminToken()
+    #expect(first.count == 64)
+    #expect(first.allSatisfy { $0.isHexDigit && !$0.isUppercase })
+    #expect(first != second)
+  }
+
+  @Test func serveDefaultsUseAFreshPrivateTempDirectory() throws {
+    let (config, token) = try DefaultConfig.makeForServe()
+    #expect(config.admin.token?.value == token)
+    let directory = (config.store.path as NSString).deletingLastPathComponent
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    let attributes = try FileManager.default.attributesOfItem(atPath: directory)
+    #expect((attributes[.posixPermissions] as? Int) == 0o700)
+    #expect(config.store.path.hasSuffix("/gatehouse.sqlite"))
+  }
+
+  /// Every example in `Config/` must pass `gatehouse check` with nothing set in the environment.
+  @Test func everyFileInConfigDirectoryIsValid() throws {
+    let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+      .deletingLastPathComponent()
+    let directory = repository.appendingPathComponent("Config")
+    let files = try FileManager.default.contentsOfDirectory(atPath: directory.path).filter {
+      $0.hasSuffix(".json")
+    }
+    .sorted()
+    #expect(files.count >= 2)
+    for file in files {
+      let path = directory.appendingPathComponent(file).path
+      do {
+        _ = try ConfigLoader.load(contentsOf: path, environment: [:])
+      } catch {
+        Issue.record("\(file): \(error.lines.joined(separator: "\n"))")
+      }
+    }
+  }
+}
