@@ -37,8 +37,7 @@ import Testing
   }
 
   @Test func urlHostRules() {
-    for bad in ["http://-a.b/", "http://a..b/", "http://1.2.3/", "http://a b/", "http://[::1/", "http://h:/"]
-    {
+    for bad in ["http://-a.b/", "http://a..b/", "http://1.2.3/", "http://a b/", "http://[::1/", "http://h:/"] {
       #expect(throws: AddressError.self, "\(bad)") { try HTTPURL.parse(bad).get() }
     }
     for bad in ["http://h/a b", "http://h/%zz", "http://h/é"] {

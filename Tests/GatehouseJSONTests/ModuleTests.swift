@@ -1,4 +1,5 @@
 import Testing
+
 @testable import GatehouseJSON
 
 @Test func jsonModuleLinks() { #expect(GatehouseJSONModule.self == GatehouseJSONModule.self) }

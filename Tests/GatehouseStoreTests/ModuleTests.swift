@@ -1,4 +1,5 @@
 import Testing
+
 @testable import GatehouseStore
 
 @Test func storeModuleLinks() { #expect(GatehouseStoreModule.self == GatehouseStoreModule.self) }

@@ -5,30 +5,9 @@ import Synchronization
   import Glibc
 #endif
 
-/// Severity of a log line; lines below the configured level are not written.
-public enum LogLevel: Int, Sendable, Comparable, CaseIterable {
-  case debug, info, warn, error
-
-  public init?(name: String) {
-    switch name {
-    case "debug": self = .debug
-    case "info": self = .info
-    case "warn": self = .warn
-    case "error": self = .error
-    default: return nil
-    }
-  }
-
-  public var name: String {
-    switch self {
-    case .debug: return "debug"
-    case .info: return "info"
-    case .warn: return "warn"
-    case .error: return "error"
-    }
-  }
-
-  public static func < (lhs: LogLevel, rhs: LogLevel) -> Bool { lhs.rawValue < rhs.rawValue }
+extension LogLevel {
+  /// The level's name as written in config files and log lines.
+  public var name: String { rawValue }
 }
 
 /// A value in a log line. Only what callers pass is logged: secrets are never handed in.
