@@ -135,9 +135,8 @@ import Testing
 
   @Test(arguments: [
     ("127.0.0.1", "expected host:port, such as 127.0.0.1:8080"),
-    ("127.0.0.1:0", "port must be from 1 to 65535, got 0"),
-    ("127.0.0.1:65536", "port must be from 1 to 65535, got 65536"),
-    ("127.0.0.1:http", #"port must be a number from 1 to 65535, got "http""#),
+    ("127.0.0.1:65536", "port must be from 0 to 65535, got 65536"),
+    ("127.0.0.1:http", #"port must be a number from 0 to 65535, got "http""#),
     ("example.com:80", #"host must be an IPv4 address, an [IPv6] address or localhost, got "example.com""#),
     ("256.0.0.1:80", #"host must be an IPv4 address, an [IPv6] address or localhost, got "256.0.0.1""#),
     ("::1:80", "an IPv6 address needs brackets, such as [::1]:8080"),
@@ -149,6 +148,14 @@ import Testing
       issueLines(configJSON(extra: #""listen": [{"address": "\#(address)"}]"#)) == [
         "listen[0].address: \(problem)"
       ])
+  }
+
+  @Test func portZeroListenersNeverClash() {
+    #expect(
+      issueLines(
+        configJSON(
+          extra: #""listen": [{"address": "127.0.0.1:0"}, {"address": "127.0.0.1:0"}], "admin": {"listen": "127.0.0.1:0"}"#
+        )) == ["loaded"])
   }
 
   @Test func duplicateListenersAndAdminClash() {

@@ -120,7 +120,8 @@ struct ConfigDecoder {
       let tls = object.field("tls").flatMap(decodeListenerTLS)
       object.finishReading()
       guard let address, let addressField else { continue }
-      if let first = seen[address] {
+      // Port 0 asks the kernel for a fresh port each time, so two of them never clash.
+      if address.port != 0, let first = seen[address] {
         addressField.report("\(address) is already used by \(first)")
         continue
       }
@@ -163,7 +164,7 @@ struct ConfigDecoder {
     let metricsPublic = object.field("metrics_public")?.bool() ?? false
     object.finishReading()
 
-    if let listen, listeners.contains(where: { $0.address == listen }) {
+    if let listen, listen.port != 0, listeners.contains(where: { $0.address == listen }) {
       diagnostics.report(
         object.path.appending(key: "listen"),
         "\(listen) is also a client listener; the admin API needs its own address")

@@ -69,7 +69,7 @@ public struct ListenAddress: Sendable, Equatable, Hashable, CustomStringConverti
       }
     }
     let port: UInt16
-    switch NetworkAddressSyntax.parsePort(portText) {
+    switch NetworkAddressSyntax.parsePort(portText, allowZero: true) {
     case .success(let value): port = value
     case .failure(let error): return .failure(error)
     }
@@ -221,15 +221,18 @@ enum NetworkAddressSyntax {
     }
   }
 
-  static func parsePort(_ text: Substring) -> Result<UInt16, AddressError> {
+  /// Listen addresses may use port 0 (the kernel picks a free port, which the gateway logs
+  /// at start); a URL needs a real port to connect to.
+  static func parsePort(_ text: Substring, allowZero: Bool = false) -> Result<UInt16, AddressError> {
+    let lowest = allowZero ? 0 : 1
     guard !text.isEmpty, text.utf8.count <= 5,
       text.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }),
       let value = Int(text)
     else {
-      return .failure(AddressError("port must be a number from 1 to 65535, got \"\(text)\""))
+      return .failure(AddressError("port must be a number from \(lowest) to 65535, got \"\(text)\""))
     }
-    guard (1...65535).contains(value) else {
-      return .failure(AddressError("port must be from 1 to 65535, got \(value)"))
+    guard (lowest...65535).contains(value) else {
+      return .failure(AddressError("port must be from \(lowest) to 65535, got \(value)"))
     }
     return .success(UInt16(value))
   }
