@@ -1,3 +1,4 @@
+import GatehouseCore
 import GatehouseHTTP
 
 #if canImport(Glibc)
@@ -23,6 +24,8 @@ func printUsage() {
 switch command {
 case "version", "--version":
   print("gatehouse \(GatehouseVersion.string)")
+case "serve":
+  exit(ServeCommand.run(Array(arguments.dropFirst())))
 case "check":
   exit(CheckCommand.run(Array(arguments.dropFirst())))
 case "help", "--help", "-h":

@@ -19,7 +19,7 @@ import Testing
     var out: [UInt8] = []
     UpstreamRequestWriter.write(
       head: head,
-      target: .init(basePath: Array("/api/v1".utf8), path: head.path, query: head.query),
+      target: Array("/api/v1".utf8) + Array(head.path) + (head.query.map { [0x3F] + Array($0) } ?? []),
       hostHeader: Array("backend:3000".utf8), plan: plan, clientAddress: Array("10.1.2.3".utf8),
       forwardedProto: "http", requestID: Array("rid-1".utf8), framing: framing, into: &out)
     return String(decoding: out, as: UTF8.self)

@@ -62,6 +62,17 @@ import Testing
     #expect(pool.openCount == 0)
   }
 
+  @Test func leaseNewConnectsEvenWithIdleConnections() {
+    var pool = UpstreamPoolState<Int>(maxIdle: 4)
+    _ = pool.lease()
+    pool.connectSucceeded()
+    _ = pool.release(1, reusable: true)
+    #expect(pool.leaseNew() == .connect)
+    pool.connectSucceeded()
+    #expect(pool.idle == [1])
+    #expect(pool.openCount == 2)
+  }
+
   @Test func drainIdleEmptiesTheList() {
     var pool = UpstreamPoolState<Int>(maxIdle: 4)
     for _ in 0..<2 {

@@ -13,6 +13,8 @@ public enum HopByHop {
   /// Fields of a client request that the gateway sets itself on the upstream request.
   public static let gatewayRequestFields: HeaderNameSet = HeaderNameSet([
     "host", "x-forwarded-for", "x-forwarded-proto", "x-request-id",
+    // The gateway answers `Expect: 100-continue` itself before it streams the body.
+    "expect",
   ])
 
   /// Fields of an upstream response that the gateway sets itself on the client response.

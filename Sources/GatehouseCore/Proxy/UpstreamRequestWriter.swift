@@ -5,33 +5,13 @@ import GatehouseHTTP
 /// `X-Forwarded-For`, `X-Forwarded-Proto`, `X-Request-Id`, and the framing of the body that
 /// is actually sent. Byte in, byte out: nothing here builds a String per request.
 public enum UpstreamRequestWriter {
-  /// The parts of the target sent upstream; all already-validated bytes.
-  public struct Target {
-    public var basePath: [UInt8]
-    public var path: ArraySlice<UInt8>
-    public var query: ArraySlice<UInt8>?
-
-    public init(basePath: [UInt8], path: ArraySlice<UInt8>, query: ArraySlice<UInt8>?) {
-      self.basePath = basePath
-      self.path = path
-      self.query = query
-    }
-  }
-
   public static func write(
-    head: HTTPRequestHead, target: Target, hostHeader: [UInt8], plan: HeaderPlan, clientAddress: [UInt8],
+    head: HTTPRequestHead, target: [UInt8], hostHeader: [UInt8], plan: HeaderPlan, clientAddress: [UInt8],
     forwardedProto: StaticString, requestID: [UInt8], framing: HTTPBodyFraming, into out: inout [UInt8]
   ) {
     out.append(contentsOf: head.method.name.utf8)
     out.append(0x20)
-    // An empty base path and path still make a valid origin-form target.
-    if target.basePath.isEmpty && target.path.isEmpty { out.append(0x2F) }
-    out.append(contentsOf: target.basePath)
-    out.append(contentsOf: target.path)
-    if let query = target.query {
-      out.append(0x3F)
-      out.append(contentsOf: query)
-    }
+    out.append(contentsOf: target)
     append(" HTTP/1.1\r\nHost: ", &out)
     out.append(contentsOf: hostHeader)
     append("\r\n", &out)

@@ -36,6 +36,12 @@ public struct UpstreamPoolState<ConnectionID: Hashable & Sendable>: Sendable {
     return .connect
   }
 
+  /// A request needs a new connection whatever is idle (the retry after a reused one failed).
+  public mutating func leaseNew() -> LeaseDecision {
+    connecting += 1
+    return .connect
+  }
+
   /// A connection asked for with `.connect` is established and now leased.
   public mutating func connectSucceeded() {
     precondition(connecting > 0, "connectSucceeded without a pending connect")

@@ -1,0 +1,621 @@
+import GatehouseHTTP
+import GatehouseNet
+
+/// One client connection. Requests are parsed as bytes arrive and run one at a time as an
+/// `Exchange`; pipelined requests wait (their bytes held, reading paused) until the answer
+/// before them is complete, so answers go out in order.
+///
+/// The proxy flow reads top to bottom: `startExchange` → `sendUpstream` → request body →
+/// `upstreamDidRead` (`beginResponse`, body, `completeResponse`) → `finishExchange`.
+final class ClientSession: ConnectionDelegate {
+  unowned let context: LoopContext
+  var connection: BufferedConnection?
+  private var parser: HTTPRequestParser
+  let clientAddress: [UInt8]
+  /// Input that arrived while an exchange was in flight; parsed once it is finished.
+  private var held: [UInt8] = []
+  var exchange: Exchange?
+  /// Set once the connection must end after the current answer.
+  private var closeAfterResponse = false
+  private var closed = false
+  /// Inside `consume`: finishing an exchange there must not re-enter the parse loop.
+  private var consuming = false
+  private var sawAnyByte = false
+  /// Monotonic nanoseconds when `deadlineKind` expires; 0 for none.
+  private(set) var deadline: UInt64 = 0
+  private var deadlineKind = DeadlineKind.header
+  private var pausedReasons: Set<PauseReason> = []
+
+  enum DeadlineKind {
+    case header
+    case idle
+    case upstreamResponse
+    case stubDelay
+  }
+
+  enum PauseReason: Hashable {
+    case pipelining
+    case upstreamBackpressure
+  }
+
+  init(context: LoopContext, peer: String) {
+    self.context = context
+    parser = HTTPRequestParser(limits: context.snapshot.limits)
+    clientAddress = Array(peer.utf8)
+  }
+
+  func start() {
+    setDeadline(.header, after: context.snapshot.headerTimeout)
+  }
+
+  // MARK: Input from the client
+
+  func connection(_ connection: BufferedConnection, didRead bytes: UnsafeRawBufferPointer) {
+    sawAnyByte = true
+    if !held.isEmpty {
+      held.append(contentsOf: bytes)
+      return
+    }
+    consume(bytes)
+  }
+
+  func connectionDidReadEOF(_ connection: BufferedConnection) {
+    do {
+      if case .end? = try parser.finish() { requestEnded() }
+    } catch {
+      connection.abort()
+      return
+    }
+    // A client may half-close after sending its request; the answer still goes out.
+    closeAfterResponse = true
+    if exchange == nil { connection.close() }
+  }
+
+  /// Parses as many events as `bytes` hold. Bytes after a complete request that is still
+  /// being answered are held, and reading pauses until the answer is complete.
+  private func consume(_ bytes: UnsafeRawBufferPointer) {
+    consuming = true
+    defer { consuming = false }
+    var offset = 0
+    while !closed {
+      if let exchange, exchange.requestComplete {
+        if offset < bytes.count {
+          held.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[offset...]))
+          setClientReadingPaused(true, reason: .pipelining)
+        }
+        return
+      }
+      let start = offset
+      let step: (event: HTTPRequestEvent?, consumed: Int)
+      do {
+        step = try parser.parse(UnsafeRawBufferPointer(rebasing: bytes[offset...]))
+      } catch {
+        refuse(error)
+        return
+      }
+      offset += step.consumed
+      guard let event = step.event else {
+        if exchange == nil && !parser.isIdle && deadlineKind != .header {
+          setDeadline(.header, after: context.snapshot.headerTimeout)
+        }
+        return
+      }
+      switch event {
+      case .head(let head):
+        startExchange(head)
+      case .body(let range):
+        forwardRequestBody(
+          UnsafeRawBufferPointer(rebasing: bytes[(start + range.lowerBound)..<(start + range.upperBound)]))
+      case .end:
+        requestEnded()
+      }
+    }
+  }
+
+  /// A request the parser refused: an envelope with the parse error's status, then close.
+  private func refuse(_ error: HTTPParseError) {
+    closeAfterResponse = true
+    if exchange?.responseStarted == true {
+      abort()
+      return
+    }
+    let requestID = exchange?.requestID ?? context.requestIDs.next()
+    var out: [UInt8] = []
+    GatewayResponse.writeFailure(.badRequest(error), requestID: requestID, closeConnection: true, into: &out)
+    if let upstream = exchange?.upstream { exchange?.pool?.discard(upstream) }
+    exchange = nil
+    _ = connection?.write(out)
+    logLocal(status: error.status, requestID: requestID, head: nil, bytes: out.count)
+    connection?.close()
+  }
+
+  // MARK: Exchanges
+
+  private func startExchange(_ head: HTTPRequestHead) {
+    let snapshot = context.snapshot
+    let requestID = Self.requestID(from: head) ?? context.requestIDs.next()
+    var name = head.method.name
+    let match = name.withUTF8 { method in
+      head.path.withUnsafeBytes { path in snapshot.routeTable.match(method: UnsafeRawBufferPointer(method), path: path) }
+    }
+    exchange = Exchange(
+      head: head, requestID: requestID, snapshot: snapshot, routeIndex: match?.routeIndex,
+      startedAt: EventLoop.monotonicNanoseconds())
+    deadline = 0
+    if head.expectsContinue && Self.hasBody(head) {
+      _ = connection?.write(Array("HTTP/1.1 100 Continue\r\n\r\n".utf8))
+    }
+    guard let match else {
+      respondLocally(
+        failure: .noRoute(method: head.method.name, path: String(decoding: head.path, as: UTF8.self)))
+      return
+    }
+    let plan = snapshot.routePlans[match.routeIndex]
+    switch plan.stubMode {
+    case .always:
+      answerWithStub(plan)
+      return
+    case .off, .fallback:
+      break
+    }
+    guard plan.upstreamIndex != nil else {
+      respondLocally(failure: .upstreamUnavailable)
+      return
+    }
+    exchange?.upstreamTarget = snapshot.routeTable.upstreamPath(
+      for: match, requestPath: head.path, query: head.query)
+    sendUpstream(fresh: false)
+  }
+
+  /// Leases a connection and writes the request head (and, on a retry, nothing else: only
+  /// bodiless requests are retried).
+  private func sendUpstream(fresh: Bool) {
+    guard let exchange, let routeIndex = exchange.routeIndex else { return }
+    let plan = exchange.snapshot.routePlans[routeIndex]
+    guard let upstreamIndex = plan.upstreamIndex,
+      let pool = context.pool(upstreamIndex, of: exchange.snapshot)
+    else {
+      upstreamFailed(.unavailable)
+      return
+    }
+    let upstream: UpstreamConnection
+    do {
+      upstream = try pool.lease(for: self, fresh: fresh)
+    } catch {
+      context.shared.logger.warn("cannot open upstream connection", ["error": .string("\(error)")])
+      upstreamFailed(.unavailable)
+      return
+    }
+    self.exchange?.pool = pool
+    self.exchange?.upstream = upstream
+    self.exchange?.attempts += 1
+    self.exchange?.upstreamWasReused = upstream.useCount > 0
+    self.exchange?.responseParser = HTTPResponseParser(limits: HTTPLimits(maxHeaderBytes: 65536))
+    self.exchange?.responseParser.requestWasHEAD = exchange.head.method == .head
+    let framing = Self.upstreamFraming(exchange.head)
+    self.exchange?.rechunkRequest = framing == .chunked
+    context.scratch.removeAll(keepingCapacity: true)
+    UpstreamRequestWriter.write(
+      head: exchange.head, target: exchange.upstreamTarget, hostHeader: pool.plan.hostHeader,
+      plan: plan.headerPlan, clientAddress: clientAddress, forwardedProto: "http", requestID: exchange.requestID,
+      framing: framing, into: &context.scratch)
+    context.scratch.withUnsafeBytes { _ = upstream.connection?.write($0) }
+    setDeadline(.upstreamResponse, after: pool.plan.responseTimeout)
+  }
+
+  private func forwardRequestBody(_ bytes: UnsafeRawBufferPointer) {
+    guard let exchange, !exchange.responseComplete, let upstream = exchange.upstream?.connection else { return }
+    if exchange.rechunkRequest {
+      var frame: [UInt8] = []
+      HTTPSerializer.writeChunkHeader(size: bytes.count, into: &frame)
+      frame.append(contentsOf: bytes)
+      HTTPSerializer.writeChunkTrailer(into: &frame)
+      _ = upstream.write(frame)
+    } else {
+      _ = upstream.write(bytes)
+    }
+  }
+
+  private func requestEnded() {
+    guard exchange != nil else { return }
+    exchange?.requestComplete = true
+    if let exchange, exchange.rechunkRequest, !exchange.responseComplete,
+      let upstream = exchange.upstream?.connection
+    {
+      var last: [UInt8] = []
+      HTTPSerializer.writeLastChunk(into: &last)
+      _ = upstream.write(last)
+    }
+    if exchange?.responseComplete == true { finishExchange() }
+  }
+
+  // MARK: Answers made here
+
+  private func answerWithStub(_ plan: RoutePlan) {
+    guard plan.stub.delay > .zero else {
+      respondLocally(status: plan.stub.status, body: plan.stub.body)
+      return
+    }
+    exchange?.waitingForStub = true
+    setDeadline(.stubDelay, after: plan.stub.delay)
+  }
+
+  private func respondLocally(failure: GatewayResponse.Failure) {
+    respondLocally(
+      status: failure.status, body: GatewayResponse.errorBody(status: failure.status, message: failure.message))
+  }
+
+  /// Writes a whole answer made by the gateway. The request's body, if not read yet, is
+  /// read and dropped so the connection can carry the next request.
+  private func respondLocally(status: Int, body: [UInt8]) {
+    guard let exchange else { return }
+    let close = closeAfterResponse || !exchange.head.keepAlive || context.draining
+    context.output.removeAll(keepingCapacity: true)
+    GatewayResponse.write(
+      status: status, body: body, requestID: exchange.requestID, closeConnection: close,
+      headOnly: exchange.head.method == .head, into: &context.output)
+    self.exchange?.status = status
+    self.exchange?.bytesSent = Int64(context.output.count)
+    self.exchange?.responseComplete = true
+    self.exchange?.closeClient = close
+    flushOutput()
+    if exchange.requestComplete { finishExchange() }
+  }
+
+  // MARK: The upstream's answer
+
+  func upstreamDidRead(_ upstream: UpstreamConnection, _ bytes: UnsafeRawBufferPointer) {
+    guard exchange?.upstream === upstream else {
+      upstream.pool.discard(upstream)
+      return
+    }
+    exchange?.responseBytesReceived = true
+    if let timeout = exchange?.pool?.plan.responseTimeout { setDeadline(.upstreamResponse, after: timeout) }
+    var offset = 0
+    while offset <= bytes.count {
+      let step: (event: HTTPResponseEvent?, consumed: Int)
+      do {
+        step = try exchange!.responseParser.parse(UnsafeRawBufferPointer(rebasing: bytes[offset...]))
+      } catch {
+        upstreamFailed(.invalidResponse)
+        return
+      }
+      let start = offset
+      offset += step.consumed
+      guard let event = step.event else { break }
+      switch event {
+      case .head(let head):
+        if head.isInformational { continue }
+        beginResponse(head)
+      case .body(let range):
+        appendResponseBody(
+          UnsafeRawBufferPointer(rebasing: bytes[(start + range.lowerBound)..<(start + range.upperBound)]))
+      case .end:
+        // Bytes after a complete answer were never asked for: the connection is spoiled.
+        completeResponse(upstreamReusable: offset == bytes.count)
+        return
+      }
+    }
+    flushOutput()
+  }
+
+  func upstreamDidReadEOF(_ upstream: UpstreamConnection) {
+    guard exchange?.upstream === upstream else { return }
+    do {
+      if case .end? = try exchange!.responseParser.finish() {
+        completeResponse(upstreamReusable: false)
+        return
+      }
+    } catch {}
+    upstreamFailed(exchange?.responseBytesReceived == true ? .invalidResponse : .closed)
+  }
+
+  func upstreamDidClose(_ upstream: UpstreamConnection, reason: ConnectionCloseReason) {
+    guard exchange?.upstream === upstream else { return }
+    switch reason {
+    case .connectTimedOut:
+      upstreamFailed(.timedOut)
+    case .closedByOwner, .hangup, .failed, .loopStopped:
+      upstreamFailed(exchange?.responseBytesReceived == true ? .invalidResponse : .closed)
+    }
+  }
+
+  private func beginResponse(_ head: HTTPResponseHead) {
+    guard let exchange else { return }
+    let request = exchange.head
+    var framing: HTTPBodyFraming
+    var headLength: Int64?
+    var rechunk = false
+    if request.method == .head || !HTTPSerializer.statusAllowsBody(head.status) {
+      framing = .none
+      headLength = request.method == .head ? head.contentLength : nil
+    } else {
+      switch head.bodyFraming {
+      case .contentLength(let length):
+        framing = .contentLength(length)
+      case .chunked, .untilClose:
+        framing = HTTPSerializer.framing(bodyLength: nil, allowsBody: true, peerVersion: request.version)
+        rechunk = framing == .chunked
+      case .none:
+        framing = .contentLength(0)
+      }
+    }
+    let close =
+      closeAfterResponse || !request.keepAlive || context.draining || framing == .untilClose
+    self.exchange?.closeClient = close
+    self.exchange?.rechunkResponse = rechunk
+    self.exchange?.status = head.status
+    self.exchange?.upstreamStatus = head.status
+    self.exchange?.responseStarted = true
+    self.exchange?.upstreamKeepAlive = head.keepAlive
+    let before = context.output.count
+    ClientResponseWriter.write(
+      head: head, requestID: exchange.requestID, framing: framing, headContentLength: headLength,
+      closeConnection: close, into: &context.output)
+    self.exchange?.bytesSent += Int64(context.output.count - before)
+  }
+
+  /// Small pieces are gathered so head and body usually leave in one write; big ones go
+  /// straight from the read buffer.
+  private func appendResponseBody(_ bytes: UnsafeRawBufferPointer) {
+    guard let exchange else { return }
+    self.exchange?.bytesSent += Int64(bytes.count)
+    if exchange.rechunkResponse {
+      HTTPSerializer.writeChunkHeader(size: bytes.count, into: &context.output)
+    }
+    if bytes.count <= 16 * 1024 {
+      context.output.append(contentsOf: bytes)
+    } else {
+      flushOutput()
+      _ = connection?.write(bytes)
+    }
+    if exchange.rechunkResponse { HTTPSerializer.writeChunkTrailer(into: &context.output) }
+  }
+
+  private func completeResponse(upstreamReusable: Bool) {
+    guard let exchange else { return }
+    if exchange.rechunkResponse { HTTPSerializer.writeLastChunk(into: &context.output) }
+    flushOutput()
+    self.exchange?.responseComplete = true
+    if let upstream = exchange.upstream, let pool = exchange.pool {
+      self.exchange?.upstream = nil
+      let reusable =
+        upstreamReusable && exchange.upstreamKeepAlive && exchange.requestComplete
+        && !exchange.responseParser.isClosed
+      pool.release(upstream, reusable: reusable)
+    }
+    if !exchange.requestComplete {
+      // The upstream answered before the request body was all read: the rest cannot be
+      // forwarded any more, so the connection ends after this answer.
+      self.exchange?.closeClient = true
+      self.exchange?.requestComplete = true
+    }
+    finishExchange()
+  }
+
+  /// What went wrong with the upstream, for choosing the answer.
+  enum UpstreamFailure {
+    case unavailable
+    case closed
+    case timedOut
+    case invalidResponse
+  }
+
+  private func upstreamFailed(_ failure: UpstreamFailure) {
+    guard let exchange else { return }
+    if let upstream = exchange.upstream {
+      self.exchange?.upstream = nil
+      exchange.pool?.discard(upstream)
+    }
+    if exchange.responseStarted {
+      // Part of the answer is out; cutting the connection is the only honest signal left.
+      abort()
+      return
+    }
+    if failure == .closed
+      && UpstreamRetryPolicy.shouldRetry(
+        idempotent: exchange.head.method.isIdempotent, connectionWasReused: exchange.upstreamWasReused,
+        responseBytesReceived: exchange.responseBytesReceived, bodyReplayable: !Self.hasBody(exchange.head),
+        attempts: exchange.attempts)
+    {
+      sendUpstream(fresh: true)
+      return
+    }
+    if let routeIndex = exchange.routeIndex {
+      let plan = exchange.snapshot.routePlans[routeIndex]
+      if plan.stubMode == .fallback {
+        respondLocally(status: plan.stub.status, body: plan.stub.body)
+        return
+      }
+    }
+    respondLocally(failure: failure == .timedOut ? .upstreamTimedOut : .upstreamUnavailable)
+  }
+
+  private func finishExchange() {
+    guard let exchange else { return }
+    if context.snapshot.accessLogEnabled {
+      context.logAccess(
+        AccessRecord(
+          requestID: exchange.requestID, method: exchange.head.method, path: exchange.head.path,
+          route: exchange.routeIndex.map { exchange.snapshot.routePlans[$0].name }, status: exchange.status,
+          upstreamStatus: exchange.upstreamStatus, cache: nil,
+          durationNanoseconds: EventLoop.monotonicNanoseconds() &- exchange.startedAt, bytes: exchange.bytesSent))
+    }
+    self.exchange = nil
+    if exchange.closeClient || closeAfterResponse {
+      closeAfterResponse = true
+      connection?.close()
+      return
+    }
+    setDeadline(.idle, after: context.snapshot.idleTimeout)
+    guard !consuming else { return }
+    resumeHeldInput()
+  }
+
+  /// Parses requests that arrived while the last one was being answered.
+  private func resumeHeldInput() {
+    if !held.isEmpty {
+      let input = held
+      held = []
+      input.withUnsafeBytes { consume($0) }
+    }
+    if held.isEmpty && exchange?.requestComplete != true {
+      setClientReadingPaused(false, reason: .pipelining)
+    }
+  }
+
+  // MARK: Output, flow control, deadlines
+
+  private func flushOutput() {
+    guard !context.output.isEmpty else { return }
+    context.output.withUnsafeBytes { _ = connection?.write($0) }
+    context.output.removeAll(keepingCapacity: true)
+  }
+
+  func setClientReadingPaused(_ paused: Bool, reason: PauseReason) {
+    if paused {
+      if pausedReasons.isEmpty { connection?.pauseReading() }
+      pausedReasons.insert(reason)
+    } else if pausedReasons.remove(reason) != nil && pausedReasons.isEmpty {
+      connection?.resumeReading()
+    }
+  }
+
+  func connectionWriteQueueDidRiseAboveHighWatermark(_ connection: BufferedConnection) {
+    exchange?.upstream?.connection?.pauseReading()
+  }
+
+  func connectionWriteQueueDidDrainBelowLowWatermark(_ connection: BufferedConnection) {
+    exchange?.upstream?.connection?.resumeReading()
+  }
+
+  private func setDeadline(_ kind: DeadlineKind, after duration: Duration) {
+    deadlineKind = kind
+    deadline = EventLoop.deadline(after: duration)
+  }
+
+  func deadlinePassed() {
+    deadline = 0
+    switch deadlineKind {
+    case .header:
+      guard sawAnyByte, exchange == nil else {
+        abort()
+        return
+      }
+      closeAfterResponse = true
+      let requestID = context.requestIDs.next()
+      var out: [UInt8] = []
+      GatewayResponse.writeFailure(.headerTimeout, requestID: requestID, closeConnection: true, into: &out)
+      _ = connection?.write(out)
+      logLocal(status: 408, requestID: requestID, head: nil, bytes: out.count)
+      connection?.close()
+    case .idle:
+      connection?.close()
+    case .upstreamResponse:
+      upstreamFailed(.timedOut)
+    case .stubDelay:
+      guard let exchange, exchange.waitingForStub, let routeIndex = exchange.routeIndex else { return }
+      self.exchange?.waitingForStub = false
+      let plan = exchange.snapshot.routePlans[routeIndex]
+      respondLocally(status: plan.stub.status, body: plan.stub.body)
+    }
+  }
+
+  /// Shutdown: idle connections close now; busy ones after the current answer.
+  func drain() {
+    closeAfterResponse = true
+    if exchange == nil { connection?.close() }
+  }
+
+  func abort() {
+    closeAfterResponse = true
+    if let exchange, let upstream = exchange.upstream {
+      self.exchange?.upstream = nil
+      exchange.pool?.discard(upstream)
+    }
+    connection?.abort()
+  }
+
+  func connection(_ connection: BufferedConnection, didCloseWith reason: ConnectionCloseReason) {
+    closed = true
+    if let exchange, let upstream = exchange.upstream {
+      self.exchange?.upstream = nil
+      exchange.pool?.discard(upstream)
+    }
+    exchange = nil
+    self.connection = nil
+    context.sessionClosed(self)
+  }
+
+  private func logLocal(status: Int, requestID: [UInt8], head: HTTPRequestHead?, bytes: Int) {
+    guard context.snapshot.accessLogEnabled else { return }
+    context.logAccess(
+      AccessRecord(
+        requestID: requestID, method: head?.method ?? .other("-"), path: head?.path ?? ArraySlice("-".utf8),
+        route: nil, status: status, upstreamStatus: nil, cache: nil, durationNanoseconds: 0, bytes: Int64(bytes)))
+  }
+
+  // MARK: Pure decisions
+
+  static func hasBody(_ head: HTTPRequestHead) -> Bool {
+    switch head.bodyFraming {
+    case .none, .contentLength(0): return false
+    case .contentLength, .chunked, .untilClose: return true
+    }
+  }
+
+  /// The upstream gets the body framed as the client framed it: a length stays a length,
+  /// chunked stays chunked (re-encoded, trailers dropped).
+  static func upstreamFraming(_ head: HTTPRequestHead) -> HTTPBodyFraming {
+    switch head.bodyFraming {
+    case .none: return .none
+    case .contentLength(let length): return .contentLength(length)
+    case .chunked, .untilClose: return .chunked
+    }
+  }
+
+  /// A client's own X-Request-Id is kept when it is plain and short.
+  static func requestID(from head: HTTPRequestHead) -> [UInt8]? {
+    for index in 0..<head.headers.count where head.headers.nameEquals(at: index, "x-request-id") {
+      let value = head.headers.valueBytes(at: index)
+      return RequestIDGenerator.isAcceptable(value) ? Array(value) : nil
+    }
+    return nil
+  }
+}
+
+/// One request's journey through the gateway, owned by its client session.
+struct Exchange {
+  let head: HTTPRequestHead
+  let requestID: [UInt8]
+  let snapshot: GatewaySnapshot
+  let routeIndex: Int?
+  let startedAt: UInt64
+  var upstreamTarget: [UInt8] = []
+  var pool: UpstreamPool?
+  var upstream: UpstreamConnection?
+  var attempts = 0
+  var upstreamWasReused = false
+  var responseParser = HTTPResponseParser()
+  var responseBytesReceived = false
+  var requestComplete = false
+  var rechunkRequest = false
+  var responseStarted = false
+  var responseComplete = false
+  var rechunkResponse = false
+  var upstreamKeepAlive = false
+  var closeClient = false
+  var waitingForStub = false
+  var status = 0
+  var upstreamStatus: Int?
+  var bytesSent: Int64 = 0
+
+  init(head: HTTPRequestHead, requestID: [UInt8], snapshot: GatewaySnapshot, routeIndex: Int?, startedAt: UInt64) {
+    self.head = head
+    self.requestID = requestID
+    self.snapshot = snapshot
+    self.routeIndex = routeIndex
+    self.startedAt = startedAt
+    requestComplete = false
+  }
+}

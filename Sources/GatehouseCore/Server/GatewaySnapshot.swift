@@ -1,0 +1,162 @@
+import GatehouseHTTP
+import GatehouseNet
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// Everything the loops need to serve requests under one config, compiled once and never
+/// changed: routes with their header plans and stub answers, upstreams with resolved
+/// addresses. Loops hold a reference and read it without locks; a reload builds a new one
+/// and hands it to each loop ("build, then freeze").
+public final class GatewaySnapshot: Sendable {
+  public let config: GatehouseConfig
+  public let routeTable: RouteTable
+  let routePlans: [RoutePlan]
+  let upstreamPlans: [UpstreamPlan]
+  let limits: HTTPLimits
+  let headerTimeout: Duration
+  let idleTimeout: Duration
+  let drainTimeout: Duration
+  let accessLogEnabled: Bool
+
+  /// Builds the snapshot; fails when an upstream host name cannot be resolved.
+  public init(config: GatehouseConfig) throws(SnapshotError) {
+    self.config = config
+    routeTable = RouteTable(config: config)
+    var upstreams: [UpstreamPlan] = []
+    for upstream in config.upstreams {
+      upstreams.append(try UpstreamPlan(upstream))
+    }
+    upstreamPlans = upstreams
+    let globalRules = HeaderPlan.Rules(config.headers)
+    routePlans = config.routes.map { route in
+      RoutePlan(route, upstreamIndex: route.upstream.flatMap { name in upstreams.firstIndex { $0.name == name } },
+        globalRules: globalRules)
+    }
+    limits = HTTPLimits(
+      maxHeaderBytes: config.limits.maxHeaderBytes, maxHeaderCount: 100,
+      maxLineLength: min(8192, config.limits.maxHeaderBytes),
+      maxBodyBytes: Int64(config.limits.maxBodyBytes))
+    headerTimeout = config.limits.headerTimeout
+    idleTimeout = config.limits.idleTimeout
+    drainTimeout = config.limits.drainTimeout
+    accessLogEnabled = config.log.access == .stdout
+  }
+}
+
+/// Why a config could not be turned into a running snapshot.
+public struct SnapshotError: Error, Sendable, CustomStringConvertible {
+  public let description: String
+}
+
+extension HeaderPlan.Rules {
+  init(_ rules: HeaderRules) {
+    self.init(set: rules.set.map { ($0.name, $0.value) }, remove: rules.remove)
+  }
+}
+
+/// One route, ready for the request path.
+struct RoutePlan: Sendable {
+  let name: String
+  let upstreamIndex: Int?
+  let headerPlan: HeaderPlan
+  let stubMode: StubMode
+  let stub: StubAnswer
+  let envelopeEnabled: Bool
+
+  init(_ route: RouteConfig, upstreamIndex: Int?, globalRules: HeaderPlan.Rules) {
+    name = route.name
+    self.upstreamIndex = upstreamIndex
+    // A route with a token replaces whatever credential the client sent in that header.
+    let tokenHeader = route.token == nil ? [] : [route.tokenHeader]
+    headerPlan = HeaderPlan(layers: [globalRules, HeaderPlan.Rules(route.headers)], alsoDropped: tokenHeader)
+    stubMode = route.stub.mode
+    stub = StubAnswer(route.stub, envelope: route.envelope)
+    envelopeEnabled = route.envelope.enabled
+  }
+}
+
+/// A stub's answer, rendered once: status and body bytes (already enveloped when the
+/// route's envelope is on).
+struct StubAnswer: Sendable {
+  let status: Int
+  let body: [UInt8]
+  let delay: Duration
+
+  init(_ stub: StubConfig, envelope: EnvelopeConfig) {
+    delay = stub.delay
+    guard envelope.enabled else {
+      status = stub.status
+      body = stub.body ?? []
+      return
+    }
+    status = envelope.status == .always200 ? 200 : stub.status
+    if (200..<300).contains(stub.status) {
+      var bytes = Array(#"{"code":0,"datas":"#.utf8)
+      bytes.append(contentsOf: stub.body ?? Array("null".utf8))
+      bytes.append(contentsOf: #","message":""}"#.utf8)
+      body = bytes
+    } else {
+      body = GatewayResponse.errorBody(status: stub.status, message: HTTPStatusPhrase.reason(for: stub.status))
+    }
+  }
+}
+
+/// One upstream, with its address resolved.
+struct UpstreamPlan: Sendable {
+  let name: String
+  let address: SocketAddress
+  let hostHeader: [UInt8]
+  let connectTimeout: Duration
+  let responseTimeout: Duration
+  let maxIdleConnections: Int
+
+  init(_ upstream: UpstreamConfig) throws(SnapshotError) {
+    name = upstream.name
+    address = try Self.resolve(host: upstream.url.host, port: upstream.url.port)
+    hostHeader = Array(upstream.url.hostHeader.utf8)
+    connectTimeout = upstream.connectTimeout
+    responseTimeout = upstream.responseTimeout
+    maxIdleConnections = upstream.maxIdleConnections
+  }
+
+  /// IP literals are used as they are; names go through the system resolver once per
+  /// config load (never on the request path).
+  static func resolve(host: String, port: UInt16) throws(SnapshotError) -> SocketAddress {
+    let literal = host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
+    if let address = try? SocketAddress(parsing: literal) { return address }
+    var hints = addrinfo()
+    hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+    hints.ai_family = AF_UNSPEC
+    var result: UnsafeMutablePointer<addrinfo>?
+    let status = getaddrinfo(host, nil, &hints, &result)
+    guard status == 0, let first = result else {
+      throw SnapshotError(description: "cannot resolve upstream host \(host): \(String(cString: gai_strerror(status)))")
+    }
+    defer { freeaddrinfo(result) }
+    var cursor: UnsafeMutablePointer<addrinfo>? = first
+    while let entry = cursor {
+      var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)
+      if entry.pointee.ai_family == AF_INET {
+        entry.pointee.ai_addr.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { sin in
+          var address = sin.pointee.sin_addr
+          _ = inet_ntop(AF_INET, &address, &text, socklen_t(text.count))
+        }
+        if let address = try? SocketAddress(parsing: "\(Self.text(text)):\(port)") { return address }
+      } else if entry.pointee.ai_family == AF_INET6 {
+        entry.pointee.ai_addr.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { sin6 in
+          var address = sin6.pointee.sin6_addr
+          _ = inet_ntop(AF_INET6, &address, &text, socklen_t(text.count))
+        }
+        if let address = try? SocketAddress(parsing: "[\(Self.text(text))]:\(port)") { return address }
+      }
+      cursor = entry.pointee.ai_next
+    }
+    throw SnapshotError(description: "upstream host \(host) has no IPv4 or IPv6 address")
+  }
+
+  private static func text(_ chars: [CChar]) -> String {
+    String(decoding: chars.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+  }
+}

@@ -1,0 +1,145 @@
+import GatehouseHTTP
+import GatehouseNet
+
+/// The state one event loop owns: the current snapshot, its upstream pools, its client
+/// sessions, output and access-log buffers, and the timer that sweeps deadlines.
+///
+/// Confined to its loop: created and used only from closures the loop runs. It is marked
+/// `@unchecked Sendable` only so such closures can carry it to the loop.
+final class LoopContext: @unchecked Sendable {
+  let loop: EventLoop
+  let shared: GatewayShared
+  private(set) var snapshot: GatewaySnapshot
+  private(set) var pools: [UpstreamPool] = []
+  var requestIDs = RequestIDGenerator()
+  var accessLog = AccessLogBuffer()
+  private var accessFlushScheduled = false
+  /// Bytes for the client, gathered while one upstream read is processed, written once.
+  var output: [UInt8] = []
+  /// Bytes of an upstream request head, built per request.
+  var scratch: [UInt8] = []
+  private(set) var sessions: [ObjectIdentifier: ClientSession] = [:]
+  private(set) var draining = false
+  private var sweepTimer: TimerHandle?
+  var listeners: [TCPListener] = []
+
+  init(loop: EventLoop, shared: GatewayShared, snapshot: GatewaySnapshot) {
+    self.loop = loop
+    self.shared = shared
+    self.snapshot = snapshot
+    output.reserveCapacity(64 * 1024)
+    scratch.reserveCapacity(4096)
+    pools = snapshot.upstreamPlans.map { UpstreamPool(context: self, plan: $0) }
+  }
+
+  /// Starts the periodic deadline sweep. Loop thread only.
+  func start() {
+    scheduleSweep()
+  }
+
+  /// A reload: new requests use `next`; exchanges in flight finish on the old pools.
+  func install(_ next: GatewaySnapshot) {
+    for pool in pools { pool.retire() }
+    snapshot = next
+    pools = next.upstreamPlans.map { UpstreamPool(context: self, plan: $0) }
+  }
+
+  /// The pool for upstream `index` of `snapshot`, or nil when the snapshot was replaced
+  /// (the exchange then fails over as if the upstream were unavailable; rare, see `install`).
+  func pool(_ index: Int, of requestSnapshot: GatewaySnapshot) -> UpstreamPool? {
+    guard requestSnapshot === snapshot, index < pools.count else { return nil }
+    return pools[index]
+  }
+
+  // MARK: Connections
+
+  func accept(_ socket: TCPSocket) {
+    let open = shared.clientConnections.add(1, ordering: .relaxed).newValue
+    if draining || open > shared.maxConnections.load(ordering: .relaxed) {
+      shared.clientConnections.subtract(1, ordering: .relaxed)
+      socket.close()
+      return
+    }
+    let session = ClientSession(context: self, peer: socket.peerHostText)
+    do {
+      session.connection = try BufferedConnection(socket: socket, loop: loop, delegate: session)
+    } catch {
+      shared.clientConnections.subtract(1, ordering: .relaxed)
+      shared.logger.warn("cannot register client connection", ["error": .string("\(error)")])
+      return
+    }
+    sessions[ObjectIdentifier(session)] = session
+    session.start()
+  }
+
+  func sessionClosed(_ session: ClientSession) {
+    if sessions.removeValue(forKey: ObjectIdentifier(session)) != nil {
+      shared.clientConnections.subtract(1, ordering: .relaxed)
+    }
+  }
+
+  /// Stops accepting; idle sessions close now, busy ones after their current answer.
+  func beginDrain() {
+    draining = true
+    for listener in listeners { listener.close() }
+    listeners.removeAll()
+    for session in Array(sessions.values) { session.drain() }
+    for pool in pools { pool.retire() }
+  }
+
+  /// Closes every connection at once (drain timeout reached).
+  func abortAll() {
+    for session in Array(sessions.values) { session.abort() }
+  }
+
+  // MARK: Deadlines
+
+  /// Deadlines are checked by one timer per loop rather than one per request, so a request
+  /// costs no timer-heap work; the price is up to `sweepInterval` of lateness.
+  static let sweepInterval: Duration = .milliseconds(100)
+
+  private func scheduleSweep() {
+    sweepTimer = loop.scheduleTimer(after: Self.sweepInterval) { [weak self] in
+      guard let self else { return }
+      self.sweep()
+      self.scheduleSweep()
+    }
+  }
+
+  private func sweep() {
+    let now = EventLoop.monotonicNanoseconds()
+    for session in Array(sessions.values) where session.deadline != 0 && session.deadline <= now {
+      session.deadlinePassed()
+    }
+  }
+
+  func stopSweeping() {
+    if let sweepTimer { loop.cancelTimer(sweepTimer) }
+    sweepTimer = nil
+  }
+
+  // MARK: Access log
+
+  func logAccess(_ record: AccessRecord) {
+    accessLog.append(record)
+    if accessLog.needsFlush {
+      accessLog.flush(to: shared.logger)
+    } else if !accessFlushScheduled {
+      // One write per loop turn, however many requests finished in it.
+      accessFlushScheduled = true
+      loop.executeLater { [self] in
+        accessFlushScheduled = false
+        accessLog.flush(to: shared.logger)
+      }
+    }
+  }
+}
+
+extension EventLoop {
+  /// Nanoseconds from now until `duration` has passed, on the timers' clock.
+  static func deadline(after duration: Duration) -> UInt64 {
+    let (seconds, attoseconds) = duration.components
+    let nanos = UInt64(max(0, seconds)) &* 1_000_000_000 &+ UInt64(max(0, attoseconds / 1_000_000_000))
+    return monotonicNanoseconds() &+ max(1, nanos)
+  }
+}

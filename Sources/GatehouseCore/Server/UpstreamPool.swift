@@ -1,0 +1,136 @@
+import GatehouseHTTP
+import GatehouseNet
+
+/// One loop's keep-alive connections to one upstream: performs what `UpstreamPoolState`
+/// decides. Confined to its loop.
+final class UpstreamPool {
+  unowned let context: LoopContext
+  let plan: UpstreamPlan
+  private var state: UpstreamPoolState<ObjectIdentifier>
+  private var idleConnections: [ObjectIdentifier: UpstreamConnection] = [:]
+  /// Set when a reload replaced this pool: connections finish their exchange, then close.
+  private(set) var retired = false
+
+  init(context: LoopContext, plan: UpstreamPlan) {
+    self.context = context
+    self.plan = plan
+    state = UpstreamPoolState(maxIdle: plan.maxIdleConnections)
+  }
+
+  /// A connection for `owner`'s exchange: the warmest idle one, or a new one whose connect
+  /// is under way (writes made before it completes are queued). `fresh` skips idle ones,
+  /// for the retry after a reused connection failed.
+  func lease(for owner: ClientSession, fresh: Bool) throws(SystemError) -> UpstreamConnection {
+    switch fresh ? state.leaseNew() : state.lease() {
+    case .reuse(let id):
+      let connection = idleConnections.removeValue(forKey: id)!
+      connection.owner = owner
+      return connection
+    case .connect:
+      break
+    }
+    do {
+      let upstream = UpstreamConnection(pool: self)
+      upstream.owner = owner
+      upstream.connection = try BufferedConnection.connect(
+        to: plan.address, on: context.loop, timeout: plan.connectTimeout, delegate: upstream)
+      state.connectSucceeded()
+      context.shared.upstreamConnections.add(1, ordering: .relaxed)
+      return upstream
+    } catch {
+      state.connectFailed()
+      throw error
+    }
+  }
+
+  /// The exchange on `connection` is over. Reusable connections go back to the idle list.
+  func release(_ connection: UpstreamConnection, reusable: Bool) {
+    connection.owner = nil
+    connection.useCount += 1
+    switch state.release(ObjectIdentifier(connection), reusable: reusable && !retired) {
+    case .keepIdle:
+      idleConnections[ObjectIdentifier(connection)] = connection
+    case .close:
+      connection.connection?.close()
+    }
+  }
+
+  /// A leased connection failed; it is not coming back.
+  func discard(_ connection: UpstreamConnection) {
+    connection.owner = nil
+    state.leasedConnectionClosed()
+    connection.connection?.abort()
+  }
+
+  /// An idle connection was closed by the upstream (or sent bytes nobody asked for).
+  func idleConnectionEnded(_ connection: UpstreamConnection) {
+    state.idleConnectionClosed(ObjectIdentifier(connection))
+    idleConnections[ObjectIdentifier(connection)] = nil
+  }
+
+  func connectionClosed() {
+    context.shared.upstreamConnections.subtract(1, ordering: .relaxed)
+  }
+
+  /// A reload replaced this pool: idle connections close now, leased ones after their exchange.
+  func retire() {
+    retired = true
+    for id in state.drainIdle() {
+      idleConnections.removeValue(forKey: id)?.connection?.close()
+    }
+  }
+
+  var idleCount: Int { idleConnections.count }
+}
+
+/// One connection to an upstream. While leased it belongs to a client session's exchange and
+/// passes it everything it reads; while idle, anything it reads ends it.
+final class UpstreamConnection: ConnectionDelegate {
+  unowned let pool: UpstreamPool
+  var connection: BufferedConnection?
+  /// The session whose exchange uses this connection; nil while idle.
+  var owner: ClientSession?
+  /// Exchanges completed on this connection; above zero means a reused connection.
+  var useCount = 0
+
+  init(pool: UpstreamPool) {
+    self.pool = pool
+  }
+
+  func connection(_ connection: BufferedConnection, didRead bytes: UnsafeRawBufferPointer) {
+    guard let owner else {
+      // An idle keep-alive connection must stay silent; bytes here mean it cannot be trusted.
+      pool.idleConnectionEnded(self)
+      connection.abort()
+      return
+    }
+    owner.upstreamDidRead(self, bytes)
+  }
+
+  func connectionDidReadEOF(_ connection: BufferedConnection) {
+    guard let owner else {
+      pool.idleConnectionEnded(self)
+      connection.close()
+      return
+    }
+    owner.upstreamDidReadEOF(self)
+  }
+
+  func connectionWriteQueueDidRiseAboveHighWatermark(_ connection: BufferedConnection) {
+    owner?.setClientReadingPaused(true, reason: .upstreamBackpressure)
+  }
+
+  func connectionWriteQueueDidDrainBelowLowWatermark(_ connection: BufferedConnection) {
+    owner?.setClientReadingPaused(false, reason: .upstreamBackpressure)
+  }
+
+  func connection(_ connection: BufferedConnection, didCloseWith reason: ConnectionCloseReason) {
+    self.connection = nil
+    pool.connectionClosed()
+    if let owner {
+      owner.upstreamDidClose(self, reason: reason)
+    } else {
+      pool.idleConnectionEnded(self)
+    }
+  }
+}

@@ -1,0 +1,65 @@
+import GatehouseCore
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// `gatehouse serve [--config FILE]`: runs the gateway. Without `--config` it uses
+/// `Config/gatehouse.json` when present, else the embedded default config (SPEC §9), whose
+/// fresh admin token is printed once.
+enum ServeCommand {
+  static let conventionalPath = "Config/gatehouse.json"
+
+  static func run(_ arguments: [String]) -> Int32 {
+    var configPath: String?
+    var index = 0
+    while index < arguments.count {
+      switch arguments[index] {
+      case "--config":
+        guard index + 1 < arguments.count else {
+          FileHandleStandardError.write("gatehouse serve: --config needs a file name\n")
+          return 2
+        }
+        configPath = arguments[index + 1]
+        index += 2
+      case let argument:
+        FileHandleStandardError.write("gatehouse serve: unexpected argument '\(argument)'\n")
+        return 2
+      }
+    }
+    if configPath == nil && access(conventionalPath, R_OK) == 0 { configPath = conventionalPath }
+
+    let config: GatehouseConfig
+    var embeddedAdminToken: String?
+    if let configPath {
+      do {
+        config = try ConfigLoader.load(contentsOf: configPath)
+      } catch {
+        for line in error.lines { FileHandleStandardError.write(line + "\n") }
+        return 1
+      }
+    } else {
+      do {
+        (config, embeddedAdminToken) = try DefaultConfig.makeForServe()
+      } catch {
+        FileHandleStandardError.write("gatehouse serve: cannot prepare the embedded config: \(error)\n")
+        return 1
+      }
+    }
+    let logger = Logger(level: config.log.level)
+    let server: GatewayServer
+    do {
+      server = try GatewayServer(config: config, configPath: configPath, logger: logger)
+    } catch {
+      logger.error("cannot start", ["error": .string("\(error)")])
+      return 1
+    }
+    if let embeddedAdminToken {
+      // Shown once so a newcomer can open the admin API; never logged again.
+      logger.info(
+        "running on the embedded demo config",
+        ["admin_token": .string(embeddedAdminToken), "try": .string("curl http://\(server.boundAddresses[0])/users")])
+    }
+    return server.run()
+  }
+}
