@@ -69,6 +69,10 @@ let package = Package(
       dependencies: ["GatehouseCore"]
     ),
     .testTarget(
+      name: "GatehouseIntegrationTests",
+      dependencies: ["GatehouseHTTP"]
+    ),
+    .testTarget(
       name: "CLibrariesTests",
       dependencies: ["CGatehouseOpenSSL", "CGatehouseSQLite", "CGatehouseZlib", "CGatehouseLinux"]
     ),

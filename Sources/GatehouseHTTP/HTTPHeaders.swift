@@ -83,6 +83,18 @@ public struct HTTPHeaders: Sendable, Hashable {
     }
   }
 
+  /// Index of the first field named `lowercaseName` (which must be lowercase ASCII),
+  /// compared byte by byte without building a String.
+  public func firstIndex(lowercaseName: StaticString) -> Int? {
+    storage.withUnsafeBufferPointer { bytes in
+      for index in ranges.indices {
+        let r = ranges[index]
+        if ASCII.equalsLowercase(bytes, Int(r.nameStart), Int(r.nameEnd), lowercaseName) { return index }
+      }
+      return nil
+    }
+  }
+
   /// The first value of the named field, or nil.
   public subscript(name: String) -> String? {
     for index in ranges.indices where nameEquals(at: index, name) { return value(at: index) }

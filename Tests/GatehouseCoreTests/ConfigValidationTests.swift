@@ -154,7 +154,8 @@ import Testing
     #expect(
       issueLines(
         configJSON(
-          extra: #""listen": [{"address": "127.0.0.1:0"}, {"address": "127.0.0.1:0"}], "admin": {"listen": "127.0.0.1:0"}"#
+          extra:
+            #""listen": [{"address": "127.0.0.1:0"}, {"address": "127.0.0.1:0"}], "admin": {"listen": "127.0.0.1:0"}"#
         )) == ["loaded"])
   }
 

@@ -61,14 +61,40 @@ public enum UpstreamRequestWriter {
   /// Names listed in the client's Connection field other than close/keep-alive; nil in the
   /// usual case, so the common path allocates nothing.
   static func connectionListedNames(_ headers: HTTPHeaders) -> HeaderNameSet? {
-    var listed: HeaderNameSet?
+    var needsNames = false
+    headers.withEachField { name, value in
+      if !needsNames && ASCIIBytes.equalsLowercase(name, "connection") && listsOtherThanCloseOrKeepAlive(value) {
+        needsNames = true
+      }
+    }
+    guard needsNames else { return nil }
+    var listed = HeaderNameSet([])
     for index in 0..<headers.count where headers.nameEquals(at: index, "connection") {
-      let names = HopByHop.namesListed(inConnection: [headers.value(at: index)])
-      guard !names.isEmpty else { continue }
-      if listed == nil { listed = HeaderNameSet([]) }
-      for name in names { listed?.insert(name) }
+      for name in HopByHop.namesListed(inConnection: [headers.value(at: index)]) { listed.insert(name) }
     }
     return listed
+  }
+
+  /// Whether a Connection value names a field (anything but `close` and `keep-alive`);
+  /// checked on bytes so the usual `keep-alive` costs no String.
+  static func listsOtherThanCloseOrKeepAlive(_ value: UnsafeBufferPointer<UInt8>) -> Bool {
+    var start = 0
+    while start < value.count {
+      var end = start
+      while end < value.count && value[end] != 0x2C { end += 1 }
+      var tokenStart = start
+      var tokenEnd = end
+      while tokenStart < tokenEnd && (value[tokenStart] == 0x20 || value[tokenStart] == 0x09) { tokenStart += 1 }
+      while tokenEnd > tokenStart && (value[tokenEnd - 1] == 0x20 || value[tokenEnd - 1] == 0x09) { tokenEnd -= 1 }
+      if tokenEnd > tokenStart {
+        let token = UnsafeBufferPointer(rebasing: value[tokenStart..<tokenEnd])
+        if !ASCIIBytes.equalsLowercase(token, "close") && !ASCIIBytes.equalsLowercase(token, "keep-alive") {
+          return true
+        }
+      }
+      start = end + 1
+    }
+    return false
   }
 
   @inline(__always)

@@ -136,7 +136,8 @@ final class ClientSession: ConnectionDelegate {
     let requestID = Self.requestID(from: head) ?? context.requestIDs.next()
     var name = head.method.name
     let match = name.withUTF8 { method in
-      head.path.withUnsafeBytes { path in snapshot.routeTable.match(method: UnsafeRawBufferPointer(method), path: path) }
+      head.path.withUnsafeBytes { path in snapshot.routeTable.match(method: UnsafeRawBufferPointer(method), path: path)
+      }
     }
     exchange = Exchange(
       head: head, requestID: requestID, snapshot: snapshot, routeIndex: match?.routeIndex,
@@ -576,16 +577,15 @@ final class ClientSession: ConnectionDelegate {
 
   /// A client's own X-Request-Id is kept when it is plain and short.
   static func requestID(from head: HTTPRequestHead) -> [UInt8]? {
-    for index in 0..<head.headers.count where head.headers.nameEquals(at: index, "x-request-id") {
-      let value = head.headers.valueBytes(at: index)
-      return RequestIDGenerator.isAcceptable(value) ? Array(value) : nil
-    }
-    return nil
+    guard let index = head.headers.firstIndex(lowercaseName: "x-request-id") else { return nil }
+    let value = head.headers.valueBytes(at: index)
+    return RequestIDGenerator.isAcceptable(value) ? Array(value) : nil
   }
 }
 
-/// One request's journey through the gateway, owned by its client session.
-struct Exchange {
+/// One request's journey through the gateway, owned by its client session. A class, so
+/// the many short reads of it on the request path share one reference instead of copying.
+final class Exchange {
   let head: HTTPRequestHead
   let requestID: [UInt8]
   let snapshot: GatewaySnapshot

@@ -100,7 +100,8 @@ public final class GatewayServer {
       for context in contexts { context.loop.execute { context.install(next) } }
       shared.logger.info("config reloaded", ["path": .string(configPath)])
     } catch let error as ConfigLoadError {
-      shared.logger.error("reload refused; the running config stays", ["errors": .string(error.lines.joined(separator: "; "))])
+      shared.logger.error(
+        "reload refused; the running config stays", ["errors": .string(error.lines.joined(separator: "; "))])
     } catch {
       shared.logger.error("reload refused; the running config stays", ["error": .string("\(error)")])
     }

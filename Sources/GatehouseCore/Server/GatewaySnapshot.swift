@@ -31,7 +31,8 @@ public final class GatewaySnapshot: Sendable {
     upstreamPlans = upstreams
     let globalRules = HeaderPlan.Rules(config.headers)
     routePlans = config.routes.map { route in
-      RoutePlan(route, upstreamIndex: route.upstream.flatMap { name in upstreams.firstIndex { $0.name == name } },
+      RoutePlan(
+        route, upstreamIndex: route.upstream.flatMap { name in upstreams.firstIndex { $0.name == name } },
         globalRules: globalRules)
     }
     limits = HTTPLimits(
