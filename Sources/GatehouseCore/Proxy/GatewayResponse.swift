@@ -11,6 +11,7 @@ public enum GatewayResponse {
     case badRequest(HTTPParseError)
     case headerTimeout
     case methodNotAllowed
+    case tokenUnavailable
 
     public var status: Int {
       switch self {
@@ -20,6 +21,7 @@ public enum GatewayResponse {
       case .badRequest(let error): return error.status
       case .headerTimeout: return 408
       case .methodNotAllowed: return 405
+      case .tokenUnavailable: return 401
       }
     }
 
@@ -31,6 +33,7 @@ public enum GatewayResponse {
       case .badRequest(let error): return "bad request: \(error)"
       case .headerTimeout: return "request header timeout"
       case .methodNotAllowed: return "method not allowed"
+      case .tokenUnavailable: return "upstream token unavailable"
       }
     }
   }

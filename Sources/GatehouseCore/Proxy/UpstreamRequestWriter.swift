@@ -6,7 +6,8 @@ import GatehouseHTTP
 /// is actually sent. Byte in, byte out: nothing here builds a String per request.
 public enum UpstreamRequestWriter {
   public static func write(
-    head: HTTPRequestHead, target: [UInt8], hostHeader: [UInt8], plan: HeaderPlan, clientAddress: [UInt8],
+    head: HTTPRequestHead, target: [UInt8], hostHeader: [UInt8], plan: HeaderPlan, tokenLine: [UInt8]? = nil,
+    clientAddress: [UInt8],
     forwardedProto: StaticString, requestID: [UInt8], framing: HTTPBodyFraming, into out: inout [UInt8]
   ) {
     out.append(contentsOf: head.method.name.utf8)
@@ -34,6 +35,7 @@ public enum UpstreamRequestWriter {
       append("\r\n", &out)
     }
     out.append(contentsOf: plan.setLines)
+    if let tokenLine { out.append(contentsOf: tokenLine) }
     append("X-Forwarded-For: ", &out)
     if let forwardedFor, !forwardedFor.isEmpty {
       out.append(contentsOf: forwardedFor)

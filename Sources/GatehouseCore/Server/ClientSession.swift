@@ -163,6 +163,10 @@ final class ClientSession: ConnectionDelegate {
       respondLocally(failure: .upstreamUnavailable)
       return
     }
+    if case .unavailable = plan.tokenLine {
+      respondLocally(failure: .tokenUnavailable)
+      return
+    }
     exchange?.upstreamTarget = snapshot.routeTable.upstreamPath(
       for: match, requestPath: head.path, query: head.query)
     sendUpstream(fresh: false)
@@ -196,9 +200,11 @@ final class ClientSession: ConnectionDelegate {
     let framing = Self.upstreamFraming(exchange.head)
     self.exchange?.rechunkRequest = framing == .chunked
     context.scratch.removeAll(keepingCapacity: true)
+    var tokenLine: [UInt8]?
+    if case .line(let line) = plan.tokenLine { tokenLine = line }
     UpstreamRequestWriter.write(
       head: exchange.head, target: exchange.upstreamTarget, hostHeader: pool.plan.hostHeader,
-      plan: plan.headerPlan, clientAddress: clientAddress, forwardedProto: "http", requestID: exchange.requestID,
+      plan: plan.headerPlan, tokenLine: tokenLine, clientAddress: clientAddress, forwardedProto: "http", requestID: exchange.requestID,
       framing: framing, into: &context.scratch)
     context.scratch.withUnsafeBytes { _ = upstream.connection?.write($0) }
     setDeadline(.upstreamResponse, after: pool.plan.responseTimeout)

@@ -33,7 +33,7 @@ public final class GatewaySnapshot: Sendable {
     routePlans = config.routes.map { route in
       RoutePlan(
         route, upstreamIndex: route.upstream.flatMap { name in upstreams.firstIndex { $0.name == name } },
-        globalRules: globalRules)
+        globalRules: globalRules, token: route.token.flatMap { config.token(named: $0) })
     }
     limits = HTTPLimits(
       maxHeaderBytes: config.limits.maxHeaderBytes, maxHeaderCount: 100,
@@ -65,8 +65,17 @@ struct RoutePlan: Sendable {
   let stubMode: StubMode
   let stub: StubAnswer
   let envelopeEnabled: Bool
+  /// The token field line (`Authorization: Bearer …\r\n`) for routes with a static token;
+  /// nil for routes without one. A token that cannot be sent makes the route answer 401.
+  let tokenLine: TokenLine
 
-  init(_ route: RouteConfig, upstreamIndex: Int?, globalRules: HeaderPlan.Rules) {
+  enum TokenLine: Sendable {
+    case none
+    case line([UInt8])
+    case unavailable
+  }
+
+  init(_ route: RouteConfig, upstreamIndex: Int?, globalRules: HeaderPlan.Rules, token: TokenConfig?) {
     name = route.name
     self.upstreamIndex = upstreamIndex
     // A route with a token replaces whatever credential the client sent in that header.
@@ -75,6 +84,22 @@ struct RoutePlan: Sendable {
     stubMode = route.stub.mode
     stub = StubAnswer(route.stub, envelope: route.envelope)
     envelopeEnabled = route.envelope.enabled
+    tokenLine = Self.renderTokenLine(route: route, token: token)
+  }
+
+  static func renderTokenLine(route: RouteConfig, token: TokenConfig?) -> TokenLine {
+    guard let token else { return route.token == nil ? .none : .unavailable }
+    switch token.source {
+    case .fixed(let secret):
+      let value = route.tokenFormat.render(secret.value)
+      // A value that could end the header line early is never sent (SPEC §2).
+      guard !secret.value.isEmpty, !value.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0 }) else {
+        return .unavailable
+      }
+      return .line(Array("\(route.tokenHeader): \(value)\r\n".utf8))
+    case .file, .oauth2ClientCredentials:
+      return .unavailable
+    }
   }
 }
 
