@@ -381,6 +381,7 @@ final class ClientSession: ConnectionDelegate {
 
   private func completeResponse(upstreamReusable: Bool) {
     guard let exchange else { return }
+    if let pool = exchange.pool { context.metrics.recordUpstream(pool.plan.name, outcome: "response") }
     if exchange.rechunkResponse { HTTPSerializer.writeLastChunk(into: &context.output) }
     flushOutput()
     self.exchange?.responseComplete = true
@@ -406,10 +407,21 @@ final class ClientSession: ConnectionDelegate {
     case closed
     case timedOut
     case invalidResponse
+
+    /// The `outcome` label of `gatehouse_upstream_requests_total`.
+    var outcome: String {
+      switch self {
+      case .unavailable: return "unavailable"
+      case .closed: return "reset"
+      case .timedOut: return "timeout"
+      case .invalidResponse: return "invalid_response"
+      }
+    }
   }
 
   private func upstreamFailed(_ failure: UpstreamFailure) {
     guard let exchange else { return }
+    if let pool = exchange.pool { context.metrics.recordUpstream(pool.plan.name, outcome: failure.outcome) }
     if let upstream = exchange.upstream {
       self.exchange?.upstream = nil
       exchange.pool?.discard(upstream)
@@ -440,13 +452,16 @@ final class ClientSession: ConnectionDelegate {
 
   private func finishExchange() {
     guard let exchange else { return }
+    let elapsed = EventLoop.monotonicNanoseconds() &- exchange.startedAt
+    context.recordRequest(
+      snapshot: exchange.snapshot, routeIndex: exchange.routeIndex, status: exchange.status, nanoseconds: elapsed)
     if context.snapshot.accessLogEnabled {
       context.logAccess(
         AccessRecord(
           requestID: exchange.requestID, method: exchange.head.method, path: exchange.head.path,
           route: exchange.routeIndex.map { exchange.snapshot.routePlans[$0].name }, status: exchange.status,
           upstreamStatus: exchange.upstreamStatus, cache: nil,
-          durationNanoseconds: EventLoop.monotonicNanoseconds() &- exchange.startedAt, bytes: exchange.bytesSent))
+          durationNanoseconds: elapsed, bytes: exchange.bytesSent))
     }
     self.exchange = nil
     if exchange.closeClient || closeAfterResponse {
@@ -555,6 +570,7 @@ final class ClientSession: ConnectionDelegate {
   }
 
   private func logLocal(status: Int, requestID: [UInt8], head: HTTPRequestHead?, bytes: Int) {
+    context.metrics.unrouted.record(status: status, nanoseconds: 0)
     guard context.snapshot.accessLogEnabled else { return }
     context.logAccess(
       AccessRecord(

@@ -19,6 +19,7 @@ final class LoopContext: @unchecked Sendable {
   /// Bytes of an upstream request head, built per request.
   var scratch: [UInt8] = []
   private(set) var sessions: [ObjectIdentifier: ClientSession] = [:]
+  let metrics = LoopMetrics()
   private(set) var draining = false
   private var sweepTimer: TimerHandle?
   var listeners: [TCPListener] = []
@@ -30,6 +31,7 @@ final class LoopContext: @unchecked Sendable {
     output.reserveCapacity(64 * 1024)
     scratch.reserveCapacity(4096)
     pools = snapshot.upstreamPlans.map { UpstreamPool(context: self, plan: $0) }
+    metrics.bind(routeNames: snapshot.routePlans.map(\.name))
   }
 
   /// Starts the periodic deadline sweep. Loop thread only.
@@ -42,6 +44,27 @@ final class LoopContext: @unchecked Sendable {
     for pool in pools { pool.retire() }
     snapshot = next
     pools = next.upstreamPlans.map { UpstreamPool(context: self, plan: $0) }
+    metrics.bind(routeNames: next.routePlans.map(\.name))
+  }
+
+  /// Counters for a finished request of `snapshot`'s route `routeIndex` (nil: unrouted).
+  func recordRequest(snapshot requestSnapshot: GatewaySnapshot, routeIndex: Int?, status: Int, nanoseconds: UInt64) {
+    let counters: RouteCounters
+    if let routeIndex {
+      counters =
+        requestSnapshot === snapshot
+        ? metrics.routeSlots[routeIndex] : metrics.counters(forRoute: requestSnapshot.routePlans[routeIndex].name)
+    } else {
+      counters = metrics.unrouted
+    }
+    counters.record(status: status, nanoseconds: nanoseconds)
+  }
+
+  /// Pool figures for the admin API: open and idle connections per upstream name.
+  func poolFigures() -> [String: (open: Int, idle: Int)] {
+    var figures: [String: (open: Int, idle: Int)] = [:]
+    for pool in pools { figures[pool.plan.name] = (pool.openCount, pool.idleCount) }
+    return figures
   }
 
   /// The pool for upstream `index` of `snapshot`, or nil when the snapshot was replaced

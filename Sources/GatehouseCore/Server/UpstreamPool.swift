@@ -81,6 +81,7 @@ final class UpstreamPool {
   }
 
   var idleCount: Int { idleConnections.count }
+  var openCount: Int { state.openCount }
 }
 
 /// One connection to an upstream. While leased it belongs to a client session's exchange and

@@ -1,0 +1,76 @@
+/// Renders metrics in the Prometheus text exposition format (version 0.0.4) with the names
+/// of SPEC §7. Label values are escaped; output is sorted so it is stable between scrapes.
+public struct PrometheusText {
+  private(set) var text = ""
+
+  public init() {}
+
+  mutating func header(_ name: String, _ type: String, _ help: String) {
+    text += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
+  }
+
+  mutating func sample(_ name: String, _ labels: [(String, String)] = [], _ value: Double) {
+    text += name
+    if !labels.isEmpty {
+      text += "{" + labels.map { "\($0.0)=\"\(Self.escape($0.1))\"" }.joined(separator: ",") + "}"
+    }
+    text += " " + Self.format(value) + "\n"
+  }
+
+  static func escape(_ value: String) -> String {
+    var out = ""
+    for character in value {
+      switch character {
+      case "\\": out += "\\\\"
+      case "\"": out += "\\\""
+      case "\n": out += "\\n"
+      default: out.append(character)
+      }
+    }
+    return out
+  }
+
+  static func format(_ value: Double) -> String {
+    if value == value.rounded() && abs(value) < 1e15 { return String(Int64(value)) }
+    return String(value)
+  }
+
+  /// The request-path families: requests, latency, upstream outcomes, cache results.
+  public mutating func append(_ sample: MetricsSample) {
+    header("gatehouse_requests_total", "counter", "Requests answered, by route and HTTP status.")
+    for (route, routeSample) in sample.routes.sorted(by: { $0.key < $1.key }) {
+      for (status, count) in routeSample.byStatus.sorted(by: { $0.key < $1.key }) {
+        self.sample("gatehouse_requests_total", [("route", route), ("code", String(status))], Double(count))
+      }
+    }
+    header("gatehouse_request_duration_seconds", "histogram", "Time from request head to the end of the answer.")
+    for (route, routeSample) in sample.routes.sorted(by: { $0.key < $1.key }) where routeSample.count > 0 {
+      var cumulative: UInt64 = 0
+      for (index, bound) in LatencyBuckets.bounds.enumerated() {
+        cumulative &+= routeSample.buckets[index]
+        self.sample(
+          "gatehouse_request_duration_seconds_bucket", [("route", route), ("le", String(bound))], Double(cumulative))
+      }
+      self.sample(
+        "gatehouse_request_duration_seconds_bucket", [("route", route), ("le", "+Inf")], Double(routeSample.count))
+      self.sample("gatehouse_request_duration_seconds_sum", [("route", route)], routeSample.durationSum)
+      self.sample("gatehouse_request_duration_seconds_count", [("route", route)], Double(routeSample.count))
+    }
+    header("gatehouse_upstream_requests_total", "counter", "Upstream exchanges, by upstream and outcome.")
+    for (key, count) in sample.upstreamOutcomes.sorted(by: { ($0.key.upstream, $0.key.outcome) < ($1.key.upstream, $1.key.outcome) }) {
+      self.sample("gatehouse_upstream_requests_total", [("upstream", key.upstream), ("outcome", key.outcome)], Double(count))
+    }
+    header("gatehouse_cache_total", "counter", "Store lookups by result.")
+    for result in ["hit", "stale", "miss", "bypass"] {
+      self.sample("gatehouse_cache_total", [("result", result)], Double(sample.cacheResults[result] ?? 0))
+    }
+  }
+
+  /// A gauge or counter family with one sample per label set.
+  public mutating func family(
+    _ name: String, type: String, help: String, samples: [(labels: [(String, String)], value: Double)]
+  ) {
+    header(name, type, help)
+    for entry in samples { sample(name, entry.labels, entry.value) }
+  }
+}

@@ -1,0 +1,119 @@
+/// Latency buckets (seconds) of `gatehouse_request_duration_seconds`.
+public enum LatencyBuckets {
+  public static let bounds: [Double] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
+
+  /// Index of the first bucket whose bound is ≥ `nanoseconds` (the last index is +Inf).
+  @inline(__always)
+  static func index(nanoseconds: UInt64) -> Int {
+    let seconds = Double(nanoseconds) / 1e9
+    var index = 0
+    while index < bounds.count && seconds > bounds[index] { index += 1 }
+    return index
+  }
+}
+
+/// One route's counters on one loop. A class so the request path bumps fields in place.
+final class RouteCounters {
+  var byStatus: [Int: UInt64] = [:]
+  var buckets = [UInt64](repeating: 0, count: LatencyBuckets.bounds.count + 1)
+  var durationSum: Double = 0
+  var count: UInt64 = 0
+
+  func record(status: Int, nanoseconds: UInt64) {
+    byStatus[status, default: 0] &+= 1
+    buckets[LatencyBuckets.index(nanoseconds: nanoseconds)] &+= 1
+    durationSum += Double(nanoseconds) / 1e9
+    count &+= 1
+  }
+}
+
+/// A loop's counters. Each loop owns one and only it writes to it; readers ask the loop for
+/// a `MetricsSample` and sum the samples (no shared counters, no locks per request).
+final class LoopMetrics {
+  private var routes: [String: RouteCounters] = [:]
+  /// The counters of the current snapshot's routes, by route index.
+  private(set) var routeSlots: [RouteCounters] = []
+  /// Requests that matched no route, or failed before routing.
+  let unrouted = RouteCounters()
+  var upstreamOutcomes: [UpstreamOutcomeKey: UInt64] = [:]
+  var cacheResults: [String: UInt64] = [:]
+
+  /// Lines up counters with a snapshot's routes (by name, so counts survive reloads).
+  func bind(routeNames: [String]) {
+    routeSlots = routeNames.map { name in
+      if let existing = routes[name] { return existing }
+      let counters = RouteCounters()
+      routes[name] = counters
+      return counters
+    }
+  }
+
+  func counters(forRoute name: String) -> RouteCounters {
+    if let existing = routes[name] { return existing }
+    let counters = RouteCounters()
+    routes[name] = counters
+    return counters
+  }
+
+  func recordUpstream(_ upstream: String, outcome: String) {
+    upstreamOutcomes[UpstreamOutcomeKey(upstream: upstream, outcome: outcome), default: 0] &+= 1
+  }
+
+  func sample() -> MetricsSample {
+    var sample = MetricsSample()
+    for (name, counters) in routes {
+      sample.routes[name] = RouteSample(counters)
+    }
+    sample.routes[""] = RouteSample(unrouted)
+    sample.upstreamOutcomes = upstreamOutcomes
+    sample.cacheResults = cacheResults
+    return sample
+  }
+}
+
+struct UpstreamOutcomeKey: Hashable, Sendable {
+  let upstream: String
+  let outcome: String
+}
+
+/// A copy of one route's counters, summed across loops when the metrics are read.
+public struct RouteSample: Sendable {
+  var byStatus: [Int: UInt64] = [:]
+  var buckets = [UInt64](repeating: 0, count: LatencyBuckets.bounds.count + 1)
+  var durationSum: Double = 0
+  var count: UInt64 = 0
+
+  init() {}
+
+  init(_ counters: RouteCounters) {
+    byStatus = counters.byStatus
+    buckets = counters.buckets
+    durationSum = counters.durationSum
+    count = counters.count
+  }
+
+  mutating func add(_ other: RouteSample) {
+    for (status, value) in other.byStatus { byStatus[status, default: 0] &+= value }
+    for index in buckets.indices { buckets[index] &+= other.buckets[index] }
+    durationSum += other.durationSum
+    count &+= other.count
+  }
+}
+
+/// Counters copied from one or more loops.
+public struct MetricsSample: Sendable {
+  var routes: [String: RouteSample] = [:]
+  var upstreamOutcomes: [UpstreamOutcomeKey: UInt64] = [:]
+  var cacheResults: [String: UInt64] = [:]
+
+  public init() {}
+
+  public mutating func add(_ other: MetricsSample) {
+    for (name, sample) in other.routes { routes[name, default: RouteSample()].add(sample) }
+    for (key, value) in other.upstreamOutcomes { upstreamOutcomes[key, default: 0] &+= value }
+    for (key, value) in other.cacheResults { cacheResults[key, default: 0] &+= value }
+  }
+
+  /// Requests answered, by status, over all routes.
+  public var totalRequests: UInt64 { routes.values.reduce(0) { $0 &+ $1.count } }
+}
