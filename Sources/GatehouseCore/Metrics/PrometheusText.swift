@@ -57,8 +57,11 @@ public struct PrometheusText {
       self.sample("gatehouse_request_duration_seconds_count", [("route", route)], Double(routeSample.count))
     }
     header("gatehouse_upstream_requests_total", "counter", "Upstream exchanges, by upstream and outcome.")
-    for (key, count) in sample.upstreamOutcomes.sorted(by: { ($0.key.upstream, $0.key.outcome) < ($1.key.upstream, $1.key.outcome) }) {
-      self.sample("gatehouse_upstream_requests_total", [("upstream", key.upstream), ("outcome", key.outcome)], Double(count))
+    for (key, count) in sample.upstreamOutcomes.sorted(by: {
+      ($0.key.upstream, $0.key.outcome) < ($1.key.upstream, $1.key.outcome)
+    }) {
+      self.sample(
+        "gatehouse_upstream_requests_total", [("upstream", key.upstream), ("outcome", key.outcome)], Double(count))
     }
     header("gatehouse_cache_total", "counter", "Store lookups by result.")
     for result in ["hit", "stale", "miss", "bypass"] {

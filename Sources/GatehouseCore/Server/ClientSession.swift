@@ -204,7 +204,8 @@ final class ClientSession: ConnectionDelegate {
     if case .line(let line) = plan.tokenLine { tokenLine = line }
     UpstreamRequestWriter.write(
       head: exchange.head, target: exchange.upstreamTarget, hostHeader: pool.plan.hostHeader,
-      plan: plan.headerPlan, tokenLine: tokenLine, clientAddress: clientAddress, forwardedProto: "http", requestID: exchange.requestID,
+      plan: plan.headerPlan, tokenLine: tokenLine, clientAddress: clientAddress, forwardedProto: "http",
+      requestID: exchange.requestID,
       framing: framing, into: &context.scratch)
     context.scratch.withUnsafeBytes { _ = upstream.connection?.write($0) }
     setDeadline(.upstreamResponse, after: pool.plan.responseTimeout)

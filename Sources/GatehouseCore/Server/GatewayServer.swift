@@ -7,33 +7,47 @@ import Synchronization
 #endif
 
 /// Runs the gateway: one event loop per worker, each with its own listener socket on every
-/// listen address (SO_REUSEPORT), plus a control loop on the calling thread for signals,
-/// reloads and the drain at shutdown.
-public final class GatewayServer {
+/// listen address (SO_REUSEPORT), the admin listener on the first loop, and a control loop
+/// on the calling thread for signals, reloads and the drain at shutdown.
+///
+/// `@unchecked Sendable`: after `init` the only mutable state is `state`, behind a mutex;
+/// loops and contexts are fixed, and each context is only touched on its own loop.
+public final class GatewayServer: @unchecked Sendable {
   public let shared: GatewayShared
   private let configPath: String?
-  private var snapshot: GatewaySnapshot
   private let group: EventLoopGroup
   private let contexts: [LoopContext]
   private let control: EventLoop
   private let signals: SignalReceiver
+  private let admin: AdminService?
+  private let startedAt = RFC3339.now().seconds
   /// Listen addresses as bound (port 0 replaced by the kernel's choice).
   public private(set) var boundAddresses: [String] = []
-  private var draining = false
+  /// The admin address as bound, when the admin listener runs.
+  public private(set) var adminAddress: String?
+
+  private struct State {
+    var snapshot: GatewaySnapshot
+    var loadedAt: Int64
+    var draining = false
+    var ready = false
+  }
+  private let state: Mutex<State>
 
   /// Binds every listener; throws with a readable message when one cannot be bound.
   public init(config: GatehouseConfig, configPath: String?, logger: Logger) throws {
     // Signals are blocked before any loop thread starts, so only the control loop sees them.
     signals = try SignalReceiver(signals: [.terminate, .interrupt, .hangup])
     self.configPath = configPath
-    snapshot = try GatewaySnapshot(config: config)
+    let snapshot = try GatewaySnapshot(config: config)
+    state = Mutex(State(snapshot: snapshot, loadedAt: RFC3339.now().seconds))
     let shared = GatewayShared(logger: logger, maxConnections: config.limits.maxConnections)
-    let snapshot = self.snapshot
     self.shared = shared
     control = try EventLoop()
     group = try EventLoopGroup(loopCount: config.workers)
     contexts = group.loops.map { LoopContext(loop: $0, shared: shared, snapshot: snapshot) }
     var perLoopListeners = Array(repeating: [TCPListener](), count: contexts.count)
+    var adminListener: TCPListener?
     do {
       for listen in config.listen {
         let address = try SocketAddress(parsing: listen.address.description)
@@ -41,10 +55,24 @@ public final class GatewayServer {
         boundAddresses.append(address.withPort(listeners[0].localPort).description)
         for (index, listener) in listeners.enumerated() { perLoopListeners[index].append(listener) }
       }
+      let adminAddress = try SocketAddress(parsing: config.admin.listen.description)
+      // Config validation already refuses a public admin address without a token; checked
+      // again here because an open admin API must never come up by accident.
+      if config.admin.token == nil && !config.admin.listen.isLoopback {
+        throw SnapshotError(description: "admin.listen is not a loopback address and no admin token is set")
+      }
+      let listener = try TCPListener(address: adminAddress, reusePort: false)
+      self.adminAddress = adminAddress.withPort(listener.localPort).description
+      adminListener = listener
     } catch {
       group.shutdown()
       throw error
     }
+    let adminContext = contexts[0]
+    let service = AdminService(
+      loop: adminContext.loop, authorizer: AdminAuthorizer(token: config.admin.token?.value))
+    admin = service
+    service.backend = self
     for (context, listeners) in zip(contexts, perLoopListeners) {
       nonisolated(unsafe) let handedOver = listeners
       context.loop.execute {
@@ -59,6 +87,17 @@ public final class GatewayServer {
         context.start()
       }
     }
+    if let adminListener {
+      nonisolated(unsafe) let listener = adminListener
+      adminContext.loop.execute {
+        service.listener = listener
+        do {
+          try listener.startAccepting(on: service.loop) { socket in service.accept(socket) }
+        } catch {
+          shared.logger.error("cannot accept on the admin listener", ["error": .string("\(error)")])
+        }
+      }
+    }
   }
 
   /// Serves until SIGTERM or SIGINT has drained the connections; returns the exit status.
@@ -66,17 +105,18 @@ public final class GatewayServer {
     for address in boundAddresses {
       shared.logger.info("listening", ["address": .string(address), "workers": .int(contexts.count)])
     }
-    nonisolated(unsafe) let server = self
-    control.execute {
+    if let adminAddress { shared.logger.info("admin listening", ["address": .string(adminAddress)]) }
+    state.withLock { $0.ready = true }
+    control.execute { [self] in
       do {
-        try server.signals.start(on: server.control) { signal in
+        try signals.start(on: control) { [self] signal in
           switch signal {
-          case .terminate, .interrupt: server.beginShutdown()
-          case .hangup: server.reload()
+          case .terminate, .interrupt: beginShutdown()
+          case .hangup: reload { _ in }
           }
         }
       } catch {
-        server.shared.logger.error("cannot receive signals", ["error": .string("\(error)")])
+        shared.logger.error("cannot receive signals", ["error": .string("\(error)")])
       }
     }
     control.run()
@@ -86,35 +126,59 @@ public final class GatewayServer {
     return 0
   }
 
-  /// Reads the config file again; a bad one is logged and the running config stays.
-  public func reload() {
-    guard let configPath else {
-      shared.logger.warn("reload ignored: running on the embedded config")
-      return
+  var currentSnapshot: GatewaySnapshot { state.withLock { $0.snapshot } }
+  var configLoadedAt: Int64 { state.withLock { $0.loadedAt } }
+  var stateIsReady: Bool { state.withLock { $0.ready } }
+  var workerCount: Int { contexts.count }
+  var startTime: Int64 { startedAt }
+  var configFilePath: String? { configPath }
+
+  /// Reads the config file again on the control loop; a bad one is logged and refused, and
+  /// the running config stays. In-flight requests finish on the config they started with.
+  func reload(completion: @escaping @Sendable (Result<Void, ReloadFailure>) -> Void) {
+    control.execute { [self] in
+      completion(performReload())
     }
+  }
+
+  private func performReload() -> Result<Void, ReloadFailure> {
+    guard let configPath else {
+      shared.logger.warn("reload refused: running on the embedded config")
+      return .failure(ReloadFailure(errors: ["running on the embedded config; there is no file to reload"]))
+    }
+    let next: GatewaySnapshot
     do {
       let config = try ConfigLoader.load(contentsOf: configPath)
-      let next = try GatewaySnapshot(config: config)
-      snapshot = next
-      shared.maxConnections.store(config.limits.maxConnections, ordering: .relaxed)
-      for context in contexts { context.loop.execute { context.install(next) } }
-      shared.logger.info("config reloaded", ["path": .string(configPath)])
+      next = try GatewaySnapshot(config: config)
     } catch let error as ConfigLoadError {
       shared.logger.error(
         "reload refused; the running config stays", ["errors": .string(error.lines.joined(separator: "; "))])
+      return .failure(ReloadFailure(errors: error.lines))
     } catch {
       shared.logger.error("reload refused; the running config stays", ["error": .string("\(error)")])
+      return .failure(ReloadFailure(errors: ["\(error)"]))
     }
+    state.withLock {
+      $0.snapshot = next
+      $0.loadedAt = RFC3339.now().seconds
+    }
+    shared.maxConnections.store(next.config.limits.maxConnections, ordering: .relaxed)
+    for context in contexts { context.loop.execute { context.install(next) } }
+    shared.logger.info("config reloaded", ["path": .string(configPath)])
+    return .success(())
   }
 
   /// Stops accepting, lets in-flight requests finish (up to `drain_timeout_ms`), then stops.
   private func beginShutdown() {
-    guard !draining else { return }
-    draining = true
+    let alreadyDraining = state.withLock { state in
+      defer { state.draining = true; state.ready = false }
+      return state.draining
+    }
+    guard !alreadyDraining else { return }
     shared.logger.info("draining", ["connections": .int(shared.openClientConnections)])
     for context in contexts { context.loop.execute { context.beginDrain() } }
-    let deadline = EventLoop.deadline(after: snapshot.drainTimeout)
-    waitForDrain(until: deadline)
+    if let admin { admin.loop.execute { admin.closeAll() } }
+    waitForDrain(until: EventLoop.deadline(after: currentSnapshot.drainTimeout))
   }
 
   private func waitForDrain(until deadline: UInt64) {
@@ -129,4 +193,30 @@ public final class GatewayServer {
     }
     control.scheduleTimer(after: .milliseconds(20)) { [self] in waitForDrain(until: deadline) }
   }
+
+  /// Runs `body` on every loop and hands the results, in loop order, to `completion` on the
+  /// admin loop. Counters stay per loop and are only summed here, when read.
+  func gather<T: Sendable>(
+    _ body: @escaping @Sendable (LoopContext) -> T, completion: @escaping @Sendable ([T]) -> Void
+  ) {
+    guard let admin else { return }
+    let collected = GatherResults<T>()
+    let total = contexts.count
+    for (index, context) in contexts.enumerated() {
+      context.loop.execute {
+        let value = body(context)
+        let done = collected.results.withLock { results -> [T]? in
+          results[index] = value
+          guard results.count == total else { return nil }
+          return (0..<total).map { results[$0]! }
+        }
+        if let done { admin.loop.execute { completion(done) } }
+      }
+    }
+  }
+}
+
+/// Results arriving from several loops for one `gather`.
+private final class GatherResults<T: Sendable>: Sendable {
+  let results = Mutex<[Int: T]>([:])
 }

@@ -87,7 +87,9 @@ final class UpstreamPool {
 /// One connection to an upstream. While leased it belongs to a client session's exchange and
 /// passes it everything it reads; while idle, anything it reads ends it.
 final class UpstreamConnection: ConnectionDelegate {
-  unowned let pool: UpstreamPool
+  /// Strong: a pool retired by a reload must outlive its last connection's close callback.
+  /// The cycle (idle list ↔ connection) ends when the connection closes.
+  let pool: UpstreamPool
   var connection: BufferedConnection?
   /// The session whose exchange uses this connection; nil while idle.
   var owner: ClientSession?

@@ -1,0 +1,54 @@
+import GatehouseHTTP
+
+/// An admin answer: JSON unless stated otherwise, never enveloped (SPEC §6).
+public struct AdminResponse: Sendable {
+  public var status: Int
+  public var contentType: String
+  public var body: [UInt8]
+  public var extraHeaders: [(String, String)]
+
+  public init(
+    status: Int, contentType: String = "application/json", body: [UInt8], extraHeaders: [(String, String)] = []
+  ) {
+    self.status = status
+    self.contentType = contentType
+    self.body = body
+    self.extraHeaders = extraHeaders
+  }
+
+  public static func json(_ value: JSONValue, status: Int = 200) -> AdminResponse {
+    AdminResponse(status: status, body: value.serializedBytes())
+  }
+
+  public static func error(_ status: Int, _ message: String) -> AdminResponse {
+    json(.object([("error", .string(message))]), status: status)
+  }
+
+  /// Serializes the whole response for `method` (HEAD answers carry no body).
+  func serialized(requestID: [UInt8], headOnly: Bool, close: Bool) -> [UInt8] {
+    var headers = HTTPHeaders()
+    headers.add(name: "Content-Type", value: contentType)
+    headers.add(name: "Cache-Control", value: "no-store")
+    headers.add(name: "X-Request-Id", value: String(decoding: requestID, as: UTF8.self))
+    for (name, value) in extraHeaders { headers.add(name: name, value: value) }
+    if close { headers.add(name: "Connection", value: "close") }
+    var out: [UInt8] = []
+    let allowsBody = HTTPSerializer.statusAllowsBody(status)
+    do {
+      try HTTPSerializer.writeResponseHead(
+        status: status, headers: headers, framing: allowsBody ? .contentLength(Int64(body.count)) : .none,
+        into: &out)
+    } catch {
+      // Only our own constant fields are written here; a failure is a programming error.
+      preconditionFailure("admin response head: \(error)")
+    }
+    if allowsBody && !headOnly { out.append(contentsOf: body) }
+    return out
+  }
+}
+
+extension JSONValue {
+  static func int(_ value: Int) -> JSONValue { .number(JSONNumber(integer: Int64(value))) }
+  static func int(_ value: UInt64) -> JSONValue { .number(JSONNumber(integer: Int64(clamping: value))) }
+  static func optionalString(_ value: String?) -> JSONValue { value.map { .string($0) } ?? .null }
+}

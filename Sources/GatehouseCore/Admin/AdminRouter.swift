@@ -1,0 +1,134 @@
+import GatehouseHTTP
+
+/// The admin endpoints of SPEC §6, as a value: routing is a pure function of method and
+/// path, tested without a socket.
+public enum AdminEndpoint: Equatable, Sendable {
+  case healthz
+  case readyz
+  case metrics
+  case status
+  case cacheStats
+  case cacheEntries
+  case cacheEntry(id: String)
+  case purgeCacheEntry(id: String)
+  case purgeCacheEntries
+  case purgeCache
+  case tokens
+  case setToken(name: String)
+  case refreshToken(name: String)
+  case invalidateToken(name: String)
+  case routes
+  case upstreams
+  case reload
+  case dashboard
+  case openAPI
+
+  /// Open endpoints carry no data (health, the static page and the API description);
+  /// `/metrics` is open only when `metrics_public` says so.
+  public func requiresToken(metricsPublic: Bool) -> Bool {
+    switch self {
+    case .healthz, .readyz, .dashboard, .openAPI: return false
+    case .metrics: return !metricsPublic
+    case .status, .cacheStats, .cacheEntries, .cacheEntry, .purgeCacheEntry, .purgeCacheEntries, .purgeCache,
+      .tokens, .setToken, .refreshToken, .invalidateToken, .routes, .upstreams, .reload:
+      return true
+    }
+  }
+}
+
+/// The outcome of matching a request against the admin endpoints.
+public enum AdminRouting: Equatable, Sendable {
+  case endpoint(AdminEndpoint)
+  case notFound
+  case methodNotAllowed(allow: [String])
+}
+
+public enum AdminRouter {
+  /// Matches `path` (without the query). Path segments are percent-decoded for names.
+  public static func route(method: HTTPMethod, path: String) -> AdminRouting {
+    let segments = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst().map(String.init)
+    let isGet = method == .get || method == .head
+    func only(_ allowed: [String], _ endpoint: AdminEndpoint?) -> AdminRouting {
+      guard let endpoint else { return .methodNotAllowed(allow: allowed) }
+      return .endpoint(endpoint)
+    }
+    switch segments {
+    case ["healthz"]: return only(["GET", "HEAD"], isGet ? .healthz : nil)
+    case ["readyz"]: return only(["GET", "HEAD"], isGet ? .readyz : nil)
+    case ["metrics"]: return only(["GET", "HEAD"], isGet ? .metrics : nil)
+    case ["admin", ""], ["admin"]: return only(["GET", "HEAD"], isGet ? .dashboard : nil)
+    case ["admin", "openapi.json"]: return only(["GET", "HEAD"], isGet ? .openAPI : nil)
+    case ["admin", "status"]: return only(["GET", "HEAD"], isGet ? .status : nil)
+    case ["admin", "routes"]: return only(["GET", "HEAD"], isGet ? .routes : nil)
+    case ["admin", "upstreams"]: return only(["GET", "HEAD"], isGet ? .upstreams : nil)
+    case ["admin", "tokens"]: return only(["GET", "HEAD"], isGet ? .tokens : nil)
+    case ["admin", "reload"]: return only(["POST"], method == .post ? .reload : nil)
+    case ["admin", "cache"]:
+      if isGet { return .endpoint(.cacheStats) }
+      return only(["GET", "HEAD", "DELETE"], method == .delete ? .purgeCache : nil)
+    case ["admin", "cache", "entries"]:
+      if isGet { return .endpoint(.cacheEntries) }
+      return only(["GET", "HEAD", "DELETE"], method == .delete ? .purgeCacheEntries : nil)
+    case let parts where parts.count == 4 && parts[0] == "admin" && parts[1] == "cache" && parts[2] == "entries":
+      guard let id = percentDecoded(parts[3]), !id.isEmpty else { return .notFound }
+      if isGet { return .endpoint(.cacheEntry(id: id)) }
+      return only(["GET", "HEAD", "DELETE"], method == .delete ? .purgeCacheEntry(id: id) : nil)
+    case let parts where parts.count == 3 && parts[0] == "admin" && parts[1] == "tokens":
+      guard let name = percentDecoded(parts[2]), !name.isEmpty else { return .notFound }
+      return only(["PUT"], method == .put ? .setToken(name: name) : nil)
+    case let parts where parts.count == 4 && parts[0] == "admin" && parts[1] == "tokens":
+      guard let name = percentDecoded(parts[2]), !name.isEmpty else { return .notFound }
+      switch parts[3] {
+      case "refresh": return only(["POST"], method == .post ? .refreshToken(name: name) : nil)
+      case "invalidate": return only(["POST"], method == .post ? .invalidateToken(name: name) : nil)
+      default: return .notFound
+      }
+    default:
+      return .notFound
+    }
+  }
+
+  /// Decodes %XX escapes; nil for a malformed escape or bytes that are not UTF-8.
+  public static func percentDecoded(_ text: String) -> String? {
+    var bytes: [UInt8] = []
+    var iterator = Array(text.utf8).makeIterator()
+    while let byte = iterator.next() {
+      if byte == 0x25 {
+        guard let high = iterator.next().flatMap(hexValue), let low = iterator.next().flatMap(hexValue) else {
+          return nil
+        }
+        bytes.append(high << 4 | low)
+      } else {
+        bytes.append(byte)
+      }
+    }
+    return String(validating: bytes, as: UTF8.self)
+  }
+
+  /// Splits `a=1&b=x%20y` into decoded pairs (`+` is a space, as in forms).
+  public static func queryItems(_ query: String) -> [String: String] {
+    var items: [String: String] = [:]
+    for pair in query.split(separator: "&") {
+      let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+      let name = percentDecoded(String(parts[0]).replacingPlus()) ?? ""
+      let value = parts.count > 1 ? percentDecoded(String(parts[1]).replacingPlus()) ?? "" : ""
+      if !name.isEmpty && items[name] == nil { items[name] = value }
+    }
+    return items
+  }
+
+  static func hexValue(_ byte: UInt8) -> UInt8? {
+    switch byte {
+    case 0x30...0x39: return byte - 0x30
+    case 0x41...0x46: return byte - 0x37
+    case 0x61...0x66: return byte - 0x57
+    default: return nil
+    }
+  }
+}
+
+extension String {
+  fileprivate func replacingPlus() -> String {
+    String(decoding: utf8.map { $0 == 0x2B ? 0x20 : $0 }, as: UTF8.self)
+  }
+}

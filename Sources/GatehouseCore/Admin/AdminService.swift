@@ -1,0 +1,142 @@
+import GatehouseHTTP
+import GatehouseNet
+
+/// What the admin endpoints read and change in the running gateway. Implemented by
+/// `GatewayServer`; every completion runs on the admin loop.
+protocol AdminBackend: AnyObject, Sendable {
+  var isReady: Bool { get }
+  var metricsPublic: Bool { get }
+  func statusDocument(completion: @escaping @Sendable (JSONValue) -> Void)
+  func routesDocument() -> JSONValue
+  func upstreamsDocument(completion: @escaping @Sendable (JSONValue) -> Void)
+  func metricsText(completion: @escaping @Sendable (String) -> Void)
+  func reload(completion: @escaping @Sendable (Result<Void, ReloadFailure>) -> Void)
+}
+
+/// Why a reload was refused: the `check` errors, one per line.
+public struct ReloadFailure: Error, Sendable {
+  public let errors: [String]
+}
+
+/// Serves the admin listener: authorization, routing and the answers of SPEC §6.
+/// Confined to the admin loop.
+final class AdminService: @unchecked Sendable {
+  let loop: EventLoop
+  /// The gateway; weak because the gateway owns this service.
+  weak var backend: (any AdminBackend)?
+  let authorizer: AdminAuthorizer
+  private var sessions: [ObjectIdentifier: AdminSession] = [:]
+  private var requestIDs = RequestIDGenerator()
+  var listener: TCPListener?
+
+  init(loop: EventLoop, authorizer: AdminAuthorizer) {
+    self.loop = loop
+    self.authorizer = authorizer
+  }
+
+  func accept(_ socket: TCPSocket) {
+    let session = AdminSession(service: self)
+    do {
+      session.connection = try BufferedConnection(socket: socket, loop: loop, delegate: session)
+      sessions[ObjectIdentifier(session)] = session
+    } catch {
+      socket.close()
+    }
+  }
+
+  func sessionClosed(_ session: AdminSession) {
+    sessions[ObjectIdentifier(session)] = nil
+  }
+
+  func nextRequestID() -> [UInt8] { requestIDs.next() }
+
+  func closeAll() {
+    listener?.close()
+    listener = nil
+    for session in sessions.values { session.connection?.close() }
+  }
+
+  /// Answers one request; `completion` runs on the admin loop, possibly later.
+  func handle(head: HTTPRequestHead, body: [UInt8], completion: @escaping (AdminResponse) -> Void) {
+    let target = head.targetString
+    let path = String(target.prefix { $0 != "?" })
+    let query = target.firstIndex(of: "?").map { String(target[target.index(after: $0)...]) } ?? ""
+    guard let backend else {
+      completion(.error(503, "shutting down"))
+      return
+    }
+    let endpoint: AdminEndpoint
+    switch AdminRouter.route(method: head.method, path: path) {
+    case .notFound:
+      completion(.error(404, "no admin endpoint \(head.method) \(path)"))
+      return
+    case .methodNotAllowed(let allow):
+      var response = AdminResponse.error(405, "method \(head.method) not allowed here")
+      response.extraHeaders = [("Allow", allow.joined(separator: ", "))]
+      completion(response)
+      return
+    case .endpoint(let matched):
+      endpoint = matched
+    }
+    if endpoint.requiresToken(metricsPublic: backend.metricsPublic)
+      && !authorizer.isAuthorized(authorizationHeader: head.headers["authorization"])
+    {
+      completion(
+        AdminResponse(
+          status: 401, body: Array(#"{"error":"unauthorized"}"#.utf8), extraHeaders: [("WWW-Authenticate", "Bearer")]))
+      return
+    }
+    let respond = onLoop(completion)
+    switch endpoint {
+    case .healthz:
+      completion(.json(.object([("status", .string("ok"))])))
+    case .readyz:
+      completion(
+        backend.isReady
+          ? .json(.object([("status", .string("ready"))]))
+          : .json(.object([("status", .string("not ready"))]), status: 503))
+    case .metrics:
+      backend.metricsText { text in
+        respond(
+          AdminResponse(status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8", body: Array(text.utf8)))
+      }
+    case .status:
+      backend.statusDocument { respond(.json($0)) }
+    case .routes:
+      completion(.json(backend.routesDocument()))
+    case .upstreams:
+      backend.upstreamsDocument { respond(.json($0)) }
+    case .reload:
+      backend.reload { result in
+        switch result {
+        case .success: respond(.json(.object([("reloaded", .bool(true))])))
+        case .failure(let failure):
+          respond(
+            .json(
+              .object([("error", .string("config refused")), ("errors", .array(failure.errors.map { .string($0) }))]),
+              status: 400))
+        }
+      }
+    case .dashboard:
+      completion(
+        AdminResponse(status: 200, contentType: "text/html; charset=utf-8", body: Array(AdminDashboard.html.utf8)))
+    case .openAPI:
+      completion(AdminResponse(status: 200, body: Array(AdminOpenAPI.document.utf8)))
+    case .cacheStats, .cacheEntries, .cacheEntry, .purgeCacheEntry, .purgeCacheEntries, .purgeCache:
+      completion(.error(503, "the store is not enabled in this build"))
+    case .tokens, .setToken, .refreshToken, .invalidateToken:
+      completion(.error(503, "token management is not enabled in this build"))
+    }
+    _ = query
+    _ = body
+  }
+
+  /// Wraps a completion so it runs on the admin loop whatever thread calls it.
+  private func onLoop(_ completion: @escaping (AdminResponse) -> Void) -> @Sendable (AdminResponse) -> Void {
+    nonisolated(unsafe) let completion = completion
+    let loop = self.loop
+    return { response in
+      loop.execute { completion(response) }
+    }
+  }
+}
