@@ -5,7 +5,7 @@ import CGatehouseZlib
 /// output would pass `maxOutputBytes`, so a small bomb cannot fill memory. Concatenated gzip
 /// members (RFC 1952 §2.2) are decoded one after the other.
 ///
-/// Owns a zlib `z_stream` (about 40 KB with its window), freed in deinit; not Sendable on
+/// Owns a zlib `z_stream` (about 40 KB with its window) and a 32 KB output buffer, freed in deinit; not Sendable on
 /// purpose: one decoder belongs to one body on one loop.
 public final class GzipDecoder {
   /// The largest total output this decoder will produce.
@@ -17,6 +17,8 @@ public final class GzipDecoder {
   /// stream must not move.
   private let stream: UnsafeMutablePointer<z_stream>
   private var state = State.expectingMember
+  /// Where zlib writes before the bytes are appended to the caller's array.
+  private let scratch: UnsafeMutableBufferPointer<UInt8>
 
   private enum State {
     /// Before the first byte of a member (at the start, or after a member ended).
@@ -33,11 +35,13 @@ public final class GzipDecoder {
     self.maxOutputBytes = maxOutputBytes
     stream = .allocate(capacity: 1)
     stream.initialize(to: z_stream())
+    scratch = .allocate(capacity: 32 * 1024)
     // 15 + 16: a 32 KB window and a gzip (not zlib) wrapper.
     let status = gh_inflateInit2(stream, 15 + 16)
     guard status == Z_OK else {
       stream.deinitialize(count: 1)
       stream.deallocate()
+      scratch.deallocate()
       throw GzipError(status == Z_MEM_ERROR ? .outOfMemory : .internalError, "inflateInit2 returned \(status)")
     }
   }
@@ -46,6 +50,7 @@ public final class GzipDecoder {
     inflateEnd(stream)
     stream.deinitialize(count: 1)
     stream.deallocate()
+    scratch.deallocate()
   }
 
   /// Decompresses `input` (any piece of the stream), appending to `output`.
@@ -104,23 +109,20 @@ public final class GzipDecoder {
         if stream.pointee.avail_in == 0 { return }
         state = .insideMember
       }
-      // One byte more than the limit allows, so that reaching it is told apart from passing it.
-      let allowance = maxOutputBytes - totalOutput
-      let chunk = min(max(Int(stream.pointee.avail_in) * 4, 16 * 1024), 1 << 20, allowance == Int.max ? allowance : allowance + 1)
-      let start = output.count
-      output.append(contentsOf: repeatElement(0, count: chunk))
-      let status = output.withUnsafeMutableBufferPointer { buffer in
-        stream.pointee.next_out = buffer.baseAddress! + start
-        stream.pointee.avail_out = uInt(chunk)
-        return CGatehouseZlib.inflate(stream, Z_NO_FLUSH)
-      }
+      // zlib writes into the scratch buffer; its output is copied to the caller's array, which
+      // cannot expose uninitialized capacity (a memcpy costs far less than inflating).
+      stream.pointee.next_out = scratch.baseAddress!
+      stream.pointee.avail_out = uInt(scratch.count)
+      let status = CGatehouseZlib.inflate(stream, Z_NO_FLUSH)
       let unused = Int(stream.pointee.avail_out)
-      output.removeLast(unused)
-      totalOutput += chunk - unused
-      if totalOutput > maxOutputBytes {
-        output.removeLast(totalOutput - maxOutputBytes)
+      let produced = scratch.count - unused
+      guard produced <= maxOutputBytes - totalOutput else {
+        output.append(contentsOf: UnsafeBufferPointer(rebasing: scratch[..<(maxOutputBytes - totalOutput)]))
+        totalOutput = maxOutputBytes
         throw GzipError(.outputLimitExceeded, "more than \(maxOutputBytes) bytes")
       }
+      output.append(contentsOf: UnsafeBufferPointer(rebasing: scratch[..<produced]))
+      totalOutput += produced
       switch status {
       case Z_STREAM_END:
         state = .expectingMember

@@ -43,21 +43,23 @@ public final class GzipEncoder {
     // deflateBound is an upper limit for the whole output (gzip header and trailer included),
     // so one deflate call with Z_FINISH always completes.
     let bound = Int(deflateBound(stream, uLong(input.count)))
-    let start = output.count
-    output.append(contentsOf: repeatElement(0, count: bound))
-    let status = output.withUnsafeMutableBufferPointer { buffer in
+    var status: Int32 = Z_OK
+    // Written into fresh uninitialized storage (no zero-fill), then moved or appended.
+    let compressed = [UInt8](unsafeUninitializedCapacity: bound) { buffer, initializedCount in
       stream.pointee.next_in = input.baseAddress.map {
         UnsafeMutablePointer(mutating: $0.assumingMemoryBound(to: Bytef.self))
       }
       stream.pointee.avail_in = uInt(input.count)
-      stream.pointee.next_out = buffer.baseAddress! + start
+      stream.pointee.next_out = buffer.baseAddress!
       stream.pointee.avail_out = uInt(bound)
-      return deflate(stream, Z_FINISH)
+      status = deflate(stream, Z_FINISH)
+      initializedCount = bound - Int(stream.pointee.avail_out)
     }
-    output.removeLast(Int(stream.pointee.avail_out))
-    guard status == Z_STREAM_END else {
-      output.removeLast(output.count - start)
-      throw GzipError(.internalError, "deflate returned \(status)")
+    guard status == Z_STREAM_END else { throw GzipError(.internalError, "deflate returned \(status)") }
+    if output.isEmpty {
+      output = compressed
+    } else {
+      output.append(contentsOf: compressed)
     }
   }
 

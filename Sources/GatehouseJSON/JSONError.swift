@@ -34,7 +34,9 @@ public struct JSONError: Error, Hashable, Sendable, CustomStringConvertible {
     public static let unexpectedEnd = Self(.unexpectedEnd)
     /// A byte that cannot start or continue a value here.
     public static let unexpectedByte = Self(.unexpectedByte)
-    /// A UTF-8 byte order mark at the start: RFC 8259 §8.1 says it must not be added; we refuse it.
+    /// The document starts with 0xEF, the first byte of a UTF-8 byte order mark (the
+    /// streaming validator cannot wait for the next two bytes). RFC 8259 §8.1: a BOM must not
+    /// be added, and a parser may ignore it; we refuse it, as no valid document starts so.
     public static let byteOrderMark = Self(.byteOrderMark)
     /// Something other than whitespace after the top-level value.
     public static let trailingContent = Self(.trailingContent)
