@@ -24,6 +24,7 @@ struct JSONCursor {
 
   /// `start` is at an opening quote. Returns the index after the closing quote and whether
   /// the string has escapes, or nil when it is not terminated.
+  @inline(__always)
   func stringEnd(_ start: Int) -> (end: Int, hasEscapes: Bool)? {
     var i = start &+ 1
     var hasEscapes = false

@@ -129,7 +129,32 @@ struct JSONScanner: Sendable {
           if i == n { break scanning }
           if c == 0x22 {
             i &+= 1
-            mode = stringIsKey ? .colon : (depth == 0 ? .done : .afterValue)
+            // Fast transitions for the compact common cases (`"key":"value"`, `"value","key"`)
+            // stay in this loop instead of a trip through the mode switch per token.
+            if stringIsKey {
+              if i &+ 1 < n && p[i] == 0x3A {
+                if p[i &+ 1] == 0x22 {
+                  i &+= 2
+                  stringIsKey = false
+                  continue
+                }
+                i &+= 1
+                mode = .value
+              } else {
+                mode = .colon
+              }
+              continue scanning
+            }
+            if depth == 0 {
+              mode = .done
+              continue scanning
+            }
+            if i &+ 1 < n && p[i] == 0x2C && p[i &+ 1] == 0x22 {
+              i &+= 2
+              stringIsKey = Self.isObject(stack, depth &- 1)
+              continue
+            }
+            mode = .afterValue
             continue scanning
           }
           if c == 0x5C {
@@ -433,6 +458,11 @@ struct JSONScanner: Sendable {
         } else if c | 0x20 == 0x65 {
           i &+= 1
           mode = .numberExponentMark
+        } else if c == 0x2C && depth > 0 && i &+ 1 < n && p[i &+ 1] == 0x22 {
+          // `123,"`: straight to the next key or string element.
+          i &+= 2
+          stringIsKey = Self.isObject(stack, depth &- 1)
+          mode = .string
         } else {
           mode = depth == 0 ? .done : .afterValue
         }
