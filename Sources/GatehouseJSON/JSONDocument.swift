@@ -93,7 +93,11 @@ public enum JSONDocument {
     guard let best else { return nil }
     var utf8: [UInt8] = []
     utf8.reserveCapacity(best.content.count)
-    guard cursor.decodeString(best.content, { utf8.append($0); return true }) else { return nil }
+    let decoded = cursor.decodeString(best.content) { byte in
+      utf8.append(byte)
+      return true
+    }
+    guard decoded else { return nil }
     return String(decoding: utf8, as: UTF8.self)
   }
 

@@ -178,7 +178,9 @@ func randomValue(_ generator: inout SplitMix64, depth: Int) -> String {
 
 /// Flips, inserts or deletes one byte (which may or may not leave the document valid).
 func mutate(_ document: inout [UInt8], _ generator: inout SplitMix64) {
-  let interesting: [UInt8] = [0x22, 0x5C, 0x2C, 0x3A, 0x5B, 0x5D, 0x7B, 0x7D, 0x30, 0x2E, 0x65, 0x2D, 0x80, 0xC3, 0x01, 0x20]
+  let interesting: [UInt8] = [
+    0x22, 0x5C, 0x2C, 0x3A, 0x5B, 0x5D, 0x7B, 0x7D, 0x30, 0x2E, 0x65, 0x2D, 0x80, 0xC3, 0x01, 0x20,
+  ]
   let position = Int(generator.next() % UInt64(document.count + 1))
   let byte = interesting.randomElement(using: &generator)!
   switch generator.next() % 3 {
