@@ -216,6 +216,12 @@ struct JSONScanner: Sendable {
           if c == 0x7B {
             stack[depth &>> 6] |= bit
             mode = .objectFirstKey
+            if i &+ 1 < n && p[i &+ 1] == 0x22 {
+              // `{"`: straight into the first key.
+              i &+= 1
+              stringIsKey = true
+              mode = .string
+            }
           } else {
             stack[depth &>> 6] &= ~bit
             mode = .arrayFirstValue
@@ -263,28 +269,42 @@ struct JSONScanner: Sendable {
         }
 
       case .afterValue:
-        var c = p[i]
-        while Self.isWhitespace(c) {
-          i &+= 1
-          if i == n { break scanning }
-          c = p[i]
-        }
-        let inObject = Self.isObject(stack, depth &- 1)
-        switch c {
-        case 0x2C:
-          i &+= 1
-          mode = inObject ? .key : .value
-        case 0x5D, 0x7D:
-          if inObject != (c == 0x7D) {
-            failure = .mismatchedClose
+        // Loops here through runs of closing brackets (`}]},`), a mode switch saved per byte.
+        while true {
+          var c = p[i]
+          while Self.isWhitespace(c) {
+            i &+= 1
+            if i == n { break scanning }
+            c = p[i]
+          }
+          let inObject = Self.isObject(stack, depth &- 1)
+          switch c {
+          case 0x2C:
+            i &+= 1
+            if inObject && i < n && p[i] == 0x22 {
+              i &+= 1
+              stringIsKey = true
+              mode = .string
+            } else {
+              mode = inObject ? .key : .value
+            }
+            continue scanning
+          case 0x5D, 0x7D:
+            if inObject != (c == 0x7D) {
+              failure = .mismatchedClose
+              break scanning
+            }
+            depth &-= 1
+            i &+= 1
+            if depth == 0 {
+              mode = .done
+              continue scanning
+            }
+            if i == n { break scanning }
+          default:
+            failure = .expectedCommaOrClose
             break scanning
           }
-          depth &-= 1
-          i &+= 1
-          mode = depth == 0 ? .done : .afterValue
-        default:
-          failure = .expectedCommaOrClose
-          break scanning
         }
 
       case .objectFirstKey, .key:
