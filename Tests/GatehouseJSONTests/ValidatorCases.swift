@@ -91,6 +91,9 @@ let validCases: [ValidationCase] = [
   .y("literals_in_array", "[true,false,null]"),
   .y("ws_all_kinds", " \t\n\r{} \t\n\r"),
   .y("depth_512", nestedArrays512),
+  .y("compact_mixed", #"{"a":"b","c":[1,"x",{"d":"e"}],"f":{"g":"h"},"i":true,"j":-1.5,"k":null}"#),
+  .y("compact_objects_in_array", #"[{"a":1},{"b":2},{}]"#),
+  .y("compact_closing_runs", #"{"a":{"b":[[{}]]},"c":[[1,2],[3]]}"#),
 ]
 
 let invalidCases: [ValidationCase] = [
@@ -206,6 +209,11 @@ let invalidCases: [ValidationCase] = [
   .n("utf8_bad_second_continuation", bytes: quoted([0xE2, 0x82, 0x41]), .invalidUTF8, at: 3),
   .n("utf8_truncated_at_end", bytes: [0x22, 0xC3], .unexpectedEnd, at: 2),
   .n("utf8_outside_string", bytes: [0x5B, 0xC3, 0xA9, 0x5D], .unexpectedByte, at: 1),
+  .n("compact_key_then_bracket", #"{"a":"b","c"]"#, .expectedColon, at: 12),
+  .n("compact_brace_after_comma_in_array", #"[{"a":1},}"#, .unexpectedByte, at: 9),
+  .n("compact_trailing_comma_after_string", #"{"a":"b",}"#, .trailingComma, at: 9),
+  .n("compact_number_then_comma_brace", #"{"a":1,}"#, .trailingComma, at: 7),
+  .n("compact_closing_run_mismatch", #"{"a":{"b":[[{}]}}"#, .mismatchedClose, at: 15),
   .n("depth_513_arrays", nestedArrays513, .depthLimitExceeded, at: 512),
   .n("depth_513_objects", nestedObjects513, .depthLimitExceeded, at: 512 * 5),
   .n("depth_unclosed_512", String(repeating: "[", count: 512), .unexpectedEnd, at: 512),
