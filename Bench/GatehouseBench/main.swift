@@ -138,6 +138,6 @@ extension HTTPRequestParser {
 let selected = CommandLine.arguments.dropFirst().first
 let cases: [(String, () -> Void)] = [
   ("request-head", benchRequestHead), ("response-head", benchResponseHead), ("chunked-body", benchChunked),
-  ("serialize-request-head", benchSerializeHead),
+  ("serialize-request-head", benchSerializeHead), ("json", benchJSON),
 ]
 for (name, run) in cases where selected == nil || selected == name { run() }

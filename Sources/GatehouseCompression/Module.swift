@@ -1,2 +1,0 @@
-/// gzip decoding and encoding over zlib.
-public enum GatehouseCompressionModule {}

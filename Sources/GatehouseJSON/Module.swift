@@ -1,2 +1,0 @@
-/// Byte-level JSON validation and extraction for the envelope.
-public enum GatehouseJSONModule {}

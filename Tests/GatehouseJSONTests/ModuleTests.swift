@@ -1,5 +1,0 @@
-import Testing
-
-@testable import GatehouseJSON
-
-@Test func jsonModuleLinks() { #expect(GatehouseJSONModule.self == GatehouseJSONModule.self) }
