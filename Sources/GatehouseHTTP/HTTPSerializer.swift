@@ -139,7 +139,7 @@ public enum HTTPSerializer {
   }
 
   /// The common methods are written from static strings, without making a String.
-  static func appendMethod(_ method: HTTPMethod, to buffer: inout [UInt8]) {
+  public static func appendMethod(_ method: HTTPMethod, to buffer: inout [UInt8]) {
     switch method {
     case .get: append("GET", to: &buffer)
     case .head: append("HEAD", to: &buffer)

@@ -35,6 +35,45 @@ public enum ClientResponseWriter {
     append("\r\n", &out)
   }
 
+  /// Fields of the upstream answer that describe its body, which an envelope replaces.
+  static let replacedByEnvelope = HeaderNameSet([
+    "content-type", "content-encoding", "content-md5", "etag", "accept-ranges", "content-range", "digest",
+  ])
+
+  /// The head of an enveloped answer: the upstream's fields less those describing its body,
+  /// `Content-Type: application/json`, and gzip when the body was compressed for the client.
+  public static func writeEnveloped(
+    status: Int, upstream: HTTPResponseHead, requestID: [UInt8], framing: HTTPBodyFraming, gzip: Bool,
+    closeConnection: Bool, into out: inout [UInt8]
+  ) {
+    append("HTTP/1.1 ", &out)
+    HTTPSerializer.appendDecimal(Int64(status), to: &out)
+    out.append(0x20)
+    out.append(contentsOf: HTTPStatusPhrase.reason(for: status).utf8)
+    append("\r\n", &out)
+    let connectionNamed = UpstreamRequestWriter.connectionListedNames(upstream.headers)
+    upstream.headers.withEachField { name, value in
+      if HopByHop.fields.contains(name) || HopByHop.gatewayResponseFields.contains(name)
+        || replacedByEnvelope.contains(name)
+      {
+        return
+      }
+      if let connectionNamed, connectionNamed.contains(name) { return }
+      out.append(contentsOf: name)
+      out.append(0x3A)
+      out.append(0x20)
+      out.append(contentsOf: value)
+      append("\r\n", &out)
+    }
+    append("Content-Type: application/json\r\nX-Request-Id: ", &out)
+    out.append(contentsOf: requestID)
+    append("\r\n", &out)
+    if gzip { append("Content-Encoding: gzip\r\nVary: Accept-Encoding\r\n", &out) }
+    writeFraming(framing, headContentLength: nil, into: &out)
+    if closeConnection { append("Connection: close\r\n", &out) }
+    append("\r\n", &out)
+  }
+
   static func writeFraming(_ framing: HTTPBodyFraming, headContentLength: Int64?, into out: inout [UInt8]) {
     switch framing {
     case .none:

@@ -6,11 +6,12 @@ import GatehouseHTTP
 /// is actually sent. Byte in, byte out: nothing here builds a String per request.
 public enum UpstreamRequestWriter {
   public static func write(
-    head: HTTPRequestHead, target: [UInt8], hostHeader: [UInt8], plan: HeaderPlan, tokenLine: [UInt8]? = nil,
+    head: HTTPRequestHead, method: HTTPMethod? = nil, target: [UInt8], hostHeader: [UInt8], plan: HeaderPlan,
+    tokenLine: [UInt8]? = nil,
     clientAddress: [UInt8],
     forwardedProto: StaticString, requestID: [UInt8], framing: HTTPBodyFraming, into out: inout [UInt8]
   ) {
-    out.append(contentsOf: head.method.name.utf8)
+    HTTPSerializer.appendMethod(method ?? head.method, to: &out)
     out.append(0x20)
     out.append(contentsOf: target)
     append(" HTTP/1.1\r\nHost: ", &out)

@@ -1,4 +1,6 @@
+import GatehouseCompression
 import GatehouseHTTP
+import GatehouseJSON
 import GatehouseNet
 
 /// One client connection. Requests are parsed as bytes arrive and run one at a time as an
@@ -152,6 +154,10 @@ final class ClientSession: ConnectionDelegate {
       return
     }
     let plan = snapshot.routePlans[match.routeIndex]
+    exchange?.envelope = plan.envelope
+    if plan.envelope != nil, let index = head.headers.firstIndex(lowercaseName: "accept-encoding") {
+      exchange?.acceptsGzip = AcceptEncoding.acceptsGzip(head.headers.valueBytes(at: index))
+    }
     switch plan.stubMode {
     case .always:
       answerWithStub(plan)
@@ -196,14 +202,16 @@ final class ClientSession: ConnectionDelegate {
     self.exchange?.attempts += 1
     self.exchange?.upstreamWasReused = upstream.useCount > 0
     self.exchange?.responseParser = HTTPResponseParser(limits: HTTPLimits(maxHeaderBytes: 65536))
-    self.exchange?.responseParser.requestWasHEAD = exchange.head.method == .head
+    let method = exchange.envelope != nil && exchange.head.method == .head ? HTTPMethod.get : exchange.head.method
+    self.exchange?.suppressBody = method != exchange.head.method
+    self.exchange?.responseParser.requestWasHEAD = method == .head
     let framing = Self.upstreamFraming(exchange.head)
     self.exchange?.rechunkRequest = framing == .chunked
     context.scratch.removeAll(keepingCapacity: true)
     var tokenLine: [UInt8]?
     if case .line(let line) = plan.tokenLine { tokenLine = line }
     UpstreamRequestWriter.write(
-      head: exchange.head, target: exchange.upstreamTarget, hostHeader: pool.plan.hostHeader,
+      head: exchange.head, method: method, target: exchange.upstreamTarget, hostHeader: pool.plan.hostHeader,
       plan: plan.headerPlan, tokenLine: tokenLine, clientAddress: clientAddress, forwardedProto: "http",
       requestID: exchange.requestID,
       framing: framing, into: &context.scratch)
@@ -330,13 +338,32 @@ final class ClientSession: ConnectionDelegate {
 
   private func beginResponse(_ head: HTTPResponseHead) {
     guard let exchange else { return }
+    self.exchange?.upstreamStatus = head.status
+    self.exchange?.upstreamKeepAlive = head.keepAlive
+    if let policy = exchange.envelope {
+      let plan = EnvelopeRenderer.plan(
+        status: head.status, contentType: Self.field(head.headers, "content-type"),
+        contentEncoding: Self.field(head.headers, "content-encoding"), contentLength: Self.declaredLength(head),
+        policy: policy)
+      self.exchange?.bodyPlan = plan
+      switch plan {
+      case .buffer:
+        self.exchange?.bufferedHead = head
+        return
+      case .streamWrapped:
+        beginWrappedStream(head, policy: policy)
+        return
+      case .passThrough:
+        break
+      }
+    }
     let request = exchange.head
     var framing: HTTPBodyFraming
     var headLength: Int64?
     var rechunk = false
     if request.method == .head || !HTTPSerializer.statusAllowsBody(head.status) {
       framing = .none
-      headLength = request.method == .head ? head.contentLength : nil
+      headLength = request.method == .head ? Self.declaredLength(head) ?? head.contentLength : nil
     } else {
       switch head.bodyFraming {
       case .contentLength(let length):
@@ -367,6 +394,21 @@ final class ClientSession: ConnectionDelegate {
   /// straight from the read buffer.
   private func appendResponseBody(_ bytes: UnsafeRawBufferPointer) {
     guard let exchange else { return }
+    switch exchange.bodyPlan {
+    case .buffer:
+      bufferResponseBody(bytes, exchange: exchange)
+      return
+    case .streamWrapped:
+      do {
+        try exchange.streamValidator?.feed(bytes)
+      } catch {
+        // Invalid JSON mid-stream: cut the connection so the client never sees a last chunk.
+        abort()
+        return
+      }
+    case .passThrough:
+      if exchange.suppressBody { return }
+    }
     self.exchange?.bytesSent += Int64(bytes.count)
     if exchange.rechunkResponse {
       HTTPSerializer.writeChunkHeader(size: bytes.count, into: &context.output)
@@ -383,6 +425,20 @@ final class ClientSession: ConnectionDelegate {
   private func completeResponse(upstreamReusable: Bool) {
     guard let exchange else { return }
     if let pool = exchange.pool { context.metrics.recordUpstream(pool.plan.name, outcome: "response") }
+    switch exchange.bodyPlan {
+    case .buffer:
+      writeBufferedAnswer(exchange)
+    case .streamWrapped:
+      do {
+        try exchange.streamValidator?.finish()
+      } catch {
+        abort()
+        return
+      }
+      appendWrapped(Array(#","message":""}"#.utf8), exchange: exchange)
+    case .passThrough:
+      break
+    }
     if exchange.rechunkResponse { HTTPSerializer.writeLastChunk(into: &context.output) }
     flushOutput()
     self.exchange?.responseComplete = true
@@ -485,6 +541,114 @@ final class ClientSession: ConnectionDelegate {
     if held.isEmpty && exchange?.requestComplete != true {
       setClientReadingPaused(false, reason: .pipelining)
     }
+  }
+
+  // MARK: The envelope
+
+  /// Keeps the body for the envelope. A JSON success body that outgrows the buffer is
+  /// switched to a wrapped stream when it can be; otherwise only its start is kept.
+  private func bufferResponseBody(_ bytes: UnsafeRawBufferPointer, exchange: Exchange) {
+    guard let policy = exchange.envelope else { return }
+    if exchange.bufferedBody.count + bytes.count <= policy.maxBytes {
+      exchange.bufferedBody.append(contentsOf: bytes)
+      return
+    }
+    if let head = exchange.bufferedHead, (200..<300).contains(head.status), policy.keyPath == nil,
+      Self.field(head.headers, "content-encoding") == nil
+    {
+      let kept = exchange.bufferedBody
+      exchange.bufferedBody = []
+      beginWrappedStream(head, policy: policy)
+      exchange.bodyPlan = .streamWrapped
+      for piece in [kept, Array(bytes)] {
+        do {
+          try exchange.streamValidator?.feed(piece)
+        } catch {
+          abort()
+          return
+        }
+        exchange.bytesSent += Int64(piece.count)
+        appendWrapped(piece, exchange: exchange)
+      }
+      flushOutput()
+      return
+    }
+    exchange.bufferedTruncated = true
+  }
+
+  /// Starts a chunked JSON answer whose `datas` is the upstream body as it streams by.
+  private func beginWrappedStream(_ head: HTTPResponseHead, policy: EnvelopePolicy) {
+    guard let exchange else { return }
+    let framing = HTTPSerializer.framing(bodyLength: nil, allowsBody: true, peerVersion: exchange.head.version)
+    let close = closeAfterResponse || !exchange.head.keepAlive || context.draining || framing == .untilClose
+    exchange.closeClient = close
+    exchange.rechunkResponse = framing == .chunked
+    exchange.status = policy.httpStatus(head.status)
+    exchange.responseStarted = true
+    exchange.streamValidator = JSONStreamingValidator()
+    ClientResponseWriter.writeEnveloped(
+      status: exchange.status, upstream: head, requestID: exchange.requestID, framing: framing, gzip: false,
+      closeConnection: close, into: &context.output)
+    if exchange.suppressBody {
+      exchange.bodyPlan = .passThrough
+      return
+    }
+    appendWrapped(Array(#"{"code":0,"datas":"#.utf8), exchange: exchange)
+  }
+
+  private func appendWrapped(_ bytes: [UInt8], exchange: Exchange) {
+    if exchange.suppressBody { return }
+    if exchange.rechunkResponse { HTTPSerializer.writeChunkHeader(size: bytes.count, into: &context.output) }
+    context.output.append(contentsOf: bytes)
+    if exchange.rechunkResponse { HTTPSerializer.writeChunkTrailer(into: &context.output) }
+  }
+
+  /// The buffered body is complete: render the envelope (or pass the answer as it is).
+  private func writeBufferedAnswer(_ exchange: Exchange) {
+    guard let head = exchange.bufferedHead, let policy = exchange.envelope else { return }
+    let outcome = EnvelopeRenderer.render(
+      status: head.status, reason: head.reason.isEmpty ? HTTPStatusPhrase.reason(for: head.status) : head.reasonString,
+      contentType: Self.field(head.headers, "content-type"),
+      contentEncoding: Self.field(head.headers, "content-encoding"),
+      body: exchange.bufferedBody, truncated: exchange.bufferedTruncated, policy: policy)
+    let headOnly = exchange.head.method == .head
+    let close = closeAfterResponse || !exchange.head.keepAlive || context.draining
+    exchange.closeClient = close
+    exchange.responseStarted = true
+    let before = context.output.count
+    switch outcome {
+    case .json(let status, var body):
+      exchange.status = status
+      var gzip = false
+      if exchange.acceptsGzip && body.count > 1024, let compressed = context.compress(body) {
+        body = compressed
+        gzip = true
+      }
+      ClientResponseWriter.writeEnveloped(
+        status: status, upstream: head, requestID: exchange.requestID, framing: .contentLength(Int64(body.count)),
+        gzip: gzip, closeConnection: close, into: &context.output)
+      if !headOnly { context.output.append(contentsOf: body) }
+    case .passThrough:
+      exchange.status = head.status
+      let allowsBody = HTTPSerializer.statusAllowsBody(head.status)
+      ClientResponseWriter.write(
+        head: head, requestID: exchange.requestID,
+        framing: allowsBody && !headOnly ? .contentLength(Int64(exchange.bufferedBody.count)) : .none,
+        headContentLength: headOnly && allowsBody ? Int64(exchange.bufferedBody.count) : nil, closeConnection: close,
+        into: &context.output)
+      if !headOnly && allowsBody { context.output.append(contentsOf: exchange.bufferedBody) }
+    }
+    exchange.bytesSent += Int64(context.output.count - before)
+    exchange.bufferedBody = []
+  }
+
+  static func field(_ headers: HTTPHeaders, _ lowercaseName: StaticString) -> ArraySlice<UInt8>? {
+    headers.firstIndex(lowercaseName: lowercaseName).map { headers.valueBytes(at: $0) }
+  }
+
+  static func declaredLength(_ head: HTTPResponseHead) -> Int64? {
+    if case .contentLength(let length) = head.bodyFraming { return length }
+    return nil
   }
 
   // MARK: Output, flow control, deadlines
@@ -632,6 +796,18 @@ final class Exchange {
   var status = 0
   var upstreamStatus: Int?
   var bytesSent: Int64 = 0
+  /// The route's envelope settings; nil when the route passes bodies through.
+  var envelope: EnvelopePolicy?
+  var bodyPlan = EnvelopeBodyPlan.passThrough
+  /// The upstream head, kept while its body is buffered for the envelope.
+  var bufferedHead: HTTPResponseHead?
+  var bufferedBody: [UInt8] = []
+  var bufferedTruncated = false
+  var streamValidator: JSONStreamingValidator?
+  /// A HEAD request sent upstream as GET (enveloped routes need the body to size the
+  /// answer): its body is read but never sent to the client.
+  var suppressBody = false
+  var acceptsGzip = false
 
   init(head: HTTPRequestHead, requestID: [UInt8], snapshot: GatewaySnapshot, routeIndex: Int?, startedAt: UInt64) {
     self.head = head

@@ -65,6 +65,8 @@ struct RoutePlan: Sendable {
   let stubMode: StubMode
   let stub: StubAnswer
   let envelopeEnabled: Bool
+  /// Compiled envelope settings; nil when the route passes bodies through as they are.
+  let envelope: EnvelopePolicy?
   /// The token field line (`Authorization: Bearer …\r\n`) for routes with a static token;
   /// nil for routes without one. A token that cannot be sent makes the route answer 401.
   let tokenLine: TokenLine
@@ -84,6 +86,7 @@ struct RoutePlan: Sendable {
     stubMode = route.stub.mode
     stub = StubAnswer(route.stub, envelope: route.envelope)
     envelopeEnabled = route.envelope.enabled
+    envelope = route.envelope.enabled ? EnvelopePolicy(route.envelope) : nil
     tokenLine = Self.renderTokenLine(route: route, token: token)
   }
 

@@ -1,3 +1,4 @@
+import GatehouseCompression
 import GatehouseHTTP
 import GatehouseNet
 
@@ -20,6 +21,8 @@ final class LoopContext: @unchecked Sendable {
   var scratch: [UInt8] = []
   private(set) var sessions: [ObjectIdentifier: ClientSession] = [:]
   let metrics = LoopMetrics()
+  /// Made on first use: a deflate state costs about 256 KB.
+  private var gzipEncoder: GzipEncoder?
   private(set) var draining = false
   private var sweepTimer: TimerHandle?
   var listeners: [TCPListener] = []
@@ -58,6 +61,18 @@ final class LoopContext: @unchecked Sendable {
       counters = metrics.unrouted
     }
     counters.record(status: status, nanoseconds: nanoseconds)
+  }
+
+  /// gzip of an enveloped body for a client that accepts it; nil if compression fails.
+  func compress(_ body: [UInt8]) -> [UInt8]? {
+    do {
+      if gzipEncoder == nil { gzipEncoder = try GzipEncoder() }
+      var out: [UInt8] = []
+      try gzipEncoder?.encode(body, into: &out)
+      return out
+    } catch {
+      return nil
+    }
   }
 
   /// Pool figures for the admin API: open and idle connections per upstream name.

@@ -1,0 +1,132 @@
+import GatehouseCompression
+import GatehouseHTTP
+import GatehouseJSON
+
+/// A route's envelope settings, compiled for the request path.
+public struct EnvelopePolicy: Sendable {
+  public let keyPath: JSONKeyPath?
+  /// `status: "always_200"`: HTTP 200 for every answer, the real status only in `code`.
+  public let alwaysOK: Bool
+  /// Bodies up to this size are buffered and checked whole.
+  public let maxBytes: Int
+
+  public init(keyPath: JSONKeyPath?, alwaysOK: Bool, maxBytes: Int) {
+    self.keyPath = keyPath
+    self.alwaysOK = alwaysOK
+    self.maxBytes = maxBytes
+  }
+
+  init(_ config: EnvelopeConfig) {
+    keyPath = config.keyPath.flatMap { JSONKeyPath($0.joined(separator: ".")) }
+    alwaysOK = config.status == .always200
+    maxBytes = config.maxBytes
+  }
+
+  /// The HTTP status sent for an answer whose `code` is `status`.
+  func httpStatus(_ status: Int) -> Int { alwaysOK ? 200 : status }
+}
+
+/// What to do with an upstream answer on an enveloped route (SPEC §4).
+public enum EnvelopeOutcome: Equatable, Sendable {
+  /// Send the upstream's answer as it is: non-JSON 2xx bodies (files, images) and redirects.
+  case passThrough
+  /// Send this JSON body with this HTTP status.
+  case json(status: Int, body: [UInt8])
+}
+
+/// How an upstream head's body must be handled before the answer can be decided.
+public enum EnvelopeBodyPlan: Equatable, Sendable {
+  case passThrough
+  /// Keep the body (up to the policy's limit) and decide at its end.
+  case buffer
+  /// A JSON success body too big to buffer: wrap it while streaming, validating on the way.
+  case streamWrapped
+}
+
+/// The envelope rules as pure functions of the upstream's status, headers and body, so the
+/// same code answers live responses and stored ones.
+public enum EnvelopeRenderer {
+  public static func plan(
+    status: Int, contentType: ArraySlice<UInt8>?, contentEncoding: ArraySlice<UInt8>?, contentLength: Int64?,
+    policy: EnvelopePolicy
+  ) -> EnvelopeBodyPlan {
+    switch status {
+    case 200..<300:
+      if status == 204 || contentLength == 0 { return .buffer }
+      let identity = contentEncoding.map(isIdentity) ?? true
+      guard identity || contentEncoding.map(isGzip) == true else { return .passThrough }
+      guard let contentType else { return contentLength == nil ? .buffer : .passThrough }
+      guard JSONMediaType.isJSON(contentType) else { return .passThrough }
+      if let length = contentLength, length > policy.maxBytes, policy.keyPath == nil, identity {
+        return .streamWrapped
+      }
+      return .buffer
+    case 300..<400:
+      return .passThrough
+    default:
+      return .buffer
+    }
+  }
+
+  /// Decides the answer for a complete (or, for errors, possibly cut) body.
+  /// - Parameter truncated: the body went past `maxBytes` and only its start was kept.
+  public static func render(
+    status: Int, reason: String, contentType: ArraySlice<UInt8>?, contentEncoding: ArraySlice<UInt8>?,
+    body rawBody: [UInt8], truncated: Bool, policy: EnvelopePolicy
+  ) -> EnvelopeOutcome {
+    var body = rawBody
+    if let contentEncoding, isGzip(contentEncoding), !body.isEmpty, !truncated {
+      do {
+        body = try GzipDecoder.decode(rawBody, maxOutputBytes: policy.maxBytes)
+      } catch {
+        return failure(502, "upstream sent a corrupt gzip body", policy)
+      }
+    }
+    switch status {
+    case 200..<300:
+      if status == 204 || body.isEmpty {
+        return .json(status: 200, body: success(nil, in: []))
+      }
+      if let contentType, !JSONMediaType.isJSON(contentType) { return .passThrough }
+      if contentType == nil { return .passThrough }
+      if truncated { return failure(502, "upstream answer too large", policy) }
+      guard body.withUnsafeBytes({ JSONValidator.isValid($0) }) else {
+        return failure(502, "upstream sent invalid JSON", policy)
+      }
+      if JSONDocument.isEnvelope(body) { return .json(status: policy.httpStatus(status), body: body) }
+      guard let keyPath = policy.keyPath else {
+        return .json(status: policy.httpStatus(status), body: success(0..<body.count, in: body))
+      }
+      return .json(
+        status: policy.httpStatus(status), body: success(JSONDocument.range(of: keyPath, in: body), in: body))
+    case 300..<400:
+      return .passThrough
+    default:
+      let valid = !truncated && !body.isEmpty && body.withUnsafeBytes { JSONValidator.isValid($0) }
+      if valid && JSONDocument.isEnvelope(body) { return .json(status: policy.httpStatus(status), body: body) }
+      let message = (valid ? JSONDocument.errorMessage(body) : nil) ?? reason
+      return failure(status, message, policy)
+    }
+  }
+
+  static func success(_ range: Range<Int>?, in body: [UInt8]) -> [UInt8] {
+    var out: [UInt8] = []
+    out.reserveCapacity((range?.count ?? 4) + 40)
+    JSONEnvelopeWriter.appendSuccess(datas: range.map { body[$0] }, to: &out)
+    return out
+  }
+
+  static func failure(_ status: Int, _ message: String, _ policy: EnvelopePolicy) -> EnvelopeOutcome {
+    .json(status: policy.httpStatus(status), body: JSONEnvelopeWriter.failure(code: status, message: message))
+  }
+
+  static func isGzip(_ value: ArraySlice<UInt8>) -> Bool {
+    let lower = value.map { $0 &- 0x41 < 26 ? $0 | 0x20 : $0 }
+    return lower.elementsEqual("gzip".utf8) || lower.elementsEqual("x-gzip".utf8)
+  }
+
+  static func isIdentity(_ value: ArraySlice<UInt8>) -> Bool {
+    let lower = value.map { $0 &- 0x41 < 26 ? $0 | 0x20 : $0 }
+    return lower.isEmpty || lower.elementsEqual("identity".utf8)
+  }
+}
