@@ -241,6 +241,14 @@ public final class Store: Sendable {
     return try reply.wait().get()
   }
 
+  /// Runs `PRAGMA integrity_check` on the admin connection: `["ok"]` when the file is sound.
+  /// Reads the whole file; meant for operators and crash tests, not for request paths.
+  public func checkIntegrity() throws(StoreError) -> [String] {
+    try withAdmin { (db: SQLiteConnection) throws(StoreError) -> [String] in
+      try db.strings("PRAGMA integrity_check")
+    }
+  }
+
   // MARK: Tokens
 
   /// Queues a token for storage (not subject to the cache queue's bound). With a secret key
