@@ -35,7 +35,7 @@ for run in $(seq 1 "$runs"); do
   last="${last:--1}"
   if result="$("$writer" verify "$db" "$run" "$last" 2>&1)"; then
     passed=$((passed + 1))
-    [ "$last" -ge 0 ] && commits=$((commits + 1))
+    if [ "$last" -ge 0 ]; then commits=$((commits + 1)); fi
     echo "run $run: $result"
   else
     failed=$((failed + 1))

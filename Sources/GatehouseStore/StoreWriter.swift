@@ -84,6 +84,7 @@ final class StoreWriter: @unchecked Sendable {
     var counts = BatchCounts()
     var purgeReplies: [(WriterReply<Result<Int, StoreError>>, Int)] = []
     var barriers: [WriterReply<Void>] = []
+    var failure: StoreError? = nil
     // Decided from the batch itself so a failed commit still ends the thread on close.
     let stop = batch.contains { if case .stop = $0 { return true } else { return false } }
     let now = settings.clock()
@@ -117,20 +118,26 @@ final class StoreWriter: @unchecked Sendable {
       counters.unchangedWrites.wrappingAdd(counts.unchanged, ordering: .relaxed)
       counters.evictions.wrappingAdd(counts.evictions, ordering: .relaxed)
       counters.oversizeSkipped.wrappingAdd(counts.oversize, ordering: .relaxed)
-      for (reply, count) in purgeReplies { reply.fulfil(.success(count)) }
       walDirty = true
       commitsSinceCheckpoint += 1
     } catch {
       // The whole batch rolled back: count what was lost, fail the purges, and re-read
       // the totals that were adjusted in memory.
       counters.writeErrors.wrappingAdd(counts.dataItems, ordering: .relaxed)
-      for item in batch {
-        if case .purge(_, let reply) = item { reply.fulfil(.failure(error)) }
-      }
+      failure = error
       try? reloadTotals()
     }
+    // Totals are published before anyone waiting is woken, so a caller that saw its purge
+    // or flush complete also sees the sizes that followed it.
     counters.entries.store(entryCount, ordering: .relaxed)
     counters.bytes.store(totalBytes, ordering: .relaxed)
+    if let failure {
+      for item in batch {
+        if case .purge(_, let reply) = item { reply.fulfil(.failure(failure)) }
+      }
+    } else {
+      for (reply, count) in purgeReplies { reply.fulfil(.success(count)) }
+    }
     if commitsSinceCheckpoint >= settings.checkpointEveryCommits { checkpoint(truncate: false) }
     for barrier in barriers { barrier.fulfil(()) }
     return stop

@@ -45,6 +45,10 @@ func fileBytes(_ path: String) -> [UInt8] {
   (try? [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))) ?? []
 }
 
+func writeFile(_ path: String, _ bytes: some Sequence<UInt8>) throws {
+  try Data(bytes).write(to: URL(fileURLWithPath: path))
+}
+
 func fileSize(_ path: String) -> Int? {
   (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? nil
 }
