@@ -31,7 +31,7 @@ for run in $(seq 1 "$runs"); do
   kill -9 "$pid" 2>/dev/null || true
   wait "$pid" 2>/dev/null || true
 
-  last="$(grep '^committed ' "$work/out" | tail -n 1 | cut -d' ' -f2)"
+  last="$( (grep '^committed ' "$work/out" || true) | tail -n 1 | cut -d' ' -f2)"
   last="${last:--1}"
   if result="$("$writer" verify "$db" "$run" "$last" 2>&1)"; then
     passed=$((passed + 1))

@@ -308,7 +308,8 @@ public final class Store: Sendable {
       var token = token
       if raw.encrypted {
         guard let tokenKey else {
-          result.warnings.append("token \(raw.name) is stored encrypted but no store.secret_key is set; treated as missing")
+          result.warnings.append(
+            "token \(raw.name) is stored encrypted but no store.secret_key is set; treated as missing")
           continue
         }
         let sealed = StoreCrypto.Sealed(nonce: raw.nonce ?? [], ciphertext: raw.value, tag: raw.tag ?? [])

@@ -106,10 +106,12 @@ enum StoreCrypto {
       total = Int(written)
     }
     if ok {
-      ok = ciphertext.withUnsafeMutableBufferPointer { EVP_EncryptFinal_ex(ctx, $0.baseAddress! + total, &written) } == 1
+      ok =
+        ciphertext.withUnsafeMutableBufferPointer { EVP_EncryptFinal_ex(ctx, $0.baseAddress! + total, &written) } == 1
       total += Int(written)
     }
-    ok = ok && tag.withUnsafeMutableBytes { EVP_CIPHER_CTX_ctrl(ctx, gh_EVP_CTRL_GCM_GET_TAG(), 16, $0.baseAddress) } == 1
+    ok =
+      ok && tag.withUnsafeMutableBytes { EVP_CIPHER_CTX_ctrl(ctx, gh_EVP_CTRL_GCM_GET_TAG(), 16, $0.baseAddress) } == 1
     guard ok else { throw StoreError(kind: .crypto, message: "AES-256-GCM encryption failed") }
     return Sealed(nonce: nonce, ciphertext: Array(ciphertext.prefix(total)), tag: tag)
   }
@@ -135,7 +137,8 @@ enum StoreCrypto {
         } == 1
       total = Int(written)
     }
-    ok = ok && tag.withUnsafeMutableBytes { EVP_CIPHER_CTX_ctrl(ctx, gh_EVP_CTRL_GCM_SET_TAG(), 16, $0.baseAddress) } == 1
+    ok =
+      ok && tag.withUnsafeMutableBytes { EVP_CIPHER_CTX_ctrl(ctx, gh_EVP_CTRL_GCM_SET_TAG(), 16, $0.baseAddress) } == 1
     if ok {
       // The tag is checked here: Final fails when it does not match.
       ok = plaintext.withUnsafeMutableBufferPointer { EVP_DecryptFinal_ex(ctx, $0.baseAddress! + total, &written) } == 1

@@ -45,7 +45,8 @@ func write(path: String, run: Int) -> Never {
     for _ in 0..<batchSize {
       accepted =
         store.remember(
-          key: key(run: run, seq: seq), status: 200, headers: [("Content-Type", "application/json"), ("X-Seq", "\(seq)")],
+          key: key(run: run, seq: seq), status: 200,
+          headers: [("Content-Type", "application/json"), ("X-Seq", "\(seq)")],
           body: body(run: run, seq: seq)) && accepted
       seq += 1
     }

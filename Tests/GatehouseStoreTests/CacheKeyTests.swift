@@ -54,8 +54,10 @@ import Testing
   }
 
   @Test func idIsHexSHA256OfCanonicalForm() {
-    let key = CacheKey(method: "GET", upstream: "api", path: "/users/1", query: "b=2&a=1", vary: [("Accept-Language", "en")])
-    #expect(key.canonical == "gatehouse-cache-v1 3:GET 3:api 8:/users/1 7:a=1&b=2 vary=1 15:accept-language 2:en client=-")
+    let key = CacheKey(
+      method: "GET", upstream: "api", path: "/users/1", query: "b=2&a=1", vary: [("Accept-Language", "en")])
+    #expect(
+      key.canonical == "gatehouse-cache-v1 3:GET 3:api 8:/users/1 7:a=1&b=2 vary=1 15:accept-language 2:en client=-")
     #expect(key.id == StoreCrypto.hex(StoreCrypto.sha256(key.canonical.utf8)))
     #expect(key.id.count == 64 && isCacheID(key.id))
   }

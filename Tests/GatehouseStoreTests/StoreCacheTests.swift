@@ -92,7 +92,8 @@ import Testing
     let directory = try TemporaryDirectory()
     var store = try makeStore(directory)
     for index in 0..<10 {
-      store.remember(key: key("/r/\(index)"), status: 200, headers: [("A", "b")], body: [UInt8](repeating: 0, count: index))
+      store.remember(
+        key: key("/r/\(index)"), status: 200, headers: [("A", "b")], body: [UInt8](repeating: 0, count: index))
     }
     store.close()
     let before = store.stats()

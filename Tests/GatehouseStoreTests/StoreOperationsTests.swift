@@ -150,7 +150,8 @@ import Testing
   @Test func wrongOrMissingKeyGivesMissingAndAWarning() throws {
     let directory = try TemporaryDirectory()
     var store = try makeStore(directory, secretKey: "right")
-    try store.saveToken(name: "api", value: "hidden", expiresAtMs: nil, refreshedAtMs: nil, state: "valid", lastError: nil)
+    try store.saveToken(
+      name: "api", value: "hidden", expiresAtMs: nil, refreshedAtMs: nil, state: "valid", lastError: nil)
     store.close()
 
     store = try makeStore(directory, secretKey: "wrong")
@@ -177,12 +178,15 @@ import Testing
     let directory = try TemporaryDirectory()
     let store = try makeStore(directory, secretKey: "k")
     defer { store.close() }
-    try store.saveToken(name: "a", value: "secret-a", expiresAtMs: nil, refreshedAtMs: nil, state: "valid", lastError: nil)
-    try store.saveToken(name: "b", value: "secret-b", expiresAtMs: nil, refreshedAtMs: nil, state: "valid", lastError: nil)
+    try store.saveToken(
+      name: "a", value: "secret-a", expiresAtMs: nil, refreshedAtMs: nil, state: "valid", lastError: nil)
+    try store.saveToken(
+      name: "b", value: "secret-b", expiresAtMs: nil, refreshedAtMs: nil, state: "valid", lastError: nil)
     store.flush()
     let db = try SQLiteConnection(path: directory.file("store.sqlite"), mode: .readWriteCreate)
     try db.execute(
-      "UPDATE tokens SET (value, nonce, tag) = (SELECT value, nonce, tag FROM tokens WHERE name = 'a') WHERE name = 'b'")
+      "UPDATE tokens SET (value, nonce, tag) = (SELECT value, nonce, tag FROM tokens WHERE name = 'a') WHERE name = 'b'"
+    )
     let loaded = try store.loadTokens()
     #expect(loaded.tokens.map(\.name) == ["a"])
     #expect(loaded.warnings.count == 1 && loaded.warnings[0].contains("token b"))
@@ -214,7 +218,8 @@ import Testing
 
     // Control: the same check finds the canary when encryption is off, so the scan works.
     let plain = try makeStore(directory, name: "plain.sqlite")
-    try plain.saveToken(name: "api", value: canary, expiresAtMs: nil, refreshedAtMs: nil, state: "valid", lastError: nil)
+    try plain.saveToken(
+      name: "api", value: canary, expiresAtMs: nil, refreshedAtMs: nil, state: "valid", lastError: nil)
     plain.flush()
     #expect(fileBytes(directory.file("plain.sqlite-wal")).contains(subsequence: Array(canary.utf8)))
     plain.close()
