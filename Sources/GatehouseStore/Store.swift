@@ -30,6 +30,9 @@ public final class Store: Sendable {
     public var secretKey: String?
     /// Bounded queue size (cache writes and access batches); beyond it writes are dropped.
     public var queueCapacity: Int = 4096
+    /// Bound on the body and header bytes waiting in the queue (writes beyond it are
+    /// dropped like writes beyond `queueCapacity`).
+    public var queueMaxBytes: Int = 64 << 20
     /// Most items committed in one transaction.
     public var maxBatch: Int = 512
     /// How long the writer and the admin connection wait for a lock.
@@ -84,7 +87,7 @@ public final class Store: Sendable {
     } else {
       tokenKey = nil
     }
-    queue = WriterQueue(capacity: configuration.queueCapacity)
+    queue = WriterQueue(capacity: configuration.queueCapacity, maxPendingBytes: configuration.queueMaxBytes)
     admin = Mutex(nil)
     let writer = try StoreWriter(
       db: opened.connection, queue: queue, counters: counters,

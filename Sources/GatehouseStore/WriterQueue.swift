@@ -76,19 +76,36 @@ final class WriterQueue: Sendable {
     var items: [WriterItem] = []
     /// Bounded items waiting (cache writes and touches); control items do not count.
     var boundedCount = 0
+    /// Body and header bytes of the cache writes waiting.
+    var pendingBytes = 0
     /// The writer found the queue empty and is about to wait on `wake`.
     var writerSleeping = false
     var closed = false
   }
 
   let capacity: Int
+  /// Bound on the bytes held by waiting cache writes: a count alone would let 4096 large
+  /// bodies pile up in memory while the disk is slow.
+  let maxPendingBytes: Int
   private let state = Mutex(State())
   // A semaphore rather than a condition variable: the Mutex from Synchronization has no
   // condition, and a semaphore signalled only when the writer announced it sleeps never
   // accumulates more than one spare permit (which costs one extra loop turn).
   private let wake = DispatchSemaphore(value: 0)
 
-  init(capacity: Int) { self.capacity = max(1, capacity) }
+  init(capacity: Int, maxPendingBytes: Int) {
+    self.capacity = max(1, capacity)
+    self.maxPendingBytes = max(1, maxPendingBytes)
+  }
+
+  private static func weight(_ item: WriterItem) -> Int {
+    switch item {
+    case .cache(let write):
+      return write.body.count + write.headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 8 }
+    case .touches, .token, .deleteToken, .purge, .barrier, .stop:
+      return 0
+    }
+  }
 
   func enqueue(_ item: WriterItem) -> EnqueueResult {
     let bounded: Bool
@@ -96,11 +113,17 @@ final class WriterQueue: Sendable {
     case .cache, .touches: bounded = true
     case .token, .deleteToken, .purge, .barrier, .stop: bounded = false
     }
+    let weight = Self.weight(item)
     let (result, signal) = state.withLock { state -> (EnqueueResult, Bool) in
       if state.closed { return (.closed, false) }
       if bounded {
         if state.boundedCount >= capacity { return (.full, false) }
+        // One write larger than the byte bound still goes through when the queue is empty.
+        if weight > 0 && state.pendingBytes > 0 && state.pendingBytes + weight > maxPendingBytes {
+          return (.full, false)
+        }
         state.boundedCount += 1
+        state.pendingBytes += weight
       }
       if case .stop = item { state.closed = true }
       state.items.append(item)
@@ -130,7 +153,9 @@ final class WriterQueue: Sendable {
       }
       for item in batch {
         switch item {
-        case .cache, .touches: state.boundedCount -= 1
+        case .cache, .touches:
+          state.boundedCount -= 1
+          state.pendingBytes -= Self.weight(item)
         case .token, .deleteToken, .purge, .barrier, .stop: break
         }
       }

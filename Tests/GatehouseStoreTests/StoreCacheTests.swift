@@ -178,3 +178,26 @@ import Testing
     #expect(store.stats().readErrors == 0 && store.stats().entries == 400)
   }
 }
+
+@Suite struct WriterQueueTests {
+  private func write(_ bytes: Int) -> WriterItem {
+    .cache(PendingCacheWrite(key: key("/w"), status: 200, headers: [], body: [UInt8](repeating: 0, count: bytes)))
+  }
+
+  @Test func boundedByCountAndBytesButNeverForControlItems() {
+    let queue = WriterQueue(capacity: 3, maxPendingBytes: 1000)
+    #expect(queue.enqueue(write(10)) == .accepted)
+    #expect(queue.enqueue(.touches(["a": 1])) == .accepted)
+    #expect(queue.enqueue(write(10)) == .accepted)
+    #expect(queue.enqueue(write(10)) == .full)
+    #expect(queue.enqueue(.barrier(WriterReply<Void>())) == .accepted)
+    #expect(queue.take(limit: 2)?.count == 2)
+    #expect(queue.enqueue(write(2000)) == .full)  // over the byte bound with others waiting
+    #expect(queue.take(limit: 10)?.count == 2)
+    #expect(queue.take(limit: 10) == nil)
+    #expect(queue.enqueue(write(2000)) == .accepted)  // alone, a large write still passes
+    #expect(queue.enqueue(.stop) == .accepted)
+    #expect(queue.enqueue(write(1)) == .closed)
+    #expect(queue.depth == 2)
+  }
+}
