@@ -105,6 +105,10 @@ public final class Store: Sendable {
   /// Hands an answer to the writer; never blocks. Returns false when it was dropped (queue
   /// full or store closed), which is counted in `StoreStats.droppedWrites`. The caller has
   /// already decided the answer is cacheable (GET/HEAD, 2xx, no no-store/private/Set-Cookie).
+  ///
+  /// An answer with the stored status and body (same SHA-256) does not rewrite the row: only
+  /// `stored_at` (its age) and the last access are refreshed, and the stored headers are kept,
+  /// since they describe the same bytes. The hash is computed on the writer thread.
   @discardableResult
   public func remember(key: CacheKey, status: Int, headers: StoredHeaders, body: [UInt8]) -> Bool {
     switch queue.enqueue(.cache(PendingCacheWrite(key: key, status: status, headers: headers, body: body))) {
