@@ -45,6 +45,11 @@ let package = Package(
       name: "gatehouse",
       dependencies: ["GatehouseHTTP", "GatehouseNet", "GatehouseCore"]
     ),
+    // The store's crash-test workload: writes until killed, then verifies the file.
+    .executableTarget(
+      name: "GatehouseStoreCrashWriter",
+      dependencies: ["GatehouseStore"]
+    ),
     .executableTarget(
       name: "GatehouseBench",
       dependencies: ["GatehouseHTTP", "GatehouseJSON"],

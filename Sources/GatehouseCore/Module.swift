@@ -1,2 +1,0 @@
-/// Config, routing and the proxy flow of Gatehouse.
-public enum GatehouseCoreModule {}

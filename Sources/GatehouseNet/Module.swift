@@ -1,2 +1,0 @@
-/// Sockets, event loops and timers for Gatehouse.
-public enum GatehouseNetModule {}

@@ -1,0 +1,83 @@
+/// The identity of one cached answer: what the backend was asked, plus the request values
+/// the answer may depend on. Built by a pure function; `id` is what the store, the admin API
+/// and the logs use.
+///
+/// The canonical form is length-prefixed (`<byte count>:<bytes>`) so no choice of path,
+/// query or header value can make two different requests collide, and versioned so a change
+/// of rules changes every id rather than mixing old and new keys:
+///
+///     gatehouse-cache-v1 3:GET 3:api 8:/users/1 7:a=1&b=2 vary=1 15:accept-language 2:en client=-
+public struct CacheKey: Sendable, Hashable, CustomStringConvertible {
+  /// Request method as given (HTTP methods are case-sensitive).
+  public let method: String
+  /// Upstream name from the config.
+  public let upstream: String
+  /// Upstream path (after route rewriting), without the query.
+  public let path: String
+  /// The query with its `&`-separated pairs sorted byte-wise, encoding kept as received.
+  public let sortedQuery: String
+  /// The vary headers and client id part of the canonical key (stored for the admin API).
+  public let varyPart: String
+  /// The full canonical key.
+  public let canonical: String
+  /// Lowercase hex SHA-256 of `canonical` (64 characters).
+  public let id: String
+
+  /// Builds the key.
+  /// - Parameters:
+  ///   - query: the raw query string, with or without a leading `?`; empty pairs are
+  ///     ignored, duplicates kept (`a=1&a=2` and `a=2&a=1` give the same key).
+  ///   - vary: for each configured vary header the client sent, its name and value.
+  ///     Names are lowercased, pairs sorted; a header the client did not send is simply
+  ///     absent (which differs from sending it empty).
+  ///   - clientID: the client key id when `clients.required` is on, else nil.
+  public init(
+    method: String, upstream: String, path: String, query: String, vary: [(name: String, value: String)] = [],
+    clientID: String? = nil
+  ) {
+    self.method = method
+    self.upstream = upstream
+    self.path = path
+    self.sortedQuery = Self.sortQuery(query)
+
+    var varyPart = "vary=\(vary.count)"
+    let sortedVary = vary.map { (name: Self.asciiLowercased($0.name), value: $0.value) }.sorted { lhs, rhs in
+      if lhs.name != rhs.name { return lhs.name.utf8.lexicographicallyPrecedes(rhs.name.utf8) }
+      return lhs.value.utf8.lexicographicallyPrecedes(rhs.value.utf8)
+    }
+    for pair in sortedVary {
+      varyPart += " " + Self.field(pair.name) + " " + Self.field(pair.value)
+    }
+    varyPart += " client=" + (clientID.map(Self.field) ?? "-")
+    self.varyPart = varyPart
+
+    canonical =
+      "gatehouse-cache-v1 " + Self.field(method) + " " + Self.field(upstream) + " " + Self.field(path) + " "
+      + Self.field(sortedQuery) + " " + varyPart
+    id = StoreCrypto.hex(StoreCrypto.sha256(canonical.utf8))
+  }
+
+  public var description: String { canonical }
+
+  /// Sorts the `&`-separated pairs of a query byte-wise, keeping their encoding.
+  public static func sortQuery(_ query: String) -> String {
+    var raw = Substring(query)
+    if raw.first == "?" { raw = raw.dropFirst() }
+    let pairs = raw.split(separator: "&", omittingEmptySubsequences: true)
+    return pairs.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }.joined(separator: "&")
+  }
+
+  private static func field(_ value: String) -> String { "\(value.utf8.count):\(value)" }
+
+  // Header names are ASCII tokens; lowercasing only ASCII keeps this free of locale rules.
+  private static func asciiLowercased(_ value: String) -> String {
+    String(
+      decoding: value.utf8.map { ($0 >= 0x41 && $0 <= 0x5A) ? $0 | 0x20 : $0 },
+      as: UTF8.self)
+  }
+}
+
+/// Checks that a string is a cache id (64 lowercase hex digits) before it reaches SQL.
+func isCacheID(_ value: String) -> Bool {
+  value.utf8.count == 64 && value.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }
+}

@@ -1,2 +1,0 @@
-/// The SQLite store: cached answers and token states.
-public enum GatehouseStoreModule {}

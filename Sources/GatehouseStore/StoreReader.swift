@@ -1,0 +1,85 @@
+/// A read-only view of the cache for one event-loop thread: its own SQLite connection (in
+/// WAL mode readers never block the writer nor wait for it) and its own list of recorded
+/// accesses. Not Sendable: create it on the thread that uses it, with `Store.makeReader()`.
+///
+/// `lookup` never throws: a busy database, an I/O error or a damaged row is answered as a
+/// miss and counted in `StoreStats.readErrors`.
+public final class StoreReader {
+  private let db: SQLiteConnection
+  private let queue: WriterQueue
+  private let counters: StoreCounters
+  private let clock: @Sendable () -> Int64
+  private let touchBatchSize: Int
+  private let touchIntervalMs: Int64
+  // Accesses are remembered here and handed to the writer in batches, so a hit costs no
+  // write and no lock on the read path; the LRU order is exact up to one batch.
+  private var pendingTouches: [String: Int64] = [:]
+  private var lastHandOffMs: Int64
+
+  init(
+    path: String, busyTimeoutMs: Int32, queue: WriterQueue, counters: StoreCounters,
+    clock: @escaping @Sendable () -> Int64, touchBatchSize: Int, touchIntervalMs: Int64
+  ) throws(StoreError) {
+    db = try SQLiteConnection(path: path, mode: .readOnly, busyTimeoutMs: busyTimeoutMs)
+    self.queue = queue
+    self.counters = counters
+    self.clock = clock
+    self.touchBatchSize = max(1, touchBatchSize)
+    self.touchIntervalMs = touchIntervalMs
+    lastHandOffMs = clock()
+  }
+
+  deinit { flushTouches() }
+
+  /// The stored answer for a cache id (`CacheKey.id`), or nil. Records the access for LRU.
+  public func lookup(id: String) -> CachedResponse? {
+    guard isCacheID(id) else { return nil }
+    let found: CachedResponse?
+    do {
+      let statement = try db.cachedStatement(
+        "SELECT status, headers, body, stored_at FROM cache_entries WHERE id = ?")
+      // Reset at once so this connection does not keep its read snapshot open (an open
+      // snapshot would hold back checkpoints).
+      defer { statement.reset() }
+      try statement.bind(id, at: 1)
+      if try statement.step() {
+        guard let headers = HeaderBlock.decode(statement.blob(1)) else {
+          counters.readErrors.wrappingAdd(1, ordering: .relaxed)
+          return nil
+        }
+        found = CachedResponse(
+          status: Int(statement.int64(0)), headers: headers, body: statement.blob(2), storedAtMs: statement.int64(3))
+      } else {
+        found = nil
+      }
+    } catch {
+      counters.readErrors.wrappingAdd(1, ordering: .relaxed)
+      return nil
+    }
+    if found != nil { recordAccess(id) }
+    return found
+  }
+
+  /// Same as `lookup(id:)` with a key.
+  public func lookup(_ key: CacheKey) -> CachedResponse? { lookup(id: key.id) }
+
+  /// Hands recorded accesses to the writer now. Call it from a loop timer when traffic is
+  /// low (otherwise a batch goes out every `touchBatchSize` hits or `touchIntervalMs`).
+  public func flushTouches() {
+    lastHandOffMs = clock()
+    guard !pendingTouches.isEmpty else { return }
+    let touches = pendingTouches
+    pendingTouches = [:]
+    switch queue.enqueue(.touches(touches)) {
+    case .accepted: break
+    case .full: counters.droppedTouches.wrappingAdd(1, ordering: .relaxed)
+    case .closed: break
+    }
+  }
+
+  private func recordAccess(_ id: String) {
+    let now = clock()
+    pendingTouches[id] = now
+    if pendingTouches.count >= touchBatchSize || now - lastHandOffMs >= touchIntervalMs { flushTouches() }
+  }
+}

@@ -1,0 +1,348 @@
+import CGatehouseSQLite
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// Settings the writer thread needs (a subset of `Store.Configuration`).
+struct WriterSettings: Sendable {
+  var maxBytes: Int64
+  var maxBatch: Int
+  var checkpointEveryCommits: Int
+  var idleCheckpointMs: Int
+  var clock: @Sendable () -> Int64
+}
+
+/// The store's only writing connection and the loop that drains `WriterQueue` into it.
+///
+/// `@unchecked Sendable` because the object is created on the opening thread and then
+/// handed to the writer thread, which is the only one to touch the connection and the
+/// mutable fields afterwards (the hand-over happens-before through `pthread_create`).
+final class StoreWriter: @unchecked Sendable {
+  private let db: SQLiteConnection
+  private let queue: WriterQueue
+  private let counters: StoreCounters
+  private let settings: WriterSettings
+  // Totals kept in memory so eviction and stats never scan the table; recomputed from the
+  // table when a batch rolls back.
+  private var totalBytes: Int64 = 0
+  private var entryCount: Int64 = 0
+  private var commitsSinceCheckpoint = 0
+  private var walDirty = false
+
+  init(db: SQLiteConnection, queue: WriterQueue, counters: StoreCounters, settings: WriterSettings) throws(StoreError) {
+    self.db = db
+    self.queue = queue
+    self.counters = counters
+    self.settings = settings
+    try reloadTotals()
+  }
+
+  private func reloadTotals() throws(StoreError) {
+    let statement = try db.cachedStatement("SELECT count(*), coalesce(sum(bytes), 0) FROM cache_entries")
+    _ = try statement.step()
+    entryCount = statement.int64(0)
+    totalBytes = statement.int64(1)
+    statement.reset()
+    counters.entries.store(entryCount, ordering: .relaxed)
+    counters.bytes.store(totalBytes, ordering: .relaxed)
+  }
+
+  /// The thread body: batches until `.stop`, checkpointing as it goes.
+  func run() {
+    while true {
+      guard let batch = queue.take(limit: settings.maxBatch) else {
+        if !queue.waitForWork(timeoutMs: settings.idleCheckpointMs) && walDirty {
+          // Idle: fold the WAL back into the database and cut it to zero bytes.
+          checkpoint(truncate: true)
+        }
+        continue
+      }
+      if apply(batch) { break }
+    }
+    checkpoint(truncate: true)
+  }
+
+  private func checkpoint(truncate: Bool) {
+    if let result = try? db.checkpoint(truncate: truncate), !result.busy, truncate {
+      walDirty = false
+    }
+    commitsSinceCheckpoint = 0
+  }
+
+  /// Batch-local counts, published only once the batch has committed.
+  private struct BatchCounts {
+    var writes: Int64 = 0
+    var unchanged: Int64 = 0
+    var evictions: Int64 = 0
+    var oversize: Int64 = 0
+    var dataItems: Int64 = 0
+  }
+
+  /// Applies one batch in one transaction; returns true when `.stop` was in it.
+  private func apply(_ batch: [WriterItem]) -> Bool {
+    var counts = BatchCounts()
+    var purgeReplies: [(WriterReply<Result<Int, StoreError>>, Int)] = []
+    var barriers: [WriterReply<Void>] = []
+    var failure: StoreError? = nil
+    // Decided from the batch itself so a failed commit still ends the thread on close.
+    let stop = batch.contains { if case .stop = $0 { return true } else { return false } }
+    let now = settings.clock()
+    do {
+      try db.inTransaction { () throws(StoreError) in
+        for item in batch {
+          switch item {
+          case .cache(let write):
+            counts.dataItems += 1
+            try applyCache(write, now: now, counts: &counts)
+          case .touches(let touches):
+            try applyTouches(touches)
+          case .token(let token):
+            counts.dataItems += 1
+            try applyToken(token)
+          case .deleteToken(let name):
+            let statement = try db.cachedStatement("DELETE FROM tokens WHERE name = ?")
+            try statement.bind(name, at: 1)
+            try statement.run()
+          case .purge(let target, let reply):
+            purgeReplies.append((reply, try applyPurge(target)))
+          case .barrier(let reply):
+            barriers.append(reply)
+          case .stop:
+            break
+          }
+        }
+        try evictIfNeeded(counts: &counts)
+      }
+      counters.writes.wrappingAdd(counts.writes, ordering: .relaxed)
+      counters.unchangedWrites.wrappingAdd(counts.unchanged, ordering: .relaxed)
+      counters.evictions.wrappingAdd(counts.evictions, ordering: .relaxed)
+      counters.oversizeSkipped.wrappingAdd(counts.oversize, ordering: .relaxed)
+      walDirty = true
+      commitsSinceCheckpoint += 1
+    } catch {
+      // The whole batch rolled back: count what was lost, fail the purges, and re-read
+      // the totals that were adjusted in memory.
+      counters.writeErrors.wrappingAdd(counts.dataItems, ordering: .relaxed)
+      failure = error
+      try? reloadTotals()
+    }
+    // Totals are published before anyone waiting is woken, so a caller that saw its purge
+    // or flush complete also sees the sizes that followed it.
+    counters.entries.store(entryCount, ordering: .relaxed)
+    counters.bytes.store(totalBytes, ordering: .relaxed)
+    if let failure {
+      for item in batch {
+        if case .purge(_, let reply) = item { reply.fulfil(.failure(failure)) }
+      }
+    } else {
+      for (reply, count) in purgeReplies { reply.fulfil(.success(count)) }
+    }
+    if commitsSinceCheckpoint >= settings.checkpointEveryCommits { checkpoint(truncate: false) }
+    for barrier in barriers { barrier.fulfil(()) }
+    return stop
+  }
+
+  private func applyCache(_ write: PendingCacheWrite, now: Int64, counts: inout BatchCounts) throws(StoreError) {
+    let headers = HeaderBlock.encode(write.headers)
+    let bytes = Int64(headers.count + write.body.count)
+    guard bytes <= settings.maxBytes else {
+      counts.oversize += 1
+      return
+    }
+    let digest = StoreCrypto.sha256(write.body)
+
+    let existing = try db.cachedStatement("SELECT body_sha256, bytes, status FROM cache_entries WHERE id = ?")
+    try existing.bind(write.key.id, at: 1)
+    var oldBytes: Int64? = nil
+    var unchanged = false
+    if try existing.step() {
+      oldBytes = existing.int64(1)
+      unchanged = existing.blob(0) == digest && existing.int64(2) == Int64(write.status)
+    }
+    existing.reset()
+
+    if unchanged {
+      // Same body and status: only record that the answer was confirmed now. The stored
+      // headers are kept; the body they describe is the same bytes.
+      let touch = try db.cachedStatement(
+        "UPDATE cache_entries SET stored_at = ?1, last_access = max(last_access, ?1) WHERE id = ?2")
+      try touch.bind(now, at: 1)
+      try touch.bind(write.key.id, at: 2)
+      try touch.run()
+      counts.unchanged += 1
+      return
+    }
+
+    let upsert = try db.cachedStatement(
+      """
+      INSERT INTO cache_entries
+        (id, method, upstream, path, query, vary, status, headers, body, body_sha256, bytes, stored_at, last_access)
+      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?12)
+      ON CONFLICT(id) DO UPDATE SET
+        status = excluded.status, headers = excluded.headers, body = excluded.body,
+        body_sha256 = excluded.body_sha256, bytes = excluded.bytes, stored_at = excluded.stored_at,
+        last_access = max(cache_entries.last_access, excluded.last_access)
+      """)
+    try upsert.bind(write.key.id, at: 1)
+    try upsert.bind(write.key.method, at: 2)
+    try upsert.bind(write.key.upstream, at: 3)
+    try upsert.bind(write.key.path, at: 4)
+    try upsert.bind(write.key.sortedQuery, at: 5)
+    try upsert.bind(write.key.varyPart, at: 6)
+    try upsert.bind(write.status, at: 7)
+    try upsert.bind(blob: headers, at: 8)
+    try upsert.bind(blob: write.body, at: 9)
+    try upsert.bind(blob: digest, at: 10)
+    try upsert.bind(bytes, at: 11)
+    try upsert.bind(now, at: 12)
+    try upsert.run()
+    totalBytes += bytes - (oldBytes ?? 0)
+    if oldBytes == nil { entryCount += 1 }
+    counts.writes += 1
+  }
+
+  private func applyTouches(_ touches: [String: Int64]) throws(StoreError) {
+    let statement = try db.cachedStatement(
+      "UPDATE cache_entries SET last_access = ?1 WHERE id = ?2 AND last_access < ?1")
+    for (id, at) in touches {
+      statement.reset()
+      try statement.bind(at, at: 1)
+      try statement.bind(id, at: 2)
+      try statement.run()
+    }
+  }
+
+  private func applyToken(_ token: PendingToken) throws(StoreError) {
+    let statement = try db.cachedStatement(
+      """
+      INSERT INTO tokens (name, value, nonce, tag, encrypted, expires_at, refreshed_at, state, last_error)
+      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+      ON CONFLICT(name) DO UPDATE SET
+        value = excluded.value, nonce = excluded.nonce, tag = excluded.tag, encrypted = excluded.encrypted,
+        expires_at = excluded.expires_at, refreshed_at = excluded.refreshed_at, state = excluded.state,
+        last_error = excluded.last_error
+      """)
+    try statement.bind(token.name, at: 1)
+    try statement.bind(blob: token.value, at: 2)
+    try statement.bind(blob: token.nonce, at: 3)
+    try statement.bind(blob: token.tag, at: 4)
+    try statement.bind(token.encrypted ? 1 : 0, at: 5)
+    try statement.bind(token.expiresAtMs, at: 6)
+    try statement.bind(token.refreshedAtMs, at: 7)
+    try statement.bind(token.state, at: 8)
+    try statement.bind(token.lastError, at: 9)
+    try statement.run()
+  }
+
+  private func applyPurge(_ target: PurgeTarget) throws(StoreError) -> Int {
+    switch target {
+    case .all:
+      let removed = Int(entryCount)
+      try db.cachedStatement("DELETE FROM cache_entries").run()
+      entryCount = 0
+      totalBytes = 0
+      return removed
+    case .id(let id):
+      let statement = try db.cachedStatement("DELETE FROM cache_entries WHERE id = ? RETURNING bytes")
+      try statement.bind(id, at: 1)
+      var removed = 0
+      while try statement.step() {
+        removed += 1
+        totalBytes -= statement.int64(0)
+      }
+      entryCount -= Int64(removed)
+      return removed
+    case .prefix(let prefix):
+      let range = PathPrefixRange(prefix)
+      let statement: SQLiteStatement
+      if let upper = range.upper {
+        statement = try db.cachedStatement("DELETE FROM cache_entries WHERE path >= ?1 AND path < ?2 RETURNING bytes")
+        try statement.bind(textBytes: range.lower, at: 1)
+        try statement.bind(textBytes: upper, at: 2)
+      } else {
+        statement = try db.cachedStatement("DELETE FROM cache_entries WHERE path >= ?1 RETURNING bytes")
+        try statement.bind(textBytes: range.lower, at: 1)
+      }
+      var removed = 0
+      while try statement.step() {
+        removed += 1
+        totalBytes -= statement.int64(0)
+      }
+      entryCount -= Int64(removed)
+      return removed
+    }
+  }
+
+  /// Deletes least recently used entries until the total fits `max_bytes`. Entries written
+  /// in this batch carry the newest access time, so they go last.
+  private func evictIfNeeded(counts: inout BatchCounts) throws(StoreError) {
+    guard totalBytes > settings.maxBytes else { return }
+    let oldest = try db.cachedStatement(
+      "SELECT id, bytes FROM cache_entries ORDER BY last_access, rowid LIMIT 64")
+    let delete = try db.cachedStatement("DELETE FROM cache_entries WHERE id = ?")
+    while totalBytes > settings.maxBytes {
+      oldest.reset()
+      var victims: [(String, Int64)] = []
+      while try oldest.step() { victims.append((oldest.string(0), oldest.int64(1))) }
+      oldest.reset()
+      if victims.isEmpty {
+        // The in-memory total drifted from the table; trust the table.
+        try reloadTotals()
+        return
+      }
+      for (id, bytes) in victims where totalBytes > settings.maxBytes {
+        delete.reset()
+        try delete.bind(id, at: 1)
+        try delete.run()
+        totalBytes -= bytes
+        entryCount -= 1
+        counts.evictions += 1
+      }
+    }
+  }
+}
+
+/// The byte range of paths starting with a prefix: `lower <= path < upper`. Paths compare
+/// byte-wise (BINARY collation), so the upper bound is the prefix with its last byte
+/// incremented (after dropping trailing 0xFF bytes, which UTF-8 never contains anyway);
+/// this keeps prefix queries on the `(path, id)` index instead of a LIKE scan.
+struct PathPrefixRange {
+  var lower: [UInt8]
+  var upper: [UInt8]?
+
+  init(_ prefix: String) {
+    lower = Array(prefix.utf8)
+    var bound = lower
+    while let last = bound.last, last == 0xFF { bound.removeLast() }
+    if bound.isEmpty {
+      upper = nil
+    } else {
+      bound[bound.count - 1] += 1
+      upper = bound
+    }
+  }
+}
+
+/// Starts a detached-joinable POSIX thread running `body`. A pthread rather than Foundation's
+/// Thread keeps Foundation out of the module.
+func startThread(_ body: @escaping @Sendable () -> Void) throws(StoreError) -> pthread_t {
+  final class Box {
+    let body: @Sendable () -> Void
+    init(_ body: @escaping @Sendable () -> Void) { self.body = body }
+  }
+  let box = Unmanaged.passRetained(Box(body)).toOpaque()
+  var thread = pthread_t()
+  let code = pthread_create(
+    &thread, nil,
+    { raw in
+      let box = Unmanaged<Box>.fromOpaque(raw!).takeRetainedValue()
+      box.body()
+      return nil
+    }, box)
+  guard code == 0 else {
+    Unmanaged<Box>.fromOpaque(box).release()
+    throw StoreError(kind: .cannotOpen, message: "could not start the store writer thread: error \(code)")
+  }
+  return thread
+}

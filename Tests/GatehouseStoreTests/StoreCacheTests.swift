@@ -1,0 +1,203 @@
+import Foundation
+import Testing
+
+@testable import GatehouseStore
+
+@Suite struct StoreCacheTests {
+  @Test func rememberedAnswersReadBack() throws {
+    let directory = try TemporaryDirectory()
+    let clock = ManualClock()
+    let store = try makeStore(directory, clock: clock)
+    defer { store.close() }
+    let reader = try store.makeReader()
+    let k = key("/users/1", query: "b=2&a=1")
+    #expect(reader.lookup(k) == nil)
+    let headers: StoredHeaders = [("Content-Type", "application/json"), ("X-Odd", "a:b\r\nc"), ("Empty", "")]
+    #expect(store.remember(key: k, status: 203, headers: headers, body: Array("{\"id\":1}".utf8)))
+    store.flush()
+    let found = try #require(reader.lookup(id: k.id))
+    #expect(found.status == 203)
+    #expect(found.headers.map(\.name) == headers.map(\.name))
+    #expect(found.headers.map(\.value) == headers.map(\.value))
+    #expect(found.body == Array("{\"id\":1}".utf8))
+    #expect(found.storedAtMs == clock.millis)
+    #expect(reader.lookup(id: "not-an-id") == nil)
+    let stats = store.stats()
+    #expect(stats.entries == 1 && stats.writes == 1 && stats.readErrors == 0)
+    #expect(stats.bytes == Int64(HeaderBlock.encode(headers).count + 8))
+  }
+
+  @Test func unchangedBodyOnlyRefreshesStoredAt() throws {
+    let directory = try TemporaryDirectory()
+    let clock = ManualClock()
+    let store = try makeStore(directory, clock: clock)
+    defer { store.close() }
+    let reader = try store.makeReader()
+    let k = key("/same")
+    store.remember(key: k, status: 200, headers: [("Date", "one")], body: [1, 2, 3])
+    store.flush()
+    clock.advance(5000)
+    store.remember(key: k, status: 200, headers: [("Date", "two")], body: [1, 2, 3])
+    store.flush()
+    var found = try #require(reader.lookup(k))
+    #expect(found.storedAtMs == clock.millis)
+    #expect(found.headers.first?.value == "one")  // row not rewritten
+    #expect(store.stats().writes == 1 && store.stats().unchangedWrites == 1)
+
+    store.remember(key: k, status: 200, headers: [("Date", "three")], body: [1, 2, 4])
+    store.flush()
+    found = try #require(reader.lookup(k))
+    #expect(found.body == [1, 2, 4] && found.headers.first?.value == "three")
+    #expect(store.stats().writes == 2 && store.stats().entries == 1)
+  }
+
+  @Test func evictionKeepsBytesUnderTheLimitLeastRecentlyUsedFirst() throws {
+    let directory = try TemporaryDirectory()
+    let clock = ManualClock()
+    // Each entry is 1000 body bytes and no headers: 5 fit in 5000.
+    let store = try makeStore(directory, maxBytes: 5000, clock: clock) { $0.touchBatchSize = 1000 }
+    defer { store.close() }
+    let reader = try store.makeReader()
+    for index in 0..<5 {
+      clock.advance(10)
+      store.remember(key: key("/lru/\(index)"), status: 200, headers: [], body: [UInt8](repeating: 1, count: 1000))
+    }
+    store.flush()
+    #expect(store.stats().entries == 5 && store.stats().evictions == 0)
+
+    // Read entry 0 so it becomes the most recently used; the access reaches the writer.
+    clock.advance(10)
+    #expect(reader.lookup(key("/lru/0")) != nil)
+    reader.flushTouches()
+    clock.advance(10)
+    store.remember(key: key("/lru/5"), status: 200, headers: [], body: [UInt8](repeating: 1, count: 1000))
+    store.remember(key: key("/lru/6"), status: 200, headers: [], body: [UInt8](repeating: 1, count: 1000))
+    store.flush()
+
+    let stats = store.stats()
+    #expect(stats.bytes <= 5000 && stats.entries == 5 && stats.evictions == 2)
+    #expect(reader.lookup(key("/lru/0")) != nil)
+    #expect(reader.lookup(key("/lru/1")) == nil)
+    #expect(reader.lookup(key("/lru/2")) == nil)
+    #expect(reader.lookup(key("/lru/3")) != nil)
+    #expect(reader.lookup(key("/lru/6")) != nil)
+
+    // An entry larger than the whole store is never written and evicts nothing.
+    store.remember(key: key("/huge"), status: 200, headers: [], body: [UInt8](repeating: 1, count: 6000))
+    store.flush()
+    #expect(store.stats().oversizeSkipped == 1 && store.stats().entries == 5)
+  }
+
+  @Test func totalsSurviveReopen() throws {
+    let directory = try TemporaryDirectory()
+    var store = try makeStore(directory)
+    for index in 0..<10 {
+      store.remember(
+        key: key("/r/\(index)"), status: 200, headers: [("A", "b")], body: [UInt8](repeating: 0, count: index))
+    }
+    store.close()
+    let before = store.stats()
+    store = try makeStore(directory)
+    defer { store.close() }
+    #expect(store.stats().entries == 10 && store.stats().bytes == before.bytes)
+  }
+
+  @Test func fullQueueDropsAndCountsWithoutBlocking() throws {
+    let directory = try TemporaryDirectory()
+    let path = directory.file("store.sqlite")
+    let store = try makeStore(directory) { $0.queueCapacity = 8 }
+    defer { store.close() }
+    // Hold the write lock from another connection so the writer is stuck in BEGIN IMMEDIATE.
+    let blocker = try SQLiteConnection(path: path, mode: .readWriteCreate)
+    try blocker.execute("BEGIN IMMEDIATE")
+    #expect(store.remember(key: key("/q/first"), status: 200, headers: [], body: [1]))
+    var waited = 0
+    while store.stats().queueDepth > 0 && waited < 500 {
+      usleep(2000)
+      waited += 1
+    }
+    let start = ContinuousClock.now
+    var accepted = 0
+    for index in 0..<100 where store.remember(key: key("/q/\(index)"), status: 200, headers: [], body: [1]) {
+      accepted += 1
+    }
+    #expect(ContinuousClock.now - start < .milliseconds(500))
+    #expect(accepted == 8)
+    #expect(store.stats().droppedWrites == 92)
+    try blocker.execute("COMMIT")
+    store.flush()
+    #expect(store.stats().entries == 9)
+  }
+
+  @Test func damagedRowIsAMissAndAReadError() throws {
+    let directory = try TemporaryDirectory()
+    let store = try makeStore(directory)
+    defer { store.close() }
+    let k = key("/broken")
+    store.remember(key: k, status: 200, headers: [("A", "b")], body: [1])
+    store.flush()
+    let db = try SQLiteConnection(path: directory.file("store.sqlite"), mode: .readWriteCreate)
+    try db.execute("UPDATE cache_entries SET headers = x'000000FF41'")
+    let reader = try store.makeReader()
+    #expect(reader.lookup(k) == nil)
+    #expect(store.stats().readErrors == 1)
+  }
+
+  @Test func readersOnManyThreadsWhileWriting() async throws {
+    let directory = try TemporaryDirectory()
+    let store = try makeStore(directory)
+    defer { store.close() }
+    for index in 0..<50 {
+      store.remember(key: key("/c/\(index)"), status: 200, headers: [], body: Array("v\(index)".utf8))
+    }
+    store.flush()
+    try await withThrowingTaskGroup(of: Int.self) { group in
+      for _ in 0..<4 {
+        group.addTask {
+          let reader = try store.makeReader()
+          var hits = 0
+          for round in 0..<200 {
+            if let found = reader.lookup(key("/c/\(round % 50)")), found.body == Array("v\(round % 50)".utf8) {
+              hits += 1
+            }
+          }
+          return hits
+        }
+      }
+      group.addTask {
+        for index in 50..<400 {
+          store.remember(key: key("/c/\(index)"), status: 200, headers: [], body: [UInt8](repeating: 3, count: 500))
+        }
+        store.flush()
+        return 0
+      }
+      var hits = 0
+      for try await count in group { hits += count }
+      #expect(hits == 800)
+    }
+    #expect(store.stats().readErrors == 0 && store.stats().entries == 400)
+  }
+}
+
+@Suite struct WriterQueueTests {
+  private func write(_ bytes: Int) -> WriterItem {
+    .cache(PendingCacheWrite(key: key("/w"), status: 200, headers: [], body: [UInt8](repeating: 0, count: bytes)))
+  }
+
+  @Test func boundedByCountAndBytesButNeverForControlItems() {
+    let queue = WriterQueue(capacity: 3, maxPendingBytes: 1000)
+    #expect(queue.enqueue(write(10)) == .accepted)
+    #expect(queue.enqueue(.touches(["a": 1])) == .accepted)
+    #expect(queue.enqueue(write(10)) == .accepted)
+    #expect(queue.enqueue(write(10)) == .full)
+    #expect(queue.enqueue(.barrier(WriterReply<Void>())) == .accepted)
+    #expect(queue.take(limit: 2)?.count == 2)
+    #expect(queue.enqueue(write(2000)) == .full)  // over the byte bound with others waiting
+    #expect(queue.take(limit: 10)?.count == 2)
+    #expect(queue.take(limit: 10) == nil)
+    #expect(queue.enqueue(write(2000)) == .accepted)  // alone, a large write still passes
+    #expect(queue.enqueue(.stop) == .accepted)
+    #expect(queue.enqueue(write(1)) == .closed)
+    #expect(queue.depth == 2)
+  }
+}
