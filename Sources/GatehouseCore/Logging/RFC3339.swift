@@ -11,6 +11,12 @@ public enum RFC3339 {
     return (Int64(ts.tv_sec), Int(ts.tv_nsec / 1_000_000))
   }
 
+  /// Wall-clock milliseconds since the Unix epoch (the store's time unit).
+  public static func nowMilliseconds() -> Int64 {
+    let now = now()
+    return now.seconds * 1000 + Int64(now.milliseconds)
+  }
+
   /// Appends the timestamp, with milliseconds when `milliseconds` is given.
   public static func append(seconds: Int64, milliseconds: Int? = nil, to out: inout [UInt8]) {
     let days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400

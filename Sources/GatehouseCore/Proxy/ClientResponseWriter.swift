@@ -6,7 +6,7 @@ import GatehouseHTTP
 public enum ClientResponseWriter {
   public static func write(
     head: HTTPResponseHead, requestID: [UInt8], framing: HTTPBodyFraming, headContentLength: Int64?,
-    closeConnection: Bool, into out: inout [UInt8]
+    closeConnection: Bool, extraLines: [UInt8] = [], into out: inout [UInt8]
   ) {
     append("HTTP/1.1 ", &out)
     HTTPSerializer.appendDecimal(Int64(head.status), to: &out)
@@ -30,6 +30,7 @@ public enum ClientResponseWriter {
     append("X-Request-Id: ", &out)
     out.append(contentsOf: requestID)
     append("\r\n", &out)
+    out.append(contentsOf: extraLines)
     writeFraming(framing, headContentLength: headContentLength, into: &out)
     if closeConnection { append("Connection: close\r\n", &out) }
     append("\r\n", &out)
@@ -44,7 +45,7 @@ public enum ClientResponseWriter {
   /// `Content-Type: application/json`, and gzip when the body was compressed for the client.
   public static func writeEnveloped(
     status: Int, upstream: HTTPResponseHead, requestID: [UInt8], framing: HTTPBodyFraming, gzip: Bool,
-    closeConnection: Bool, into out: inout [UInt8]
+    closeConnection: Bool, extraLines: [UInt8] = [], into out: inout [UInt8]
   ) {
     append("HTTP/1.1 ", &out)
     HTTPSerializer.appendDecimal(Int64(status), to: &out)
@@ -68,6 +69,7 @@ public enum ClientResponseWriter {
     append("Content-Type: application/json\r\nX-Request-Id: ", &out)
     out.append(contentsOf: requestID)
     append("\r\n", &out)
+    out.append(contentsOf: extraLines)
     if gzip { append("Content-Encoding: gzip\r\nVary: Accept-Encoding\r\n", &out) }
     writeFraming(framing, headContentLength: nil, into: &out)
     if closeConnection { append("Connection: close\r\n", &out) }

@@ -2,6 +2,7 @@ import GatehouseCompression
 import GatehouseHTTP
 import GatehouseJSON
 import GatehouseNet
+import GatehouseStore
 
 /// One client connection. Requests are parsed as bytes arrive and run one at a time as an
 /// `Exchange`; pipelined requests wait (their bytes held, reading paused) until the answer
@@ -9,7 +10,7 @@ import GatehouseNet
 ///
 /// The proxy flow reads top to bottom: `startExchange` → `sendUpstream` → request body →
 /// `upstreamDidRead` (`beginResponse`, body, `completeResponse`) → `finishExchange`.
-final class ClientSession: ConnectionDelegate {
+final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
   unowned let context: LoopContext
   var connection: BufferedConnection?
   private var parser: HTTPRequestParser
@@ -175,6 +176,9 @@ final class ClientSession: ConnectionDelegate {
     }
     exchange?.upstreamTarget = snapshot.routeTable.upstreamPath(
       for: match, requestPath: head.path, query: head.query)
+    if let cache = plan.cache, let exchange {
+      if answerFromStoreBeforeUpstream(exchange, plan: plan, cache: cache) { return }
+    }
     sendUpstream(fresh: false)
   }
 
@@ -302,10 +306,11 @@ final class ClientSession: ConnectionDelegate {
       switch event {
       case .head(let head):
         if head.isInformational { continue }
-        beginResponse(head)
+        guard beginResponse(head) else { return }
       case .body(let range):
         appendResponseBody(
           UnsafeRawBufferPointer(rebasing: bytes[(start + range.lowerBound)..<(start + range.upperBound)]))
+        guard self.exchange?.upstream === upstream else { return }
       case .end:
         // Bytes after a complete answer were never asked for: the connection is spoiled.
         completeResponse(upstreamReusable: offset == bytes.count)
@@ -336,10 +341,28 @@ final class ClientSession: ConnectionDelegate {
     }
   }
 
-  private func beginResponse(_ head: HTTPResponseHead) {
-    guard let exchange else { return }
+  /// Returns false when the exchange no longer reads this upstream answer.
+  @discardableResult
+  private func beginResponse(_ head: HTTPResponseHead) -> Bool {
+    guard let exchange else { return false }
     self.exchange?.upstreamStatus = head.status
     self.exchange?.upstreamKeepAlive = head.keepAlive
+    if head.status >= 500, let stale = staleAnswer(for: exchange) {
+      // A failing backend's error page is worse than yesterday's answer.
+      if let pool = exchange.pool { context.metrics.recordUpstream(pool.plan.name, outcome: "error_status") }
+      if let upstream = exchange.upstream {
+        exchange.upstream = nil
+        exchange.pool?.discard(upstream)
+      }
+      serveStored(stale, result: .stale)
+      return false
+    }
+    if exchange.cacheKey != nil && !exchange.responseParser.requestWasHEAD
+      && CacheStorability.isStorable(status: head.status, headers: head.headers)
+    {
+      exchange.teeBody = []
+      exchange.storableHead = head
+    }
     if let policy = exchange.envelope {
       let plan = EnvelopeRenderer.plan(
         status: head.status, contentType: Self.field(head.headers, "content-type"),
@@ -349,10 +372,11 @@ final class ClientSession: ConnectionDelegate {
       switch plan {
       case .buffer:
         self.exchange?.bufferedHead = head
-        return
+        return true
       case .streamWrapped:
+        exchange.teeBody = nil
         beginWrappedStream(head, policy: policy)
-        return
+        return true
       case .passThrough:
         break
       }
@@ -386,8 +410,9 @@ final class ClientSession: ConnectionDelegate {
     let before = context.output.count
     ClientResponseWriter.write(
       head: head, requestID: exchange.requestID, framing: framing, headContentLength: headLength,
-      closeConnection: close, into: &context.output)
+      closeConnection: close, extraLines: Self.cacheLines(exchange.cacheResult), into: &context.output)
     self.exchange?.bytesSent += Int64(context.output.count - before)
+    return true
   }
 
   /// Small pieces are gathered so head and body usually leave in one write; big ones go
@@ -407,6 +432,13 @@ final class ClientSession: ConnectionDelegate {
         return
       }
     case .passThrough:
+      if exchange.teeBody != nil {
+        if exchange.teeBody!.count + bytes.count <= Self.maxStoredBody {
+          exchange.teeBody!.append(contentsOf: bytes)
+        } else {
+          exchange.teeBody = nil
+        }
+      }
       if exchange.suppressBody { return }
     }
     self.exchange?.bytesSent += Int64(bytes.count)
@@ -425,6 +457,7 @@ final class ClientSession: ConnectionDelegate {
   private func completeResponse(upstreamReusable: Bool) {
     guard let exchange else { return }
     if let pool = exchange.pool { context.metrics.recordUpstream(pool.plan.name, outcome: "response") }
+    rememberAnswer(exchange)
     switch exchange.bodyPlan {
     case .buffer:
       writeBufferedAnswer(exchange)
@@ -497,6 +530,10 @@ final class ClientSession: ConnectionDelegate {
       sendUpstream(fresh: true)
       return
     }
+    if let stale = staleAnswer(for: exchange) {
+      serveStored(stale, result: .stale)
+      return
+    }
     if let routeIndex = exchange.routeIndex {
       let plan = exchange.snapshot.routePlans[routeIndex]
       if plan.stubMode == .fallback {
@@ -510,6 +547,7 @@ final class ClientSession: ConnectionDelegate {
   private func finishExchange() {
     guard let exchange else { return }
     let elapsed = EventLoop.monotonicNanoseconds() &- exchange.startedAt
+    if let result = exchange.cacheResult { context.metrics.cacheResults[result.metricLabel, default: 0] &+= 1 }
     context.recordRequest(
       snapshot: exchange.snapshot, routeIndex: exchange.routeIndex, status: exchange.status, nanoseconds: elapsed)
     if context.snapshot.accessLogEnabled {
@@ -517,7 +555,7 @@ final class ClientSession: ConnectionDelegate {
         AccessRecord(
           requestID: exchange.requestID, method: exchange.head.method, path: exchange.head.path,
           route: exchange.routeIndex.map { exchange.snapshot.routePlans[$0].name }, status: exchange.status,
-          upstreamStatus: exchange.upstreamStatus, cache: nil,
+          upstreamStatus: exchange.upstreamStatus, cache: exchange.cacheResult?.rawValue,
           durationNanoseconds: elapsed, bytes: exchange.bytesSent))
     }
     self.exchange = nil
@@ -541,6 +579,146 @@ final class ClientSession: ConnectionDelegate {
     if held.isEmpty && exchange?.requestComplete != true {
       setClientReadingPaused(false, reason: .pipelining)
     }
+  }
+
+  // MARK: The store
+
+  /// Bodies above this size are not kept for the store.
+  static let maxStoredBody = 8 << 20
+
+  /// Looks the request up when the route can answer from the store without the upstream
+  /// (`fresh_s`, `stale_while_revalidate_s`). Returns true when it answered.
+  private func answerFromStoreBeforeUpstream(_ exchange: Exchange, plan: RoutePlan, cache: CachePolicy) -> Bool {
+    guard let store = context.store, let upstreamName = plan.upstreamName else { return false }
+    guard exchange.head.method == .get || exchange.head.method == .head else {
+      exchange.cacheResult = .bypass
+      return false
+    }
+    let key = Self.cacheKey(exchange, upstream: upstreamName, vary: cache.vary)
+    exchange.cacheKey = key
+    exchange.cacheResult = .miss
+    guard cache.answersWithoutUpstream else { return false }
+    let now = RFC3339.nowMilliseconds()
+    guard let stored = store.lookup(id: key.id, nowMs: now) else { return false }
+    switch cache.beforeUpstream(ageMs: now - stored.storedAtMs) {
+    case .fresh:
+      serveStored(stored, result: .hit)
+      return true
+    case .staleWhileRevalidate:
+      serveStored(stored, result: .stale)
+      if let routeIndex = exchange.routeIndex {
+        context.revalidate(
+          key: key, request: exchange.head, target: exchange.upstreamTarget, snapshot: exchange.snapshot,
+          routeIndex: routeIndex, clientAddress: clientAddress)
+      }
+      return true
+    case .none:
+      return false
+    }
+  }
+
+  /// A stored answer young enough for `stale_if_error_s`, when the upstream failed.
+  private func staleAnswer(for exchange: Exchange) -> CachedResponse? {
+    guard let key = exchange.cacheKey, let routeIndex = exchange.routeIndex,
+      let cache = exchange.snapshot.routePlans[routeIndex].cache, cache.staleIfErrorMs > 0,
+      let store = context.store
+    else { return nil }
+    let now = RFC3339.nowMilliseconds()
+    guard let stored = store.lookup(id: key.id, nowMs: now), cache.allowsStaleIfError(ageMs: now - stored.storedAtMs)
+    else { return nil }
+    return stored
+  }
+
+  /// Hands a complete, storable upstream answer to the store (raw: the envelope is applied
+  /// when it is served, so envelope settings can change).
+  private func rememberAnswer(_ exchange: Exchange) {
+    guard let key = exchange.cacheKey, let store = context.store, let status = exchange.upstreamStatus else { return }
+    let body: [UInt8]
+    let headers: HTTPHeaders
+    switch exchange.bodyPlan {
+    case .buffer:
+      guard let head = exchange.bufferedHead, !exchange.bufferedTruncated,
+        !exchange.responseParser.requestWasHEAD, CacheStorability.isStorable(status: status, headers: head.headers)
+      else { return }
+      body = exchange.bufferedBody
+      headers = head.headers
+    case .passThrough:
+      guard let tee = exchange.teeBody, let head = exchange.storableHead else { return }
+      body = tee
+      headers = head.headers
+    case .streamWrapped:
+      return
+    }
+    store.remember(key: key, status: status, headers: headers, body: body, nowMs: RFC3339.nowMilliseconds())
+  }
+
+  /// Answers from the store: the stored upstream answer, through the route's envelope.
+  private func serveStored(_ stored: CachedResponse, result: CacheResult) {
+    guard let exchange else { return }
+    exchange.cacheResult = result
+    let head = HTTPResponseHead(
+      status: stored.status, headers: HTTPHeaders(stored.headers.map { ($0.name, $0.value) }),
+      bodyFraming: .contentLength(Int64(stored.body.count)))
+    var extra = Self.cacheLines(result)
+    if result == .stale {
+      let age = max(0, (RFC3339.nowMilliseconds() - stored.storedAtMs) / 1000)
+      extra.append(contentsOf: "Age: \(age)\r\nWarning: 110 - \"Response is Stale\"\r\n".utf8)
+    }
+    let headOnly = exchange.head.method == .head
+    let close = closeAfterResponse || !exchange.head.keepAlive || context.draining
+    exchange.closeClient = close
+    exchange.responseStarted = true
+    context.output.removeAll(keepingCapacity: true)
+    var outcome = EnvelopeOutcome.passThrough
+    if let policy = exchange.envelope {
+      outcome = EnvelopeRenderer.render(
+        status: stored.status, reason: HTTPStatusPhrase.reason(for: stored.status),
+        contentType: Self.field(head.headers, "content-type"),
+        contentEncoding: Self.field(head.headers, "content-encoding"),
+        body: stored.body, truncated: false, policy: policy)
+    }
+    switch outcome {
+    case .json(let status, var body):
+      exchange.status = status
+      var gzip = false
+      if exchange.acceptsGzip && body.count > 1024, let compressed = context.compress(body) {
+        body = compressed
+        gzip = true
+      }
+      ClientResponseWriter.writeEnveloped(
+        status: status, upstream: head, requestID: exchange.requestID, framing: .contentLength(Int64(body.count)),
+        gzip: gzip, closeConnection: close, extraLines: extra, into: &context.output)
+      if !headOnly { context.output.append(contentsOf: body) }
+    case .passThrough:
+      exchange.status = stored.status
+      ClientResponseWriter.write(
+        head: head, requestID: exchange.requestID, framing: headOnly ? .none : .contentLength(Int64(stored.body.count)),
+        headContentLength: headOnly ? Int64(stored.body.count) : nil, closeConnection: close, extraLines: extra,
+        into: &context.output)
+      if !headOnly { context.output.append(contentsOf: stored.body) }
+    }
+    exchange.bytesSent = Int64(context.output.count)
+    exchange.responseComplete = true
+    flushOutput()
+    if exchange.requestComplete { finishExchange() }
+  }
+
+  static func cacheKey(_ exchange: Exchange, upstream: String, vary: [String]) -> CacheKey {
+    let target = exchange.upstreamTarget
+    let questionMark = target.firstIndex(of: 0x3F)
+    let path = String(decoding: target[..<(questionMark ?? target.endIndex)], as: UTF8.self)
+    let query = questionMark.map { String(decoding: target[($0 + 1)...], as: UTF8.self) } ?? ""
+    var varyPairs: [(name: String, value: String)] = []
+    for name in vary {
+      for value in exchange.head.headers.values(for: name) { varyPairs.append((name, value)) }
+    }
+    // HEAD is answered from GET entries: the same resource, without the body.
+    return CacheKey(method: "GET", upstream: upstream, path: path, query: query, vary: varyPairs)
+  }
+
+  static func cacheLines(_ result: CacheResult?) -> [UInt8] {
+    guard let result else { return [] }
+    return Array("X-Gatehouse-Cache: \(result.rawValue)\r\n".utf8)
   }
 
   // MARK: The envelope
@@ -626,7 +804,7 @@ final class ClientSession: ConnectionDelegate {
       }
       ClientResponseWriter.writeEnveloped(
         status: status, upstream: head, requestID: exchange.requestID, framing: .contentLength(Int64(body.count)),
-        gzip: gzip, closeConnection: close, into: &context.output)
+        gzip: gzip, closeConnection: close, extraLines: Self.cacheLines(exchange.cacheResult), into: &context.output)
       if !headOnly { context.output.append(contentsOf: body) }
     case .passThrough:
       exchange.status = head.status
@@ -635,7 +813,7 @@ final class ClientSession: ConnectionDelegate {
         head: head, requestID: exchange.requestID,
         framing: allowsBody && !headOnly ? .contentLength(Int64(exchange.bufferedBody.count)) : .none,
         headContentLength: headOnly && allowsBody ? Int64(exchange.bufferedBody.count) : nil, closeConnection: close,
-        into: &context.output)
+        extraLines: Self.cacheLines(exchange.cacheResult), into: &context.output)
       if !headOnly && allowsBody { context.output.append(contentsOf: exchange.bufferedBody) }
     }
     exchange.bytesSent += Int64(context.output.count - before)
@@ -657,6 +835,10 @@ final class ClientSession: ConnectionDelegate {
     guard !context.output.isEmpty else { return }
     context.output.withUnsafeBytes { _ = connection?.write($0) }
     context.output.removeAll(keepingCapacity: true)
+  }
+
+  func upstreamWantsClientPaused(_ paused: Bool) {
+    setClientReadingPaused(paused, reason: .upstreamBackpressure)
   }
 
   func setClientReadingPaused(_ paused: Bool, reason: PauseReason) {
@@ -808,6 +990,12 @@ final class Exchange {
   /// answer): its body is read but never sent to the client.
   var suppressBody = false
   var acceptsGzip = false
+  /// The store key, for GET/HEAD requests on routes with a `cache` block.
+  var cacheKey: CacheKey?
+  var cacheResult: CacheResult?
+  /// A pass-through body kept (up to a limit) so it can be stored, with its head.
+  var teeBody: [UInt8]?
+  var storableHead: HTTPResponseHead?
 
   init(head: HTTPRequestHead, requestID: [UInt8], snapshot: GatewaySnapshot, routeIndex: Int?, startedAt: UInt64) {
     self.head = head

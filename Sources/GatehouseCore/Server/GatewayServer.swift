@@ -1,5 +1,6 @@
 import GatehouseHTTP
 import GatehouseNet
+import GatehouseStore
 import Synchronization
 
 #if canImport(Glibc)
@@ -41,7 +42,8 @@ public final class GatewayServer: @unchecked Sendable {
     self.configPath = configPath
     let snapshot = try GatewaySnapshot(config: config)
     state = Mutex(State(snapshot: snapshot, loadedAt: RFC3339.now().seconds))
-    let shared = GatewayShared(logger: logger, maxConnections: config.limits.maxConnections)
+    let shared = GatewayShared(
+      logger: logger, maxConnections: config.limits.maxConnections, store: Self.openStore(config.store, logger: logger))
     self.shared = shared
     control = try EventLoop()
     group = try EventLoopGroup(loopCount: config.workers)
@@ -122,8 +124,30 @@ public final class GatewayServer: @unchecked Sendable {
     control.run()
     signals.close()
     group.shutdown()
+    shared.store?.close()
     shared.logger.info("stopped")
     return 0
+  }
+
+  /// Opens (or creates) the store. A damaged file has been moved aside by the store itself;
+  /// a store that cannot be opened at all is logged and the gateway serves without one.
+  static func openStore(_ config: StoreConfig, logger: Logger) -> Store? {
+    // Like `mkdir -p` for the store's directory; failures surface when the store opens.
+    var prefix = config.path.hasPrefix("/") ? "/" : ""
+    for component in config.path.split(separator: "/").dropLast() {
+      prefix += component + "/"
+      _ = mkdir(prefix, 0o700)
+    }
+    do {
+      let store = try Store.open(
+        Store.Configuration(path: config.path, maxBytes: Int64(config.maxBytes), secretKey: config.secretKey?.value))
+      for warning in store.warnings { logger.warn("store", ["detail": .string(warning)]) }
+      return store
+    } catch {
+      logger.error(
+        "cannot open the store; serving without it", ["path": .string(config.path), "error": .string("\(error)")])
+      return nil
+    }
   }
 
   var currentSnapshot: GatewaySnapshot { state.withLock { $0.snapshot } }

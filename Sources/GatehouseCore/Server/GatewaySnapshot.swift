@@ -67,6 +67,9 @@ struct RoutePlan: Sendable {
   let envelopeEnabled: Bool
   /// Compiled envelope settings; nil when the route passes bodies through as they are.
   let envelope: EnvelopePolicy?
+  /// Compiled cache settings; nil for routes without a `cache` block.
+  let cache: CachePolicy?
+  let upstreamName: String?
   /// The token field line (`Authorization: Bearer …\r\n`) for routes with a static token;
   /// nil for routes without one. A token that cannot be sent makes the route answer 401.
   let tokenLine: TokenLine
@@ -87,6 +90,8 @@ struct RoutePlan: Sendable {
     stub = StubAnswer(route.stub, envelope: route.envelope)
     envelopeEnabled = route.envelope.enabled
     envelope = route.envelope.enabled ? EnvelopePolicy(route.envelope) : nil
+    cache = route.cache.map(CachePolicy.init)
+    upstreamName = route.upstream
     tokenLine = Self.renderTokenLine(route: route, token: token)
   }
 

@@ -1,6 +1,7 @@
 import GatehouseCompression
 import GatehouseHTTP
 import GatehouseNet
+import GatehouseStore
 
 /// The state one event loop owns: the current snapshot, its upstream pools, its client
 /// sessions, output and access-log buffers, and the timer that sweeps deadlines.
@@ -21,6 +22,10 @@ final class LoopContext: @unchecked Sendable {
   var scratch: [UInt8] = []
   private(set) var sessions: [ObjectIdentifier: ClientSession] = [:]
   let metrics = LoopMetrics()
+  /// This loop's view of the store, when there is one.
+  let store: LoopStore?
+  /// Background refreshes in flight, by cache id: one per key.
+  private var refreshes: [String: BackgroundRefresh] = [:]
   /// Made on first use: a deflate state costs about 256 KB.
   private var gzipEncoder: GzipEncoder?
   private(set) var draining = false
@@ -31,6 +36,7 @@ final class LoopContext: @unchecked Sendable {
     self.loop = loop
     self.shared = shared
     self.snapshot = snapshot
+    store = shared.store.map(LoopStore.init)
     output.reserveCapacity(64 * 1024)
     scratch.reserveCapacity(4096)
     pools = snapshot.upstreamPlans.map { UpstreamPool(context: self, plan: $0) }
@@ -61,6 +67,22 @@ final class LoopContext: @unchecked Sendable {
       counters = metrics.unrouted
     }
     counters.record(status: status, nanoseconds: nanoseconds)
+  }
+
+  /// Starts a background refresh of `key` unless one is already running on this loop.
+  func revalidate(
+    key: CacheKey, request: HTTPRequestHead, target: [UInt8], snapshot: GatewaySnapshot, routeIndex: Int,
+    clientAddress: [UInt8]
+  ) {
+    guard refreshes[key.id] == nil, !draining else { return }
+    let refresh = BackgroundRefresh(context: self, key: key)
+    refreshes[key.id] = refresh
+    refresh.start(
+      request: request, target: target, snapshot: snapshot, routeIndex: routeIndex, clientAddress: clientAddress)
+  }
+
+  func refreshFinished(_ refresh: BackgroundRefresh) {
+    if refreshes[refresh.key.id] === refresh { refreshes[refresh.key.id] = nil }
   }
 
   /// gzip of an enveloped body for a client that accepts it; nil if compression fails.
@@ -145,6 +167,7 @@ final class LoopContext: @unchecked Sendable {
   }
 
   private func sweep() {
+    store?.flushTouches()
     let now = EventLoop.monotonicNanoseconds()
     for session in Array(sessions.values) where session.deadline != 0 && session.deadline <= now {
       session.deadlinePassed()

@@ -20,7 +20,7 @@ final class UpstreamPool {
   /// A connection for `owner`'s exchange: the warmest idle one, or a new one whose connect
   /// is under way (writes made before it completes are queued). `fresh` skips idle ones,
   /// for the retry after a reused connection failed.
-  func lease(for owner: ClientSession, fresh: Bool) throws(SystemError) -> UpstreamConnection {
+  func lease(for owner: any UpstreamExchangeOwner, fresh: Bool) throws(SystemError) -> UpstreamConnection {
     switch fresh ? state.leaseNew() : state.lease() {
     case .reuse(let id):
       let connection = idleConnections.removeValue(forKey: id)!
@@ -84,6 +84,16 @@ final class UpstreamPool {
   var openCount: Int { state.openCount }
 }
 
+/// Whoever is using a leased upstream connection: a client session's exchange or a
+/// background refresh. Every call comes from the connection's loop.
+protocol UpstreamExchangeOwner: AnyObject {
+  func upstreamDidRead(_ upstream: UpstreamConnection, _ bytes: UnsafeRawBufferPointer)
+  func upstreamDidReadEOF(_ upstream: UpstreamConnection)
+  func upstreamDidClose(_ upstream: UpstreamConnection, reason: ConnectionCloseReason)
+  /// The request body is arriving faster than the upstream takes it (or has caught up).
+  func upstreamWantsClientPaused(_ paused: Bool)
+}
+
 /// One connection to an upstream. While leased it belongs to a client session's exchange and
 /// passes it everything it reads; while idle, anything it reads ends it.
 final class UpstreamConnection: ConnectionDelegate {
@@ -91,8 +101,8 @@ final class UpstreamConnection: ConnectionDelegate {
   /// The cycle (idle list ↔ connection) ends when the connection closes.
   let pool: UpstreamPool
   var connection: BufferedConnection?
-  /// The session whose exchange uses this connection; nil while idle.
-  var owner: ClientSession?
+  /// The exchange using this connection; nil while idle.
+  var owner: (any UpstreamExchangeOwner)?
   /// Exchanges completed on this connection; above zero means a reused connection.
   var useCount = 0
 
@@ -120,11 +130,11 @@ final class UpstreamConnection: ConnectionDelegate {
   }
 
   func connectionWriteQueueDidRiseAboveHighWatermark(_ connection: BufferedConnection) {
-    owner?.setClientReadingPaused(true, reason: .upstreamBackpressure)
+    owner?.upstreamWantsClientPaused(true)
   }
 
   func connectionWriteQueueDidDrainBelowLowWatermark(_ connection: BufferedConnection) {
-    owner?.setClientReadingPaused(false, reason: .upstreamBackpressure)
+    owner?.upstreamWantsClientPaused(false)
   }
 
   func connection(_ connection: BufferedConnection, didCloseWith reason: ConnectionCloseReason) {

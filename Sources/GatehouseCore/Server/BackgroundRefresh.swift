@@ -1,0 +1,124 @@
+import GatehouseHTTP
+import GatehouseNet
+import GatehouseStore
+
+/// One `stale_while_revalidate` refresh: the client already has the stored answer; this
+/// asks the upstream again and stores what comes back. At most one runs per key per loop.
+final class BackgroundRefresh: UpstreamExchangeOwner {
+  unowned let context: LoopContext
+  let key: CacheKey
+  private var upstream: UpstreamConnection?
+  private var pool: UpstreamPool?
+  private var parser = HTTPResponseParser(limits: HTTPLimits(maxHeaderBytes: 65536))
+  private var head: HTTPResponseHead?
+  private var body: [UInt8] = []
+  private var tooBig = false
+  private var timer: TimerHandle?
+  private var finished = false
+
+  init(context: LoopContext, key: CacheKey) {
+    self.context = context
+    self.key = key
+  }
+
+  func start(
+    request: HTTPRequestHead, target: [UInt8], snapshot: GatewaySnapshot, routeIndex: Int, clientAddress: [UInt8]
+  ) {
+    let plan = snapshot.routePlans[routeIndex]
+    guard let upstreamIndex = plan.upstreamIndex, let pool = context.pool(upstreamIndex, of: snapshot) else {
+      finish()
+      return
+    }
+    self.pool = pool
+    do {
+      upstream = try pool.lease(for: self, fresh: false)
+    } catch {
+      finish()
+      return
+    }
+    var tokenLine: [UInt8]?
+    if case .line(let line) = plan.tokenLine { tokenLine = line }
+    var out: [UInt8] = []
+    UpstreamRequestWriter.write(
+      head: request, method: .get, target: target, hostHeader: pool.plan.hostHeader, plan: plan.headerPlan,
+      tokenLine: tokenLine, clientAddress: clientAddress, forwardedProto: "http", requestID: context.requestIDs.next(),
+      framing: .none, into: &out)
+    _ = upstream?.connection?.write(out)
+    timer = context.loop.scheduleTimer(after: pool.plan.responseTimeout) { [weak self] in self?.fail() }
+  }
+
+  func upstreamDidRead(_ upstream: UpstreamConnection, _ bytes: UnsafeRawBufferPointer) {
+    var offset = 0
+    while !finished {
+      let step: (event: HTTPResponseEvent?, consumed: Int)
+      do {
+        step = try parser.parse(UnsafeRawBufferPointer(rebasing: bytes[offset...]))
+      } catch {
+        fail()
+        return
+      }
+      let start = offset
+      offset += step.consumed
+      guard let event = step.event else { return }
+      switch event {
+      case .head(let responseHead):
+        if !responseHead.isInformational { head = responseHead }
+      case .body(let range):
+        if body.count + range.count > ClientSession.maxStoredBody {
+          tooBig = true
+        } else if !tooBig {
+          body.append(
+            contentsOf: UnsafeRawBufferPointer(rebasing: bytes[(start + range.lowerBound)..<(start + range.upperBound)])
+          )
+        }
+      case .end:
+        complete(reusable: offset == bytes.count && !parser.isClosed)
+        return
+      }
+    }
+  }
+
+  func upstreamDidReadEOF(_ upstream: UpstreamConnection) {
+    do {
+      if case .end? = try parser.finish() {
+        complete(reusable: false)
+        return
+      }
+    } catch {}
+    fail()
+  }
+
+  func upstreamDidClose(_ upstream: UpstreamConnection, reason: ConnectionCloseReason) {
+    fail()
+  }
+
+  func upstreamWantsClientPaused(_ paused: Bool) {}
+
+  private func complete(reusable: Bool) {
+    if let head, !tooBig, CacheStorability.isStorable(status: head.status, headers: head.headers) {
+      context.store?.remember(
+        key: key, status: head.status, headers: head.headers, body: body, nowMs: RFC3339.nowMilliseconds())
+    }
+    if let upstream, let pool {
+      self.upstream = nil
+      pool.release(upstream, reusable: reusable && head?.keepAlive == true)
+    }
+    finish()
+  }
+
+  private func fail() {
+    if let upstream, let pool {
+      self.upstream = nil
+      pool.discard(upstream)
+    }
+    finish()
+  }
+
+  private func finish() {
+    guard !finished else { return }
+    finished = true
+    if let timer { context.loop.cancelTimer(timer) }
+    timer = nil
+    context.refreshFinished(self)
+  }
+}

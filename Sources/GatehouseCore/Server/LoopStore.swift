@@ -1,0 +1,96 @@
+import GatehouseHTTP
+import GatehouseStore
+
+/// One loop's access to the store: its own read connection, a short-lived memory of
+/// answers it read (so an outage does not turn every request into a SQLite query), and a
+/// memory of what it last wrote per key (so an unchanged answer is not queued again).
+/// Confined to its loop.
+final class LoopStore {
+  let store: Store
+  private var reader: StoreReader?
+  private var readerFailed = false
+  private var recent: [String: RecentEntry] = [:]
+  private var written: [String: WrittenEntry] = [:]
+
+  /// An answer read (or written) here, trusted for `recentTTLMs` before it is read again,
+  /// which bounds how much older than the store it can be.
+  struct RecentEntry {
+    let response: CachedResponse
+    let readAtMs: Int64
+  }
+
+  struct WrittenEntry {
+    let bodyHash: Int
+    let status: Int
+    let atMs: Int64
+  }
+
+  static let recentTTLMs: Int64 = 1000
+  static let recentLimit = 1024
+  static let recentMaxBody = 256 * 1024
+  /// An unchanged body is re-queued at most this often; `stored_at` is at most this old.
+  static let rewriteIntervalMs: Int64 = 1000
+
+  init(store: Store) {
+    self.store = store
+  }
+
+  /// The stored answer for `id`, or nil (also on any read error: a miss, never a failure).
+  func lookup(id: String, nowMs: Int64) -> CachedResponse? {
+    if let entry = recent[id], nowMs - entry.readAtMs < Self.recentTTLMs { return entry.response }
+    if reader == nil && !readerFailed {
+      do {
+        reader = try store.makeReader()
+      } catch {
+        readerFailed = true
+      }
+    }
+    guard let response = reader?.lookup(id: id) else {
+      recent[id] = nil
+      return nil
+    }
+    remember(recent: response, id: id, nowMs: nowMs)
+    return response
+  }
+
+  /// Queues an answer for the store's writer unless the same body was queued just now.
+  func remember(key: CacheKey, status: Int, headers: HTTPHeaders, body: [UInt8], nowMs: Int64) {
+    var hasher = Hasher()
+    hasher.combine(body.count)
+    body.withUnsafeBytes { hasher.combine(bytes: $0) }
+    let bodyHash = hasher.finalize()
+    if let last = written[key.id], last.bodyHash == bodyHash, last.status == status,
+      nowMs - last.atMs < Self.rewriteIntervalMs
+    {
+      return
+    }
+    var stored: StoredHeaders = []
+    stored.reserveCapacity(headers.count)
+    headers.withEachField { name, value in
+      if HopByHop.fields.contains(name) { return }
+      stored.append((String(decoding: name, as: UTF8.self), String(decoding: value, as: UTF8.self)))
+    }
+    guard store.remember(key: key, status: status, headers: stored, body: body) else { return }
+    if written.count >= 4 * Self.recentLimit { written.removeAll(keepingCapacity: true) }
+    written[key.id] = WrittenEntry(bodyHash: bodyHash, status: status, atMs: nowMs)
+    remember(
+      recent: CachedResponse(status: status, headers: stored, body: body, storedAtMs: nowMs), id: key.id, nowMs: nowMs)
+  }
+
+  private func remember(recent response: CachedResponse, id: String, nowMs: Int64) {
+    guard response.body.count <= Self.recentMaxBody else { return }
+    if recent.count >= Self.recentLimit { recent.removeAll(keepingCapacity: true) }
+    recent[id] = RecentEntry(response: response, readAtMs: nowMs)
+  }
+
+  /// After a purge: forget everything remembered here.
+  func forgetRecent() {
+    recent.removeAll()
+    written.removeAll()
+  }
+
+  /// Hands recorded accesses to the writer (for LRU) now and then.
+  func flushTouches() {
+    reader?.flushTouches()
+  }
+}
