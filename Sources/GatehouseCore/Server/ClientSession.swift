@@ -193,6 +193,11 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       upstreamFailed(.unavailable)
       return
     }
+    if !fresh && pool.circuit.decide(now: EventLoop.monotonicNanoseconds()) == .reject {
+      self.exchange?.pool = pool
+      upstreamFailed(.circuitOpen)
+      return
+    }
     let upstream: UpstreamConnection
     do {
       upstream = try pool.lease(for: self, fresh: fresh)
@@ -349,7 +354,11 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     self.exchange?.upstreamKeepAlive = head.keepAlive
     if head.status >= 500, let stale = staleAnswer(for: exchange) {
       // A failing backend's error page is worse than yesterday's answer.
-      if let pool = exchange.pool { context.metrics.recordUpstream(pool.plan.name, outcome: "error_status") }
+      if let pool = exchange.pool {
+        context.metrics.recordUpstream(pool.plan.name, outcome: "error_status")
+        pool.circuit.recordFailure(now: EventLoop.monotonicNanoseconds())
+        pool.lastError = "status \(head.status)"
+      }
       if let upstream = exchange.upstream {
         exchange.upstream = nil
         exchange.pool?.discard(upstream)
@@ -456,7 +465,15 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
 
   private func completeResponse(upstreamReusable: Bool) {
     guard let exchange else { return }
-    if let pool = exchange.pool { context.metrics.recordUpstream(pool.plan.name, outcome: "response") }
+    if let pool = exchange.pool {
+      context.metrics.recordUpstream(pool.plan.name, outcome: "response")
+      if (exchange.upstreamStatus ?? 0) >= 500 {
+        pool.circuit.recordFailure(now: EventLoop.monotonicNanoseconds())
+        pool.lastError = "status \(exchange.upstreamStatus ?? 0)"
+      } else {
+        pool.circuit.recordSuccess()
+      }
+    }
     rememberAnswer(exchange)
     switch exchange.bodyPlan {
     case .buffer:
@@ -497,6 +514,8 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     case closed
     case timedOut
     case invalidResponse
+    /// Refused without a connect attempt: the circuit is open.
+    case circuitOpen
 
     /// The `outcome` label of `gatehouse_upstream_requests_total`.
     var outcome: String {
@@ -505,13 +524,20 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       case .closed: return "reset"
       case .timedOut: return "timeout"
       case .invalidResponse: return "invalid_response"
+      case .circuitOpen: return "circuit_open"
       }
     }
   }
 
   private func upstreamFailed(_ failure: UpstreamFailure) {
     guard let exchange else { return }
-    if let pool = exchange.pool { context.metrics.recordUpstream(pool.plan.name, outcome: failure.outcome) }
+    if let pool = exchange.pool {
+      context.metrics.recordUpstream(pool.plan.name, outcome: failure.outcome)
+      if failure != .circuitOpen {
+        pool.circuit.recordFailure(now: EventLoop.monotonicNanoseconds())
+        pool.lastError = failure.outcome
+      }
+    }
     if let upstream = exchange.upstream {
       self.exchange?.upstream = nil
       exchange.pool?.discard(upstream)

@@ -78,24 +78,21 @@ extension GatewayServer: AdminBackend {
 
   func upstreamsDocument(completion: @escaping @Sendable (JSONValue) -> Void) {
     let snapshot = currentSnapshot
-    gather({ context in context.poolFigures().mapValues { [$0.open, $0.idle] } }) { perLoop in
+    gather({ context in context.poolFigures() }) { perLoop in
       var upstreams: [JSONValue] = []
       for plan in snapshot.upstreamPlans {
-        var open = 0
-        var idle = 0
-        for figures in perLoop {
-          open += figures[plan.name]?[0] ?? 0
-          idle += figures[plan.name]?[1] ?? 0
-        }
+        let figures = perLoop.compactMap { $0[plan.name] }
+        let openLoops = figures.filter(\.circuitOpen).count
         upstreams.append(
           .object([
             ("name", .string(plan.name)),
             ("address", .string(plan.address.description)),
             ("health", .string("unknown")),
-            ("circuit", .string("closed")),
-            ("open_connections", .int(open)),
-            ("idle_connections", .int(idle)),
-            ("last_error", .null),
+            ("circuit", .string(openLoops == 0 ? "closed" : "open")),
+            ("circuit_open_loops", .int(openLoops)),
+            ("open_connections", .int(figures.reduce(0) { $0 + $1.open })),
+            ("idle_connections", .int(figures.reduce(0) { $0 + $1.idle })),
+            ("last_error", .optionalString(figures.compactMap(\.lastError).first)),
           ]))
       }
       completion(.object([("upstreams", .array(upstreams))]))

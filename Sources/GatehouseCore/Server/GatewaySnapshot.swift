@@ -145,6 +145,9 @@ struct UpstreamPlan: Sendable {
   let connectTimeout: Duration
   let responseTimeout: Duration
   let maxIdleConnections: Int
+  /// 0 when the upstream has no `circuit` block.
+  let circuitFailures: Int
+  let circuitOpen: Duration
 
   init(_ upstream: UpstreamConfig) throws(SnapshotError) {
     name = upstream.name
@@ -153,6 +156,8 @@ struct UpstreamPlan: Sendable {
     connectTimeout = upstream.connectTimeout
     responseTimeout = upstream.responseTimeout
     maxIdleConnections = upstream.maxIdleConnections
+    circuitFailures = upstream.circuit?.failures ?? 0
+    circuitOpen = upstream.circuit?.openDuration ?? .zero
   }
 
   /// IP literals are used as they are; names go through the system resolver once per

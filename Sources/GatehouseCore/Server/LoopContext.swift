@@ -97,10 +97,15 @@ final class LoopContext: @unchecked Sendable {
     }
   }
 
-  /// Pool figures for the admin API: open and idle connections per upstream name.
-  func poolFigures() -> [String: (open: Int, idle: Int)] {
-    var figures: [String: (open: Int, idle: Int)] = [:]
-    for pool in pools { figures[pool.plan.name] = (pool.openCount, pool.idleCount) }
+  /// Pool figures for the admin API, per upstream name.
+  func poolFigures() -> [String: PoolFigures] {
+    var figures: [String: PoolFigures] = [:]
+    let now = EventLoop.monotonicNanoseconds()
+    for pool in pools {
+      figures[pool.plan.name] = PoolFigures(
+        open: pool.openCount, idle: pool.idleCount, circuitOpen: pool.circuit.isOpen(now: now),
+        lastError: pool.lastError)
+    }
     return figures
   }
 
@@ -203,4 +208,12 @@ extension EventLoop {
     let nanos = UInt64(max(0, seconds)) &* 1_000_000_000 &+ UInt64(max(0, attoseconds / 1_000_000_000))
     return monotonicNanoseconds() &+ max(1, nanos)
   }
+}
+
+/// One loop's figures for one upstream.
+struct PoolFigures: Sendable {
+  let open: Int
+  let idle: Int
+  let circuitOpen: Bool
+  let lastError: String?
 }

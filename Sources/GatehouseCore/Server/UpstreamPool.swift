@@ -10,11 +10,18 @@ final class UpstreamPool {
   private var idleConnections: [ObjectIdentifier: UpstreamConnection] = [:]
   /// Set when a reload replaced this pool: connections finish their exchange, then close.
   private(set) var retired = false
+  /// This loop's breaker for the upstream: loops judge failures on their own (no shared
+  /// state on the request path), so each opens after `failures` of its own requests.
+  var circuit: CircuitBreaker
+  /// The last failure, for the admin API.
+  var lastError: String?
 
   init(context: LoopContext, plan: UpstreamPlan) {
     self.context = context
     self.plan = plan
     state = UpstreamPoolState(maxIdle: plan.maxIdleConnections)
+    circuit = CircuitBreaker(
+      threshold: plan.circuitFailures, openNanoseconds: UInt64(CachePolicy.milliseconds(plan.circuitOpen)) * 1_000_000)
   }
 
   /// A connection for `owner`'s exchange: the warmest idle one, or a new one whose connect
