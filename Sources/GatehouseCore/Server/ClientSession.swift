@@ -620,7 +620,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       exchange.cacheResult = .bypass
       return false
     }
-    let key = Self.cacheKey(exchange, upstream: upstreamName, vary: cache.vary)
+    let key = store.key(Self.cacheKeyInputs(exchange, upstream: upstreamName, vary: cache.vary), varyNames: cache.vary)
     exchange.cacheKey = key
     exchange.cacheResult = .miss
     guard cache.answersWithoutUpstream else { return false }
@@ -729,17 +729,14 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     if exchange.requestComplete { finishExchange() }
   }
 
-  static func cacheKey(_ exchange: Exchange, upstream: String, vary: [String]) -> CacheKey {
-    let target = exchange.upstreamTarget
-    let questionMark = target.firstIndex(of: 0x3F)
-    let path = String(decoding: target[..<(questionMark ?? target.endIndex)], as: UTF8.self)
-    let query = questionMark.map { String(decoding: target[($0 + 1)...], as: UTF8.self) } ?? ""
-    var varyPairs: [(name: String, value: String)] = []
-    for name in vary {
-      for value in exchange.head.headers.values(for: name) { varyPairs.append((name, value)) }
+  /// The key inputs of a request: each vary header's values joined, prefixed with "=" when
+  /// the client sent it (so "absent" and "empty" differ).
+  static func cacheKeyInputs(_ exchange: Exchange, upstream: String, vary: [String]) -> LoopStore.KeyInputs {
+    let values = vary.map { name -> String in
+      let sent = exchange.head.headers.values(for: name)
+      return sent.isEmpty ? "" : "=" + sent.joined(separator: ",")
     }
-    // HEAD is answered from GET entries: the same resource, without the body.
-    return CacheKey(method: "GET", upstream: upstream, path: path, query: query, vary: varyPairs)
+    return LoopStore.KeyInputs(upstream: upstream, target: exchange.upstreamTarget, vary: values)
   }
 
   static func cacheLines(_ result: CacheResult?) -> [UInt8] {

@@ -11,6 +11,16 @@ final class LoopStore {
   private var readerFailed = false
   private var recent: [String: RecentEntry] = [:]
   private var written: [String: WrittenEntry] = [:]
+  /// Cache keys already computed on this loop: a key costs string building and a SHA-256.
+  private var keys: [KeyInputs: CacheKey] = [:]
+
+  /// What a cache key is computed from (SPEC §5): the upstream, its path and query, and the
+  /// values of the route's vary headers.
+  struct KeyInputs: Hashable {
+    let upstream: String
+    let target: [UInt8]
+    let vary: [String]
+  }
 
   /// An answer read (or written) here, trusted for `recentTTLMs` before it is read again,
   /// which bounds how much older than the store it can be.
@@ -33,6 +43,24 @@ final class LoopStore {
 
   init(store: Store) {
     self.store = store
+  }
+
+  /// The cache key for `inputs`, computed once per loop and remembered (bounded).
+  func key(_ inputs: KeyInputs, varyNames: [String]) -> CacheKey {
+    if let key = keys[inputs] { return key }
+    let target = inputs.target
+    let questionMark = target.firstIndex(of: 0x3F)
+    let path = String(decoding: target[..<(questionMark ?? target.endIndex)], as: UTF8.self)
+    let query = questionMark.map { String(decoding: target[($0 + 1)...], as: UTF8.self) } ?? ""
+    var varyPairs: [(name: String, value: String)] = []
+    for (index, name) in varyNames.enumerated() where index < inputs.vary.count && !inputs.vary[index].isEmpty {
+      varyPairs.append((name, String(inputs.vary[index].dropFirst())))
+    }
+    // HEAD is answered from GET entries: the same resource, without the body.
+    let key = CacheKey(method: "GET", upstream: inputs.upstream, path: path, query: query, vary: varyPairs)
+    if keys.count >= 4 * Self.recentLimit { keys.removeAll(keepingCapacity: true) }
+    keys[inputs] = key
+    return key
   }
 
   /// The stored answer for `id`, or nil (also on any read error: a miss, never a failure).
