@@ -93,7 +93,8 @@ final class GatewayProcess: @unchecked Sendable {
     guard listening, port != 0 else {
       kill()
       throw GatewayStartError(
-        description: "gateway did not report listening in \(startTimeout) s; stdout: \(stdoutText) stderr: \(stderrText)")
+        description:
+          "gateway did not report listening in \(startTimeout) s; stdout: \(stdoutText) stderr: \(stderrText)")
     }
   }
 
@@ -228,7 +229,8 @@ final class GatewayProcess: @unchecked Sendable {
   /// SIGTERM, and a recorded test issue unless the process exits with status 0.
   func stopExpectingCleanExit(timeout: Double = 20, sourceLocation: SourceLocation = #_sourceLocation) {
     let outcome = stop(timeout: timeout)
-    #expect(outcome == .success, "gateway exit: \(outcome.map(\.description) ?? "did not exit"); stderr: \(stderrText)",
+    #expect(
+      outcome == .success, "gateway exit: \(outcome.map(\.description) ?? "did not exit"); stderr: \(stderrText)",
       sourceLocation: sourceLocation)
   }
 

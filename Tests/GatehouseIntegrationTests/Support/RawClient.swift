@@ -15,7 +15,8 @@ struct ReceivedResponse: Sendable {
 
   /// The body parsed as a JSON object.
   func jsonObject() throws -> [String: Any] {
-    guard let object = try JSONSerialization.jsonObject(with: Data(body), options: [.fragmentsAllowed]) as? [String: Any]
+    guard
+      let object = try JSONSerialization.jsonObject(with: Data(body), options: [.fragmentsAllowed]) as? [String: Any]
     else { throw TestSocketError.malformed("body is not a JSON object: \(text)") }
     return object
   }

@@ -74,6 +74,10 @@ struct BackendResponse: Sendable {
   var pauseAfterFirstPiece: Gate?
   /// Closes the connection after this answer.
   var closeAfter = false
+  /// Raw bytes sent before the head, such as interim `1xx` answers.
+  var preamble: [UInt8] = []
+  /// Bytes sent in place of a well-formed head and body (the framing is then the caller's).
+  var rawReplacement: [UInt8]?
 
   init(
     status: Int = 200, reason: String = "OK", headers: [(String, String)] = [], body: Body = .bytes([]),
@@ -266,15 +270,23 @@ final class TestBackend: Sendable {
     }
   }
 
-  private func respond(_ response: BackendResponse, to request: ReceivedRequest, on socket: TestSocket, deadline: Deadline)
+  private func respond(
+    _ response: BackendResponse, to request: ReceivedRequest, on socket: TestSocket, deadline: Deadline
+  )
     throws -> Bool
   {
     if response.delay > .zero && !pause(response.delay) { return false }
     if let gate = response.holdUntil, !gate.wait(timeout: 60, giveUp: { isStopped }) { return false }
+    if !response.preamble.isEmpty { try socket.send(response.preamble, deadline: deadline) }
+    if let raw = response.rawReplacement {
+      try socket.send(raw, deadline: deadline)
+      return !response.closeAfter
+    }
     let noBody = request.method == "HEAD" || response.status == 204 || response.status == 304
     var head = "HTTP/1.1 \(response.status) \(response.reason)\r\n"
     for field in response.headers { head += "\(field.name): \(field.value)\r\n" }
     switch response.body {
+    case .bytes where response.status == 204 || response.status == 304: break
     case .bytes(let bytes): head += "Content-Length: \(bytes.count)\r\n"
     case .echo: head += "Content-Length: \(request.body.count)\r\n"
     case .generated(let length, false): head += "Content-Length: \(length)\r\n"
@@ -342,7 +354,9 @@ final class TestBackend: Sendable {
     var first = true
     try BodyPattern.stream(length: length) { piece in
       if isStopped { throw TestSocketError.closedEarly("backend stopped") }
-      if chunked { try socket.send(Array((String(piece.count, radix: 16) + "\r\n").utf8), deadline: Deadline(seconds: 60)) }
+      if chunked {
+        try socket.send(Array((String(piece.count, radix: 16) + "\r\n").utf8), deadline: Deadline(seconds: 60))
+      }
       try socket.send(piece, deadline: Deadline(seconds: 60))
       if chunked { try socket.send([13, 10], deadline: Deadline(seconds: 60)) }
       countSent(piece.count)
