@@ -187,6 +187,89 @@ import Testing
     #expect(backend.requests.filter { $0.method == "POST" }.count == 1)
   }
 
+  @Test func lateAnswerAfterA504NeverReachesTheNextRequest() throws {
+    let gate = Gate()
+    let backend = try TestBackend { request in
+      var answer = BackendResponse.text("answer to \(request.target)")
+      if request.target == "/slow" { answer.holdUntil = gate }
+      return .respond(answer)
+    }
+    defer {
+      gate.open()
+      backend.stop()
+    }
+    let gateway = try GatewayProcess(config: TestConfig.passThrough(to: backend.port, responseTimeoutMs: 300))
+    defer { gateway.stopExpectingCleanExit() }
+
+    let client = try RawClient(port: gateway.port)
+    let timedOut = try client.exchange(httpRequest("GET", "/slow"))
+    gate.open()
+    // Let the late answer reach the gateway's side before the next request goes out.
+    waitUntil(timeout: 2) { backend.bodyBytesSent > 0 }
+    let next = try client.exchange(httpRequest("GET", "/fast"))
+    let another = try send("GET", "/other", to: gateway.port)
+
+    #expect(isErrorEnvelope(timedOut, status: 504))
+    #expect(next.text == "answer to /fast")
+    #expect(another.text == "answer to /other")
+  }
+
+  @Test func clientLeavingBeforeTheAnswerDoesNotLeaveTheAnswerForSomeoneElse() throws {
+    let gate = Gate()
+    let backend = try TestBackend { request in
+      var answer = BackendResponse.text("answer to \(request.target)")
+      if request.target == "/abandoned" { answer.holdUntil = gate }
+      return .respond(answer)
+    }
+    defer {
+      gate.open()
+      backend.stop()
+    }
+    let gateway = try GatewayProcess(config: TestConfig.passThrough(to: backend.port))
+    defer { gateway.stopExpectingCleanExit() }
+
+    let leaving = try RawClient(port: gateway.port)
+    try leaving.send(httpRequest("GET", "/abandoned"))
+    try #require(backend.waitForRequests(1))
+    leaving.close()
+    gate.open()
+    waitUntil(timeout: 2) { backend.bodyBytesSent > 0 }
+    let answers = try (0..<3).map { try send("GET", "/after/\($0)", to: gateway.port).text }
+
+    #expect(answers == (0..<3).map { "answer to /after/\($0)" })
+  }
+
+  @Test func severalWorkersServeAndPoolTheirUpstreamConnections() throws {
+    let backend = try TestBackend { request in .respond(.text(request.target)) }
+    defer { backend.stop() }
+    var config = TestConfig.passThrough(to: backend.port)
+    config["workers"] = 2
+    let gateway = try GatewayProcess(config: config)
+    defer { gateway.stopExpectingCleanExit() }
+
+    let answers = try (0..<20).map { try send("GET", "/w/\($0)", to: gateway.port).text }
+
+    #expect(answers == (0..<20).map { "/w/\($0)" })
+    #expect(gateway.logLines().first { $0["msg"] as? String == "listening" }?["workers"] as? Int == 2)
+    #expect(backend.connectionCount < 20)
+  }
+
+  @Test func everyListenAddressServes() throws {
+    let backend = try TestBackend { request in .respond(.text(request.target)) }
+    defer { backend.stop() }
+    var config = TestConfig.passThrough(to: backend.port)
+    config["listen"] = [["address": "127.0.0.1:0"], ["address": "127.0.0.2:0"]]
+    let gateway = try GatewayProcess(config: config)
+    defer { gateway.stopExpectingCleanExit() }
+    #expect(waitUntil { gateway.listeningPorts.count == 2 })
+
+    let ports = gateway.listeningPorts
+    try #require(ports.count == 2)
+    #expect(try send("GET", "/first", to: ports[0]).text == "/first")
+    let second = try RawClient(port: ports[1], host: "127.0.0.2")
+    #expect(try second.exchange(httpRequest("GET", "/second")).text == "/second")
+  }
+
   @Test func connectionsBeyondMaxConnectionsAreClosed() throws {
     let backend = try TestBackend(always: .respond(.text("ok")))
     defer { backend.stop() }
@@ -232,7 +315,7 @@ import Testing
     let backend = try TestBackend(always: .respond(.text("ok")))
     defer { backend.stop() }
     let gateway = try GatewayProcess(
-      config: TestConfig.passThrough(to: backend.port, limits: ["header_timeout_ms": 300]))
+      config: TestConfig.passThrough(to: backend.port, limits: ["header_timeout_ms": 1000]))
     defer { gateway.stopExpectingCleanExit() }
 
     let client = try RawClient(port: gateway.port)

@@ -82,6 +82,50 @@ import Testing
     #expect(head.values("X-End-To-End") == ["yes"])
   }
 
+  @Test func fieldNamesMatchWhateverTheirCase() throws {
+    let backend = try TestBackend(always: .respond(.text("ok")))
+    defer { backend.stop() }
+    let config = TestConfig.make(
+      routes: [TestConfig.route("all", match: "/*")], upstreams: ["api": TestConfig.upstream(port: backend.port)],
+      headers: ["set": ["Accept": "application/json"], "remove": ["Cookie"]])
+    let gateway = try GatewayProcess(config: config)
+    defer { gateway.stopExpectingCleanExit() }
+
+    _ = try send(
+      "GET", "/case", to: gateway.port,
+      headers: [
+        ("accept", "text/html"), ("COOKIE", "a=b"), ("connection", "X-NAMED"), ("x-named", "hop"),
+        ("UPGRADE", "websocket"), ("te", "trailers"), ("PROXY-authorization", "Basic eA=="),
+        ("x-request-id", "lower-case-id"),
+      ])
+
+    let head = try #require(backend.requests.first).head
+    #expect(head.values("Accept") == ["application/json"])
+    for name in ["Cookie", "Connection", "X-Named", "Upgrade", "TE", "Proxy-Authorization"] {
+      #expect(!head.has(name), "\(name) reached the backend")
+    }
+    #expect(head.values("X-Request-Id") == ["lower-case-id"])
+  }
+
+  @Test func fieldValuesPassByteForByte() throws {
+    let backend = try TestBackend(always: .respond(.text("ok", headers: [("X-Back", "caf\u{e9} \t tab")])))
+    defer { backend.stop() }
+    let gateway = try GatewayProcess(config: TestConfig.passThrough(to: backend.port))
+    defer { gateway.stopExpectingCleanExit() }
+    let long = String(repeating: "v", count: 8000)
+
+    let response = try send(
+      "GET", "/values", to: gateway.port,
+      headers: [("X-Utf8", "caf\u{e9} \u{2603}"), ("X-Empty", ""), ("X-Long", long), ("X-Dup", "1"), ("X-Dup", "2")])
+
+    let head = try #require(backend.requests.first).head
+    #expect(head.values("X-Utf8") == ["caf\u{e9} \u{2603}"])
+    #expect(head.values("X-Empty") == [""])
+    #expect(head.values("X-Long") == [long])
+    #expect(head.values("X-Dup") == ["1", "2"])
+    #expect(response.head.values("X-Back") == ["caf\u{e9} \t tab"])
+  }
+
   @Test func hopByHopResponseFieldsNeverReachTheClient() throws {
     let backend = try TestBackend(
       always: .respond(

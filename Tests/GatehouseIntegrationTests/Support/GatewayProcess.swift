@@ -142,12 +142,14 @@ final class GatewayProcess: @unchecked Sendable {
     thread.start()
   }
 
-  private func listeningPort() -> UInt16? {
-    for line in logLines() where line["msg"] as? String == "listening" {
-      guard let address = line["address"] as? String, let colon = address.lastIndex(of: ":") else { continue }
+  private func listeningPort() -> UInt16? { listeningPorts.first }
+
+  /// The ports of every `listening` line so far, in order.
+  var listeningPorts: [UInt16] {
+    logLines().filter { $0["msg"] as? String == "listening" }.compactMap { line in
+      guard let address = line["address"] as? String, let colon = address.lastIndex(of: ":") else { return nil }
       return UInt16(address[address.index(after: colon)...])
     }
-    return nil
   }
 
   var pid: Int32 { process.processIdentifier }

@@ -38,9 +38,9 @@ final class RawClient {
   let socket: TestSocket
   let reader: WireReader
 
-  /// Connects to the gateway (or any server) on 127.0.0.1:`port`.
-  init(port: UInt16, receiveBufferSize: Int32? = nil) throws {
-    socket = try TestSocket.connect(port: port, receiveBufferSize: receiveBufferSize)
+  /// Connects to the gateway (or any server) on `host`:`port`.
+  init(port: UInt16, host: String = "127.0.0.1", receiveBufferSize: Int32? = nil) throws {
+    socket = try TestSocket.connect(port: port, host: host, receiveBufferSize: receiveBufferSize)
     reader = WireReader(socket: socket)
   }
 

@@ -84,11 +84,13 @@ final class TestSocket: Sendable {
     return port
   }
 
-  /// Connects to 127.0.0.1:`port` (loopback connects complete or fail at once).
-  static func connect(port: UInt16, receiveBufferSize: Int32? = nil) throws -> TestSocket {
+  /// Connects to `host`:`port`, `host` being a loopback IPv4 address (loopback connects
+  /// complete or fail at once).
+  static func connect(port: UInt16, host: String = "127.0.0.1", receiveBufferSize: Int32? = nil) throws -> TestSocket {
     let socket = try make()
     if let receiveBufferSize { socket.setReceiveBufferSize(receiveBufferSize) }
     var address = loopback(port: port)
+    guard inet_pton(AF_INET, host, &address.sin_addr) == 1 else { throw TestSocketError.malformed("address \(host)") }
     let result = withUnsafePointer(to: &address) { pointer in
       pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
         Glibc.connect(socket.descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
