@@ -156,6 +156,25 @@ import Testing
     #expect(second.text == "answered /second")
   }
 
+  @Test func idleUpstreamConnectionTheBackendClosedIsNotUsedAgain() throws {
+    let backend = try TestBackend(options: TestBackend.Options(keepAliveTimeout: .milliseconds(100))) { request in
+      .respond(.text("answer to \(request.target)"))
+    }
+    defer { backend.stop() }
+    let gateway = try GatewayProcess(config: TestConfig.passThrough(to: backend.port))
+    defer { gateway.stopExpectingCleanExit() }
+
+    let first = try send("GET", "/first", to: gateway.port)
+    #expect(waitUntil { backend.openConnectionCount == 0 })
+    let second = try send("POST", "/second", to: gateway.port, body: Array("not retryable".utf8))
+
+    #expect(first.text == "answer to /first")
+    // A POST is never retried, so this only works if the closed connection was dropped.
+    #expect(second.status == 200)
+    #expect(second.text == "answer to /second")
+    #expect(backend.connectionCount == 2)
+  }
+
   @Test func getIsRetriedOnlyOnce() throws {
     // Only the very first request is answered; every later one meets a closing backend.
     let backend = try TestBackend { request in

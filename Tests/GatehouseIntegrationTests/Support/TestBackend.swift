@@ -107,7 +107,13 @@ final class TestBackend: Sendable {
     /// Keep request bodies; when false they are read, counted and checked against
     /// `BodyPattern`, then dropped.
     var keepBodies = true
-    init(keepBodies: Bool = true) { self.keepBodies = keepBodies }
+    /// How long a connection may wait idle for its next request before the backend closes
+    /// it, as servers with a keep-alive timeout do (2 minutes when nil).
+    var keepAliveTimeout: Duration?
+    init(keepBodies: Bool = true, keepAliveTimeout: Duration? = nil) {
+      self.keepBodies = keepBodies
+      self.keepAliveTimeout = keepAliveTimeout
+    }
   }
 
   private struct State {
@@ -148,6 +154,9 @@ final class TestBackend: Sendable {
 
   /// TCP connections accepted so far.
   var connectionCount: Int { state.withLock { $0.connectionsAccepted } }
+
+  /// TCP connections open right now.
+  var openConnectionCount: Int { state.withLock { $0.openSockets.count } }
 
   /// Response body bytes written so far (all answers).
   var bodyBytesSent: Int64 { state.withLock { $0.bodyBytesSent } }
@@ -210,9 +219,14 @@ final class TestBackend: Sendable {
   private func readRequest(_ reader: WireReader, connectionIndex: Int, indexOnConnection: Int) throws
     -> ReceivedRequest?
   {
-    let deadline = Deadline(seconds: 120)
+    var deadline = Deadline(seconds: 120)
+    if indexOnConnection > 0, let idle = options.keepAliveTimeout {
+      let (seconds, attoseconds) = idle.components
+      deadline = Deadline(seconds: Double(seconds) + Double(attoseconds) / 1e18)
+    }
     reader.transcript = []
     guard let raw = try reader.readHead(deadline: deadline) else { return nil }
+    deadline = Deadline(seconds: 120)
     let head = try MessageHead(raw: raw)
     let parts = head.startLine.split(separator: " ")
     guard parts.count == 3 else { throw TestSocketError.malformed("request line '\(head.startLine)'") }
