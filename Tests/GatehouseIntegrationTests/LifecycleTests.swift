@@ -199,6 +199,39 @@ import Testing
     }
   }
 
+  @Test func serveExitsNonZeroWhenItCannotListen() throws {
+    let occupant = try TestSocket.listen()
+    defer { occupant.close() }
+    var config = TestConfig.passThrough(to: try TestSocket.unusedPort())
+    config["listen"] = [["address": "127.0.0.1:\(occupant.localPort)"]]
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("gatehouse-busy-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    try JSONSerialization.data(withJSONObject: config).write(to: directory.appendingPathComponent("busy.json"))
+
+    let gateway = try GatewayProcess(
+      arguments: ["serve", "--config", "busy.json"], directory: directory, startTimeout: nil)
+    let outcome = gateway.waitForExit(timeout: 30)
+
+    #expect(outcome != nil && outcome != .success)
+    #expect(gateway.logLines().contains { $0["level"] as? String == "error" } || !gateway.stderrText.isEmpty)
+    #expect(!gateway.logLines().contains { $0["msg"] as? String == "listening" })
+  }
+
+  @Test func serveExitsNonZeroOnAnInvalidConfig() throws {
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("gatehouse-bad-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    try Data(#"{ "listen": [{ "address": "127.0.0.1:0" }], "routes": [], "lisen": 1 }"#.utf8)
+      .write(to: directory.appendingPathComponent("bad.json"))
+
+    let gateway = try GatewayProcess(
+      arguments: ["serve", "--config", "bad.json"], directory: directory, startTimeout: nil)
+    let outcome = gateway.waitForExit(timeout: 30)
+
+    #expect(outcome == ExitOutcome(code: 1, bySignal: false))
+    #expect(gateway.stderrText.contains("lisen"))
+    #expect(!gateway.logLines().contains { $0["msg"] as? String == "listening" })
+  }
+
   // MARK: gatehouse check
 
   static func runCheck(_ arguments: [String], config: String? = nil) throws -> (status: Int32, out: String, err: String)

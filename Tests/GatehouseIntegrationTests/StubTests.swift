@@ -59,6 +59,28 @@ import Testing
     #expect(try get.jsonObject()["code"] as? Int == 0)
   }
 
+  @Test func pipelinedRequestsToADelayedStubAreAnsweredInOrder() throws {
+    let gateway = try GatewayProcess(
+      config: TestConfig.make(
+        routes: [
+          Self.stubRoute(mode: "always", envelope: false, delayMs: 200),
+          TestConfig.route(
+            "instant", match: "/instant",
+            extra: ["stub": ["mode": "always", "status": 200, "body": ["instant": true]]]),
+        ],
+        upstreams: ["api": TestConfig.upstream(port: try TestSocket.unusedPort())]))
+    defer { gateway.stopExpectingCleanExit() }
+
+    let client = try RawClient(port: gateway.port)
+    try client.send(
+      httpRequest("GET", "/stubbed/1") + httpRequest("GET", "/instant") + httpRequest("GET", "/stubbed/2"))
+    let answers = try (0..<3).map { _ in try client.readResponse().jsonObject() }
+
+    #expect(answers[0]["from"] as? String == "stub")
+    #expect(answers[1]["instant"] as? Bool == true)
+    #expect(answers[2]["from"] as? String == "stub")
+  }
+
   @Test func alwaysWithoutEnvelopeAnswersTheRawBody() throws {
     let backend = try TestBackend(always: .respond(.text("backend")))
     defer { backend.stop() }
