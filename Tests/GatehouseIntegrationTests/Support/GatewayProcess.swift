@@ -59,12 +59,17 @@ final class GatewayProcess: @unchecked Sendable {
 
   /// Starts the binary with `arguments` in `directory` (a fresh temp directory when nil).
   /// With a `startTimeout`, waits for the `listening` line; with nil, returns at once.
+  /// `TMPDIR` points into `directory`, so whatever the gateway puts in its temp directory
+  /// goes away with it.
   init(arguments: [String], directory: URL? = nil, startTimeout: Double? = 30) throws {
     self.directory = try directory ?? Self.makeDirectory()
     process = Process()
     process.executableURL = gatehouseExecutable()
     process.arguments = arguments
     process.currentDirectoryURL = self.directory
+    var environment = ProcessInfo.processInfo.environment
+    environment["TMPDIR"] = self.directory.path
+    process.environment = environment
     process.standardInput = FileHandle.nullDevice
     // Own pipes with close-on-exec, so gateways started concurrently by other tests never
     // inherit their write ends (which would delay end of stream here).
