@@ -20,18 +20,12 @@ import Testing
       let pid = gateway.pid
       let thread = Thread { [self] in
         while !stopped.load(ordering: .relaxed) {
-          if let bytes = Self.residentBytes(pid: pid) { peak.withLock { $0 = max($0, bytes) } }
+          if let bytes = GatewayProcess.residentBytes(pid: pid) { peak.withLock { $0 = max($0, bytes) } }
           sleep(for: .milliseconds(20))
         }
         ended.store(true, ordering: .relaxed)
       }
       thread.start()
-    }
-
-    static func residentBytes(pid: Int32) -> Int? {
-      guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
-      let line = text.split(separator: "\n").first { $0.hasPrefix("VmRSS:") }
-      return line.flatMap { $0.split(separator: " ").dropFirst().first }.flatMap { Int($0) }.map { $0 * 1024 }
     }
 
     /// Stops sampling; the highest value seen, in bytes.

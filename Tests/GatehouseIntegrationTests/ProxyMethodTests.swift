@@ -14,7 +14,7 @@ import Testing
     let gateway = try GatewayProcess(config: TestConfig.passThrough(to: backend.port))
     defer { gateway.stopExpectingCleanExit() }
 
-    let response = try send("GET", "/items/1", to: gateway.port)
+    let response = try send("GET", "/items/1?x=1", to: gateway.port)
 
     #expect(response.status == 200)
     #expect(response.text == "hello from backend")
@@ -22,7 +22,8 @@ import Testing
     #expect(response.head.contentLength == Int64("hello from backend".utf8.count))
     let request = try #require(backend.requests.first)
     #expect(request.method == "GET")
-    #expect(request.target == "/items/1")
+    #expect(request.path == "/items/1")
+    #expect(request.query == "x=1")
     #expect(request.bodyLength == 0)
     #expect(!request.head.has("Content-Length") && !request.head.has("Transfer-Encoding"))
   }

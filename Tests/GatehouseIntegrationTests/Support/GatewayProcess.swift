@@ -199,13 +199,13 @@ final class GatewayProcess: @unchecked Sendable {
   }
 
   /// The process's resident set size in bytes (VmRSS), or nil once it is gone.
-  var residentBytes: Int? {
+  var residentBytes: Int? { Self.residentBytes(pid: pid) }
+
+  /// The resident set size (VmRSS in `/proc/<pid>/status`) of process `pid`, in bytes.
+  static func residentBytes(pid: Int32) -> Int? {
     guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
-    for line in text.split(separator: "\n") where line.hasPrefix("VmRSS:") {
-      let digits = line.split(separator: " ").dropFirst().first.flatMap { Int($0) }
-      return digits.map { $0 * 1024 }
-    }
-    return nil
+    let line = text.split(separator: "\n").first { $0.hasPrefix("VmRSS:") }
+    return line.flatMap { $0.split(separator: " ").dropFirst().first }.flatMap { Int($0) }.map { $0 * 1024 }
   }
 
   /// Sends `signal` to the process.
