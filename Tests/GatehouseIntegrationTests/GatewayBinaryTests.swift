@@ -14,15 +14,10 @@ func gatehouseExecutable() -> URL {
 
 @Suite struct GatewayBinaryTests {
   @Test func versionCommandPrintsTheVersion() throws {
-    let process = Process()
-    process.executableURL = gatehouseExecutable()
-    process.arguments = ["version"]
-    let pipe = Pipe()
-    process.standardOutput = pipe
-    try process.run()
-    process.waitUntilExit()
-    let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-    #expect(process.terminationStatus == 0)
-    #expect(output.hasPrefix("gatehouse "))
+    // Through GatewayProcess, so its pipes are never inherited by gateways other tests start.
+    let process = try GatewayProcess(arguments: ["version"], startTimeout: nil)
+    let outcome = process.waitForExit(timeout: 30)
+    #expect(outcome == .success)
+    #expect(process.stdoutText.hasPrefix("gatehouse "))
   }
 }

@@ -1,0 +1,268 @@
+import Foundation
+import Testing
+
+/// Failures and their answers (SPEC §4): upstream failures as 502/504 envelopes, requests
+/// the parser refuses (400/413/414/431/501/505, then the connection closes), and the
+/// request-header timeout (408).
+@Suite struct ErrorTests {
+  // MARK: The upstream fails
+
+  @Test func refusedUpstreamIs502() throws {
+    let port = try TestSocket.unusedPort()
+    let gateway = try GatewayProcess(config: TestConfig.passThrough(to: port))
+    defer { gateway.stopExpectingCleanExit() }
+
+    let response = try send("GET", "/down", to: gateway.port)
+
+    #expect(isErrorEnvelope(response, status: 502, message: "upstream unavailable"))
+    #expect(response.head.value("Content-Type")?.hasPrefix("application/json") == true)
+  }
+
+  @Test func upstreamResetIs502() throws {
+    let backend = try TestBackend(always: .reset)
+    defer { backend.stop() }
+    let gateway = try GatewayProcess(config: TestConfig.passThrough(to: backend.port))
+    defer { gateway.stopExpectingCleanExit() }
+
+    let response = try send("GET", "/reset", to: gateway.port)
+
+    #expect(isErrorEnvelope(response, status: 502, message: "upstream unavailable"))
+    #expect(backend.requests.count >= 1)
+  }
+
+  @Test func upstreamClosingWithoutAnswerIs502() throws {
+    let backend = try TestBackend(always: .close)
+    defer { backend.stop() }
+    let gateway = try GatewayProcess(config: TestConfig.passThrough(to: backend.port))
+    defer { gateway.stopExpectingCleanExit() }
+
+    let response = try send("GET", "/silent", to: gateway.port)
+
+    #expect(isErrorEnvelope(response, status: 502, message: "upstream unavailable"))
+  }
+
+  @Test func upstreamClosingMidHeadersIs502() throws {
+    let backend = try TestBackend(always: .closeMidHeaders)
+    defer { backend.stop() }
+    let gateway = try GatewayProcess(config: TestConfig.passThrough(to: backend.port))
+    defer { gateway.stopExpectingCleanExit() }
+
+    let client = try RawClient(port: gateway.port)
+    let response = try client.exchange(httpRequest("GET", "/half-head"))
+
+    #expect(isErrorEnvelope(response, status: 502, message: "upstream unavailable"))
+    // The client connection is still usable.
+    #expect(try client.exchange(httpRequest("GET", "/again")).status == 502)
+  }
+
+  @Test func upstreamClosingMidBodyCutsTheClientConnection() throws {
+    let backend = try TestBackend(always: .closeMidBody(declared: 10_000, sent: 4_000))
+    defer { backend.stop() }
+    let gateway = try GatewayProcess(config: TestConfig.passThrough(to: backend.port))
+    defer { gateway.stopExpectingCleanExit() }
+
+    let client = try RawClient(port: gateway.port)
+    try client.send(httpRequest("GET", "/half-body"))
+    let head = try MessageHead(raw: try #require(try client.reader.readHead(deadline: Deadline(seconds: 10))))
+    let rest = client.readUntilEnd()
+
+    // The status was already out; the only honest signal left is a body cut short.
+    #expect(head.startLine.hasPrefix("HTTP/1.1 200"))
+    #expect(head.contentLength == 10_000)
+    #expect(rest.end != .stillOpen)
+    #expect(rest.bytes.count < 10_000)
+  }
+
+  @Test func upstreamSlowerThanResponseTimeoutIs504() throws {
+    let gate = Gate()
+    var answer = BackendResponse.text("too late")
+    answer.holdUntil = gate
+    let backend = try TestBackend(always: .respond(answer))
+    defer {
+      gate.open()
+      backend.stop()
+    }
+    let gateway = try GatewayProcess(config: TestConfig.passThrough(to: backend.port, responseTimeoutMs: 300))
+    defer { gateway.stopExpectingCleanExit() }
+
+    let response = try send("GET", "/slow", to: gateway.port)
+
+    #expect(isErrorEnvelope(response, status: 504, message: "upstream timed out"))
+    #expect(backend.requests.count == 1)
+  }
+
+  @Test func bodyTrickledWithGapsShorterThanTheResponseTimeoutGetsThrough() throws {
+    let body = Array("0123456789abcdef".utf8)
+    var answer = BackendResponse(body: .bytes(body))
+    answer.bodyTrickle = (size: 2, interval: .milliseconds(100))
+    let backend = try TestBackend(always: .respond(answer))
+    defer { backend.stop() }
+    let gateway = try GatewayProcess(config: TestConfig.passThrough(to: backend.port, responseTimeoutMs: 2000))
+    defer { gateway.stopExpectingCleanExit() }
+
+    let response = try send("GET", "/trickle", to: gateway.port)
+
+    #expect(response.status == 200)
+    #expect(response.body == body)
+  }
+
+  @Test func headTrickledByteByByteGetsThrough() throws {
+    var answer = BackendResponse.text("slow head", headers: [("X-Slow", "1")])
+    answer.headByteInterval = .milliseconds(2)
+    let backend = try TestBackend(always: .respond(answer))
+    defer { backend.stop() }
+    let gateway = try GatewayProcess(config: TestConfig.passThrough(to: backend.port))
+    defer { gateway.stopExpectingCleanExit() }
+
+    let response = try send("GET", "/slow-head", to: gateway.port)
+
+    #expect(response.status == 200)
+    #expect(response.head.value("X-Slow") == "1")
+    #expect(response.text == "slow head")
+  }
+
+  // MARK: The client's request is refused
+
+  /// A request the parser must refuse, and the status for it.
+  struct Malformed: Sendable, CustomTestStringConvertible {
+    let name: String
+    let bytes: String
+    let status: Int
+    var testDescription: String { "\(name) → \(status)" }
+  }
+
+  static let malformed: [Malformed] = [
+    Malformed(name: "field without colon", bytes: "GET / HTTP/1.1\r\nHost: x\r\nNo colon\r\n\r\n", status: 400),
+    Malformed(name: "space before colon", bytes: "GET / HTTP/1.1\r\nHost : x\r\n\r\n", status: 400),
+    Malformed(name: "bare CR", bytes: "GET / HTTP/1.1\r\nHost: x\r\nX-A: a\rb\r\n\r\n", status: 400),
+    Malformed(name: "missing Host", bytes: "GET / HTTP/1.1\r\nAccept: */*\r\n\r\n", status: 400),
+    Malformed(name: "two Hosts", bytes: "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", status: 400),
+    Malformed(
+      name: "non-numeric Content-Length", bytes: "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n",
+      status: 400),
+    Malformed(
+      name: "Content-Length and chunked",
+      bytes: "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+      status: 400),
+    Malformed(name: "garbage start line", bytes: "HELLO\r\n\r\n", status: 400),
+    Malformed(
+      name: "too many fields",
+      bytes: "GET / HTTP/1.1\r\nHost: x\r\n" + (0..<200).map { "X-F\($0): v\r\n" }.joined() + "\r\n", status: 431),
+    Malformed(name: "HTTP/2.0", bytes: "GET / HTTP/2.0\r\nHost: x\r\n\r\n", status: 505),
+    Malformed(
+      name: "unknown transfer coding", bytes: "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n",
+      status: 501),
+    Malformed(
+      name: "request line too long", bytes: "GET /\(String(repeating: "a", count: 9000)) HTTP/1.1\r\nHost: x\r\n\r\n",
+      status: 414),
+  ]
+
+  @Test(arguments: malformed)
+  func malformedRequestGetsAnErrorEnvelopeAndTheConnectionCloses(_ request: Malformed) throws {
+    let backend = try TestBackend(always: .respond(.text("should not be reached")))
+    defer { backend.stop() }
+    let gateway = try GatewayProcess(config: TestConfig.passThrough(to: backend.port))
+    defer { gateway.stopExpectingCleanExit() }
+
+    let client = try RawClient(port: gateway.port)
+    try client.send(request.bytes)
+    let response = try client.readResponse()
+
+    #expect(isErrorEnvelope(response, status: request.status))
+    #expect(response.head.value("Connection")?.lowercased() == "close")
+    #expect(client.waitForEnd() != .stillOpen)
+    #expect(backend.requests.isEmpty)
+  }
+
+  @Test func badChunkSizeAfterAValidHeadIs400AndCloses() throws {
+    let backend = try TestBackend(always: .respond(.text("ok")))
+    defer { backend.stop() }
+    let gateway = try GatewayProcess(config: TestConfig.passThrough(to: backend.port))
+    defer { gateway.stopExpectingCleanExit() }
+
+    let client = try RawClient(port: gateway.port)
+    try client.send("POST /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n")
+    let response = try client.readResponse()
+
+    #expect(isErrorEnvelope(response, status: 400))
+    #expect(client.waitForEnd() != .stillOpen)
+  }
+
+  @Test func contentLengthOverMaxBodyBytesIs413() throws {
+    let backend = try TestBackend(always: .respond(.text("ok")))
+    defer { backend.stop() }
+    let gateway = try GatewayProcess(config: TestConfig.passThrough(to: backend.port, limits: ["max_body_bytes": 1024]))
+    defer { gateway.stopExpectingCleanExit() }
+
+    let accepted = try send("POST", "/fits", to: gateway.port, body: Array(repeating: 0x61, count: 1024))
+    let client = try RawClient(port: gateway.port)
+    try client.send(httpRequest("POST", "/too-big", body: Array(repeating: 0x61, count: 2048)))
+    let refused = try client.readResponse()
+
+    #expect(accepted.status == 200)
+    #expect(isErrorEnvelope(refused, status: 413))
+    #expect(client.waitForEnd() != .stillOpen)
+    #expect(backend.requests.map(\.target) == ["/fits"])
+  }
+
+  @Test func chunkedBodyOverMaxBodyBytesIs413() throws {
+    let backend = try TestBackend(always: .respond(.text("ok")))
+    defer { backend.stop() }
+    let gateway = try GatewayProcess(config: TestConfig.passThrough(to: backend.port, limits: ["max_body_bytes": 1024]))
+    defer { gateway.stopExpectingCleanExit() }
+
+    let client = try RawClient(port: gateway.port)
+    let chunks = Array(repeating: Array(repeating: UInt8(0x61), count: 512), count: 4)
+    try client.send(httpRequest("POST", "/too-big", headers: [("Transfer-Encoding", "chunked")]) + chunkedBody(chunks))
+    let refused = try client.readResponse()
+
+    #expect(isErrorEnvelope(refused, status: 413))
+    #expect(client.waitForEnd() != .stillOpen)
+    // Whatever reached the backend must not look like a complete request with the whole body.
+    #expect(!backend.requests.contains { $0.bodyLength > 1024 })
+  }
+
+  @Test func headOverMaxHeaderBytesIs431() throws {
+    let backend = try TestBackend(always: .respond(.text("ok")))
+    defer { backend.stop() }
+    let gateway = try GatewayProcess(
+      config: TestConfig.passThrough(to: backend.port, limits: ["max_header_bytes": 2048]))
+    defer { gateway.stopExpectingCleanExit() }
+
+    let client = try RawClient(port: gateway.port)
+    try client.send(httpRequest("GET", "/", headers: [("X-Big", String(repeating: "b", count: 4096))]))
+    let response = try client.readResponse()
+
+    #expect(isErrorEnvelope(response, status: 431))
+    #expect(client.waitForEnd() != .stillOpen)
+    #expect(backend.requests.isEmpty)
+  }
+
+  @Test func slowRequestHeadIs408() throws {
+    let backend = try TestBackend(always: .respond(.text("ok")))
+    defer { backend.stop() }
+    let gateway = try GatewayProcess(
+      config: TestConfig.passThrough(to: backend.port, limits: ["header_timeout_ms": 300]))
+    defer { gateway.stopExpectingCleanExit() }
+
+    let client = try RawClient(port: gateway.port)
+    try client.send("GET /slow HTTP/1.1\r\nHost: x\r\nX-Partial: never fin")
+    let response = try client.readResponse()
+
+    #expect(isErrorEnvelope(response, status: 408))
+    #expect(client.waitForEnd() != .stillOpen)
+    #expect(backend.requests.isEmpty)
+  }
+
+  @Test func silentConnectionIsClosedAtTheHeaderTimeout() throws {
+    let gateway = try GatewayProcess(
+      config: TestConfig.passThrough(to: try TestSocket.unusedPort(), limits: ["header_timeout_ms": 300]))
+    defer { gateway.stopExpectingCleanExit() }
+
+    let client = try RawClient(port: gateway.port)
+    let outcome = client.readUntilEnd()
+
+    #expect(outcome.end != .stillOpen)
+    #expect(outcome.bytes.isEmpty)
+  }
+}
