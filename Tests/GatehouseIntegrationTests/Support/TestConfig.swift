@@ -10,6 +10,8 @@ enum TestConfig {
   ) -> [String: Any] {
     var config: [String: Any] = [
       "listen": [["address": "127.0.0.1:0"]],
+      // Many gateways run at once in the suite: the admin API takes a free port too.
+      "admin": ["listen": "127.0.0.1:0"],
       "workers": workers,
       "routes": routes,
       "log": ["level": "info", "access": access, "format": "json"],
