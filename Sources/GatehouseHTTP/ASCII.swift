@@ -36,10 +36,10 @@ enum ASCII {
     (byte >= 0x20 && byte != 0x7F) || byte == tab
   }
 
-  /// Visible ASCII, the only bytes accepted in a request target.
+  /// Visible ASCII but "#": a fragment never belongs in a request target (RFC 9112 §3.2).
   @inlinable @inline(__always)
   static func isTargetByte(_ byte: UInt8) -> Bool {
-    byte > 0x20 && byte < 0x7F
+    byte > 0x20 && byte < 0x7F && byte != 0x23
   }
 
   @inlinable @inline(__always)

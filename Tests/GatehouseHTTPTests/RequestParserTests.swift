@@ -80,6 +80,14 @@ import Testing
     #expect(events[1] == .body(bytes("x")))
   }
 
+  @Test func absoluteFormTargetsBecomeOriginForm() throws {
+    func target(_ text: String) throws -> String? { try parseRequests(text).first?.requestHead?.targetString }
+    #expect(try target("GET http://example.com/users/7?x=1 HTTP/1.1\r\nHost: example.com\r\n\r\n") == "/users/7?x=1")
+    #expect(try target("GET HTTPS://example.com:8443/a HTTP/1.1\r\nHost: x\r\n\r\n") == "/a")
+    #expect(try target("GET http://example.com HTTP/1.1\r\nHost: x\r\n\r\n") == "/")
+    #expect(try target("OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n") == "*")
+  }
+
   @Test func pipelinedRequestsComeOutInOrder() throws {
     let events = try parseRequests(
       "GET /a HTTP/1.1\r\nHost: a\r\n\r\nPOST /b HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\nhi"

@@ -94,6 +94,11 @@ let rejectedRequests: [RejectedRequest] = [
   .init("control byte in target", "GET /a\u{01}b HTTP/1.1\r\nHost: a\r\n\r\n"),
   .init("non-ASCII in target", bytes: Array("GET /".utf8) + [0xFF] + Array(" HTTP/1.1\r\nHost: a\r\n\r\n".utf8)),
   .init("bad byte in method", "G(T / HTTP/1.1\r\nHost: a\r\n\r\n"),
+  .init("target without a leading slash", "GET users/7 HTTP/1.1\r\nHost: a\r\n\r\n"),
+  .init("fragment in target", "GET /users/7#top HTTP/1.1\r\nHost: a\r\n\r\n"),
+  .init("asterisk target on GET", "GET * HTTP/1.1\r\nHost: a\r\n\r\n"),
+  .init("absolute form of another scheme", "GET ftp://host/a HTTP/1.1\r\nHost: a\r\n\r\n"),
+  .init("absolute form without a host", "GET http:///a HTTP/1.1\r\nHost: a\r\n\r\n"),
   .init("bare LF before request line", "\nGET / HTTP/1.1\r\nHost: a\r\n\r\n"),
   // Chunk framing.
   .init("chunk size 0x1", chunkedPost + "0x1\r\na\r\n0\r\n\r\n"),

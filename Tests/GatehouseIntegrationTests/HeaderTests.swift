@@ -170,7 +170,7 @@ import Testing
     #expect(relayed.values("X-Forwarded-Proto") == ["http"])
   }
 
-  @Test(.disabled("BUG: of several X-Forwarded-For field lines only the last one is forwarded"))
+  @Test
   func everyForwardedForLineIsKeptInOrder() throws {
     let backend = try TestBackend(always: .respond(.text("ok")))
     defer { backend.stop() }

@@ -130,7 +130,7 @@ import Testing
     #expect(try setup.upstreamTarget("/b/7") == "/api/v1/items/7")
   }
 
-  @Test(.disabled("BUG: an absolute-form request target is not routed by its path (404 no route for GET http://…)"))
+  @Test
   func absoluteFormTargetIsRoutedByItsPath() throws {
     let setup = try Setup()
     defer { setup.finish() }
@@ -139,7 +139,6 @@ import Testing
   }
 
   @Test(
-    .disabled("BUG: a request target that is not origin-form is routed (404, or forwarded as is) instead of 400"),
     arguments: ["users/42", "/users/42#fragment"])
   func invalidRequestTargetIs400(target: String) throws {
     let setup = try Setup()

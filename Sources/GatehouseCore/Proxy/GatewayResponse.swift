@@ -31,7 +31,7 @@ public enum GatewayResponse {
       case .upstreamUnavailable: return "upstream unavailable"
       case .upstreamTimedOut: return "upstream timed out"
       case .badRequest(let error): return "bad request: \(error)"
-      case .headerTimeout: return "request header timeout"
+      case .headerTimeout: return "request timeout"
       case .methodNotAllowed: return "method not allowed"
       case .tokenUnavailable: return "upstream token unavailable"
       }

@@ -18,13 +18,15 @@ public enum UpstreamRequestWriter {
     out.append(contentsOf: hostHeader)
     append("\r\n", &out)
 
-    var forwardedFor: ArraySlice<UInt8>?
+    // Every X-Forwarded-For line the client sent, in order, joined as one list.
+    var forwardedFor: [UInt8] = []
     let connectionNamed = connectionListedNames(head.headers)
     head.headers.withEachField { name, value in
       if HopByHop.fields.contains(name) || plan.dropped.contains(name) { return }
       if HopByHop.gatewayRequestFields.contains(name) {
-        if name.count == 15 && ASCIIBytes.equalsLowercase(name, "x-forwarded-for") {
-          forwardedFor = ArraySlice(value)
+        if name.count == 15 && ASCIIBytes.equalsLowercase(name, "x-forwarded-for") && !value.isEmpty {
+          if !forwardedFor.isEmpty { forwardedFor.append(contentsOf: ", ".utf8) }
+          forwardedFor.append(contentsOf: value)
         }
         return
       }
@@ -38,7 +40,7 @@ public enum UpstreamRequestWriter {
     out.append(contentsOf: plan.setLines)
     if let tokenLine { out.append(contentsOf: tokenLine) }
     append("X-Forwarded-For: ", &out)
-    if let forwardedFor, !forwardedFor.isEmpty {
+    if !forwardedFor.isEmpty {
       out.append(contentsOf: forwardedFor)
       append(", ", &out)
     }

@@ -32,7 +32,12 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
   enum DeadlineKind {
     case header
     case idle
+    /// The upstream has the head; the client must keep sending the body (idle timeout).
+    case requestUpload
     case upstreamResponse
+    /// The client stopped reading an answer (its queue is full): it must drain within the
+    /// idle timeout. The upstream's response timeout does not run meanwhile.
+    case clientWrite
     case stubDelay
   }
 
@@ -225,11 +230,17 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       requestID: exchange.requestID,
       framing: framing, into: &context.scratch)
     context.scratch.withUnsafeBytes { _ = upstream.connection?.write($0) }
-    setDeadline(.upstreamResponse, after: pool.plan.responseTimeout)
+    // The response timeout starts once the whole request is with the upstream.
+    if exchange.requestComplete {
+      setDeadline(.upstreamResponse, after: pool.plan.responseTimeout)
+    } else {
+      setDeadline(.requestUpload, after: context.snapshot.idleTimeout)
+    }
   }
 
   private func forwardRequestBody(_ bytes: UnsafeRawBufferPointer) {
     guard let exchange, !exchange.responseComplete, let upstream = exchange.upstream?.connection else { return }
+    if deadlineKind == .requestUpload { setDeadline(.requestUpload, after: context.snapshot.idleTimeout) }
     if exchange.rechunkRequest {
       var frame: [UInt8] = []
       HTTPSerializer.writeChunkHeader(size: bytes.count, into: &frame)
@@ -244,6 +255,9 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
   private func requestEnded() {
     guard exchange != nil else { return }
     exchange?.requestComplete = true
+    if deadlineKind == .requestUpload, let timeout = exchange?.pool?.plan.responseTimeout {
+      setDeadline(.upstreamResponse, after: timeout)
+    }
     if let exchange, exchange.rechunkRequest, !exchange.responseComplete,
       let upstream = exchange.upstream?.connection
     {
@@ -874,11 +888,17 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
   }
 
   func connectionWriteQueueDidRiseAboveHighWatermark(_ connection: BufferedConnection) {
-    exchange?.upstream?.connection?.pauseReading()
+    guard let upstream = exchange?.upstream?.connection else { return }
+    upstream.pauseReading()
+    setDeadline(.clientWrite, after: context.snapshot.idleTimeout)
   }
 
   func connectionWriteQueueDidDrainBelowLowWatermark(_ connection: BufferedConnection) {
-    exchange?.upstream?.connection?.resumeReading()
+    guard let exchange, let upstream = exchange.upstream?.connection else { return }
+    upstream.resumeReading()
+    if deadlineKind == .clientWrite, let timeout = exchange.pool?.plan.responseTimeout {
+      setDeadline(.upstreamResponse, after: timeout)
+    }
   }
 
   private func setDeadline(_ kind: DeadlineKind, after duration: Duration) {
@@ -905,6 +925,19 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       connection?.close()
     case .upstreamResponse:
       upstreamFailed(.timedOut)
+    case .requestUpload:
+      // The client stopped sending its body: nothing sensible can follow on this connection.
+      closeAfterResponse = true
+      if exchange?.responseStarted == true {
+        abort()
+      } else {
+        if let upstream = exchange?.upstream { exchange?.pool?.discard(upstream) }
+        exchange?.upstream = nil
+        exchange?.requestComplete = true
+        respondLocally(failure: .headerTimeout)
+      }
+    case .clientWrite:
+      abort()
     case .stubDelay:
       guard let exchange, exchange.waitingForStub, let routeIndex = exchange.routeIndex else { return }
       self.exchange?.waitingForStub = false
