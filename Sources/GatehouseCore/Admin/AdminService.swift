@@ -11,6 +11,9 @@ protocol AdminBackend: AnyObject, Sendable {
   func upstreamsDocument(completion: @escaping @Sendable (JSONValue) -> Void)
   func metricsText(completion: @escaping @Sendable (String) -> Void)
   func reload(completion: @escaping @Sendable (Result<Void, ReloadFailure>) -> Void)
+  /// The cache endpoints; store calls block, so they run off the event loops.
+  func cache(
+    _ endpoint: AdminEndpoint, query: [String: String], completion: @escaping @Sendable (AdminResponse) -> Void)
 }
 
 /// Why a reload was refused: the `check` errors, one per line.
@@ -123,11 +126,10 @@ final class AdminService: @unchecked Sendable {
     case .openAPI:
       completion(AdminResponse(status: 200, body: Array(AdminOpenAPI.document.utf8)))
     case .cacheStats, .cacheEntries, .cacheEntry, .purgeCacheEntry, .purgeCacheEntries, .purgeCache:
-      completion(.error(503, "the store is not enabled in this build"))
+      backend.cache(endpoint, query: AdminRouter.queryItems(query)) { respond($0) }
     case .tokens, .setToken, .refreshToken, .invalidateToken:
       completion(.error(503, "token management is not enabled in this build"))
     }
-    _ = query
     _ = body
   }
 

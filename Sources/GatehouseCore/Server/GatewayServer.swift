@@ -218,6 +218,11 @@ public final class GatewayServer: @unchecked Sendable {
     control.scheduleTimer(after: .milliseconds(20)) { [self] in waitForDrain(until: deadline) }
   }
 
+  /// Runs `body` on the control loop (for blocking work such as store admin calls).
+  func onControl(_ body: @escaping @Sendable () -> Void) {
+    control.execute { body() }
+  }
+
   /// Runs `body` on every loop and hands the results, in loop order, to `completion` on the
   /// admin loop. Counters stay per loop and are only summed here, when read.
   func gather<T: Sendable>(

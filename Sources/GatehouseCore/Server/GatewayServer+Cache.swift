@@ -1,0 +1,168 @@
+import GatehouseHTTP
+import GatehouseNet
+import GatehouseStore
+
+/// The cache endpoints of the admin API (SPEC §6). The store's admin calls block on SQLite,
+/// so they run on the control loop, never on a loop that serves requests.
+extension GatewayServer {
+  func cache(
+    _ endpoint: AdminEndpoint, query: [String: String], completion: @escaping @Sendable (AdminResponse) -> Void
+  ) {
+    guard let store = shared.store else {
+      completion(.error(503, "the store is not open; see the start-up log"))
+      return
+    }
+    switch endpoint {
+    case .cacheStats:
+      gather({ context in context.metrics.cacheResults }) { perLoop in
+        var summed: [String: UInt64] = [:]
+        for loop in perLoop { for (key, value) in loop { summed[key, default: 0] += value } }
+        let results = summed
+        self.onControl {
+          let stats = store.stats()
+          completion(
+            .json(
+              .object([
+                ("entries", .int(Int(stats.entries))), ("bytes", .int(Int(stats.bytes))),
+                ("max_bytes", .int(Int(stats.maxBytes))), ("hits", .int(results["hit"] ?? 0)),
+                ("stale_served", .int(results["stale"] ?? 0)), ("misses", .int(results["miss"] ?? 0)),
+                ("bypass", .int(results["bypass"] ?? 0)), ("writes", .int(Int(stats.writes))),
+                ("dropped_writes", .int(Int(stats.droppedWrites))), ("evictions", .int(Int(stats.evictions))),
+              ])))
+        }
+      }
+    case .cacheEntries:
+      let limit = query["limit"].flatMap { Int($0) } ?? 100
+      guard (1...1000).contains(limit) else {
+        completion(.error(400, "limit must be a number from 1 to 1000"))
+        return
+      }
+      onControl {
+        do {
+          let page = try store.list(prefix: query["prefix"] ?? "", limit: limit, cursor: query["cursor"])
+          let now = RFC3339.nowMilliseconds()
+          completion(
+            .json(
+              .object([
+                ("entries", .array(page.entries.map { Self.summaryDocument($0, nowMs: now) })),
+                ("next_cursor", .optionalString(page.nextCursor)),
+              ])))
+        } catch let error as StoreError {
+          completion(.error(error.kind == .invalidCursor ? 400 : 500, "\(error.kind)"))
+        } catch {
+          completion(.error(500, "\(error)"))
+        }
+      }
+    case .cacheEntry(let id):
+      onControl {
+        do {
+          guard let entry = try store.entry(id: id) else {
+            completion(.error(404, "no cache entry \(id)"))
+            return
+          }
+          var members: [(String, JSONValue)] = []
+          if case .object(let summary) = Self.summaryDocument(entry.summary, nowMs: RFC3339.nowMilliseconds()) {
+            members = summary
+          }
+          members.append(("headers", .array(entry.headers.map { .array([.string($0.name), .string($0.value)]) })))
+          if let text = String(validating: entry.body, as: UTF8.self) {
+            members.append(("body", .string(text)))
+            members.append(("body_encoding", .string("utf-8")))
+          } else {
+            members.append(("body", .string(Base64.encode(entry.body))))
+            members.append(("body_encoding", .string("base64")))
+          }
+          members.append(("body_sha256", .string(entry.bodySHA256)))
+          completion(.json(.object(members)))
+        } catch let error as StoreError {
+          completion(.error(500, "\(error.kind)"))
+        } catch {
+          completion(.error(500, "\(error)"))
+        }
+      }
+    case .purgeCacheEntry(let id):
+      purge(completion: completion) {
+        let count = try store.purge(id: id)
+        return count == 0 ? nil : count
+      } notFound: {
+        "no cache entry \(id)"
+      }
+    case .purgeCacheEntries:
+      guard let prefix = query["prefix"], !prefix.isEmpty else {
+        completion(.error(400, "prefix is required (DELETE /admin/cache purges everything)"))
+        return
+      }
+      purge(completion: completion) {
+        try store.purge(prefix: prefix)
+      } notFound: {
+        ""
+      }
+    case .purgeCache:
+      purge(completion: completion) {
+        try store.purgeAll()
+      } notFound: {
+        ""
+      }
+    default:
+      completion(.error(404, "not a cache endpoint"))
+    }
+  }
+
+  /// Runs a purge on the control loop, then makes every loop forget the answers it
+  /// remembered so none is served after it was purged.
+  private func purge(
+    completion: @escaping @Sendable (AdminResponse) -> Void, _ body: @escaping @Sendable () throws -> Int?,
+    notFound: @escaping @Sendable () -> String
+  ) {
+    onControl {
+      do {
+        guard let count = try body() else {
+          completion(.error(404, notFound()))
+          return
+        }
+        self.gather({ context in context.store?.forgetRecent() }) { _ in
+          completion(.json(.object([("purged", .int(count))])))
+        }
+      } catch let error as StoreError {
+        completion(.error(500, "\(error.kind)"))
+      } catch {
+        completion(.error(500, "\(error)"))
+      }
+    }
+  }
+
+  static func summaryDocument(_ entry: CacheEntrySummary, nowMs: Int64) -> JSONValue {
+    .object([
+      ("id", .string(entry.id)), ("method", .string(entry.method)), ("upstream", .string(entry.upstream)),
+      ("path", .string(entry.path)), ("query", .string(entry.query)), ("status", .int(entry.status)),
+      ("bytes", .int(Int(entry.bytes))), ("stored_at", .string(RFC3339.string(seconds: entry.storedAtMs / 1000))),
+      ("age_s", .int(Int(max(0, nowMs - entry.storedAtMs) / 1000))),
+    ])
+  }
+}
+
+/// Standard base64 (RFC 4648 §4) for bodies that are not UTF-8.
+enum Base64 {
+  static func encode(_ bytes: [UInt8]) -> String {
+    let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
+    var out: [UInt8] = []
+    out.reserveCapacity((bytes.count + 2) / 3 * 4)
+    var index = 0
+    while index + 3 <= bytes.count {
+      let n = UInt32(bytes[index]) << 16 | UInt32(bytes[index + 1]) << 8 | UInt32(bytes[index + 2])
+      out += [
+        alphabet[Int(n >> 18 & 63)], alphabet[Int(n >> 12 & 63)], alphabet[Int(n >> 6 & 63)], alphabet[Int(n & 63)],
+      ]
+      index += 3
+    }
+    let rest = bytes.count - index
+    if rest == 1 {
+      let n = UInt32(bytes[index]) << 16
+      out += [alphabet[Int(n >> 18 & 63)], alphabet[Int(n >> 12 & 63)], 0x3D, 0x3D]
+    } else if rest == 2 {
+      let n = UInt32(bytes[index]) << 16 | UInt32(bytes[index + 1]) << 8
+      out += [alphabet[Int(n >> 18 & 63)], alphabet[Int(n >> 12 & 63)], alphabet[Int(n >> 6 & 63)], 0x3D]
+    }
+    return String(decoding: out, as: UTF8.self)
+  }
+}
