@@ -12,6 +12,9 @@ public enum GatewayResponse {
     case headerTimeout
     case methodNotAllowed
     case tokenUnavailable
+    case clientKeyMissing
+    case clientKeyInvalid
+    case rateLimited
 
     public var status: Int {
       switch self {
@@ -22,6 +25,8 @@ public enum GatewayResponse {
       case .headerTimeout: return 408
       case .methodNotAllowed: return 405
       case .tokenUnavailable: return 401
+      case .clientKeyMissing, .clientKeyInvalid: return 401
+      case .rateLimited: return 429
       }
     }
 
@@ -34,6 +39,9 @@ public enum GatewayResponse {
       case .headerTimeout: return "request timeout"
       case .methodNotAllowed: return "method not allowed"
       case .tokenUnavailable: return "upstream token unavailable"
+      case .clientKeyMissing: return "client key required"
+      case .clientKeyInvalid: return "client key not recognized"
+      case .rateLimited: return "rate limit exceeded"
       }
     }
   }

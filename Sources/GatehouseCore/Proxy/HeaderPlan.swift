@@ -8,6 +8,8 @@ public struct HeaderPlan: Sendable {
   public let dropped: HeaderNameSet
   /// Pre-serialized `Name: value\r\n` lines for the names that end up set.
   public let setLines: [UInt8]
+  /// Drop `Authorization` when it carries a client key (`ApiKey …`), keep it otherwise.
+  public let dropsAPIKeyAuthorization: Bool
 
   /// One header rule list: `set` pairs and `remove` names, in config order.
   public struct Rules: Sendable {
@@ -21,7 +23,8 @@ public struct HeaderPlan: Sendable {
 
   /// - Parameter alsoDropped: names removed for other reasons, e.g. the token header of a
   ///   route with a token, or the client key header.
-  public init(layers: [Rules], alsoDropped: [String] = []) {
+  public init(layers: [Rules], alsoDropped: [String] = [], dropsAPIKeyAuthorization: Bool = false) {
+    self.dropsAPIKeyAuthorization = dropsAPIKeyAuthorization
     var order: [String] = []
     var final: [String: (name: String, value: String?)] = [:]
     for layer in layers {

@@ -31,6 +31,11 @@ public enum UpstreamRequestWriter {
         return
       }
       if let connectionNamed, connectionNamed.contains(name) { return }
+      if plan.dropsAPIKeyAuthorization && ASCIIBytes.equalsLowercase(name, "authorization")
+        && ClientKeys.isAPIKeyScheme(value)
+      {
+        return
+      }
       out.append(contentsOf: name)
       out.append(0x3A)
       out.append(0x20)

@@ -154,6 +154,27 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     if head.expectsContinue && Self.hasBody(head) {
       _ = connection?.write(Array("HTTP/1.1 100 Continue\r\n\r\n".utf8))
     }
+    if !snapshot.clients.isEmpty, let exchange {
+      switch snapshot.clients.verdict(for: head.headers) {
+      case .anonymous:
+        break
+      case .missing:
+        respondLocally(failure: .clientKeyMissing)
+        return
+      case .invalid:
+        respondLocally(failure: .clientKeyInvalid)
+        return
+      case .client(let index):
+        let client = snapshot.clients.clients[index]
+        exchange.clientID = client.id
+        if let bucket = client.bucket,
+          case .limited(let seconds) = snapshot.rateLimiter.take(bucket: bucket, nowMs: RateLimiter.clockMs())
+        {
+          respondLocally(failure: .rateLimited, extraHeaders: Array("Retry-After: \(seconds)\r\n".utf8))
+          return
+        }
+      }
+    }
     guard let match else {
       respondLocally(
         failure: .noRoute(method: head.method.name, path: String(decoding: head.path, as: UTF8.self)))
@@ -279,20 +300,21 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     setDeadline(.stubDelay, after: plan.stub.delay)
   }
 
-  private func respondLocally(failure: GatewayResponse.Failure) {
+  private func respondLocally(failure: GatewayResponse.Failure, extraHeaders: [UInt8] = []) {
     respondLocally(
-      status: failure.status, body: GatewayResponse.errorBody(status: failure.status, message: failure.message))
+      status: failure.status, body: GatewayResponse.errorBody(status: failure.status, message: failure.message),
+      extraHeaders: extraHeaders)
   }
 
   /// Writes a whole answer made by the gateway. The request's body, if not read yet, is
   /// read and dropped so the connection can carry the next request.
-  private func respondLocally(status: Int, body: [UInt8]) {
+  private func respondLocally(status: Int, body: [UInt8], extraHeaders: [UInt8] = []) {
     guard let exchange else { return }
     let close = closeAfterResponse || !exchange.head.keepAlive || context.draining
     context.output.removeAll(keepingCapacity: true)
     GatewayResponse.write(
       status: status, body: body, requestID: exchange.requestID, closeConnection: close,
-      headOnly: exchange.head.method == .head, into: &context.output)
+      headOnly: exchange.head.method == .head, extraHeaders: extraHeaders, into: &context.output)
     self.exchange?.status = status
     self.exchange?.bytesSent = Int64(context.output.count)
     self.exchange?.responseComplete = true
@@ -750,7 +772,9 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       let sent = exchange.head.headers.values(for: name)
       return sent.isEmpty ? "" : "=" + sent.joined(separator: ",")
     }
-    return LoopStore.KeyInputs(upstream: upstream, target: exchange.upstreamTarget, vary: values)
+    // With keys required, answers are per client: one client's data never serves another.
+    let client = exchange.snapshot.clients.required ? exchange.clientID : nil
+    return LoopStore.KeyInputs(upstream: upstream, target: exchange.upstreamTarget, vary: values, clientID: client)
   }
 
   static func cacheLines(_ result: CacheResult?) -> [UInt8] {
@@ -1049,6 +1073,8 @@ final class Exchange {
   /// The store key, for GET/HEAD requests on routes with a `cache` block.
   var cacheKey: CacheKey?
   var cacheResult: CacheResult?
+  /// The client key's id, when the request carried a valid one.
+  var clientID: String?
   /// A pass-through body kept (up to a limit) so it can be stored, with its head.
   var teeBody: [UInt8]?
   var storableHead: HTTPResponseHead?

@@ -19,6 +19,10 @@ public final class GatewaySnapshot: Sendable {
   let idleTimeout: Duration
   let drainTimeout: Duration
   let accessLogEnabled: Bool
+  /// Client keys (SPEC §2 `clients`) and their shared token buckets. Buckets start full
+  /// again after a reload.
+  let clients: ClientKeys
+  let rateLimiter: RateLimiter
 
   /// Builds the snapshot; fails when an upstream host name cannot be resolved.
   public init(config: GatehouseConfig) throws(SnapshotError) {
@@ -30,10 +34,13 @@ public final class GatewaySnapshot: Sendable {
     }
     upstreamPlans = upstreams
     let globalRules = HeaderPlan.Rules(config.headers)
+    // Client keys identify callers to the gateway only; they never reach a backend.
+    let clientKeyHeaders = config.clients.keys.isEmpty && !config.clients.required ? [] : ["X-Api-Key"]
     routePlans = config.routes.map { route in
       RoutePlan(
         route, upstreamIndex: route.upstream.flatMap { name in upstreams.firstIndex { $0.name == name } },
-        globalRules: globalRules, token: route.token.flatMap { config.token(named: $0) })
+        globalRules: globalRules, token: route.token.flatMap { config.token(named: $0) },
+        alsoDropped: clientKeyHeaders)
     }
     limits = HTTPLimits(
       maxHeaderBytes: config.limits.maxHeaderBytes, maxHeaderCount: 100,
@@ -43,6 +50,11 @@ public final class GatewaySnapshot: Sendable {
     idleTimeout = config.limits.idleTimeout
     drainTimeout = config.limits.drainTimeout
     accessLogEnabled = config.log.access == .stdout
+    clients = ClientKeys(config.clients)
+    rateLimiter = RateLimiter(
+      limits: config.clients.keys.compactMap { key in
+        key.rateLimit.map { RateLimiter.Limit(perSecond: $0.perSecond, burst: $0.burst) }
+      }, nowMs: RateLimiter.clockMs())
   }
 }
 
@@ -80,12 +92,17 @@ struct RoutePlan: Sendable {
     case unavailable
   }
 
-  init(_ route: RouteConfig, upstreamIndex: Int?, globalRules: HeaderPlan.Rules, token: TokenConfig?) {
+  init(
+    _ route: RouteConfig, upstreamIndex: Int?, globalRules: HeaderPlan.Rules, token: TokenConfig?,
+    alsoDropped: [String]
+  ) {
     name = route.name
     self.upstreamIndex = upstreamIndex
     // A route with a token replaces whatever credential the client sent in that header.
     let tokenHeader = route.token == nil ? [] : [route.tokenHeader]
-    headerPlan = HeaderPlan(layers: [globalRules, HeaderPlan.Rules(route.headers)], alsoDropped: tokenHeader)
+    headerPlan = HeaderPlan(
+      layers: [globalRules, HeaderPlan.Rules(route.headers)], alsoDropped: tokenHeader + alsoDropped,
+      dropsAPIKeyAuthorization: !alsoDropped.isEmpty)
     stubMode = route.stub.mode
     stub = StubAnswer(route.stub, envelope: route.envelope)
     envelopeEnabled = route.envelope.enabled

@@ -20,6 +20,7 @@ final class LoopStore {
     let upstream: String
     let target: [UInt8]
     let vary: [String]
+    let clientID: String?
   }
 
   /// An answer read (or written) here, trusted for `recentTTLMs` before it is read again,
@@ -57,7 +58,8 @@ final class LoopStore {
       varyPairs.append((name, String(inputs.vary[index].dropFirst())))
     }
     // HEAD is answered from GET entries: the same resource, without the body.
-    let key = CacheKey(method: "GET", upstream: inputs.upstream, path: path, query: query, vary: varyPairs)
+    let key = CacheKey(
+      method: "GET", upstream: inputs.upstream, path: path, query: query, vary: varyPairs, clientID: inputs.clientID)
     if keys.count >= 4 * Self.recentLimit { keys.removeAll(keepingCapacity: true) }
     keys[inputs] = key
     return key
