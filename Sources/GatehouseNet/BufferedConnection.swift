@@ -146,8 +146,11 @@ public final class BufferedConnection: IOEventHandler {
     connection.registration = try loop.register(
       fileDescriptor: socket.fileDescriptor, interest: .write, handler: connection)
     connection.registeredInterest = .write
-    connection.connectTimer = loop.scheduleTimer(after: timeout) { [weak connection] in
-      guard let connection, connection.state == .connecting else { return }
+    // A strong capture: the timer is cancelled when the connect completes or the connection
+    // closes. A weak one would give every outbound connection a side table, which makes
+    // each of its (many) retains and releases take the runtime's slow path.
+    connection.connectTimer = loop.scheduleTimer(after: timeout) { [connection] in
+      guard connection.state == .connecting else { return }
       connection.connectTimer = nil
       connection.finishClose(.connectTimedOut, abortive: true)
     }

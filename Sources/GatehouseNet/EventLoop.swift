@@ -181,6 +181,7 @@ public final class EventLoop: @unchecked Sendable {
       } catch {
         preconditionFailure("epoll_wait: \(error)")  // only EINVAL is left, and that is a bug
       }
+      iterationTime = Syscall.monotonicNanoseconds()
       for index in 0..<count {
         dispatch(events[index])
       }
@@ -338,6 +339,11 @@ public final class EventLoop: @unchecked Sendable {
     assertInEventLoop()
     return slots.count - freeSlots.count
   }
+
+  /// The monotonic clock as read once when this turn's events arrived. Handlers use it
+  /// for deadlines and durations instead of reading the clock per request; it lags the
+  /// true time by the length of one turn at most. Loop thread only.
+  public private(set) var iterationTime: UInt64 = Syscall.monotonicNanoseconds()
 
   /// Nanoseconds on the monotonic clock, the time base of timers.
   public static func monotonicNanoseconds() -> UInt64 {

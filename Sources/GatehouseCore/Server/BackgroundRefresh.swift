@@ -5,7 +5,9 @@ import GatehouseStore
 /// One `stale_while_revalidate` refresh: the client already has the stored answer; this
 /// asks the upstream again and stores what comes back. At most one runs per key per loop.
 final class BackgroundRefresh: UpstreamExchangeOwner {
-  unowned let context: LoopContext
+  /// unowned(unsafe): a loop context lives as long as its loop, longer than anything on it,
+  /// and plain `unowned` would cost an atomic reference-count operation per access.
+  unowned(unsafe) let context: LoopContext
   let key: CacheKey
   private var upstream: UpstreamConnection?
   private var pool: UpstreamPool?
@@ -44,7 +46,8 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
       tokenLine: tokenLine, clientAddress: clientAddress, forwardedProto: "http", requestID: context.requestIDs.next(),
       framing: .none, into: &out)
     _ = upstream?.connection?.write(out)
-    timer = context.loop.scheduleTimer(after: pool.plan.responseTimeout) { [weak self] in self?.fail() }
+    // Strong: `finish` cancels the timer, which then lets go of this refresh.
+    timer = context.loop.scheduleTimer(after: pool.plan.responseTimeout) { [self] in fail() }
   }
 
   func upstreamDidRead(_ upstream: UpstreamConnection, _ bytes: UnsafeRawBufferPointer) {

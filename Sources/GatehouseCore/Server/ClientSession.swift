@@ -11,7 +11,9 @@ import GatehouseStore
 /// The proxy flow reads top to bottom: `startExchange` → `sendUpstream` → request body →
 /// `upstreamDidRead` (`beginResponse`, body, `completeResponse`) → `finishExchange`.
 final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
-  unowned let context: LoopContext
+  /// unowned(unsafe): a loop context lives as long as its loop, longer than anything on it,
+  /// and plain `unowned` would cost an atomic reference-count operation per access.
+  unowned(unsafe) let context: LoopContext
   var connection: BufferedConnection?
   private var parser: HTTPRequestParser
   let clientAddress: [UInt8]
@@ -149,7 +151,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     }
     exchange = Exchange(
       head: head, requestID: requestID, snapshot: snapshot, routeIndex: match?.routeIndex,
-      startedAt: EventLoop.monotonicNanoseconds())
+      startedAt: context.loop.iterationTime)
     deadline = 0
     if head.expectsContinue && Self.hasBody(head) {
       _ = connection?.write(Array("HTTP/1.1 100 Continue\r\n\r\n".utf8))
@@ -219,7 +221,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       upstreamFailed(.unavailable)
       return
     }
-    if !fresh && pool.circuit.decide(now: EventLoop.monotonicNanoseconds()) == .reject {
+    if !fresh && pool.circuit.decide(now: context.loop.iterationTime) == .reject {
       self.exchange?.pool = pool
       upstreamFailed(.circuitOpen)
       return
@@ -392,7 +394,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       // A failing backend's error page is worse than yesterday's answer.
       if let pool = exchange.pool {
         context.metrics.recordUpstream(pool.plan.name, outcome: "error_status")
-        pool.circuit.recordFailure(now: EventLoop.monotonicNanoseconds())
+        pool.circuit.recordFailure(now: context.loop.iterationTime)
         pool.lastError = "status \(head.status)"
       }
       if let upstream = exchange.upstream {
@@ -504,7 +506,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     if let pool = exchange.pool {
       context.metrics.recordUpstream(pool.plan.name, outcome: "response")
       if (exchange.upstreamStatus ?? 0) >= 500 {
-        pool.circuit.recordFailure(now: EventLoop.monotonicNanoseconds())
+        pool.circuit.recordFailure(now: context.loop.iterationTime)
         pool.lastError = "status \(exchange.upstreamStatus ?? 0)"
       } else {
         pool.circuit.recordSuccess()
@@ -570,7 +572,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     if let pool = exchange.pool {
       context.metrics.recordUpstream(pool.plan.name, outcome: failure.outcome)
       if failure != .circuitOpen {
-        pool.circuit.recordFailure(now: EventLoop.monotonicNanoseconds())
+        pool.circuit.recordFailure(now: context.loop.iterationTime)
         pool.lastError = failure.outcome
       }
     }
@@ -927,7 +929,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
 
   private func setDeadline(_ kind: DeadlineKind, after duration: Duration) {
     deadlineKind = kind
-    deadline = EventLoop.deadline(after: duration)
+    deadline = context.loop.iterationTime &+ EventLoop.nanoseconds(of: duration)
   }
 
   func deadlinePassed() {

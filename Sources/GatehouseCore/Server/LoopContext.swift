@@ -164,10 +164,10 @@ final class LoopContext: @unchecked Sendable {
   static let sweepInterval: Duration = .milliseconds(100)
 
   private func scheduleSweep() {
-    sweepTimer = loop.scheduleTimer(after: Self.sweepInterval) { [weak self] in
-      guard let self else { return }
-      self.sweep()
-      self.scheduleSweep()
+    // Strong: the context lives as long as its loop; weak would put a side table on it.
+    sweepTimer = loop.scheduleTimer(after: Self.sweepInterval) { [self] in
+      sweep()
+      scheduleSweep()
     }
   }
 
@@ -202,11 +202,16 @@ final class LoopContext: @unchecked Sendable {
 }
 
 extension EventLoop {
-  /// Nanoseconds from now until `duration` has passed, on the timers' clock.
+  /// The monotonic time at which `duration` from now has passed, on the timers' clock.
   static func deadline(after duration: Duration) -> UInt64 {
+    monotonicNanoseconds() &+ nanoseconds(of: duration)
+  }
+
+  /// A duration in nanoseconds (at least 1, so a deadline is never "now").
+  static func nanoseconds(of duration: Duration) -> UInt64 {
     let (seconds, attoseconds) = duration.components
     let nanos = UInt64(max(0, seconds)) &* 1_000_000_000 &+ UInt64(max(0, attoseconds / 1_000_000_000))
-    return monotonicNanoseconds() &+ max(1, nanos)
+    return max(1, nanos)
   }
 }
 

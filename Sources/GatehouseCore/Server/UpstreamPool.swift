@@ -4,7 +4,9 @@ import GatehouseNet
 /// One loop's keep-alive connections to one upstream: performs what `UpstreamPoolState`
 /// decides. Confined to its loop.
 final class UpstreamPool {
-  unowned let context: LoopContext
+  /// unowned(unsafe): a loop context lives as long as its loop, longer than anything on it,
+  /// and plain `unowned` would cost an atomic reference-count operation per access.
+  unowned(unsafe) let context: LoopContext
   let plan: UpstreamPlan
   private var state: UpstreamPoolState<ObjectIdentifier>
   private var idleConnections: [ObjectIdentifier: UpstreamConnection] = [:]
