@@ -27,6 +27,14 @@ public final class GatewayServer: @unchecked Sendable {
   /// The admin address as bound, when the admin listener runs.
   public private(set) var adminAddress: String?
 
+  /// The configured listen addresses now bound (control loop only, after init).
+  private var listenKeys: [String] = []
+
+  /// One SO_REUSEPORT listener per loop for a configured `host:port`.
+  static func bind(_ key: String, count: Int) throws -> [TCPListener] {
+    try TCPListener.bindReusePortGroup(address: try SocketAddress(parsing: key), count: count)
+  }
+
   private struct State {
     var snapshot: GatewaySnapshot
     var loadedAt: Int64
@@ -48,14 +56,14 @@ public final class GatewayServer: @unchecked Sendable {
     control = try EventLoop()
     group = try EventLoopGroup(loopCount: config.workers)
     contexts = group.loops.map { LoopContext(loop: $0, shared: shared, snapshot: snapshot) }
-    var perLoopListeners = Array(repeating: [TCPListener](), count: contexts.count)
+    var groups: [(key: String, listeners: [TCPListener])] = []
     var adminListener: TCPListener?
     do {
       for listen in config.listen {
-        let address = try SocketAddress(parsing: listen.address.description)
-        let listeners = try TCPListener.bindReusePortGroup(address: address, count: contexts.count)
-        boundAddresses.append(address.withPort(listeners[0].localPort).description)
-        for (index, listener) in listeners.enumerated() { perLoopListeners[index].append(listener) }
+        let key = listen.address.description
+        let listeners = try Self.bind(key, count: contexts.count)
+        boundAddresses.append(listeners[0].localAddress.description)
+        groups.append((key, listeners))
       }
       let adminAddress = try SocketAddress(parsing: config.admin.listen.description)
       // Config validation already refuses a public admin address without a token; checked
@@ -75,20 +83,14 @@ public final class GatewayServer: @unchecked Sendable {
       loop: adminContext.loop, authorizer: AdminAuthorizer(token: config.admin.token?.value))
     admin = service
     service.backend = self
-    for (context, listeners) in zip(contexts, perLoopListeners) {
-      nonisolated(unsafe) let handedOver = listeners
+    for (index, context) in contexts.enumerated() {
+      nonisolated(unsafe) let handedOver = groups.map { ($0.key, $0.listeners[index]) }
       context.loop.execute {
-        context.listeners = handedOver
-        for listener in handedOver {
-          do {
-            try listener.startAccepting(on: context.loop) { socket in context.accept(socket) }
-          } catch {
-            context.shared.logger.error("cannot accept on listener", ["error": .string("\(error)")])
-          }
-        }
+        for (key, listener) in handedOver { context.addListener(listener, key: key) }
         context.start()
       }
     }
+    listenKeys = groups.map(\.key)
     if let adminListener {
       nonisolated(unsafe) let listener = adminListener
       adminContext.loop.execute {
@@ -182,6 +184,32 @@ public final class GatewayServer: @unchecked Sendable {
       shared.logger.error("reload refused; the running config stays", ["error": .string("\(error)")])
       return .failure(ReloadFailure(errors: ["\(error)"]))
     }
+    // Listen addresses: new ones are bound first (a failure refuses the whole reload and
+    // keeps the old config); removed ones stop accepting, their connections carry on.
+    let wanted = next.config.listen.map(\.address.description)
+    var added: [(key: String, listeners: [TCPListener])] = []
+    for key in wanted where !listenKeys.contains(key) {
+      do {
+        added.append((key, try Self.bind(key, count: contexts.count)))
+      } catch {
+        for group in added { for listener in group.listeners { listener.close() } }
+        shared.logger.error("reload refused; the running config stays", ["error": .string("\(key): \(error)")])
+        return .failure(ReloadFailure(errors: ["listen: cannot bind \(key): \(error)"]))
+      }
+    }
+    let removed = listenKeys.filter { !wanted.contains($0) }
+    for (index, context) in contexts.enumerated() {
+      nonisolated(unsafe) let handedOver = added.map { ($0.key, $0.listeners[index]) }
+      context.loop.execute {
+        for key in removed { context.removeListener(key: key) }
+        for (key, listener) in handedOver { context.addListener(listener, key: key) }
+      }
+    }
+    for group in added {
+      shared.logger.info("listening", ["address": .string(group.listeners[0].localAddress.description)])
+    }
+    for key in removed { shared.logger.info("stopped listening", ["address": .string(key)]) }
+    listenKeys = wanted
     state.withLock {
       $0.snapshot = next
       $0.loadedAt = RFC3339.now().seconds

@@ -30,7 +30,8 @@ final class LoopContext: @unchecked Sendable {
   private var gzipEncoder: GzipEncoder?
   private(set) var draining = false
   private var sweepTimer: TimerHandle?
-  var listeners: [TCPListener] = []
+  /// This loop's listener sockets, by the configured address they were bound for.
+  var listeners: [String: TCPListener] = [:]
 
   init(loop: EventLoop, shared: GatewayShared, snapshot: GatewaySnapshot) {
     self.loop = loop
@@ -143,10 +144,26 @@ final class LoopContext: @unchecked Sendable {
     }
   }
 
+  /// Starts accepting on `listener` (bound for configured address `key`).
+  func addListener(_ listener: TCPListener, key: String) {
+    listeners[key]?.close()
+    listeners[key] = listener
+    do {
+      try listener.startAccepting(on: loop) { [unowned(unsafe) self] socket in accept(socket) }
+    } catch {
+      shared.logger.error("cannot accept on listener", ["address": .string(key), "error": .string("\(error)")])
+    }
+  }
+
+  /// Stops accepting on the listener for `key`; its established connections go on.
+  func removeListener(key: String) {
+    listeners.removeValue(forKey: key)?.close()
+  }
+
   /// Stops accepting; idle sessions close now, busy ones after their current answer.
   func beginDrain() {
     draining = true
-    for listener in listeners { listener.close() }
+    for listener in listeners.values { listener.close() }
     listeners.removeAll()
     for session in Array(sessions.values) { session.drain() }
     for pool in pools { pool.retire() }
