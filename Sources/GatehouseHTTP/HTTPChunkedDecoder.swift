@@ -62,9 +62,13 @@ public struct HTTPChunkedDecoder: Sendable {
         let lf = UnsafeRawPointer(bytes.baseAddress!).distance(to: UnsafeRawPointer(found))
         let size: UInt64
         if lineBuffer.isEmpty {
+          // The same bound as for a line that arrives in pieces, so the verdict never
+          // depends on where the stream was cut.
+          guard lf + 1 - i <= maxSizeLine else { throw .chunkExtensionTooLong }
           size = try parseSizeLine(UnsafeBufferPointer(rebasing: bytes[i...lf]))
         } else {
           lineBuffer.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[i...lf]))
+          guard lineBuffer.count <= maxSizeLine else { throw .chunkExtensionTooLong }
           size = try lineBuffer.withUnsafeBufferPointer { line throws(HTTPParseError) in
             try parseSizeLine(line)
           }
@@ -149,9 +153,14 @@ public struct HTTPChunkedDecoder: Sendable {
       let nameStart = i
       while i < end && ASCII.isTokenChar(p[i]) { i += 1 }
       guard i > nameStart else { throw .invalidChunkExtension }
-      skipWhitespace()
-      guard i < end, p[i] == ASCII.equals else { continue }
-      i += 1
+      // Whitespace is allowed before "=", never at the end of the line.
+      var afterSpace = i
+      while afterSpace < end && ASCII.isWhitespace(p[afterSpace]) { afterSpace += 1 }
+      guard afterSpace < end, p[afterSpace] == ASCII.equals else {
+        if afterSpace == end && afterSpace > i { throw .invalidChunkExtension }
+        continue
+      }
+      i = afterSpace + 1
       skipWhitespace()
       guard i < end else { throw .invalidChunkExtension }
       if p[i] == ASCII.quote {
@@ -178,6 +187,9 @@ public struct HTTPChunkedDecoder: Sendable {
         while i < end && ASCII.isTokenChar(p[i]) { i += 1 }
         guard i > valueStart else { throw .invalidChunkExtension }
       }
+      var next = i
+      while next < end && ASCII.isWhitespace(p[next]) { next += 1 }
+      if next == end && next > i { throw .invalidChunkExtension }
     }
   }
 

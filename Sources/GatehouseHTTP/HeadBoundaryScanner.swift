@@ -34,7 +34,10 @@ struct HeadBoundaryScanner: Sendable {
     while scanned < count {
       guard let found = memchr(base + scanned, Int32(ASCII.lf), count - scanned) else {
         scanned = count
-        try checkOpenLine(length: count - lineStart, total: count, limits: limits)
+        // A CR at the end may be the line's own CRLF cut in two: it is not content, and
+        // counting it would make the verdict depend on where the stream was split.
+        let pendingCR = count > lineStart && base[count - 1] == ASCII.cr ? 1 : 0
+        try checkOpenLine(length: count - lineStart - pendingCR, total: count - pendingCR, limits: limits)
         return nil
       }
       let lf = UnsafeRawPointer(base).distance(to: UnsafeRawPointer(found))

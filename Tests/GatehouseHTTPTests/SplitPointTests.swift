@@ -42,6 +42,19 @@ import Testing
     #expect(try parseResponses(pieces: raw.map { [$0] }) == whole)
   }
 
+  /// A line exactly at the length limit is accepted however the stream is cut, also
+  /// between its CR and LF.
+  @Test func lineAtTheLimitIsAcceptedAtEverySplit() throws {
+    let limits = HTTPLimits(maxLineLength: 128)
+    let line = "GET /" + String(repeating: "a", count: 114) + " HTTP/1.1"
+    #expect(line.utf8.count == 128)
+    let raw = bytes(line + "\r\nHost: a\r\n\r\n")
+    let whole = try parseRequests(pieces: [raw], limits: limits)
+    for split in 0...raw.count {
+      #expect(try parseRequests(pieces: [Array(raw[..<split]), Array(raw[split...])], limits: limits) == whole)
+    }
+  }
+
   /// Three-way splits of the chunked request, to cut size lines and trailers twice.
   @Test func chunkedRequestSplitThreeWays() throws {
     let raw = bytes(Self.requests[2])

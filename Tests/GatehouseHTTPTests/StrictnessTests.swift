@@ -119,6 +119,10 @@ let rejectedRequests: [RejectedRequest] = [
   .init(
     "chunk extension over 1 KiB", chunkedPost + "1;a=" + String(repeating: "b", count: 1100) + "\r\na\r\n0\r\n\r\n"),
   .init("chunk extension without name", chunkedPost + "1;=b\r\na\r\n0\r\n\r\n"),
+  .init("whitespace after a chunk extension name", chunkedPost + "1;a \r\nx\r\n0\r\n\r\n"),
+  .init("whitespace after a chunk extension value", chunkedPost + "1;a=b\t\r\nx\r\n0\r\n\r\n"),
+  .init(
+    "chunk size line longer than the limit", chunkedPost + String(repeating: "0", count: 1100) + "1\r\nx\r\n0\r\n\r\n"),
   .init("chunk extension with open quote", chunkedPost + "1;a=\"b\r\na\r\n0\r\n\r\n"),
   .init("chunk data longer than declared", chunkedPost + "1\r\nab\r\n0\r\n\r\n"),
   .init("chunk data without CRLF", chunkedPost + "1\r\naX0\r\n\r\n"),
