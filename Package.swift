@@ -37,7 +37,7 @@ let package = Package(
     ),
     .target(
       name: "GatehouseCore",
-      dependencies: ["GatehouseHTTP", "GatehouseNet", "GatehouseJSON", "GatehouseCompression", "GatehouseStore"]
+      dependencies: ["GatehouseHTTP", "GatehouseNet", "GatehouseJSON", "GatehouseCompression", "GatehouseStore", "CGatehouseOpenSSL"]
     ),
     .executableTarget(
       name: "gatehouse",
