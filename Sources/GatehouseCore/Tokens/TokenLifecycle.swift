@@ -159,7 +159,8 @@ public struct TokenLifecycle: Sendable {
       guard let instant, instant > now else { return }
       earliest = earliest.map { min($0, instant) } ?? instant
     }
-    if let expiresAt = credential?.expiresAt {
+    // A rejected value's expiry changes nothing anyone sees: it is unusable either way.
+    if let credential, !credential.rejected, let expiresAt = credential.expiresAt {
       consider(expiresAt)
       if case .oauth2(let refreshBefore) = kind { consider(expiresAt - refreshBefore) }
     }
