@@ -37,7 +37,10 @@ let package = Package(
     ),
     .target(
       name: "GatehouseCore",
-      dependencies: ["GatehouseHTTP", "GatehouseNet", "GatehouseJSON", "GatehouseCompression", "GatehouseStore", "CGatehouseOpenSSL"]
+      dependencies: [
+        "GatehouseHTTP", "GatehouseNet", "GatehouseJSON", "GatehouseCompression", "GatehouseStore",
+        "CGatehouseOpenSSL",
+      ]
     ),
     .executableTarget(
       name: "gatehouse",

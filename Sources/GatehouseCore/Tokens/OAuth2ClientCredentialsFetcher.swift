@@ -22,7 +22,9 @@ public struct FetchedToken: Sendable, Equatable, CustomStringConvertible, Custom
       + "tokenType: \(tokenType ?? "nil"))"
   }
   public var debugDescription: String { description }
-  public var customMirror: Mirror { Mirror(self, children: ["expiresIn": expiresIn as Any, "tokenType": tokenType as Any]) }
+  public var customMirror: Mirror {
+    Mirror(self, children: ["expiresIn": expiresIn as Any, "tokenType": tokenType as Any])
+  }
 }
 
 /// Why a fetch failed, as an operator reads it in `last_error`. Never contains the client secret or a token.
@@ -126,7 +128,8 @@ public final class OAuth2ClientCredentialsFetcher: TokenFetcher {
       object = try JSONParser.parse(response.body, limits: JSONParser.Limits(maxBytes: 1 << 20, maxDepth: 16))
     } catch {
       // The parser's reason may quote bytes of the body; the position is enough to find the problem.
-      return .failure(TokenFetchError("answered \(response.status) with invalid JSON (line \(error.line), column \(error.column))"))
+      return .failure(
+        TokenFetchError("answered \(response.status) with invalid JSON (line \(error.line), column \(error.column))"))
     }
     guard case .object = object else {
       return .failure(TokenFetchError("answered \(response.status) with JSON that is not an object"))

@@ -62,7 +62,8 @@ struct SecretRedactor {
     for secret in secrets where result.contains(secret) {
       result = result.replacing(secret, with: Self.mask)
     }
-    var cleaned = String(String.UnicodeScalarView(result.unicodeScalars.map { $0.value < 0x20 || $0.value == 0x7F ? " " : $0 }))
+    var cleaned = String(
+      String.UnicodeScalarView(result.unicodeScalars.map { $0.value < 0x20 || $0.value == 0x7F ? " " : $0 }))
     if cleaned.count > Self.maxLength { cleaned = String(cleaned.prefix(Self.maxLength)) + "…" }
     // Masking first, cutting second: a cut could otherwise leave a secret's prefix that no longer matches.
     return cleaned

@@ -129,7 +129,8 @@ public final class TokenManager {
   public func waitForRefresh(token name: String, completion: @escaping (TokenOutcome) -> Void) {
     loop.assertInEventLoop()
     guard let slot = slotsByName[name], !stopped else {
-      completion(.unavailable(TokenUnavailable(state: .missing, reason: stopped ? "gateway is stopping" : "no such token")))
+      completion(
+        .unavailable(TokenUnavailable(state: .missing, reason: stopped ? "gateway is stopping" : "no such token")))
       return
     }
     withEvent {
@@ -332,7 +333,8 @@ public final class TokenManager {
       // Stamp before reading: a change during the read shows up as a new stamp at the next check.
       slot.fileStamp = TokenFile.stamp(path: path)
       let result = TokenFile.read(path: path)
-      completeRefresh(slot, ticket: ticket, result: result.map { FetchedToken(accessToken: $0, expiresIn: nil, tokenType: nil) })
+      completeRefresh(
+        slot, ticket: ticket, result: result.map { FetchedToken(accessToken: $0, expiresIn: nil, tokenType: nil) })
     case .oauth2ClientCredentials(let config):
       logger.debug("token refresh started", ["token": .string(slot.name)])
       fetcher.fetch(config, on: loop) { [weak self, weak slot] result in
@@ -353,10 +355,13 @@ public final class TokenManager {
       let actions = slot.lifecycle.refreshSucceeded(
         ticket, value: token.accessToken, expiresIn: token.expiresIn, now: now)
       if let problem = TokenValueProblem.check(token.accessToken.value), problem != .empty {
-        logger.warn("token refresh refused the new value", ["token": .string(slot.name), "error": .string(problem.description)])
+        logger.warn(
+          "token refresh refused the new value", ["token": .string(slot.name), "error": .string(problem.description)])
       } else {
         var fields: [(String, LogValue)] = [("token", .string(slot.name))]
-        if let value = slot.lifecycle.currentValue { fields.append(("fingerprint", .string(TokenFingerprint.of(value)))) }
+        if let value = slot.lifecycle.currentValue {
+          fields.append(("fingerprint", .string(TokenFingerprint.of(value))))
+        }
         if let expiresIn = token.expiresIn { fields.append(("expires_in_s", .int(Int(expiresIn.components.seconds)))) }
         log(.info, "token refreshed", fields)
       }

@@ -234,7 +234,8 @@ import Testing
   @Test func failedRefreshKeepsTheLastUnexpiredValueThenFails() {
     var lifecycle = oauth2(lifetime: 3600, refreshBefore: 60)
     let refresh = ticket(lifecycle.wakeUp(now: at(3540)))!
-    let failed = lifecycle.refreshFailed(refresh, error: "token endpoint x: answered 400: invalid_client", now: at(3541))
+    let failed = lifecycle.refreshFailed(
+      refresh, error: "token endpoint x: answered 400: invalid_client", now: at(3541))
     #expect(failed.first == .publish)
     #expect(lifecycle.state(at: at(3541)) == .error)
     #expect(lifecycle.lastError == "token endpoint x: answered 400: invalid_client")
@@ -399,7 +400,9 @@ import Testing
         _ = try lifecycle.set(value: SecretValue(bad), expiresIn: nil, now: at(1))
       }
     }
-    #expect(throws: TokenValueProblem.empty) { _ = try lifecycle.set(value: SecretValue(""), expiresIn: nil, now: at(1)) }
+    #expect(throws: TokenValueProblem.empty) {
+      _ = try lifecycle.set(value: SecretValue(""), expiresIn: nil, now: at(1))
+    }
     #expect(value(lifecycle, at: at(1)) == "abc")
   }
 

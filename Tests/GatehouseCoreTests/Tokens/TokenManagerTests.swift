@@ -208,7 +208,8 @@ func oauth2Token(_ name: String = "partner", clientID: String = "gw", refreshBef
     #expect(set.state == .valid && set.fingerprint == TokenFingerprint.of(SecretValue("new-value")))
     #expect(set.expiresAt == (now + .seconds(30)).rfc3339)
     #expect(harness.latestValue("api") == "new-value")
-    #expect(try harness.run { $0.setToken(named: "nope", value: "x", expiresIn: nil) } == .failure(.unknownToken("nope")))
+    #expect(
+      try harness.run { $0.setToken(named: "nope", value: "x", expiresIn: nil) } == .failure(.unknownToken("nope")))
 
     // Refresh now.
     let refreshes = OutcomeLog<Result<TokenPublicState, TokenOperationError>>()
