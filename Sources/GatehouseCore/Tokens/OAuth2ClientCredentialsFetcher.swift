@@ -112,9 +112,12 @@ public final class OAuth2ClientCredentialsFetcher: TokenFetcher {
 
   /// Reads a token endpoint's answer. Messages quote only the endpoint's `error` and `error_description`.
   static func interpret(_ response: HTTPOneShotClient.Response) -> Result<FetchedToken, TokenFetchError> {
-    let json = try? JSONParser.parse(response.body, limits: JSONParser.Limits(maxBytes: 1 << 20, maxDepth: 16))
+    let parsed = Result { () throws(JSONParseError) in
+      try JSONParser.parse(response.body, limits: JSONParser.Limits(maxBytes: 1 << 20, maxDepth: 16))
+    }
     guard (200..<300).contains(response.status) else {
       var message = "answered \(response.status)"
+      let json = try? parsed.get()
       if case .string(let code)? = json?["error"] {
         message += ": \(code)"
         if case .string(let text)? = json?["error_description"], !text.isEmpty { message += " (\(text))" }
@@ -124,9 +127,10 @@ public final class OAuth2ClientCredentialsFetcher: TokenFetcher {
       return .failure(TokenFetchError(message))
     }
     let object: JSONValue
-    do {
-      object = try JSONParser.parse(response.body, limits: JSONParser.Limits(maxBytes: 1 << 20, maxDepth: 16))
-    } catch {
+    switch parsed {
+    case .success(let value):
+      object = value
+    case .failure(let error):
       // The parser's reason may quote bytes of the body; the position is enough to find the problem.
       return .failure(
         TokenFetchError("answered \(response.status) with invalid JSON (line \(error.line), column \(error.column))"))

@@ -17,7 +17,8 @@ public final class TokenManager {
   /// One token and everything the manager keeps for it.
   private final class Slot {
     let config: TokenConfig
-    let index: Int
+    /// The position in the snapshot; changes only when a reload reorders the tokens.
+    var index: Int
     /// Persisted records are only restored for the same source (see `PersistedToken.source`).
     let source: String
     var lifecycle: TokenLifecycle
@@ -121,6 +122,54 @@ public final class TokenManager {
     }
   }
 
+  /// Applies the tokens of a reloaded config (SPEC §3: static and file tokens are read again on reload).
+  /// A token whose configuration is unchanged keeps its value, state and any refresh in flight. A changed
+  /// or new one starts afresh — an oauth2 token still reuses its persisted value when endpoint, client and
+  /// scope are unchanged — and the requests waiting on the old one wait on it instead. Removed tokens
+  /// fail their waiters. Snapshot indices follow the new config order.
+  public func apply(tokens: [TokenConfig]) {
+    loop.assertInEventLoop()
+    guard !stopped else { return }
+    withEvent {
+      var next: [Slot] = []
+      var fresh: [Slot] = []
+      for (index, config) in tokens.enumerated() {
+        if let existing = slotsByName[config.name], existing.config == config {
+          existing.index = index
+          next.append(existing)
+        } else {
+          let slot = Slot(config: config, index: index)
+          next.append(slot)
+          fresh.append(slot)
+        }
+      }
+      var movedWaiters: [String: [(TokenOutcome) -> Void]] = [:]
+      for old in slots where !next.contains(where: { $0 === old }) {
+        // A fetch still running for `old` finds it gone from `slotsByName` and is dropped.
+        if let timer = old.timer { loop.cancelTimer(timer) }
+        old.timer = nil
+        if tokens.contains(where: { $0.name == old.name }) {
+          movedWaiters[old.name] = old.waiters
+          old.waiters.removeAll()
+        } else {
+          failWaiters(of: old, reason: "token was removed from the config")
+        }
+      }
+      slots = next
+      slotsByName = Dictionary(uniqueKeysWithValues: next.map { ($0.name, $0) })
+      needsPublish = true
+      guard started else { return }
+      let persisted = persistence?.load() ?? []
+      let now = clock.now
+      for slot in fresh {
+        let record = persisted.first { $0.name == slot.name && $0.source == slot.source }
+        perform(slot.lifecycle.start(restoring: record, now: now), on: slot)
+        for waiter in movedWaiters[slot.name] ?? [] { request(slot, completion: waiter) }
+      }
+      scheduleFileCheck()
+    }
+  }
+
   // MARK: Request path
 
   /// Completes with a usable value now, or after the refresh this call starts or joins, or with the reason
@@ -133,15 +182,17 @@ public final class TokenManager {
         .unavailable(TokenUnavailable(state: .missing, reason: stopped ? "gateway is stopping" : "no such token")))
       return
     }
-    withEvent {
-      let (decision, actions) = slot.lifecycle.requestValue(now: clock.now)
-      switch decision {
-      case .use(let grant): pendingCompletions.append { completion(.available(grant)) }
-      case .wait: slot.waiters.append(completion)
-      case .unavailable(let reason): pendingCompletions.append { completion(.unavailable(reason)) }
-      }
-      perform(actions, on: slot)
+    withEvent { request(slot, completion: completion) }
+  }
+
+  private func request(_ slot: Slot, completion: @escaping (TokenOutcome) -> Void) {
+    let (decision, actions) = slot.lifecycle.requestValue(now: clock.now)
+    switch decision {
+    case .use(let grant): pendingCompletions.append { completion(.available(grant)) }
+    case .wait: slot.waiters.append(completion)
+    case .unavailable(let reason): pendingCompletions.append { completion(.unavailable(reason)) }
     }
+    perform(actions, on: slot)
   }
 
   /// A backend rejected the token value with `serial` (from the snapshot entry or grant the request used;
@@ -150,10 +201,11 @@ public final class TokenManager {
     loop.assertInEventLoop()
     guard let slot = slotsByName[name], !stopped else { return }
     withEvent {
-      let before = slot.lifecycle.currentSerial
-      let actions = slot.lifecycle.reportRejected(serial: serial, now: clock.now)
-      if !actions.isEmpty {
-        logger.info("token rejected by backend", ["token": .string(name), "serial": .int(Int(before))])
+      let now = clock.now
+      let before = slot.lifecycle.usableGrant(at: now)
+      let actions = slot.lifecycle.reportRejected(serial: serial, now: now)
+      if let before, slot.lifecycle.usableGrant(at: now) == nil {
+        logger.info("token rejected by backend", ["token": .string(name), "serial": .int(Int(before.serial))])
       }
       perform(actions, on: slot)
     }
@@ -263,12 +315,14 @@ public final class TokenManager {
     }
   }
 
+  /// Starts the periodic file check unless it runs already or there is no file token.
   private func scheduleFileCheck() {
-    guard !stopped, slots.contains(where: { if case .file = $0.config.source { true } else { false } }) else {
-      return
-    }
+    guard fileTimer == nil, !stopped,
+      slots.contains(where: { if case .file = $0.config.source { true } else { false } })
+    else { return }
     fileTimer = loop.scheduleTimer(after: fileCheckInterval) { [weak self] in
       guard let self, !stopped else { return }
+      fileTimer = nil
       checkFiles()
       scheduleFileCheck()
     }
@@ -338,7 +392,7 @@ public final class TokenManager {
     case .oauth2ClientCredentials(let config):
       logger.debug("token refresh started", ["token": .string(slot.name)])
       fetcher.fetch(config, on: loop) { [weak self, weak slot] result in
-        guard let self, let slot, !stopped else { return }
+        guard let self, let slot, !stopped, slotsByName[slot.name] === slot else { return }
         withEvent { completeRefresh(slot, ticket: ticket, result: result) }
       }
     }
@@ -351,19 +405,26 @@ public final class TokenManager {
     needsPublish = true  // the counters are part of the snapshot
     switch result {
     case .success(let token):
-      slot.counts.success += 1
+      let problem = TokenValueProblem.check(token.accessToken.value)
+      var isFile = false
+      if case .file = slot.config.source { isFile = true }
       let actions = slot.lifecycle.refreshSucceeded(
         ticket, value: token.accessToken, expiresIn: token.expiresIn, now: now)
-      if let problem = TokenValueProblem.check(token.accessToken.value), problem != .empty {
-        logger.warn(
-          "token refresh refused the new value", ["token": .string(slot.name), "error": .string(problem.description)])
+      if problem == nil || (problem == .empty && isFile) {
+        slot.counts.success += 1
+        logger.info(
+          "token refreshed",
+          [
+            "token": .string(slot.name),
+            "fingerprint": slot.lifecycle.currentValue.map { .string(TokenFingerprint.of($0)) } ?? .null,
+            "expires_in_s": token.expiresIn.map { .int(Int($0.components.seconds)) } ?? .null,
+          ])
       } else {
-        var fields: [(String, LogValue)] = [("token", .string(slot.name))]
-        if let value = slot.lifecycle.currentValue {
-          fields.append(("fingerprint", .string(TokenFingerprint.of(value))))
-        }
-        if let expiresIn = token.expiresIn { fields.append(("expires_in_s", .int(Int(expiresIn.components.seconds)))) }
-        log(.info, "token refreshed", fields)
+        // The lifecycle refused the value (it would break the header): that is a failed refresh.
+        slot.counts.failure += 1
+        logger.warn(
+          "token refresh failed",
+          ["token": .string(slot.name), "error": .string("the new value was refused: \(problem!)")])
       }
       perform(actions, on: slot)
     case .failure(let error):
@@ -390,15 +451,6 @@ public final class TokenManager {
     slot.waiters.removeAll()
     let outcome = TokenOutcome.unavailable(TokenUnavailable(state: slot.lifecycle.state(at: clock.now), reason: reason))
     for waiter in waiters { pendingCompletions.append { waiter(outcome) } }
-  }
-
-  private func log(_ level: LogLevel, _ message: String, _ fields: [(String, LogValue)]) {
-    // Logger takes KeyValuePairs, which cannot be built from an array; the few shapes used are spelled out.
-    switch fields.count {
-    case 1: logger.log(level, message, [fields[0].0: fields[0].1])
-    case 2: logger.log(level, message, [fields[0].0: fields[0].1, fields[1].0: fields[1].1])
-    default: logger.log(level, message, [fields[0].0: fields[0].1, fields[1].0: fields[1].1, fields[2].0: fields[2].1])
-    }
   }
 
   // MARK: Views

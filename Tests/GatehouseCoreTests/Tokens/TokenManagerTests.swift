@@ -340,6 +340,41 @@ func oauth2Token(_ name: String = "partner", clientID: String = "gw", refreshBef
     #expect(waitFor { harness.latestValue("legacy") == "second-value" })
   }
 
+  @Test func reloadKeepsUnchangedTokensAndRestartsChangedOnes() throws {
+    let harness = try TokenManagerHarness(tokens: [
+      try oauth2Token(), TokenConfig(name: "api", source: .fixed(SecretValue("one"))),
+      TokenConfig(name: "gone", source: .fixed(SecretValue("x"))), try oauth2Token("moving", clientID: "c1"),
+    ])
+    defer { harness.shutdown() }
+    try harness.run { _ in harness.fetcher.succeed("A") }
+    #expect(harness.fetcher.fetchCount == 2)
+    let outcomes = OutcomeLog<TokenOutcome>()
+    try harness.run { manager in
+      _ = manager.invalidateToken(named: "moving")
+      manager.waitForRefresh(token: "moving") { outcomes.append($0) }
+    }
+    #expect(harness.fetcher.fetchCount == 3)
+
+    try harness.run { manager in
+      manager.apply(tokens: [
+        try oauth2Token("moving", clientID: "c2"), TokenConfig(name: "api", source: .fixed(SecretValue("two"))),
+        try oauth2Token(),
+      ])
+    }
+    // Only the changed oauth2 token fetches again; the request waiting on it now waits on the new one.
+    #expect(harness.fetcher.fetchCount == 4)
+    #expect(outcomes.count == 0)
+    #expect(harness.latest.entries.map(\.name) == ["moving", "api", "partner"])
+    #expect(harness.latest.index(of: "partner") == 2)
+    #expect(harness.latest["gone"] == nil)
+    #expect(harness.latestValue("api") == "two")
+    #expect(harness.latestValue("partner") == "A")
+    try harness.run { _ in harness.fetcher.succeed("B") }
+    #expect(outcomes.all.map(grantText) == ["B"])
+    #expect(harness.latestValue("moving") == "B")
+    #expect(harness.latestValue("partner") == "A")
+  }
+
   @Test func stopFailsWaitingRequests() throws {
     let harness = try TokenManagerHarness(tokens: [try oauth2Token()])
     let outcomes = OutcomeLog<TokenOutcome>()
