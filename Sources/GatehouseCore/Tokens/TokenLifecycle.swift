@@ -14,8 +14,8 @@
 ///   the backoff requests that have no usable value fail at once instead of piling onto a broken endpoint.
 /// - `reportRejected` (a backend said no) makes the value unusable and starts a refresh where one is
 ///   possible. `invalidate` (an operator) makes it unusable; an oauth2 token then refreshes on next use.
-///   Static and file tokens cannot refresh: they stay `invalid` until `set`, a config reload, or (file) the
-///   file changing.
+///   Static and file tokens cannot refresh: they stay `invalid` until `set`, a config reload (the owner
+///   starts a new lifecycle), or (file) the file changing.
 /// - Static values with CR, LF or NUL (or other control characters) are `error` and never sent; an empty
 ///   static value is `missing`.
 public struct TokenLifecycle: Sendable {

@@ -122,11 +122,11 @@ public final class TokenManager {
     }
   }
 
-  /// Applies the tokens of a reloaded config (SPEC §3: static and file tokens are read again on reload).
-  /// A token whose configuration is unchanged keeps its value, state and any refresh in flight. A changed
-  /// or new one starts afresh — an oauth2 token still reuses its persisted value when endpoint, client and
-  /// scope are unchanged — and the requests waiting on the old one wait on it instead. Removed tokens
-  /// fail their waiters. Snapshot indices follow the new config order.
+  /// Applies the tokens of a reloaded config. Static and file tokens are read again (SPEC §3), which also
+  /// ends an `invalid` state. An oauth2 token whose configuration is unchanged keeps its value, state and
+  /// any refresh in flight; a changed one starts afresh (still reusing its persisted value when endpoint,
+  /// client and scope are unchanged). Requests waiting on a replaced token wait on its successor; removed
+  /// tokens fail their waiters. Refresh counters carry over by name. Snapshot indices follow the new order.
   public func apply(tokens: [TokenConfig]) {
     loop.assertInEventLoop()
     guard !stopped else { return }
@@ -134,11 +134,13 @@ public final class TokenManager {
       var next: [Slot] = []
       var fresh: [Slot] = []
       for (index, config) in tokens.enumerated() {
-        if let existing = slotsByName[config.name], existing.config == config {
+        let existing = slotsByName[config.name]
+        if let existing, existing.config == config, case .oauth2ClientCredentials = config.source {
           existing.index = index
           next.append(existing)
         } else {
           let slot = Slot(config: config, index: index)
+          slot.counts = existing?.counts ?? RefreshCounts()
           next.append(slot)
           fresh.append(slot)
         }

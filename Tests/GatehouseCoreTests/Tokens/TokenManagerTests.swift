@@ -373,6 +373,19 @@ func oauth2Token(_ name: String = "partner", clientID: String = "gw", refreshBef
     #expect(outcomes.all.map(grantText) == ["B"])
     #expect(harness.latestValue("moving") == "B")
     #expect(harness.latestValue("partner") == "A")
+    #expect(harness.latest["moving"]?.refreshSuccesses == 2)  // carried over from the replaced token
+
+    // An invalidated static token comes back with a reload, even with the same value.
+    _ = try harness.run { $0.invalidateToken(named: "api") }
+    #expect(harness.latestValue("api") == nil)
+    try harness.run { manager in
+      manager.apply(tokens: [
+        try oauth2Token("moving", clientID: "c2"), TokenConfig(name: "api", source: .fixed(SecretValue("two"))),
+        try oauth2Token(),
+      ])
+    }
+    #expect(harness.latestValue("api") == "two")
+    #expect(harness.fetcher.fetchCount == 4)
   }
 
   @Test func stopFailsWaitingRequests() throws {
