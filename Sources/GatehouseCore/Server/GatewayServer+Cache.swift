@@ -140,29 +140,3 @@ extension GatewayServer {
     ])
   }
 }
-
-/// Standard base64 (RFC 4648 §4) for bodies that are not UTF-8.
-enum Base64 {
-  static func encode(_ bytes: [UInt8]) -> String {
-    let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
-    var out: [UInt8] = []
-    out.reserveCapacity((bytes.count + 2) / 3 * 4)
-    var index = 0
-    while index + 3 <= bytes.count {
-      let n = UInt32(bytes[index]) << 16 | UInt32(bytes[index + 1]) << 8 | UInt32(bytes[index + 2])
-      out += [
-        alphabet[Int(n >> 18 & 63)], alphabet[Int(n >> 12 & 63)], alphabet[Int(n >> 6 & 63)], alphabet[Int(n & 63)],
-      ]
-      index += 3
-    }
-    let rest = bytes.count - index
-    if rest == 1 {
-      let n = UInt32(bytes[index]) << 16
-      out += [alphabet[Int(n >> 18 & 63)], alphabet[Int(n >> 12 & 63)], 0x3D, 0x3D]
-    } else if rest == 2 {
-      let n = UInt32(bytes[index]) << 16 | UInt32(bytes[index + 1]) << 8
-      out += [alphabet[Int(n >> 18 & 63)], alphabet[Int(n >> 12 & 63)], alphabet[Int(n >> 6 & 63)], 0x3D]
-    }
-    return String(decoding: out, as: UTF8.self)
-  }
-}

@@ -1,0 +1,166 @@
+import GatehouseHTTP
+import GatehouseNet
+
+/// A token as a token endpoint issued it.
+public struct FetchedToken: Sendable, Equatable, CustomStringConvertible, CustomDebugStringConvertible,
+  CustomReflectable
+{
+  public let accessToken: SecretValue
+  /// Nil when the endpoint did not say: the token is used until a backend rejects it.
+  public let expiresIn: Duration?
+  /// As sent (`Bearer`, `MAC`…); informational, the route's `token_format` decides the header.
+  public let tokenType: String?
+
+  public init(accessToken: SecretValue, expiresIn: Duration?, tokenType: String?) {
+    self.accessToken = accessToken
+    self.expiresIn = expiresIn
+    self.tokenType = tokenType
+  }
+
+  public var description: String {
+    "FetchedToken(accessToken: <redacted>, expiresIn: \(expiresIn.map { "\($0)" } ?? "nil"), "
+      + "tokenType: \(tokenType ?? "nil"))"
+  }
+  public var debugDescription: String { description }
+  public var customMirror: Mirror {
+    Mirror(self, children: ["expiresIn": expiresIn as Any, "tokenType": tokenType as Any])
+  }
+}
+
+/// Why a fetch failed, as an operator reads it in `last_error`. Never contains the client secret or a token.
+public struct TokenFetchError: Error, Sendable, Equatable, CustomStringConvertible {
+  public let message: String
+
+  public init(_ message: String) {
+    self.message = message
+  }
+
+  public var description: String { message }
+}
+
+/// Gets a new token for an oauth2 token. `TokenManager` uses one fetcher for all its tokens.
+public protocol TokenFetcher: AnyObject {
+  /// Starts a fetch. `completion` runs exactly once, on `loop`, and never from inside this call.
+  func fetch(
+    _ config: OAuth2ClientCredentialsConfig, on loop: EventLoop,
+    completion: @escaping (Result<FetchedToken, TokenFetchError>) -> Void)
+}
+
+/// The OAuth 2 client credentials grant (RFC 6749 §4.4) over `HTTPOneShotClient`: a form POST with
+/// `grant_type=client_credentials` (and `scope`), client authentication with HTTP Basic (§2.3.1: id and
+/// secret form-encoded, then joined with `:` and base64-encoded), and a JSON answer.
+public final class OAuth2ClientCredentialsFetcher: TokenFetcher {
+  /// Timeouts and size limit for every fetch. The defaults suit a token endpoint on a network: a login
+  /// that takes longer than 10 s is better retried than waited for.
+  public let limits: HTTPOneShotClient.Limits
+  private let resolve: (String, UInt16) throws -> SocketAddress
+
+  public static let defaultLimits = HTTPOneShotClient.Limits(
+    connectTimeout: .seconds(5), responseTimeout: .seconds(10), maxResponseBytes: 64 * 1024)
+
+  public init(limits: HTTPOneShotClient.Limits = OAuth2ClientCredentialsFetcher.defaultLimits) {
+    self.limits = limits
+    // A name lookup blocks the control loop for a moment; that loop serves no requests, and the token
+    // endpoint's address may change over the life of the process, so it is looked up for every fetch.
+    resolve = { host, port in try UpstreamPlan.resolve(host: host, port: port) }
+  }
+
+  public func fetch(
+    _ config: OAuth2ClientCredentialsConfig, on loop: EventLoop,
+    completion: @escaping (Result<FetchedToken, TokenFetchError>) -> Void
+  ) {
+    let url = config.tokenURL
+    let credentials = FormURLEncoding.encode(config.clientID) + ":" + FormURLEncoding.encode(config.clientSecret.value)
+    let basic = Base64.encode(Array(credentials.utf8))
+    var redactor = SecretRedactor([config.clientSecret.value])
+    redactor.add(basic)
+    let prefix = "token endpoint \(url): "
+    func fail(_ message: String) -> Result<FetchedToken, TokenFetchError> {
+      .failure(TokenFetchError(redactor.redact(prefix + message)))
+    }
+
+    let address: SocketAddress
+    do {
+      address = try resolve(url.host, url.port)
+    } catch {
+      let result = fail("cannot resolve host: \(error)")
+      loop.executeLater { completion(result) }
+      return
+    }
+    var fields: [(name: String, value: String)] = [("grant_type", "client_credentials")]
+    if let scope = config.scope { fields.append(("scope", scope)) }
+    let request = HTTPOneShotClient.Request(
+      method: .post, target: url.basePath.isEmpty ? "/" : url.basePath,
+      headers: HTTPHeaders([
+        ("Host", url.hostHeader),
+        ("Authorization", "Basic " + basic),
+        ("Content-Type", "application/x-www-form-urlencoded"),
+        ("Accept", "application/json"),
+        ("Connection", "close"),
+      ]),
+      body: Array(FormURLEncoding.form(fields).utf8))
+    let limits = limits
+    HTTPOneShotClient.send(request, to: address, on: loop, limits: limits) { result in
+      switch result {
+      case .failure(let failure):
+        completion(fail(failure.description))
+      case .success(let response):
+        completion(Self.interpret(response).mapError { TokenFetchError(redactor.redact(prefix + $0.message)) })
+      }
+    }
+  }
+
+  /// Reads a token endpoint's answer. Messages quote only the endpoint's `error` and `error_description`.
+  static func interpret(_ response: HTTPOneShotClient.Response) -> Result<FetchedToken, TokenFetchError> {
+    let parsed = Result { () throws(JSONParseError) in
+      try JSONParser.parse(response.body, limits: JSONParser.Limits(maxBytes: 1 << 20, maxDepth: 16))
+    }
+    guard (200..<300).contains(response.status) else {
+      var message = "answered \(response.status)"
+      let json = try? parsed.get()
+      if case .string(let code)? = json?["error"] {
+        message += ": \(code)"
+        if case .string(let text)? = json?["error_description"], !text.isEmpty { message += " (\(text))" }
+      } else {
+        message += " " + HTTPStatusPhrase.reason(for: response.status)
+      }
+      return .failure(TokenFetchError(message))
+    }
+    let object: JSONValue
+    switch parsed {
+    case .success(let value):
+      object = value
+    case .failure(let error):
+      // The parser's reason may quote bytes of the body; the position is enough to find the problem.
+      return .failure(
+        TokenFetchError("answered \(response.status) with invalid JSON (line \(error.line), column \(error.column))"))
+    }
+    guard case .object = object else {
+      return .failure(TokenFetchError("answered \(response.status) with JSON that is not an object"))
+    }
+    guard case .string(let accessToken)? = object["access_token"], !accessToken.isEmpty else {
+      return .failure(TokenFetchError("answer has no access_token"))
+    }
+    var expiresIn: Duration?
+    switch object["expires_in"] {
+    case nil, .null?:
+      expiresIn = nil
+    case .number(let number)?:
+      guard number.double > 0, number.double < 1e9 else {
+        return .failure(TokenFetchError("answer has an expires_in that is not a positive number of seconds"))
+      }
+      expiresIn = .milliseconds(Int64(number.double * 1000))
+    case .string(let text)?:
+      // Some endpoints send the number as a string.
+      guard let seconds = Int64(text), seconds > 0, seconds < 1_000_000_000 else {
+        return .failure(TokenFetchError("answer has an expires_in that is not a positive number of seconds"))
+      }
+      expiresIn = .seconds(seconds)
+    case .bool?, .array?, .object?:
+      return .failure(TokenFetchError("answer has an expires_in that is not a positive number of seconds"))
+    }
+    var tokenType: String?
+    if case .string(let type)? = object["token_type"] { tokenType = type }
+    return .success(FetchedToken(accessToken: SecretValue(accessToken), expiresIn: expiresIn, tokenType: tokenType))
+  }
+}

@@ -1,0 +1,478 @@
+/// The state machine of one named token (SPEC §3): which value requests may use, when to refresh, and what
+/// to tell waiting requests. A pure value type: every event takes `now` and returns `Action`s that the owner
+/// (`TokenManager`) performs — fetching, timers, publishing — so every rule is tested with a manual clock.
+///
+/// Rules:
+/// - At most one refresh is in flight (`startRefresh` carries a ticket; a completion with any other ticket
+///   is ignored). However many requests wait, they are all released by that refresh's one
+///   `releaseWaiters` action.
+/// - oauth2 tokens refresh in the background `refresh_before_s` before expiry (at most half the token's
+///   lifetime before it, so short-lived tokens do not refresh in a loop), and on demand when a request
+///   needs a value and none is usable.
+/// - A failed refresh sets `error` with `lastError`; requests keep the last value that has not expired and
+///   was not rejected. oauth2 refreshes are retried with exponential backoff (1 s doubling to 60 s); during
+///   the backoff requests that have no usable value fail at once instead of piling onto a broken endpoint.
+/// - `reportRejected` (a backend said no) makes the value unusable and starts a refresh where one is
+///   possible. `invalidate` (an operator) makes it unusable; an oauth2 token then refreshes on next use.
+///   Static and file tokens cannot refresh: they stay `invalid` until `set`, a config reload (the owner
+///   starts a new lifecycle), or (file) the file changing.
+/// - Static values with CR, LF or NUL (or other control characters) are `error` and never sent; an empty
+///   static value is `missing`.
+public struct TokenLifecycle: Sendable {
+  /// Where values come from, which decides whether and how the token can be refreshed.
+  public enum Kind: Sendable, Equatable {
+    /// A value from the config: never refreshes.
+    case fixed(SecretValue)
+    /// A file: a "refresh" is a read, started when the file changes (the owner polls it).
+    case file
+    /// Fetched from a token endpoint.
+    case oauth2(refreshBefore: Duration)
+  }
+
+  /// Identifies one refresh; only its completion is accepted.
+  public struct RefreshTicket: Sendable, Hashable, CustomStringConvertible {
+    let id: UInt64
+    public var description: String { "refresh#\(id)" }
+  }
+
+  /// What the owner must do after an event, in this order.
+  public enum Action: Sendable, Equatable {
+    /// The usable value, state, expiry or last error changed: publish a new snapshot and persist.
+    case publish
+    /// Complete every request waiting for the refresh that just ended.
+    case releaseWaiters(TokenOutcome)
+    /// Call `wakeUp(now:)` at this instant (nil: no timer needed). Replaces any earlier wake-up.
+    case scheduleWakeUp(at: TokenInstant?)
+    /// Fetch (oauth2) or read (file) a new value, then report `refreshSucceeded` or `refreshFailed`.
+    case startRefresh(RefreshTicket)
+  }
+
+  /// The answer to a request that needs the token now.
+  public enum Decision: Sendable, Equatable {
+    case use(TokenGrant)
+    /// A refresh is in flight (maybe just started): wait for `releaseWaiters`.
+    case wait
+    case unavailable(TokenUnavailable)
+  }
+
+  /// The answer to an operator's "refresh now".
+  public enum RefreshNowDecision: Sendable, Equatable {
+    /// A refresh started; its outcome comes with `releaseWaiters`.
+    case started
+    /// A refresh was already in flight; its outcome comes with `releaseWaiters`.
+    case joined
+    /// A static token: there is nothing to refresh from.
+    case notRefreshable
+  }
+
+  /// The current value with its times.
+  struct Credential: Sendable {
+    var value: SecretValue
+    var serial: UInt64
+    var refreshedAt: TokenInstant
+    var expiresAt: TokenInstant?
+    /// When the background refresh starts (oauth2 with an expiry only).
+    var refreshAt: TokenInstant?
+    /// A backend or an operator said no: never handed out again.
+    var rejected = false
+    /// False for values that come from the config or a file: those are the source of truth, so they are
+    /// not copied into the store.
+    var persistsValue: Bool
+  }
+
+  /// What a publish is about; a publish is due whenever this changes.
+  private struct PublishedFacts: Equatable {
+    var state: TokenState
+    var serial: UInt64?
+    var usable: Bool
+    var expiresAt: TokenInstant?
+    var lastError: String?
+  }
+
+  /// How long the backoff after a failed refresh may grow.
+  public static let maximumRetryDelay: Duration = .seconds(60)
+  /// The earliest a new value is refreshed again, whatever its lifetime: a guard against endpoints that
+  /// issue already-expired tokens.
+  public static let minimumRefreshInterval: Duration = .seconds(1)
+
+  public let kind: Kind
+  private(set) var credential: Credential?
+  /// The last refresh (or the configured value) failed; cleared by a success, `set` or `invalidate`.
+  private(set) var failed = false
+  /// Why the last refresh or read failed; cleared by a success or `set`. Never holds a token value.
+  public private(set) var lastError: String?
+  private(set) var inFlight: RefreshTicket?
+  private(set) var consecutiveFailures = 0
+  /// No automatic refresh before this instant (backoff after a failure).
+  private(set) var retryAt: TokenInstant?
+  /// Set by `invalidate` on an oauth2 token: refresh when a request next needs it, not before.
+  private var refreshOnNextUseOnly = false
+  private var lastTicket: UInt64 = 0
+  private var lastSerial: UInt64 = 0
+  private var published: PublishedFacts?
+  private var scheduledWakeUp: TokenInstant?
+  // Effects collected during one event and turned into actions by `finish`.
+  private var pendingRelease: TokenOutcome?
+  private var pendingStart: RefreshTicket?
+
+  public init(kind: Kind) {
+    self.kind = kind
+  }
+
+  // MARK: Reading
+
+  /// True when a refresh is in flight.
+  public var isRefreshing: Bool { inFlight != nil }
+  /// When the current value expires; nil without a value or without an expiry.
+  public var expiresAt: TokenInstant? { credential?.expiresAt }
+  /// When the current value was obtained.
+  public var refreshedAt: TokenInstant? { credential?.refreshedAt }
+  /// The current value even if unusable, for fingerprints. Never send it: use `usableGrant(at:)`.
+  public var currentValue: SecretValue? { credential?.value }
+  /// The serial of the current value (0 before the first value).
+  public var currentSerial: UInt64 { credential?.serial ?? 0 }
+
+  /// The value a request may send now: present, not rejected, not expired.
+  public func usableGrant(at now: TokenInstant) -> TokenGrant? {
+    guard let credential, !credential.rejected else { return nil }
+    if let expiresAt = credential.expiresAt, now >= expiresAt { return nil }
+    return TokenGrant(bytes: Array(credential.value.value.utf8), serial: credential.serial)
+  }
+
+  /// The public state at `now`. A refresh in flight wins, then a failure, then the value's own condition.
+  public func state(at now: TokenInstant) -> TokenState {
+    if inFlight != nil { return .refreshing }
+    if failed { return .error }
+    guard let credential else { return .missing }
+    if credential.rejected { return .invalid }
+    if let expiresAt = credential.expiresAt {
+      if now >= expiresAt { return .expired }
+      if case .oauth2(let refreshBefore) = kind, now >= expiresAt - refreshBefore { return .expiring }
+    }
+    return .valid
+  }
+
+  /// The instant of the next time-driven change (a due refresh, entering `expiring`, expiry), or nil.
+  public func nextWakeUp(after now: TokenInstant) -> TokenInstant? {
+    var earliest = pendingRefreshTime()
+    func consider(_ instant: TokenInstant?) {
+      guard let instant, instant > now else { return }
+      earliest = earliest.map { min($0, instant) } ?? instant
+    }
+    // A rejected value's expiry changes nothing anyone sees: it is unusable either way.
+    if let credential, !credential.rejected, let expiresAt = credential.expiresAt {
+      consider(expiresAt)
+      if case .oauth2(let refreshBefore) = kind { consider(expiresAt - refreshBefore) }
+    }
+    return earliest
+  }
+
+  /// The record to persist for this token. Values from the config or a file are left out.
+  public func persisted(name: String, source: String, now: TokenInstant) -> PersistedToken {
+    PersistedToken(
+      name: name, source: source,
+      value: credential.flatMap { $0.persistsValue && !$0.rejected ? $0.value : nil },
+      expiresAt: credential?.expiresAt, refreshedAt: credential?.refreshedAt,
+      state: state(at: now), lastError: lastError)
+  }
+
+  // MARK: Events
+
+  /// Starts the token: takes the configured value, or a restored one (same name and source, checked by the
+  /// caller) when it is still usable, or starts the first fetch or read.
+  public mutating func start(restoring persisted: PersistedToken?, now: TokenInstant) -> [Action] {
+    switch kind {
+    case .fixed(let configured):
+      if configured.value.isEmpty {
+        // An empty config value means "set through the admin API"; a value set that way survives restarts.
+        if let restored = Self.restorable(persisted, now: now) { adopt(restored, now: now) }
+      } else if let problem = TokenValueProblem.check(configured.value) {
+        failed = true
+        lastError = "configured value refused: \(problem)"
+      } else {
+        replaceCredential(value: configured, expiresAt: nil, now: now, persistsValue: false)
+      }
+    case .file:
+      beginRefresh()
+    case .oauth2:
+      // Reusing an unexpired token avoids a login at every restart; with none, `finish` starts a fetch.
+      if let restored = Self.restorable(persisted, now: now) { adopt(restored, now: now) }
+    }
+    return finish(now: now)
+  }
+
+  /// A timer set by `scheduleWakeUp` fired (early or late does no harm).
+  public mutating func wakeUp(now: TokenInstant) -> [Action] {
+    finish(now: now)
+  }
+
+  /// A request needs the value now.
+  public mutating func requestValue(now: TokenInstant) -> (Decision, [Action]) {
+    startRefreshIfDue(now: now)
+    if let grant = usableGrant(at: now) { return (.use(grant), finish(now: now)) }
+    switch kind {
+    case .fixed, .file:
+      return (.unavailable(unavailability(at: now)), finish(now: now))
+    case .oauth2:
+      if inFlight != nil { return (.wait, finish(now: now)) }
+      if let retryAt, now < retryAt { return (.unavailable(unavailability(at: now)), finish(now: now)) }
+      beginRefresh()
+      return (.wait, finish(now: now))
+    }
+  }
+
+  /// The refresh `ticket` produced a value. `expiresIn` nil means the value does not expire.
+  public mutating func refreshSucceeded(
+    _ ticket: RefreshTicket, value: SecretValue, expiresIn: Duration?, now: TokenInstant
+  ) -> [Action] {
+    guard inFlight == ticket else { return finish(now: now) }
+    inFlight = nil
+    switch TokenValueProblem.check(value.value) {
+    case .empty?:
+      if case .file = kind {
+        // An empty file is "no token yet", like an empty static value.
+        credential = nil
+        failed = false
+        lastError = nil
+        pendingRelease = .unavailable(unavailability(at: now))
+        return finish(now: now)
+      }
+      return recordFailure("the new value is empty", now: now)
+    case let problem?:
+      return recordFailure("the new value was refused: \(problem)", now: now)
+    case nil:
+      break
+    }
+    let persists: Bool
+    switch kind {
+    case .fixed, .file: persists = false
+    case .oauth2: persists = true
+    }
+    replaceCredential(value: value, expiresAt: expiresIn.map { now + $0 }, now: now, persistsValue: persists)
+    failed = false
+    lastError = nil
+    consecutiveFailures = 0
+    retryAt = nil
+    pendingRelease = usableGrant(at: now).map { .available($0) } ?? .unavailable(unavailability(at: now))
+    return finish(now: now)
+  }
+
+  /// The refresh `ticket` failed; `error` must not contain a secret (the fetcher redacts).
+  public mutating func refreshFailed(_ ticket: RefreshTicket, error: String, now: TokenInstant) -> [Action] {
+    guard inFlight == ticket else { return finish(now: now) }
+    inFlight = nil
+    return recordFailure(error, now: now)
+  }
+
+  /// A backend rejected the value with this serial (nil: whatever the current value is). A report about an
+  /// older value is ignored: that value was already replaced.
+  public mutating func reportRejected(serial: UInt64?, now: TokenInstant) -> [Action] {
+    guard var current = credential, !current.rejected, serial == nil || serial == current.serial else {
+      return finish(now: now)
+    }
+    current.rejected = true
+    credential = current
+    failed = false
+    switch kind {
+    case .fixed, .file:
+      break
+    case .oauth2:
+      // Within a backoff the retry timer refreshes; otherwise at once, so waiting requests get a new value.
+      if inFlight == nil, retryAt.map({ now >= $0 }) ?? true { beginRefresh() }
+    }
+    return finish(now: now)
+  }
+
+  /// An operator marked the token invalid (admin `invalidate`).
+  public mutating func invalidate(now: TokenInstant) -> [Action] {
+    if var current = credential {
+      current.rejected = true
+      credential = current
+    }
+    failed = false
+    switch kind {
+    case .fixed, .file:
+      break
+    case .oauth2:
+      refreshOnNextUseOnly = true
+      retryAt = nil
+    }
+    return finish(now: now)
+  }
+
+  /// An operator set the value (admin `PUT`); it replaces a refresh in flight, whose waiters get this value.
+  public mutating func set(value: SecretValue, expiresIn: Duration?, now: TokenInstant) throws(TokenValueProblem)
+    -> [Action]
+  {
+    if let problem = TokenValueProblem.check(value.value) { throw problem }
+    replaceCredential(value: value, expiresAt: expiresIn.map { now + $0 }, now: now, persistsValue: true)
+    failed = false
+    lastError = nil
+    consecutiveFailures = 0
+    retryAt = nil
+    refreshOnNextUseOnly = false
+    if inFlight != nil {
+      inFlight = nil
+      pendingRelease = usableGrant(at: now).map { .available($0) } ?? .unavailable(unavailability(at: now))
+    }
+    return finish(now: now)
+  }
+
+  /// An operator asked for a refresh now (admin `refresh`). Ignores the failure backoff.
+  public mutating func refreshNow(now: TokenInstant) -> (RefreshNowDecision, [Action]) {
+    switch kind {
+    case .fixed:
+      return (.notRefreshable, finish(now: now))
+    case .file, .oauth2:
+      if inFlight != nil { return (.joined, finish(now: now)) }
+      beginRefresh()
+      return (.started, finish(now: now))
+    }
+  }
+
+  /// A file token's file changed (or appeared, or vanished): read it again.
+  public mutating func sourceChanged(now: TokenInstant) -> [Action] {
+    if inFlight == nil { beginRefresh() }
+    return finish(now: now)
+  }
+
+  /// The owner is stopping: the refresh in flight will not be completed; its waiters are failed.
+  public mutating func abandonRefresh(reason: String, now: TokenInstant) -> [Action] {
+    if inFlight != nil {
+      inFlight = nil
+      pendingRelease = .unavailable(TokenUnavailable(state: state(at: now), reason: reason))
+    }
+    return finish(now: now)
+  }
+
+  // MARK: Internals
+
+  private static func restorable(_ persisted: PersistedToken?, now: TokenInstant) -> PersistedToken? {
+    guard let persisted, let value = persisted.value, TokenValueProblem.check(value.value) == nil else {
+      return nil
+    }
+    switch persisted.state {
+    case .invalid: return nil
+    case .valid, .expiring, .expired, .refreshing, .missing, .error: break
+    }
+    if let expiresAt = persisted.expiresAt, now >= expiresAt { return nil }
+    return persisted
+  }
+
+  private mutating func adopt(_ restored: PersistedToken, now: TokenInstant) {
+    guard let value = restored.value else { return }
+    replaceCredential(
+      value: value, expiresAt: restored.expiresAt, now: restored.refreshedAt ?? now, persistsValue: true)
+  }
+
+  private mutating func replaceCredential(
+    value: SecretValue, expiresAt: TokenInstant?, now: TokenInstant, persistsValue: Bool
+  ) {
+    lastSerial += 1
+    var refreshAt: TokenInstant?
+    if case .oauth2(let refreshBefore) = kind, let expiresAt {
+      // Refresh `refreshBefore` ahead, but never more than half the lifetime ahead: a 30 s token with a 60 s
+      // margin would otherwise be due for refresh the moment it arrives.
+      let lifetime = now.duration(to: expiresAt)
+      let margin = min(refreshBefore, lifetime / 2)
+      refreshAt = max(expiresAt - margin, now + Self.minimumRefreshInterval)
+    }
+    credential = Credential(
+      value: value, serial: lastSerial, refreshedAt: now, expiresAt: expiresAt, refreshAt: refreshAt,
+      persistsValue: persistsValue)
+  }
+
+  private mutating func recordFailure(_ message: String, now: TokenInstant) -> [Action] {
+    failed = true
+    lastError = message
+    consecutiveFailures += 1
+    switch kind {
+    case .fixed, .file:
+      break  // files are re-read when they change; nothing to retry on a timer
+    case .oauth2:
+      retryAt = now + Self.retryDelay(afterFailures: consecutiveFailures)
+    }
+    // Waiters needed a fresh value: the old one, if any, is either unusable or was not what they waited for.
+    pendingRelease = .unavailable(TokenUnavailable(state: .error, reason: message))
+    return finish(now: now)
+  }
+
+  /// 1 s, 2 s, 4 s … up to `maximumRetryDelay`.
+  public static func retryDelay(afterFailures failures: Int) -> Duration {
+    let exponent = min(max(failures - 1, 0), 16)
+    return min(.seconds(1 << exponent), maximumRetryDelay)
+  }
+
+  private mutating func beginRefresh() {
+    lastTicket += 1
+    let ticket = RefreshTicket(id: lastTicket)
+    inFlight = ticket
+    refreshOnNextUseOnly = false
+    pendingStart = ticket
+  }
+
+  /// When an automatic refresh should start, or nil when none is wanted. Both `nextWakeUp` and
+  /// `startRefreshIfDue` use this, so a wake-up at that time always starts the refresh (no timer spins).
+  private func pendingRefreshTime() -> TokenInstant? {
+    guard case .oauth2 = kind, inFlight == nil, !refreshOnNextUseOnly else { return nil }
+    let neededAt: TokenInstant?
+    if let credential, !credential.rejected {
+      neededAt = credential.refreshAt  // nil for a token without expiry: nothing to do until rejected
+    } else {
+      neededAt = .epoch  // missing or rejected: as soon as the backoff allows
+    }
+    guard let neededAt else { return nil }
+    return retryAt.map { max($0, neededAt) } ?? neededAt
+  }
+
+  private mutating func startRefreshIfDue(now: TokenInstant) {
+    if let due = pendingRefreshTime(), due <= now { beginRefresh() }
+  }
+
+  private func unavailability(at now: TokenInstant) -> TokenUnavailable {
+    let state = state(at: now)
+    if failed, let lastError { return TokenUnavailable(state: state, reason: "refresh failed: \(lastError)") }
+    let reason: String
+    switch state {
+    case .valid, .expiring: reason = "token is usable"
+    case .expired: reason = "token expired at \(credential?.expiresAt?.rfc3339 ?? "?")"
+    case .invalid:
+      switch kind {
+      case .fixed: reason = "token was rejected; set a new value"
+      case .file: reason = "token was rejected; replace the file or set a new value"
+      case .oauth2: reason = "token was rejected and no new one could be fetched yet"
+      }
+    case .refreshing: reason = "token is being refreshed"
+    case .missing: reason = "token has no value"
+    case .error: reason = lastError ?? "token is in error"
+    }
+    return TokenUnavailable(state: state, reason: reason)
+  }
+
+  /// Ends an event: starts a due refresh, then turns the collected effects into actions.
+  private mutating func finish(now: TokenInstant) -> [Action] {
+    startRefreshIfDue(now: now)
+    var actions: [Action] = []
+    let facts = PublishedFacts(
+      state: state(at: now), serial: credential?.serial, usable: usableGrant(at: now) != nil,
+      expiresAt: credential?.expiresAt, lastError: lastError)
+    if facts != published {
+      published = facts
+      actions.append(.publish)
+    }
+    if let release = pendingRelease {
+      pendingRelease = nil
+      actions.append(.releaseWaiters(release))
+    }
+    let wakeUp = nextWakeUp(after: now)
+    if wakeUp != scheduledWakeUp {
+      scheduledWakeUp = wakeUp
+      actions.append(.scheduleWakeUp(at: wakeUp))
+    }
+    if let start = pendingStart {
+      pendingStart = nil
+      actions.append(.startRefresh(start))
+    }
+    return actions
+  }
+}

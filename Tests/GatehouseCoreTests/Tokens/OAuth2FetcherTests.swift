@@ -1,0 +1,207 @@
+import GatehouseHTTP
+import GatehouseNet
+import Testing
+
+@testable import GatehouseCore
+
+/// The OAuth 2 client credentials fetcher and its HTTP client, against an in-process token endpoint on
+/// loopback, plus the encodings it relies on.
+@Suite(.serialized) struct OAuth2FetcherTests {
+  /// Runs one fetch on a fresh loop and waits for its result.
+  func fetch(
+    _ config: OAuth2ClientCredentialsConfig,
+    limits: HTTPOneShotClient.Limits = HTTPOneShotClient.Limits(
+      connectTimeout: .seconds(5), responseTimeout: .seconds(5), maxResponseBytes: 64 * 1024)
+  ) throws -> Result<FetchedToken, TokenFetchError> {
+    let group = try EventLoopGroup(loopCount: 1)
+    defer { group.shutdown() }
+    let loop = group.loops[0]
+    let fetcher = OAuth2ClientCredentialsFetcher(limits: limits)
+    let outcome = UncheckedBox<Result<FetchedToken, TokenFetchError>?>(nil)
+    let calls = UncheckedBox(0)
+    try runOnLoop(loop) {
+      fetcher.fetch(config, on: loop) { result in
+        calls.value += 1
+        outcome.value = result
+      }
+    }
+    try #require(waitFor { (try? runOnLoop(loop) { outcome.value != nil }) ?? false })
+    // One more loop turn: a second (wrong) completion would show up here.
+    try runOnLoop(loop) {}
+    #expect(try runOnLoop(loop) { calls.value } == 1)
+    return try runOnLoop(loop) { outcome.value! }
+  }
+
+  func failureMessage(_ result: Result<FetchedToken, TokenFetchError>) -> String? {
+    if case .failure(let error) = result { return error.message }
+    return nil
+  }
+
+  @Test func sendsAFormPostWithBasicClientAuthAndReadsTheToken() throws {
+    let server = try TestOAuth2Server()
+    defer { server.shutdown() }
+    server.mode = .issue(expiresIn: 120)
+    let config = try oauth2Config(port: server.port, clientID: "gw:app/1", secret: "s3cr&t +%", scope: "read write")
+    let result = try fetch(config)
+    let token = try result.get()
+    #expect(token.accessToken == SecretValue("tok-1"))
+    #expect(token.expiresIn == .seconds(120))
+    #expect(token.tokenType == "Bearer")
+
+    let request = try #require(server.requests.first)
+    #expect(request.method == "POST")
+    #expect(request.target == "/oauth/token")
+    #expect(request.header("Content-Type") == "application/x-www-form-urlencoded")
+    #expect(request.header("Host") == "127.0.0.1:\(server.port)")
+    #expect(request.body == "grant_type=client_credentials&scope=read+write")
+    // RFC 6749 §2.3.1: id and secret are form-encoded before they are joined and base64-encoded.
+    let expected = Base64.encode(Array("gw%3Aapp%2F1:s3cr%26t+%2B%25".utf8))
+    #expect(request.header("Authorization") == "Basic \(expected)")
+  }
+
+  @Test func leavesScopeOutWhenNotSetAndAcceptsMissingExpiry() throws {
+    let server = try TestOAuth2Server()
+    defer { server.shutdown() }
+    server.mode = .issue(expiresIn: nil)
+    let token = try fetch(try oauth2Config(port: server.port, scope: nil)).get()
+    #expect(token.expiresIn == nil)
+    #expect(server.requests.first?.body == "grant_type=client_credentials")
+  }
+
+  @Test func invalidClientBecomesAReadableErrorWithoutTheSecret() throws {
+    let server = try TestOAuth2Server()
+    defer { server.shutdown() }
+    let secret = "CANARY-client-secret-42"
+    // A careless endpoint that echoes the credentials it was given.
+    server.mode = .answer(
+      status: 400, body: #"{"error":"invalid_client","error_description":"bad secret \#(secret)"}"#)
+    let message = try #require(failureMessage(try fetch(try oauth2Config(port: server.port, secret: secret))))
+    #expect(message.contains("answered 400: invalid_client (bad secret <redacted>)"))
+    #expect(message.hasPrefix("token endpoint http://127.0.0.1:\(server.port)/oauth/token: "))
+    #expect(!message.contains(secret))
+  }
+
+  @Test func nonJSONErrorStatusUsesTheReasonPhrase() throws {
+    let server = try TestOAuth2Server()
+    defer { server.shutdown() }
+    server.mode = .answer(status: 503, body: "<html>down</html>")
+    let message = try #require(failureMessage(try fetch(try oauth2Config(port: server.port))))
+    #expect(message.hasSuffix("answered 503 Service Unavailable"))
+  }
+
+  @Test func slowEndpointTimesOut() throws {
+    let server = try TestOAuth2Server()
+    defer { server.shutdown() }
+    server.mode = .slow(.seconds(5))
+    let limits = HTTPOneShotClient.Limits(
+      connectTimeout: .seconds(5), responseTimeout: .milliseconds(200), maxResponseBytes: 65536)
+    let message = try #require(failureMessage(try fetch(try oauth2Config(port: server.port), limits: limits)))
+    #expect(message.hasSuffix("no complete answer within 200 ms"))
+  }
+
+  @Test func garbageIsAnInvalidAnswer() throws {
+    let server = try TestOAuth2Server()
+    defer { server.shutdown() }
+    server.mode = .garbage
+    let message = try #require(failureMessage(try fetch(try oauth2Config(port: server.port))))
+    #expect(message.contains("invalid HTTP answer"))
+  }
+
+  @Test func invalidJSONInASuccessIsAnError() throws {
+    let server = try TestOAuth2Server()
+    defer { server.shutdown() }
+    server.mode = .answer(status: 200, body: #"{"access_token": "SECRET-IN-BROKEN-JSON" oops}"#)
+    let message = try #require(failureMessage(try fetch(try oauth2Config(port: server.port))))
+    #expect(message.contains("answered 200 with invalid JSON (line 1, column"))
+    #expect(!message.contains("SECRET-IN-BROKEN-JSON"))
+  }
+
+  @Test func closeWithoutAnswerIsReported() throws {
+    let server = try TestOAuth2Server()
+    defer { server.shutdown() }
+    server.mode = .close
+    let message = try #require(failureMessage(try fetch(try oauth2Config(port: server.port))))
+    #expect(message.contains("before a complete answer"))
+  }
+
+  @Test func oversizedAnswerIsRefused() throws {
+    let server = try TestOAuth2Server()
+    defer { server.shutdown() }
+    server.mode = .huge(10_000)
+    let limits = HTTPOneShotClient.Limits(
+      connectTimeout: .seconds(5), responseTimeout: .seconds(5), maxResponseBytes: 1000)
+    let message = try #require(failureMessage(try fetch(try oauth2Config(port: server.port), limits: limits)))
+    #expect(message.hasSuffix("answer larger than 1000 bytes"))
+  }
+
+  @Test func connectionRefusedIsReported() throws {
+    // Bind a port and close it again: nothing listens there afterwards.
+    let port = try {
+      let listener = try TCPListener(address: .loopback(port: 0))
+      defer { listener.close() }
+      return listener.localPort
+    }()
+    let message = try #require(failureMessage(try fetch(try oauth2Config(port: port))))
+    #expect(message.hasSuffix("cannot connect: connection refused"))
+  }
+
+  // MARK: Interpreting answers without a socket
+
+  func interpret(_ status: Int, _ body: String) -> Result<FetchedToken, TokenFetchError> {
+    OAuth2ClientCredentialsFetcher.interpret(
+      HTTPOneShotClient.Response(status: status, headers: HTTPHeaders(), body: Array(body.utf8)))
+  }
+
+  @Test func readsExpiresInAsNumberOrString() throws {
+    #expect(try interpret(200, #"{"access_token":"a","expires_in":"90"}"#).get().expiresIn == .seconds(90))
+    #expect(try interpret(200, #"{"access_token":"a","expires_in":1.5}"#).get().expiresIn == .milliseconds(1500))
+    #expect(try interpret(200, #"{"access_token":"a","expires_in":null}"#).get().expiresIn == nil)
+  }
+
+  @Test(arguments: [
+    (#"{"token_type":"Bearer"}"#, "answer has no access_token"),
+    (#"{"access_token":""}"#, "answer has no access_token"),
+    (#"{"access_token":42}"#, "answer has no access_token"),
+    (#"["access_token"]"#, "answered 200 with JSON that is not an object"),
+    (#"{"access_token":"a","expires_in":-5}"#, "answer has an expires_in that is not a positive number of seconds"),
+    (#"{"access_token":"a","expires_in":"soon"}"#, "answer has an expires_in that is not a positive number of seconds"),
+    (#"{"access_token":"a","expires_in":true}"#, "answer has an expires_in that is not a positive number of seconds"),
+  ])
+  func refusesAnswersWithoutAUsableToken(_ body: String, _ expected: String) {
+    #expect(failureMessage(interpret(200, body)) == expected)
+  }
+
+  @Test func errorWithoutDescription() {
+    #expect(failureMessage(interpret(401, #"{"error":"unauthorized_client"}"#)) == "answered 401: unauthorized_client")
+  }
+
+  // MARK: Encodings
+
+  @Test func formEncodingFollowsRFC6749AppendixB() {
+    #expect(FormURLEncoding.encode("abc-._~XYZ019") == "abc-._~XYZ019")
+    #expect(FormURLEncoding.encode("a b+c&d=e/f:g%") == "a+b%2Bc%26d%3De%2Ff%3Ag%25")
+    #expect(FormURLEncoding.encode("é") == "%C3%A9")
+    #expect(FormURLEncoding.form([("a", "1 2"), ("b&", "x")]) == "a=1+2&b%26=x")
+  }
+
+  @Test func base64MatchesRFC4648Vectors() {
+    let vectors = [
+      ("", ""), ("f", "Zg=="), ("fo", "Zm8="), ("foo", "Zm9v"), ("foob", "Zm9vYg=="), ("fooba", "Zm9vYmE="),
+      ("foobar", "Zm9vYmFy"),
+    ]
+    for (input, output) in vectors { #expect(Base64.encode(Array(input.utf8)) == output) }
+    #expect(Base64.encode([0xFF, 0xFE, 0xFD]) == "//79")
+  }
+
+  @Test func fingerprintIsTheFirstEightHexDigitsOfSHA256() {
+    // SHA-256("abc") = ba7816bf…
+    #expect(TokenFingerprint.of(SecretValue("abc")) == "ba7816bf")
+  }
+
+  @Test func redactorMasksSecretsAndTheirEncodingsAndControlCharacters() {
+    let redactor = SecretRedactor(["p@ss word"])
+    #expect(redactor.redact("x p@ss word y p%40ss+word z\r\n") == "x <redacted> y <redacted> z  ")
+    let long = SecretRedactor().redact(String(repeating: "a", count: 1000))
+    #expect(long.count == SecretRedactor.maxLength + 1)
+  }
+}
