@@ -11,6 +11,8 @@ protocol AdminBackend: AnyObject, Sendable {
   func upstreamsDocument(completion: @escaping @Sendable (JSONValue) -> Void)
   func metricsText(completion: @escaping @Sendable (String) -> Void)
   func reload(completion: @escaping @Sendable (Result<Void, ReloadFailure>) -> Void)
+  /// The token endpoints; the token manager lives on the control loop.
+  func tokens(_ endpoint: AdminEndpoint, body: [UInt8], completion: @escaping @Sendable (AdminResponse) -> Void)
   /// The cache endpoints; store calls block, so they run off the event loops.
   func cache(
     _ endpoint: AdminEndpoint, query: [String: String], completion: @escaping @Sendable (AdminResponse) -> Void)
@@ -128,9 +130,8 @@ final class AdminService: @unchecked Sendable {
     case .cacheStats, .cacheEntries, .cacheEntry, .purgeCacheEntry, .purgeCacheEntries, .purgeCache:
       backend.cache(endpoint, query: AdminRouter.queryItems(query)) { respond($0) }
     case .tokens, .setToken, .refreshToken, .invalidateToken:
-      completion(.error(503, "token management is not enabled in this build"))
+      backend.tokens(endpoint, body: body) { respond($0) }
     }
-    _ = body
   }
 
   /// Wraps a completion so it runs on the admin loop whatever thread calls it.

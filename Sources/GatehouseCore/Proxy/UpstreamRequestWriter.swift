@@ -7,7 +7,7 @@ import GatehouseHTTP
 public enum UpstreamRequestWriter {
   public static func write(
     head: HTTPRequestHead, method: HTTPMethod? = nil, target: [UInt8], hostHeader: [UInt8], plan: HeaderPlan,
-    tokenLine: [UInt8]? = nil,
+    token: (prefix: [UInt8], value: [UInt8], suffix: [UInt8])? = nil,
     clientAddress: [UInt8],
     forwardedProto: StaticString, requestID: [UInt8], framing: HTTPBodyFraming, into out: inout [UInt8]
   ) {
@@ -43,7 +43,11 @@ public enum UpstreamRequestWriter {
       append("\r\n", &out)
     }
     out.append(contentsOf: plan.setLines)
-    if let tokenLine { out.append(contentsOf: tokenLine) }
+    if let token {
+      out.append(contentsOf: token.prefix)
+      out.append(contentsOf: token.value)
+      out.append(contentsOf: token.suffix)
+    }
     append("X-Forwarded-For: ", &out)
     if !forwardedFor.isEmpty {
       out.append(contentsOf: forwardedFor)

@@ -31,6 +31,15 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
       finish()
       return
     }
+    var token: (prefix: [UInt8], value: [UInt8], suffix: [UInt8])?
+    if let use = plan.token {
+      // A refresh never waits for a token: without a usable value it simply does not run.
+      guard let grant = context.usableToken(use.name) else {
+        finish()
+        return
+      }
+      token = (use.linePrefix, grant.bytes, use.lineSuffix)
+    }
     self.pool = pool
     do {
       upstream = try pool.lease(for: self, fresh: false)
@@ -38,12 +47,10 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
       finish()
       return
     }
-    var tokenLine: [UInt8]?
-    if case .line(let line) = plan.tokenLine { tokenLine = line }
     var out: [UInt8] = []
     UpstreamRequestWriter.write(
       head: request, method: .get, target: target, hostHeader: pool.plan.hostHeader, plan: plan.headerPlan,
-      tokenLine: tokenLine, clientAddress: clientAddress, forwardedProto: "http", requestID: context.requestIDs.next(),
+      token: token, clientAddress: clientAddress, forwardedProto: "http", requestID: context.requestIDs.next(),
       framing: .none, into: &out)
     _ = upstream?.connection?.write(out)
     // Strong: `finish` cancels the timer, which then lets go of this refresh.

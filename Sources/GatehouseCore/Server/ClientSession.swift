@@ -198,12 +198,9 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       respondLocally(failure: .upstreamUnavailable)
       return
     }
-    if case .unavailable = plan.tokenLine {
-      respondLocally(failure: .tokenUnavailable)
-      return
-    }
     exchange?.upstreamTarget = snapshot.routeTable.upstreamPath(
       for: match, requestPath: head.path, query: head.query)
+    if plan.token != nil && Self.hasBody(head) { exchange?.requestBodyCopy = [] }
     if let cache = plan.cache, let exchange {
       if answerFromStoreBeforeUpstream(exchange, plan: plan, cache: cache) { return }
     }
@@ -220,6 +217,16 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     else {
       upstreamFailed(.unavailable)
       return
+    }
+    var token: (prefix: [UInt8], value: [UInt8], suffix: [UInt8])?
+    if let use = plan.token {
+      guard let grant = exchange.tokenGrant ?? context.usableToken(use.name) else {
+        waitForToken(use)
+        return
+      }
+      exchange.tokenGrant = nil
+      exchange.tokenSerial = grant.serial
+      token = (use.linePrefix, grant.bytes, use.lineSuffix)
     }
     if !fresh && pool.circuit.decide(now: context.loop.iterationTime) == .reject {
       self.exchange?.pool = pool
@@ -245,14 +252,25 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     let framing = Self.upstreamFraming(exchange.head)
     self.exchange?.rechunkRequest = framing == .chunked
     context.scratch.removeAll(keepingCapacity: true)
-    var tokenLine: [UInt8]?
-    if case .line(let line) = plan.tokenLine { tokenLine = line }
     UpstreamRequestWriter.write(
       head: exchange.head, method: method, target: exchange.upstreamTarget, hostHeader: pool.plan.hostHeader,
-      plan: plan.headerPlan, tokenLine: tokenLine, clientAddress: clientAddress, forwardedProto: "http",
+      plan: plan.headerPlan, token: token, clientAddress: clientAddress, forwardedProto: "http",
       requestID: exchange.requestID,
       framing: framing, into: &context.scratch)
     context.scratch.withUnsafeBytes { _ = upstream.connection?.write($0) }
+    // A retry sends the kept body again; body bytes that arrived while the token was
+    // being fetched follow the head now.
+    if exchange.attempts > 1 || exchange.tokenRetried, let copy = exchange.requestBodyCopy, !copy.isEmpty {
+      writeRequestBody(copy, to: upstream, exchange: exchange)
+    } else if !exchange.pendingBody.isEmpty {
+      writeRequestBody(exchange.pendingBody, to: upstream, exchange: exchange)
+    }
+    exchange.pendingBody = []
+    if exchange.requestComplete && exchange.rechunkRequest, let connection = upstream.connection {
+      var last: [UInt8] = []
+      HTTPSerializer.writeLastChunk(into: &last)
+      _ = connection.write(last)
+    }
     // The response timeout starts once the whole request is with the upstream.
     if exchange.requestComplete {
       setDeadline(.upstreamResponse, after: pool.plan.responseTimeout)
@@ -262,7 +280,26 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
   }
 
   private func forwardRequestBody(_ bytes: UnsafeRawBufferPointer) {
-    guard let exchange, !exchange.responseComplete, let upstream = exchange.upstream?.connection else { return }
+    guard let exchange, !exchange.responseComplete else { return }
+    // Routes with a token keep a small body, so a request rejected for its token can be sent again.
+    if exchange.requestBodyCopy != nil {
+      if exchange.requestBodyCopy!.count + bytes.count <= Self.maxReplayBody {
+        exchange.requestBodyCopy!.append(contentsOf: bytes)
+      } else {
+        exchange.requestBodyCopy = nil
+      }
+    }
+    guard let upstream = exchange.upstream?.connection else {
+      guard exchange.waitingForToken else { return }
+      // The token is being fetched: hold the body (bounded) until the upstream gets the head.
+      exchange.pendingBody.append(contentsOf: bytes)
+      if exchange.pendingBody.count > Self.maxPendingBody {
+        exchange.waitingForToken = false
+        closeAfterResponse = true
+        respondLocally(failure: .tokenUnavailable)
+      }
+      return
+    }
     if deadlineKind == .requestUpload { setDeadline(.requestUpload, after: context.snapshot.idleTimeout) }
     if exchange.rechunkRequest {
       var frame: [UInt8] = []
@@ -289,6 +326,72 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       _ = upstream.write(last)
     }
     if exchange?.responseComplete == true { finishExchange() }
+  }
+
+  /// Request bodies up to this size are kept for a retry after a token rejection (SPEC §3).
+  static let maxReplayBody = 64 * 1024
+  /// Body bytes held while a token is fetched, before the request is given up.
+  static let maxPendingBody = 1 << 20
+
+  private func writeRequestBody(_ body: [UInt8], to upstream: UpstreamConnection, exchange: Exchange) {
+    guard let connection = upstream.connection else { return }
+    if exchange.rechunkRequest {
+      var frame: [UInt8] = []
+      HTTPSerializer.writeChunkHeader(size: body.count, into: &frame)
+      frame.append(contentsOf: body)
+      HTTPSerializer.writeChunkTrailer(into: &frame)
+      _ = connection.write(frame)
+    } else {
+      _ = connection.write(body)
+    }
+  }
+
+  // MARK: Tokens
+
+  /// Waits (on the control loop) for a usable value of the route's token, then sends the
+  /// request; answers 401 (or a stale answer) when none can be had.
+  private func waitForToken(_ use: TokenUse) {
+    guard let exchange, let broker = context.shared.tokens else {
+      tokenUnavailable()
+      return
+    }
+    exchange.waitingForToken = true
+    deadline = 0
+    broker.waitForRefresh(token: use.name, replyOn: context.loop) { [self] outcome in
+      guard self.exchange === exchange, exchange.waitingForToken, !closed else { return }
+      exchange.waitingForToken = false
+      switch outcome {
+      case .available(let grant):
+        exchange.tokenGrant = grant
+        sendUpstream(fresh: false)
+      case .unavailable:
+        tokenUnavailable()
+      }
+    }
+  }
+
+  private func tokenUnavailable() {
+    guard let exchange else { return }
+    if let stale = staleAnswer(for: exchange) {
+      serveStored(stale, result: .stale)
+      return
+    }
+    respondLocally(failure: .tokenUnavailable)
+  }
+
+  /// A backend said the token was rejected (status or body field). Reports it, and sends the
+  /// request once more with a fresh value when it can be replayed. Returns true when a retry
+  /// is under way (the answer in hand is then dropped).
+  private func tokenRejected(_ use: TokenUse, exchange: Exchange) -> Bool {
+    if let serial = exchange.tokenSerial { context.shared.tokens?.reportRejected(token: use.name, serial: serial) }
+    let replayable = !Self.hasBody(exchange.head) || exchange.requestBodyCopy != nil
+    guard !exchange.tokenRetried, exchange.requestComplete, replayable,
+      exchange.head.method.isIdempotent || exchange.requestBodyCopy != nil || !Self.hasBody(exchange.head)
+    else { return false }
+    exchange.tokenRetried = true
+    exchange.tokenGrant = nil
+    waitForToken(use)
+    return true
   }
 
   // MARK: Answers made here
@@ -390,6 +493,25 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     guard let exchange else { return false }
     self.exchange?.upstreamStatus = head.status
     self.exchange?.upstreamKeepAlive = head.keepAlive
+    if let routeIndex = exchange.routeIndex, let use = exchange.snapshot.routePlans[routeIndex].token {
+      if use.invalidStatuses.contains(head.status) {
+        if tokenRejected(use, exchange: exchange) {
+          if let upstream = exchange.upstream {
+            exchange.upstream = nil
+            exchange.pool?.discard(upstream)
+          }
+          return false
+        }
+      } else if use.bodyField != nil && exchange.envelope == nil, let length = Self.declaredLength(head),
+        length <= Self.maxReplayBody, JSONMediaType.isJSON(Self.field(head.headers, "content-type") ?? [])
+      {
+        // A pass-through route whose backend signals rejection in the body: keep the (small)
+        // body to look at it before answering.
+        exchange.bodyPlan = .buffer
+        exchange.bufferedHead = head
+        return true
+      }
+    }
     if head.status >= 500, let stale = staleAnswer(for: exchange) {
       // A failing backend's error page is worse than yesterday's answer.
       if let pool = exchange.pool {
@@ -512,6 +634,12 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
         pool.circuit.recordSuccess()
       }
     }
+    if exchange.bodyPlan == .buffer, let routeIndex = exchange.routeIndex,
+      let use = exchange.snapshot.routePlans[routeIndex].token, use.bodyRejects(exchange.bufferedBody),
+      tokenRejectedAfterBody(use, exchange: exchange, upstreamReusable: upstreamReusable)
+    {
+      return
+    }
     rememberAnswer(exchange)
     switch exchange.bodyPlan {
     case .buffer:
@@ -544,6 +672,21 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       self.exchange?.requestComplete = true
     }
     finishExchange()
+  }
+
+  /// A body said the token was rejected: the answer was read whole, so the connection goes
+  /// back to the pool before the retry.
+  private func tokenRejectedAfterBody(_ use: TokenUse, exchange: Exchange, upstreamReusable: Bool) -> Bool {
+    guard tokenRejected(use, exchange: exchange) else { return false }
+    if let upstream = exchange.upstream, let pool = exchange.pool {
+      exchange.upstream = nil
+      pool.release(upstream, reusable: upstreamReusable && exchange.upstreamKeepAlive)
+    }
+    exchange.bufferedBody = []
+    exchange.bufferedHead = nil
+    exchange.bodyPlan = .passThrough
+    exchange.responseBytesReceived = false
+    return true
   }
 
   /// What went wrong with the upstream, for choosing the answer.
@@ -789,7 +932,10 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
   /// Keeps the body for the envelope. A JSON success body that outgrows the buffer is
   /// switched to a wrapped stream when it can be; otherwise only its start is kept.
   private func bufferResponseBody(_ bytes: UnsafeRawBufferPointer, exchange: Exchange) {
-    guard let policy = exchange.envelope else { return }
+    guard let policy = exchange.envelope else {
+      exchange.bufferedBody.append(contentsOf: bytes)
+      return
+    }
     if exchange.bufferedBody.count + bytes.count <= policy.maxBytes {
       exchange.bufferedBody.append(contentsOf: bytes)
       return
@@ -846,12 +992,18 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
 
   /// The buffered body is complete: render the envelope (or pass the answer as it is).
   private func writeBufferedAnswer(_ exchange: Exchange) {
-    guard let head = exchange.bufferedHead, let policy = exchange.envelope else { return }
-    let outcome = EnvelopeRenderer.render(
-      status: head.status, reason: head.reason.isEmpty ? HTTPStatusPhrase.reason(for: head.status) : head.reasonString,
-      contentType: Self.field(head.headers, "content-type"),
-      contentEncoding: Self.field(head.headers, "content-encoding"),
-      body: exchange.bufferedBody, truncated: exchange.bufferedTruncated, policy: policy)
+    guard let head = exchange.bufferedHead else { return }
+    let outcome: EnvelopeOutcome
+    if let policy = exchange.envelope {
+      outcome = EnvelopeRenderer.render(
+        status: head.status,
+        reason: head.reason.isEmpty ? HTTPStatusPhrase.reason(for: head.status) : head.reasonString,
+        contentType: Self.field(head.headers, "content-type"),
+        contentEncoding: Self.field(head.headers, "content-encoding"),
+        body: exchange.bufferedBody, truncated: exchange.bufferedTruncated, policy: policy)
+    } else {
+      outcome = .passThrough
+    }
     let headOnly = exchange.head.method == .head
     let close = closeAfterResponse || !exchange.head.keepAlive || context.draining
     exchange.closeClient = close
@@ -1077,6 +1229,16 @@ final class Exchange {
   var cacheResult: CacheResult?
   /// The client key's id, when the request carried a valid one.
   var clientID: String?
+  /// The serial of the token value sent, reported back if the backend rejects it.
+  var tokenSerial: UInt64?
+  /// A value handed over by a token refresh, used for the next send.
+  var tokenGrant: TokenGrant?
+  var tokenRetried = false
+  var waitingForToken = false
+  /// The request body, kept (up to `maxReplayBody`) on routes with a token; nil once too big.
+  var requestBodyCopy: [UInt8]?
+  /// Body bytes that arrived while the token was fetched.
+  var pendingBody: [UInt8] = []
   /// A pass-through body kept (up to a limit) so it can be stored, with its head.
   var teeBody: [UInt8]?
   var storableHead: HTTPResponseHead?

@@ -21,6 +21,8 @@ public final class GatewayServer: @unchecked Sendable {
   private let control: EventLoop
   private let signals: SignalReceiver
   private let admin: AdminService?
+  /// Confined to the control loop.
+  nonisolated(unsafe) let tokenManager: TokenManager
   private let startedAt = RFC3339.now().seconds
   /// Listen addresses as bound (port 0 replaced by the kernel's choice).
   public private(set) var boundAddresses: [String] = []
@@ -78,6 +80,16 @@ public final class GatewayServer: @unchecked Sendable {
       group.shutdown()
       throw error
     }
+    // Tokens live on the control loop; each new set of values is handed to every loop.
+    let loopContexts = contexts
+    let manager = TokenManager(
+      tokens: config.tokens, loop: control,
+      persistence: shared.store.map { StoreTokenPersistence(store: $0, logger: logger) }, logger: logger,
+      publish: { values in
+        for context in loopContexts { context.loop.execute { context.tokens = values } }
+      })
+    tokenManager = manager
+    shared.tokens = TokenBroker(manager: manager, control: control)
     let adminContext = contexts[0]
     let service = AdminService(
       loop: adminContext.loop, authorizer: AdminAuthorizer(token: config.admin.token?.value))
@@ -112,6 +124,7 @@ public final class GatewayServer: @unchecked Sendable {
     if let adminAddress { shared.logger.info("admin listening", ["address": .string(adminAddress)]) }
     state.withLock { $0.ready = true }
     control.execute { [self] in
+      tokenManager.start()
       do {
         try signals.start(on: control) { [self] signal in
           switch signal {
@@ -215,6 +228,7 @@ public final class GatewayServer: @unchecked Sendable {
       $0.loadedAt = RFC3339.now().seconds
     }
     shared.maxConnections.store(next.config.limits.maxConnections, ordering: .relaxed)
+    tokenManager.apply(tokens: next.config.tokens)
     for context in contexts { context.loop.execute { context.install(next) } }
     shared.logger.info("config reloaded", ["path": .string(configPath)])
     return .success(())
@@ -240,6 +254,7 @@ public final class GatewayServer: @unchecked Sendable {
         for context in contexts { context.loop.execute { context.abortAll() } }
       }
       for context in contexts { context.loop.execute { context.stopSweeping() } }
+      tokenManager.stop()
       control.stop()
       return
     }

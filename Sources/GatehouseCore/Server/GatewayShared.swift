@@ -7,6 +7,8 @@ public final class GatewayShared: Sendable {
   public let logger: Logger
   /// The SQLite store; nil when it could not be opened (the gateway then serves without it).
   let store: Store?
+  /// The way to the token manager; set once at start, before any request.
+  nonisolated(unsafe) var tokens: TokenBroker?
   /// Client connections open across all loops (for `limits.max_connections`).
   let clientConnections = Atomic<Int>(0)
   /// Upstream connections open across all loops.

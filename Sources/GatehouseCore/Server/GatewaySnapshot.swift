@@ -1,4 +1,5 @@
 import GatehouseHTTP
+import GatehouseJSON
 import GatehouseNet
 
 #if canImport(Glibc)
@@ -82,15 +83,8 @@ struct RoutePlan: Sendable {
   /// Compiled cache settings; nil for routes without a `cache` block.
   let cache: CachePolicy?
   let upstreamName: String?
-  /// The token field line (`Authorization: Bearer …\r\n`) for routes with a static token;
-  /// nil for routes without one. A token that cannot be sent makes the route answer 401.
-  let tokenLine: TokenLine
-
-  enum TokenLine: Sendable {
-    case none
-    case line([UInt8])
-    case unavailable
-  }
+  /// How the route uses its token; nil for routes without one.
+  let token: TokenUse?
 
   init(
     _ route: RouteConfig, upstreamIndex: Int?, globalRules: HeaderPlan.Rules, token: TokenConfig?,
@@ -109,22 +103,40 @@ struct RoutePlan: Sendable {
     envelope = route.envelope.enabled ? EnvelopePolicy(route.envelope) : nil
     cache = route.cache.map(CachePolicy.init)
     upstreamName = route.upstream
-    tokenLine = Self.renderTokenLine(route: route, token: token)
+    self.token = route.token.map { TokenUse(name: $0, route: route) }
+  }
+}
+
+/// A route's token, compiled: the header line around the value, and how a rejection by
+/// the backend is recognized (SPEC §2 `invalid_token`).
+struct TokenUse: Sendable {
+  let name: String
+  /// `Authorization: Bearer ` — the header name and the format's text before `{token}`.
+  let linePrefix: [UInt8]
+  /// The format's text after `{token}`, then CRLF.
+  let lineSuffix: [UInt8]
+  let invalidStatuses: Set<Int>
+  let bodyField: JSONKeyPath?
+  /// `body_values`, serialized, compared with the raw bytes of `body_field`'s value.
+  let bodyValues: [[UInt8]]
+
+  init(name: String, route: RouteConfig) {
+    self.name = name
+    linePrefix = Array("\(route.tokenHeader): \(route.tokenFormat.prefix)".utf8)
+    lineSuffix = Array("\(route.tokenFormat.suffix)\r\n".utf8)
+    invalidStatuses = Set(route.invalidToken.statuses)
+    bodyField = route.invalidToken.bodyField.flatMap { JSONKeyPath($0) }
+    bodyValues = route.invalidToken.bodyValues.map { $0.serializedBytes() }
   }
 
-  static func renderTokenLine(route: RouteConfig, token: TokenConfig?) -> TokenLine {
-    guard let token else { return route.token == nil ? .none : .unavailable }
-    switch token.source {
-    case .fixed(let secret):
-      let value = route.tokenFormat.render(secret.value)
-      // A value that could end the header line early is never sent (SPEC §2).
-      guard !secret.value.isEmpty, !value.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0 }) else {
-        return .unavailable
-      }
-      return .line(Array("\(route.tokenHeader): \(value)\r\n".utf8))
-    case .file, .oauth2ClientCredentials:
-      return .unavailable
-    }
+  /// Whether a JSON body says the token was rejected.
+  func bodyRejects(_ body: [UInt8]) -> Bool {
+    guard let bodyField, !bodyValues.isEmpty,
+      body.withUnsafeBytes({ JSONValidator.isValid($0) }),
+      let range = JSONDocument.range(of: bodyField, in: body)
+    else { return false }
+    let value = Array(body[range])
+    return bodyValues.contains(value)
   }
 }
 

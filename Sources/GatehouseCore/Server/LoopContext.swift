@@ -22,6 +22,17 @@ final class LoopContext: @unchecked Sendable {
   var scratch: [UInt8] = []
   private(set) var sessions: [ObjectIdentifier: ClientSession] = [:]
   let metrics = LoopMetrics()
+  /// The token values, as last published by the token manager.
+  var tokens = TokenValues.empty
+
+  /// A usable value of `name` by the snapshot's own expiry, with its serial.
+  func usableToken(_ name: String) -> TokenGrant? {
+    guard let entry = tokens[name],
+      let value = entry.value(at: TokenInstant(millisecondsSinceEpoch: RFC3339.nowMilliseconds()))
+    else { return nil }
+    return TokenGrant(bytes: value, serial: entry.serial)
+  }
+
   /// This loop's view of the store, when there is one.
   let store: LoopStore?
   /// Background refreshes in flight, by cache id: one per key.

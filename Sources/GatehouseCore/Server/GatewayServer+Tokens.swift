@@ -1,0 +1,85 @@
+import GatehouseNet
+
+/// The token endpoints of the admin API (SPEC §6). They run on the control loop, where the
+/// token manager lives; no answer ever carries a token value.
+extension GatewayServer {
+  func tokens(_ endpoint: AdminEndpoint, body: [UInt8], completion: @escaping @Sendable (AdminResponse) -> Void) {
+    nonisolated(unsafe) let manager = tokenManager
+    switch endpoint {
+    case .tokens:
+      onControl {
+        completion(.json(.object([("tokens", .array(manager.tokenStates().map(\.json)))])))
+      }
+    case .setToken(let name):
+      let request: (value: String, expiresIn: Duration?)
+      switch Self.setTokenRequest(body) {
+      case .success(let parsed): request = parsed
+      case .failure(let problem):
+        completion(.error(400, problem.message))
+        return
+      }
+      onControl {
+        completion(Self.answer(manager.setToken(named: name, value: request.value, expiresIn: request.expiresIn)))
+      }
+    case .refreshToken(let name):
+      onControl {
+        manager.refreshToken(named: name) { result in completion(Self.answer(result)) }
+      }
+    case .invalidateToken(let name):
+      onControl {
+        completion(Self.answer(manager.invalidateToken(named: name)))
+      }
+    default:
+      completion(.error(404, "not a token endpoint"))
+    }
+  }
+
+  static func answer(_ result: Result<TokenPublicState, TokenOperationError>) -> AdminResponse {
+    switch result {
+    case .success(let state):
+      return .json(state.json)
+    case .failure(let error):
+      if case .refreshFailed(let lastError) = error {
+        return .json(.object([("error", .string("refresh failed")), ("last_error", .string(lastError))]), status: 502)
+      }
+      return .error(error.httpStatus, error.description)
+    }
+  }
+
+  /// `{"value": "...", "expires_in": 3600}`; `expires_in` is optional (seconds, > 0).
+  struct BadRequest: Error {
+    let message: String
+  }
+
+  static func setTokenRequest(_ body: [UInt8]) -> Result<(value: String, expiresIn: Duration?), BadRequest> {
+    let document: JSONValue
+    do {
+      document = try JSONParser.parse(body, limits: JSONParser.Limits(maxBytes: 65536, maxDepth: 8))
+    } catch {
+      return .failure(BadRequest(message: "body must be a JSON object: \(error)"))
+    }
+    guard case .object(let members) = document else {
+      return .failure(BadRequest(message: "body must be a JSON object"))
+    }
+    var value: String?
+    var expiresIn: Duration?
+    for (key, member) in members {
+      switch key {
+      case "value":
+        guard case .string(let text) = member, !text.isEmpty else {
+          return .failure(BadRequest(message: "value must be a non-empty string"))
+        }
+        value = text
+      case "expires_in":
+        guard case .number(let number) = member, let seconds = number.integer, seconds > 0 else {
+          return .failure(BadRequest(message: "expires_in must be a positive integer (seconds)"))
+        }
+        expiresIn = .seconds(seconds)
+      default:
+        return .failure(BadRequest(message: "unknown member \(key)"))
+      }
+    }
+    guard let value else { return .failure(BadRequest(message: "value is required")) }
+    return .success((value, expiresIn))
+  }
+}
