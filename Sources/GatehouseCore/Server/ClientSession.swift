@@ -228,7 +228,11 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       exchange.tokenSerial = grant.serial
       token = (use.linePrefix, grant.bytes, use.lineSuffix)
     }
-    if !fresh && pool.circuit.decide(now: context.loop.iterationTime) == .reject {
+    // An upstream the health checks call down is skipped like one with an open circuit.
+    if !fresh
+      && (context.upstreamHealthy[pool.plan.name] == false
+        || pool.circuit.decide(now: context.loop.iterationTime) == .reject)
+    {
       self.exchange?.pool = pool
       upstreamFailed(.circuitOpen)
       return

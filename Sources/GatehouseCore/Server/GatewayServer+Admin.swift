@@ -78,6 +78,21 @@ extension GatewayServer: AdminBackend {
 
   func upstreamsDocument(completion: @escaping @Sendable (JSONValue) -> Void) {
     let snapshot = currentSnapshot
+    nonisolated(unsafe) let checker = healthChecker
+    onControl {
+      let health = checker.states().mapValues { HealthFigure(healthy: $0.healthy, lastError: $0.lastError) }
+      self.upstreamsDocument(snapshot: snapshot, health: health, completion: completion)
+    }
+  }
+
+  struct HealthFigure: Sendable {
+    let healthy: Bool
+    let lastError: String?
+  }
+
+  private func upstreamsDocument(
+    snapshot: GatewaySnapshot, health: [String: HealthFigure], completion: @escaping @Sendable (JSONValue) -> Void
+  ) {
     gather({ context in context.poolFigures() }) { perLoop in
       var upstreams: [JSONValue] = []
       for plan in snapshot.upstreamPlans {
@@ -87,12 +102,12 @@ extension GatewayServer: AdminBackend {
           .object([
             ("name", .string(plan.name)),
             ("address", .string(plan.address.description)),
-            ("health", .string("unknown")),
+            ("health", .string(health[plan.name].map { $0.healthy ? "healthy" : "unhealthy" } ?? "unchecked")),
             ("circuit", .string(openLoops == 0 ? "closed" : "open")),
             ("circuit_open_loops", .int(openLoops)),
             ("open_connections", .int(figures.reduce(0) { $0 + $1.open })),
             ("idle_connections", .int(figures.reduce(0) { $0 + $1.idle })),
-            ("last_error", .optionalString(figures.compactMap(\.lastError).first)),
+            ("last_error", .optionalString(health[plan.name]?.lastError ?? figures.compactMap(\.lastError).first)),
           ]))
       }
       completion(.object([("upstreams", .array(upstreams))]))

@@ -23,6 +23,8 @@ public final class GatewayServer: @unchecked Sendable {
   private let admin: AdminService?
   /// Confined to the control loop.
   nonisolated(unsafe) let tokenManager: TokenManager
+  /// Confined to the control loop.
+  nonisolated(unsafe) let healthChecker: HealthChecker
   private let startedAt = RFC3339.now().seconds
   /// Listen addresses as bound (port 0 replaced by the kernel's choice).
   public private(set) var boundAddresses: [String] = []
@@ -90,6 +92,9 @@ public final class GatewayServer: @unchecked Sendable {
       })
     tokenManager = manager
     shared.tokens = TokenBroker(manager: manager, control: control)
+    healthChecker = HealthChecker(loop: control, logger: logger) { healthy in
+      for context in loopContexts { context.loop.execute { context.upstreamHealthy = healthy } }
+    }
     let adminContext = contexts[0]
     let service = AdminService(
       loop: adminContext.loop, authorizer: AdminAuthorizer(token: config.admin.token?.value))
@@ -125,6 +130,7 @@ public final class GatewayServer: @unchecked Sendable {
     state.withLock { $0.ready = true }
     control.execute { [self] in
       tokenManager.start()
+      healthChecker.apply(currentSnapshot)
       do {
         try signals.start(on: control) { [self] signal in
           switch signal {
@@ -229,6 +235,7 @@ public final class GatewayServer: @unchecked Sendable {
     }
     shared.maxConnections.store(next.config.limits.maxConnections, ordering: .relaxed)
     tokenManager.apply(tokens: next.config.tokens)
+    healthChecker.apply(next)
     for context in contexts { context.loop.execute { context.install(next) } }
     shared.logger.info("config reloaded", ["path": .string(configPath)])
     return .success(())
@@ -255,6 +262,7 @@ public final class GatewayServer: @unchecked Sendable {
       }
       for context in contexts { context.loop.execute { context.stopSweeping() } }
       tokenManager.stop()
+      healthChecker.stop()
       control.stop()
       return
     }

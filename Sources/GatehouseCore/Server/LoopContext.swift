@@ -22,6 +22,9 @@ final class LoopContext: @unchecked Sendable {
   var scratch: [UInt8] = []
   private(set) var sessions: [ObjectIdentifier: ClientSession] = [:]
   let metrics = LoopMetrics()
+  /// Upstreams with active health checks, by name: false while the checks say unhealthy.
+  var upstreamHealthy: [String: Bool] = [:]
+
   /// The token values, as last published by the token manager.
   var tokens = TokenValues.empty
 

@@ -1,0 +1,103 @@
+import GatehouseHTTP
+import GatehouseNet
+
+/// Runs the active health checks of SPEC §2 `health` on the control loop: a GET of each
+/// upstream's health path every `interval_ms`, 2xx meaning healthy. Changes are logged and
+/// handed to every request loop, which then treats an unhealthy upstream like an open
+/// circuit (no connect attempt; stale answer, stub fallback or 502).
+final class HealthChecker {
+  private let loop: EventLoop
+  private let logger: Logger
+  private let publish: ([String: Bool]) -> Void
+  private var checks: [Check] = []
+  private var generation = 0
+
+  final class Check {
+    let plan: UpstreamPlan
+    let config: HealthCheckConfig
+    var state: HealthState
+    var timer: TimerHandle?
+
+    init(plan: UpstreamPlan, config: HealthCheckConfig) {
+      self.plan = plan
+      self.config = config
+      state = HealthState(unhealthyAfter: config.unhealthyAfter, healthyAfter: config.healthyAfter)
+    }
+  }
+
+  init(loop: EventLoop, logger: Logger, publish: @escaping ([String: Bool]) -> Void) {
+    self.loop = loop
+    self.logger = logger
+    self.publish = publish
+  }
+
+  /// (Re)starts checks for `snapshot`'s upstreams. Control loop only.
+  func apply(_ snapshot: GatewaySnapshot) {
+    stop()
+    generation += 1
+    checks = snapshot.config.upstreams.compactMap { upstream in
+      guard let health = upstream.health, let plan = snapshot.upstreamPlans.first(where: { $0.name == upstream.name })
+      else { return nil }
+      return Check(plan: plan, config: health)
+    }
+    publishStates()
+    for check in checks { schedule(check, generation: generation) }
+  }
+
+  func stop() {
+    for check in checks {
+      if let timer = check.timer { loop.cancelTimer(timer) }
+      check.timer = nil
+    }
+  }
+
+  /// Public states for the admin API: name → (healthy, last error).
+  func states() -> [String: (healthy: Bool, lastError: String?)] {
+    var states: [String: (healthy: Bool, lastError: String?)] = [:]
+    for check in checks { states[check.plan.name] = (check.state.healthy, check.state.lastError) }
+    return states
+  }
+
+  private func schedule(_ check: Check, generation: Int) {
+    check.timer = loop.scheduleTimer(after: check.config.interval) { [self] in
+      guard generation == self.generation else { return }
+      run(check, generation: generation)
+    }
+  }
+
+  private func run(_ check: Check, generation: Int) {
+    var headers = HTTPHeaders()
+    headers.add(name: "Host", value: String(decoding: check.plan.hostHeader, as: UTF8.self))
+    headers.add(name: "User-Agent", value: "gatehouse-health/\(GatehouseVersion.string)")
+    let request = HTTPOneShotClient.Request(method: .get, target: check.config.path, headers: headers)
+    let limits = HTTPOneShotClient.Limits(
+      connectTimeout: check.plan.connectTimeout, responseTimeout: min(check.plan.responseTimeout, check.config.interval),
+      maxResponseBytes: 64 * 1024)
+    HTTPOneShotClient.send(request, to: check.plan.address, on: loop, limits: limits) { [self] result in
+      guard generation == self.generation else { return }
+      let success: Bool
+      let error: String?
+      switch result {
+      case .success(let response):
+        success = (200..<300).contains(response.status)
+        error = success ? nil : "status \(response.status)"
+      case .failure(let failure):
+        success = false
+        error = failure.description
+      }
+      if check.state.record(success: success, error: error) {
+        logger.warn(
+          check.state.healthy ? "upstream healthy" : "upstream unhealthy",
+          ["upstream": .string(check.plan.name), "error": error.map { .string($0) } ?? .null])
+        publishStates()
+      }
+      schedule(check, generation: generation)
+    }
+  }
+
+  private func publishStates() {
+    var healthy: [String: Bool] = [:]
+    for check in checks { healthy[check.plan.name] = check.state.healthy }
+    publish(healthy)
+  }
+}
