@@ -380,9 +380,10 @@ enum AdminOpenAPI {
                 "name": "cursor",
                 "in": "query",
                 "required": false,
-                "description": "`next_cursor` of the previous page.",
+                "description": "`next_cursor` of the previous page; omit it for the first page. Anything else is refused (400).",
                 "schema": {
-                  "type": "string"
+                  "type": "string",
+                  "pattern": "^(?:[0-9a-f]{2})*\\.[0-9a-f]{64}$"
                 }
               }
             ],
@@ -394,6 +395,22 @@ enum AdminOpenAPI {
                     "schema": {
                       "$ref": "#/components/schemas/CacheEntryPage"
                     }
+                  }
+                },
+                "links": {
+                  "GetFirstEntry": {
+                    "operationId": "getCacheEntry",
+                    "parameters": {
+                      "id": "$response.body#/entries/0/id"
+                    },
+                    "description": "The first entry of the page."
+                  },
+                  "PurgeFirstEntry": {
+                    "operationId": "purgeCacheEntry",
+                    "parameters": {
+                      "id": "$response.body#/entries/0/id"
+                    },
+                    "description": "Purge the first entry of the page."
                   }
                 }
               },
@@ -478,7 +495,7 @@ enum AdminOpenAPI {
               "description": "Hex SHA-256 of the cache key.",
               "schema": {
                 "type": "string",
-                "minLength": 1
+                "pattern": "^[0-9a-f]{64}$"
               }
             }
           ],
@@ -1259,7 +1276,8 @@ enum AdminOpenAPI {
             "properties": {
               "id": {
                 "type": "string",
-                "description": "Hex SHA-256 of the cache key."
+                "description": "Hex SHA-256 of the cache key.",
+                "pattern": "^[0-9a-f]{64}$"
               },
               "method": {
                 "type": "string"
@@ -1313,7 +1331,8 @@ enum AdminOpenAPI {
                   "string",
                   "null"
                 ],
-                "description": "Pass as `cursor` for the next page; null on the last page."
+                "description": "Pass as `cursor` for the next page; null on the last page.",
+                "pattern": "^(?:[0-9a-f]{2})*\\.[0-9a-f]{64}$"
               }
             }
           },
