@@ -119,7 +119,7 @@ enum AdminDashboard {
         <p class="section-error" id="cache-error" hidden></p>
         <div class="stats">
           <div class="stat"><div class="label">Entries</div><div class="value" id="cache-entries" data-value="">–</div></div>
-          <div class="stat"><div class="label">Size</div><div class="value" id="cache-bytes" data-value="">–</div></div>
+          <div class="stat"><div class="label">Size <span id="cache-max-bytes" data-value=""></span></div><div class="value" id="cache-bytes" data-value="">–</div></div>
           <div class="stat"><div class="label">Hits</div><div class="value" id="cache-hits" data-value="">–</div></div>
           <div class="stat"><div class="label">Stale served</div><div class="value" id="cache-stale" data-value="">–</div></div>
           <div class="stat"><div class="label">Misses</div><div class="value" id="cache-misses" data-value="">–</div></div>
@@ -318,7 +318,8 @@ enum AdminDashboard {
 
       function renderCache(stats) {
         setValue("cache-entries", stats.entries);
-        setValue("cache-bytes", stats.bytes, formatBytes(stats.bytes) + (stats.max_bytes ? " / " + formatBytes(stats.max_bytes) : ""));
+        setValue("cache-bytes", stats.bytes, formatBytes(stats.bytes));
+        setValue("cache-max-bytes", stats.max_bytes, stats.max_bytes ? "(max " + formatBytes(stats.max_bytes) + ")" : "");
         setValue("cache-hits", stats.hits);
         setValue("cache-stale", stats.stale_served);
         setValue("cache-misses", stats.misses);
@@ -348,6 +349,7 @@ enum AdminDashboard {
           return tr;
         });
         fillBody($("tokens-body"), rows, 8, "no tokens configured");
+        delete $("tokens-body").dataset.unavailable;
       }
 
       function renderUpstreams(list) {
@@ -405,18 +407,24 @@ enum AdminDashboard {
             if (errorId) sectionError(errorId, null);
             return null;
           }, (error) => {
-            if (round === generation && errorId) sectionError(errorId, error);
+            if (round !== generation) return error;
+            // Token management may be switched off in this build (503): a note, not an outage.
+            if (path === "/admin/tokens" && error.status === 503) {
+              sectionError(errorId, null);
+              fillBody($("tokens-body"), [], 8, "token management is not enabled on this gateway");
+              $("tokens-body").dataset.unavailable = "true";
+              return null;
+            }
+            if (errorId) sectionError(errorId, error);
             return error;
           })));
         if (round !== generation) return;
         const failures = results.filter((e) => e);
         if (failures.some((e) => e.status === 401)) { askForToken("The admin token was refused. Enter it again."); return; }
-        // Token management may be switched off in this build (503): that is a note, not an outage.
-        const serious = failures.filter((e) => !(e.status === 503 && results.indexOf(e) === 3));
-        if (serious.length) {
+        if (failures.length) {
           $("live").dataset.live = "error";
           $("live").textContent = "errors";
-          showBanner("error-banner", serious.map((e) => e.message).join(" · "));
+          showBanner("error-banner", failures.map((e) => e.message).join(" · "));
         } else {
           $("live").dataset.live = "ok";
           $("live").textContent = "live · " + new Date().toLocaleTimeString("en-GB");
