@@ -31,8 +31,8 @@ enum AdminDashboard {
         background: #111827; color: #f9fafb;
       }
       header h1 { font-size: 18px; margin: 0; font-weight: 600; letter-spacing: .02em; }
-      header .meta { color: #cbd5e1; font-size: 13px; }
-      header .spacer { flex: 1; }
+      header .meta { color: #cbd5e1; font-size: 13px; flex: 1; min-width: 0; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
+      header button, #live { white-space: nowrap; }
       header button { background: transparent; color: #e5e7eb; border-color: #4b5563; }
       #live { display: inline-flex; align-items: center; gap: 6px; font-size: 13px; color: #cbd5e1; }
       #live::before { content: ""; width: 8px; height: 8px; border-radius: 50%; background: var(--idle); }
@@ -46,6 +46,7 @@ enum AdminDashboard {
       .stats { display: grid; grid-template-columns: repeat(auto-fill, minmax(110px, 1fr)); gap: 10px; margin-bottom: 12px; }
       .stat { border: 1px solid var(--line); border-radius: 6px; padding: 8px 10px; }
       .stat .label { color: var(--muted); font-size: 12px; }
+      .stat .sub { color: var(--muted); font-size: 11px; margin-top: 2px; }
       .stat .value { font-size: 20px; font-weight: 600; font-variant-numeric: tabular-nums; margin-top: 2px; }
       table { width: 100%; border-collapse: collapse; font-variant-numeric: tabular-nums; }
       th, td { text-align: left; padding: 6px 8px; border-bottom: 1px solid var(--line); vertical-align: top; }
@@ -89,7 +90,6 @@ enum AdminDashboard {
     <header>
       <h1>Gatehouse</h1>
       <span class="meta" id="status-line">not connected</span>
-      <span class="spacer"></span>
       <span id="live" data-live="idle">idle</span>
       <button type="button" id="refresh-now">Refresh</button>
       <button type="button" id="sign-out">Forget token</button>
@@ -119,7 +119,7 @@ enum AdminDashboard {
         <p class="section-error" id="cache-error" hidden></p>
         <div class="stats">
           <div class="stat"><div class="label">Entries</div><div class="value" id="cache-entries" data-value="">–</div></div>
-          <div class="stat"><div class="label">Size <span id="cache-max-bytes" data-value=""></span></div><div class="value" id="cache-bytes" data-value="">–</div></div>
+          <div class="stat"><div class="label">Size</div><div class="value" id="cache-bytes" data-value="">–</div><div class="sub" id="cache-max-bytes" data-value=""></div></div>
           <div class="stat"><div class="label">Hits</div><div class="value" id="cache-hits" data-value="">–</div></div>
           <div class="stat"><div class="label">Stale served</div><div class="value" id="cache-stale" data-value="">–</div></div>
           <div class="stat"><div class="label">Misses</div><div class="value" id="cache-misses" data-value="">–</div></div>
@@ -319,7 +319,7 @@ enum AdminDashboard {
       function renderCache(stats) {
         setValue("cache-entries", stats.entries);
         setValue("cache-bytes", stats.bytes, formatBytes(stats.bytes));
-        setValue("cache-max-bytes", stats.max_bytes, stats.max_bytes ? "(max " + formatBytes(stats.max_bytes) + ")" : "");
+        setValue("cache-max-bytes", stats.max_bytes, stats.max_bytes ? "of " + formatBytes(stats.max_bytes) + " max" : "");
         setValue("cache-hits", stats.hits);
         setValue("cache-stale", stats.stale_served);
         setValue("cache-misses", stats.misses);
