@@ -274,7 +274,9 @@ enum Action {
     case ("cache", "purge"):
       try noMore(2)
       let chosen = [options.prefix != nil, options.key != nil, options.all].filter { $0 }.count
-      guard chosen == 1 else { throw UsageError(message: "cache purge needs exactly one of --prefix P, --key ID, --all") }
+      guard chosen == 1 else {
+        throw UsageError(message: "cache purge needs exactly one of --prefix P, --key ID, --all")
+      }
       if let prefix = options.prefix {
         guard !prefix.isEmpty else { throw UsageError(message: "--prefix is empty (use --all to purge everything)") }
         self = .purgePrefix(prefix)

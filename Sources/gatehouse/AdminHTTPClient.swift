@@ -30,9 +30,9 @@ struct AdminHTTPClient {
   var timeoutSeconds: Int = 30
 
   /// Sends one request and reads the whole answer.
-  func send(method: HTTPMethod, target: String, headers extra: [(String, String)] = [], body: [UInt8]? = nil) throws(
-    AdminClientError
-  ) -> AdminHTTPResponse {
+  func send(method: HTTPMethod, target: String, headers extra: [(String, String)] = [], body: [UInt8]? = nil)
+    throws(AdminClientError) -> AdminHTTPResponse
+  {
     var headers = HTTPHeaders()
     headers.add(name: "Host", value: hostHeader)
     headers.add(name: "User-Agent", value: "gatehouse-admin/\(GatehouseVersion.string)")
