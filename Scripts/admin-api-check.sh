@@ -62,7 +62,8 @@ set -- --config-file "$work/schemathesis.toml" run "http://$admin/admin/openapi.
   --no-color
 [ -n "${ADMIN_CHECK_SEED:-}" ] && set -- "$@" --seed "$ADMIN_CHECK_SEED"
 # shellcheck disable=SC2086
-GATEHOUSE_CHECK_TOKEN="$token" timeout 170 "$venv/bin/schemathesis" "$@" $exclude && status=0 || status=$?
+# From $work: Schemathesis keeps a .schemathesis/ cache in its working directory.
+(cd "$work" && GATEHOUSE_CHECK_TOKEN="$token" timeout 170 "$venv/bin/schemathesis" "$@" $exclude) && status=0 || status=$?
 if [ "$status" -eq 124 ]; then echo "admin-api-check: schemathesis ran out of time" >&2; fi
 fixture_require_alive || status=1
 exit "$status"
