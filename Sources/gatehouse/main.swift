@@ -17,6 +17,7 @@ func printUsage() {
 
       serve [--config FILE]     run the gateway
       check --config FILE       validate a config file
+      admin <verb> ...          call the admin API (gatehouse admin --help)
       version                   print the version
     """)
 }
@@ -28,6 +29,8 @@ case "serve":
   exit(ServeCommand.run(Array(arguments.dropFirst())))
 case "check":
   exit(CheckCommand.run(Array(arguments.dropFirst())))
+case "admin":
+  exit(AdminCommand.run(Array(arguments.dropFirst())))
 case "help", "--help", "-h":
   printUsage()
 default:

@@ -1,0 +1,559 @@
+import GatehouseCore
+import GatehouseHTTP
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// `gatehouse admin [--url URL] [--token T] <verb> ...`: a client for the admin API (SPEC §1,
+/// §6). Prints readable tables, or the API's JSON with `--json`; exits 1 with the server's
+/// message when a call fails (HTTP ≥ 400 or no connection), 2 for a usage error. With
+/// `--all-replicas` the call goes to every replica (`--replicas host:port,...`, or every A
+/// record of the `--url` host, SPEC §10) and each answer is printed prefixed by its replica.
+///
+/// The admin token is sent and never printed, not even in error messages.
+enum AdminCommand {
+  static let usage = """
+    usage: gatehouse admin [--url URL] [--token T] [--json] [--all-replicas [--replicas H:P,...]] <verb>
+
+      status                                   version, uptime, config, connections
+      cache stats                              cache counters and size
+      cache list [--prefix P]                  cache entries (every page)
+      cache purge --prefix P | --key ID | --all
+      tokens list                              token states (never values)
+      tokens set NAME --value V [--expires-in S]   (--value - reads the value from stdin)
+      tokens refresh NAME
+      tokens invalidate NAME
+      upstreams                                health, circuit and connections per upstream
+      reload                                   reload the gateway's config file
+
+    --url defaults to http://127.0.0.1:9901; the token comes from --token or GATEHOUSE_ADMIN_TOKEN.
+    --timeout S bounds each connection and read (default 30).
+    """
+
+  /// Everything the command line said.
+  struct Options {
+    var url = "http://127.0.0.1:9901"
+    var token: String?
+    var json = false
+    var allReplicas = false
+    var replicas: [String]?
+    var timeoutSeconds = 30
+    var prefix: String?
+    var key: String?
+    var all = false
+    var value: String?
+    var expiresIn: Int?
+    var positional: [String] = []
+  }
+
+  /// A command-line mistake: printed with the usage, exit status 2.
+  struct UsageError: Error {
+    let message: String
+  }
+
+  static func run(_ arguments: [String]) -> Int32 {
+    do {
+      var options = try parse(arguments)
+      if options.positional.isEmpty {
+        print(usage)
+        return 2
+      }
+      if options.token == nil, let environment = getenv("GATEHOUSE_ADMIN_TOKEN") {
+        let token = String(cString: environment)
+        if !token.isEmpty { options.token = token }
+      }
+      let action = try Action(options.positional, options: &options)
+      let base = try BaseURL(options.url)
+      let targets = try replicaTargets(options: options, base: base)
+      var failed = false
+      for target in targets {
+        let prefix = targets.count > 1 || options.allReplicas ? "[\(target.label)] " : ""
+        let client = AdminHTTPClient(
+          host: target.host, port: target.port, hostHeader: target.hostHeader, timeoutSeconds: options.timeoutSeconds)
+        switch action.execute(client: client, basePath: base.path, options: options) {
+        case .success(let lines):
+          for line in lines { print(prefix + line) }
+        case .failure(let lines):
+          failed = true
+          for line in lines { FileHandleStandardError.write("gatehouse admin: \(prefix)\(line)\n") }
+        }
+      }
+      return failed ? 1 : 0
+    } catch let error as UsageError {
+      FileHandleStandardError.write("gatehouse admin: \(error.message)\n\(usage)\n")
+      return 2
+    } catch let error as AdminClientError {
+      FileHandleStandardError.write("gatehouse admin: \(error.description)\n")
+      return 1
+    } catch {
+      FileHandleStandardError.write("gatehouse admin: \(error)\n")
+      return 1
+    }
+  }
+
+  static func parse(_ arguments: [String]) throws(UsageError) -> Options {
+    var options = Options()
+    var index = 0
+    while index < arguments.count {
+      var argument = arguments[index]
+      index += 1
+      // `--name=value` is the same as `--name value`.
+      var inlineValue: String?
+      if argument.hasPrefix("--"), let equals = argument.firstIndex(of: "=") {
+        inlineValue = String(argument[argument.index(after: equals)...])
+        argument = String(argument[..<equals])
+      }
+      func value() throws(UsageError) -> String {
+        if let inlineValue { return inlineValue }
+        guard index < arguments.count else { throw UsageError(message: "\(argument) needs a value") }
+        index += 1
+        return arguments[index - 1]
+      }
+      switch argument {
+      case "--url": options.url = try value()
+      case "--token": options.token = try value()
+      case "--json": options.json = true
+      case "--all-replicas": options.allReplicas = true
+      case "--replicas":
+        options.replicas = try value().split(separator: ",").map { String($0).trimmed }.filter { !$0.isEmpty }
+      case "--timeout":
+        let text = try value()
+        guard let seconds = Int(text), seconds > 0 else { throw UsageError(message: "--timeout needs whole seconds") }
+        options.timeoutSeconds = seconds
+      case "--prefix": options.prefix = try value()
+      case "--key": options.key = try value()
+      case "--all": options.all = true
+      case "--value": options.value = try value()
+      case "--expires-in":
+        let text = try value()
+        guard let seconds = Int(text), seconds > 0 else {
+          throw UsageError(message: "--expires-in needs a positive number of seconds")
+        }
+        options.expiresIn = seconds
+      case "-h", "--help":
+        options.positional = []
+        return options
+      default:
+        if argument.hasPrefix("-") && argument != "-" { throw UsageError(message: "unknown option \(argument)") }
+        options.positional.append(argument)
+      }
+    }
+    return options
+  }
+
+  /// The scheme, host, port and path prefix of `--url` (plain HTTP only: the admin listener
+  /// has no TLS).
+  struct BaseURL {
+    var host: String
+    var port: UInt16
+    var path: String
+
+    init(_ text: String) throws(UsageError) {
+      guard text.hasPrefix("http://") else {
+        throw UsageError(message: "--url must start with http:// (the admin API has no TLS)")
+      }
+      let rest = text.dropFirst("http://".count)
+      let authority = rest.prefix { $0 != "/" }
+      var basePath = String(rest.dropFirst(authority.count))
+      while basePath.hasSuffix("/") { basePath.removeLast() }
+      path = basePath
+      (host, port) = try Self.hostAndPort(String(authority), defaultPort: 80)
+    }
+
+    /// Splits `host[:port]` or `[v6]:port`.
+    static func hostAndPort(_ text: String, defaultPort: UInt16) throws(UsageError) -> (String, UInt16) {
+      var host = text
+      var portText: String?
+      if text.hasPrefix("["), let close = text.firstIndex(of: "]") {
+        host = String(text[text.index(after: text.startIndex)..<close])
+        let after = text[text.index(after: close)...]
+        if after.hasPrefix(":") { portText = String(after.dropFirst()) }
+      } else if let colon = text.lastIndex(of: ":") {
+        host = String(text[..<colon])
+        portText = String(text[text.index(after: colon)...])
+      }
+      guard !host.isEmpty else { throw UsageError(message: "no host in '\(text)'") }
+      guard let portText else { return (host, defaultPort) }
+      guard let port = UInt16(portText), port > 0 else { throw UsageError(message: "bad port in '\(text)'") }
+      return (host, port)
+    }
+  }
+
+  /// One place a call goes to.
+  struct Target {
+    var host: String
+    var port: UInt16
+    var hostHeader: String
+    var label: String
+  }
+
+  /// The `--url` host alone; with `--all-replicas`, every `--replicas` entry or every A
+  /// record of the `--url` host.
+  static func replicaTargets(options: Options, base: BaseURL) throws -> [Target] {
+    func authority(_ host: String, _ port: UInt16) -> String {
+      host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
+    }
+    if let replicas = options.replicas {
+      guard !replicas.isEmpty else { throw UsageError(message: "--replicas lists no replica") }
+      return try replicas.map { entry throws(UsageError) in
+        let (host, port) = try BaseURL.hostAndPort(entry, defaultPort: base.port)
+        let label = authority(host, port)
+        return Target(host: host, port: port, hostHeader: label, label: label)
+      }
+    }
+    guard options.allReplicas else {
+      let label = authority(base.host, base.port)
+      return [Target(host: base.host, port: base.port, hostHeader: label, label: label)]
+    }
+    let addresses = try AdminHTTPClient.resolveIPv4(base.host)
+    guard !addresses.isEmpty else { throw AdminClientError(description: "\(base.host) has no A record") }
+    return addresses.map { address in
+      let label = authority(address, base.port)
+      return Target(host: address, port: base.port, hostHeader: label, label: label)
+    }
+  }
+}
+
+/// How one replica's call ended: the lines to print on stdout, or on stderr.
+enum AdminOutcome {
+  case success([String])
+  case failure([String])
+}
+
+/// What the verb asks for, checked before any connection is made.
+enum Action {
+  case status
+  case cacheStats
+  case cacheList(prefix: String?)
+  case purgeAll
+  case purgePrefix(String)
+  case purgeKey(String)
+  case tokensList
+  case setToken(name: String, value: String, expiresIn: Int?)
+  case refreshToken(String)
+  case invalidateToken(String)
+  case upstreams
+  case reload
+
+  typealias UsageError = AdminCommand.UsageError
+
+  init(_ words: [String], options: inout AdminCommand.Options) throws(UsageError) {
+    func noMore(_ count: Int) throws(UsageError) {
+      guard words.count == count else {
+        throw UsageError(message: "unexpected '\(words[count...].joined(separator: " "))'")
+      }
+    }
+    func name() throws(UsageError) -> String {
+      guard words.count >= 3 else { throw UsageError(message: "tokens \(words[1]) needs a token NAME") }
+      try noMore(3)
+      return words[2]
+    }
+    let verbOptions: [String]
+    switch (words.first, words.count > 1 ? words[1] : nil) {
+    case ("status", _):
+      try noMore(1)
+      self = .status
+      verbOptions = []
+    case ("upstreams", _):
+      try noMore(1)
+      self = .upstreams
+      verbOptions = []
+    case ("reload", _):
+      try noMore(1)
+      self = .reload
+      verbOptions = []
+    case ("cache", "stats"):
+      try noMore(2)
+      self = .cacheStats
+      verbOptions = []
+    case ("cache", "list"):
+      try noMore(2)
+      self = .cacheList(prefix: options.prefix)
+      verbOptions = ["prefix"]
+    case ("cache", "purge"):
+      try noMore(2)
+      let chosen = [options.prefix != nil, options.key != nil, options.all].filter { $0 }.count
+      guard chosen == 1 else {
+        throw UsageError(message: "cache purge needs exactly one of --prefix P, --key ID, --all")
+      }
+      if let prefix = options.prefix {
+        guard !prefix.isEmpty else { throw UsageError(message: "--prefix is empty (use --all to purge everything)") }
+        self = .purgePrefix(prefix)
+      } else if let key = options.key {
+        self = .purgeKey(key)
+      } else {
+        self = .purgeAll
+      }
+      verbOptions = ["prefix", "key", "all"]
+    case ("tokens", "list"):
+      try noMore(2)
+      self = .tokensList
+      verbOptions = []
+    case ("tokens", "set"):
+      let tokenName = try name()
+      guard var value = options.value else { throw UsageError(message: "tokens set needs --value V") }
+      if value == "-" { value = Self.readStandardInput() }
+      self = .setToken(name: tokenName, value: value, expiresIn: options.expiresIn)
+      verbOptions = ["value", "expires-in"]
+    case ("tokens", "refresh"):
+      self = .refreshToken(try name())
+      verbOptions = []
+    case ("tokens", "invalidate"):
+      self = .invalidateToken(try name())
+      verbOptions = []
+    default:
+      throw UsageError(message: "unknown command '\(words.prefix(2).joined(separator: " "))'")
+    }
+    // An option given to a verb that does not take it is a mistake worth stopping for:
+    // `cache stats --prefix x` would otherwise quietly show everything.
+    let given: [(String, Bool)] = [
+      ("prefix", options.prefix != nil), ("key", options.key != nil), ("all", options.all),
+      ("value", options.value != nil), ("expires-in", options.expiresIn != nil),
+    ]
+    for (option, isGiven) in given where isGiven && !verbOptions.contains(option) {
+      throw UsageError(message: "--\(option) does not apply to '\(words.joined(separator: " "))'")
+    }
+  }
+
+  /// The token value from standard input, without the final line break.
+  static func readStandardInput() -> String {
+    var bytes: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 4096)
+    while true {
+      let count = buffer.withUnsafeMutableBytes { read(0, $0.baseAddress, $0.count) }
+      if count < 0 && errno == EINTR { continue }
+      if count <= 0 { break }
+      bytes.append(contentsOf: buffer[0..<count])
+    }
+    if bytes.last == 0x0A { bytes.removeLast() }
+    if bytes.last == 0x0D { bytes.removeLast() }
+    return String(decoding: bytes, as: UTF8.self)
+  }
+
+  func execute(client: AdminHTTPClient, basePath: String, options: AdminCommand.Options) -> AdminOutcome {
+    let call = AdminCall(client: client, basePath: basePath, token: options.token)
+    switch self {
+    case .status:
+      return call.run(.get, "/admin/status", json: options.json) { AdminFormat.keyValues($0) }
+    case .cacheStats:
+      return call.run(.get, "/admin/cache", json: options.json) { AdminFormat.keyValues($0) }
+    case .cacheList(let prefix):
+      return call.listEntries(prefix: prefix, json: options.json)
+    case .purgeAll:
+      return call.run(.delete, "/admin/cache", json: options.json) { AdminFormat.purged($0) }
+    case .purgePrefix(let prefix):
+      return call.run(.delete, "/admin/cache/entries?prefix=" + AdminCall.percentEncoded(prefix), json: options.json) {
+        AdminFormat.purged($0)
+      }
+    case .purgeKey(let id):
+      return call.run(.delete, "/admin/cache/entries/" + AdminCall.percentEncoded(id), json: options.json) {
+        AdminFormat.purged($0)
+      }
+    case .tokensList:
+      return call.run(.get, "/admin/tokens", json: options.json) { AdminFormat.tokens($0["tokens"]?.arrayValue ?? []) }
+    case .setToken(let name, let value, let expiresIn):
+      var members: [(key: String, value: JSONValue)] = [("value", .string(value))]
+      if let expiresIn { members.append(("expires_in", .number(JSONNumber(integer: Int64(expiresIn))))) }
+      return call.run(
+        .put, "/admin/tokens/" + AdminCall.percentEncoded(name), body: JSONValue.object(members).serializedBytes(),
+        json: options.json
+      ) { AdminFormat.tokens([$0]) }
+    case .refreshToken(let name):
+      return call.run(.post, "/admin/tokens/\(AdminCall.percentEncoded(name))/refresh", json: options.json) {
+        AdminFormat.tokens([$0])
+      }
+    case .invalidateToken(let name):
+      return call.run(.post, "/admin/tokens/\(AdminCall.percentEncoded(name))/invalidate", json: options.json) {
+        AdminFormat.tokens([$0])
+      }
+    case .upstreams:
+      return call.run(.get, "/admin/upstreams", json: options.json) {
+        AdminFormat.upstreams($0["upstreams"]?.arrayValue ?? [])
+      }
+    case .reload:
+      return call.run(.post, "/admin/reload", json: options.json) { _ in ["reloaded"] }
+    }
+  }
+}
+
+/// One admin call to one replica: authorization, the answer's JSON, and error messages.
+struct AdminCall {
+  let client: AdminHTTPClient
+  let basePath: String
+  let token: String?
+
+  /// Sends the request; on 2xx renders the JSON answer (or prints it raw with `json`).
+  func run(
+    _ method: HTTPMethod, _ path: String, body: [UInt8]? = nil, json: Bool, render: (JSONValue) -> [String]
+  ) -> AdminOutcome {
+    switch send(method, path, body: body) {
+    case .failure(let lines): return .failure(lines)
+    case .success(let response, let document):
+      return .success(json ? [response.bodyText.trimmed] : render(document))
+    }
+  }
+
+  enum Answer {
+    case success(AdminHTTPResponse, JSONValue)
+    case failure([String])
+  }
+
+  func send(_ method: HTTPMethod, _ path: String, body: [UInt8]? = nil) -> Answer {
+    var headers: [(String, String)] = []
+    if let token { headers.append(("Authorization", "Bearer \(token)")) }
+    if body != nil { headers.append(("Content-Type", "application/json")) }
+    let response: AdminHTTPResponse
+    do {
+      response = try client.send(method: method, target: basePath + path, headers: headers, body: body)
+    } catch {
+      return .failure([error.description])
+    }
+    let document = try? JSONParser.parse(response.body)
+    guard (200..<300).contains(response.status) else {
+      var message = "\(method) \(path): HTTP \(response.status)"
+      if let error = document?["error"]?.stringValue {
+        message += ": \(error)"
+      } else if !response.body.isEmpty {
+        message += ": \(String(response.bodyText.trimmed.prefix(300)))"
+      }
+      if response.status == 401 && token == nil { message += " (give --token or set GATEHOUSE_ADMIN_TOKEN)" }
+      var lines = [message]
+      // A refused reload lists the config's problems; a failed refresh has the token's error.
+      for item in document?["errors"]?.arrayValue ?? [] { lines.append("  " + AdminFormat.text(item)) }
+      if let lastError = document?["last_error"]?.stringValue { lines.append("  last error: \(lastError)") }
+      return .failure(lines)
+    }
+    guard let document else {
+      return .failure(["\(method) \(path): HTTP \(response.status) but the answer is not JSON"])
+    }
+    return .success(response, document)
+  }
+
+  /// Every page of `/admin/cache/entries`; `json` prints them as one document.
+  func listEntries(prefix: String?, json: Bool) -> AdminOutcome {
+    var entries: [JSONValue] = []
+    var cursor: String?
+    repeat {
+      var path = "/admin/cache/entries?limit=1000"
+      if let prefix { path += "&prefix=" + Self.percentEncoded(prefix) }
+      if let cursor { path += "&cursor=" + Self.percentEncoded(cursor) }
+      switch send(.get, path) {
+      case .failure(let lines): return .failure(lines)
+      case .success(_, let document):
+        entries += document["entries"]?.arrayValue ?? []
+        cursor = document["next_cursor"]?.stringValue
+      }
+    } while cursor != nil
+    if json {
+      return .success([JSONValue.object([("entries", .array(entries)), ("next_cursor", .null)]).serializedString()])
+    }
+    return .success(AdminFormat.entries(entries))
+  }
+
+  /// Percent-encodes everything but RFC 3986 unreserved characters.
+  static func percentEncoded(_ text: String) -> String {
+    let digits = Array("0123456789ABCDEF".utf8)
+    var out: [UInt8] = []
+    for byte in text.utf8 {
+      switch byte {
+      case 0x30...0x39, 0x41...0x5A, 0x61...0x7A, 0x2D, 0x2E, 0x5F, 0x7E: out.append(byte)
+      default: out += [0x25, digits[Int(byte >> 4)], digits[Int(byte & 0xF)]]
+      }
+    }
+    return String(decoding: out, as: UTF8.self)
+  }
+}
+
+/// Turns admin answers into aligned text.
+enum AdminFormat {
+  /// A JSON value as a table cell: strings bare, null as `-`.
+  static func text(_ value: JSONValue?) -> String {
+    switch value {
+    case nil, .null?: return "-"
+    case .string(let text)?: return text
+    case .bool(let flag)?: return flag ? "true" : "false"
+    case .number(let number)?:
+      if let integer = number.integer { return String(integer) }
+      return String(number.double)
+    case let other?: return other.serializedString()
+    }
+  }
+
+  /// `name  value` lines for an object; nested objects as `outer.inner`.
+  static func keyValues(_ value: JSONValue) -> [String] {
+    var rows: [[String]] = []
+    func walk(_ value: JSONValue, _ prefix: String) {
+      guard case .object(let members) = value else { return }
+      for (key, member) in members {
+        if case .object = member {
+          walk(member, prefix + key + ".")
+        } else {
+          rows.append([prefix + key, text(member)])
+        }
+      }
+    }
+    walk(value, "")
+    return table(header: nil, rows: rows)
+  }
+
+  static func purged(_ value: JSONValue) -> [String] {
+    ["purged \(text(value["purged"]))"]
+  }
+
+  static func entries(_ entries: [JSONValue]) -> [String] {
+    let columns = ["id", "method", "upstream", "path", "query", "status", "bytes", "age_s", "stored_at"]
+    let rows = entries.map { entry in columns.map { text(entry[$0]) } }
+    return table(header: columns.map { $0.uppercased() }, rows: rows) + ["\(entries.count) entries"]
+  }
+
+  static func tokens(_ tokens: [JSONValue]) -> [String] {
+    let columns = ["name", "type", "state", "fingerprint", "expires_at", "refreshed_at", "last_error"]
+    return table(header: columns.map { $0.uppercased() }, rows: tokens.map { token in columns.map { text(token[$0]) } })
+  }
+
+  static func upstreams(_ upstreams: [JSONValue]) -> [String] {
+    let columns = ["name", "address", "health", "circuit", "open_connections", "idle_connections", "last_error"]
+    let header = ["NAME", "ADDRESS", "HEALTH", "CIRCUIT", "OPEN", "IDLE", "LAST_ERROR"]
+    return table(header: header, rows: upstreams.map { upstream in columns.map { text(upstream[$0]) } })
+  }
+
+  /// Columns padded to their widest cell, two spaces apart; the last column is not padded.
+  static func table(header: [String]?, rows: [[String]]) -> [String] {
+    let all = (header.map { [$0] } ?? []) + rows
+    guard let width = all.first?.count else { return [] }
+    var widths = [Int](repeating: 0, count: width)
+    for row in all { for (index, cell) in row.enumerated() { widths[index] = max(widths[index], cell.count) } }
+    return all.map { row in
+      var line = ""
+      for (index, cell) in row.enumerated() {
+        line += cell
+        if index < row.count - 1 { line += String(repeating: " ", count: widths[index] - cell.count + 2) }
+      }
+      return line
+    }
+  }
+}
+
+extension JSONValue {
+  fileprivate var stringValue: String? {
+    if case .string(let text) = self { return text }
+    return nil
+  }
+
+  fileprivate var arrayValue: [JSONValue]? {
+    if case .array(let items) = self { return items }
+    return nil
+  }
+}
+
+extension String {
+  /// Without leading and trailing spaces, tabs and line breaks.
+  fileprivate var trimmed: String {
+    let scalars = unicodeScalars
+    let isSpace: (Unicode.Scalar) -> Bool = { $0 == " " || $0 == "\t" || $0 == "\n" || $0 == "\r" }
+    guard let first = scalars.firstIndex(where: { !isSpace($0) }), let last = scalars.lastIndex(where: { !isSpace($0) })
+    else { return "" }
+    return String(scalars[first...last])
+  }
+}
