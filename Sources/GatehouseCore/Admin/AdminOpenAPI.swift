@@ -1514,7 +1514,8 @@ enum AdminOpenAPI {
                 "minimum": 1,
                 "description": "Seconds until it expires; absent or null: no expiry."
               }
-            }
+            },
+            "additionalProperties": false
           },
           "RefreshFailed": {
             "type": "object",

@@ -71,7 +71,15 @@ final class AdminService: @unchecked Sendable {
       return
     }
     let endpoint: AdminEndpoint
-    switch AdminRouter.route(method: head.method, path: path) {
+    let routing = AdminRouter.route(method: head.method, path: path)
+    let authorized = authorizer.isAuthorized(authorizationHeader: head.headers["authorization"])
+    // Without the token, anything but the open endpoints gets 401 and nothing else: not
+    // even whether the path or method exists.
+    if !authorized, !Self.isOpen(routing, metricsPublic: backend.metricsPublic) {
+      completion(Self.unauthorized)
+      return
+    }
+    switch routing {
     case .notFound:
       completion(.error(404, "no admin endpoint \(head.method) \(path)"))
       return
@@ -82,14 +90,6 @@ final class AdminService: @unchecked Sendable {
       return
     case .endpoint(let matched):
       endpoint = matched
-    }
-    if endpoint.requiresToken(metricsPublic: backend.metricsPublic)
-      && !authorizer.isAuthorized(authorizationHeader: head.headers["authorization"])
-    {
-      completion(
-        AdminResponse(
-          status: 401, body: Array(#"{"error":"unauthorized"}"#.utf8), extraHeaders: [("WWW-Authenticate", "Bearer")]))
-      return
     }
     let respond = onLoop(completion)
     switch endpoint {
@@ -132,6 +132,14 @@ final class AdminService: @unchecked Sendable {
     case .tokens, .setToken, .refreshToken, .invalidateToken:
       backend.tokens(endpoint, body: body) { respond($0) }
     }
+  }
+
+  static let unauthorized = AdminResponse(
+    status: 401, body: Array(#"{"error":"unauthorized"}"#.utf8), extraHeaders: [("WWW-Authenticate", "Bearer")])
+
+  static func isOpen(_ routing: AdminRouting, metricsPublic: Bool) -> Bool {
+    guard case .endpoint(let endpoint) = routing else { return false }
+    return !endpoint.requiresToken(metricsPublic: metricsPublic)
   }
 
   /// Wraps a completion so it runs on the admin loop whatever thread calls it.

@@ -95,7 +95,9 @@ public enum EnvelopeRenderer {
       }
       if JSONDocument.isEnvelope(body) { return .json(status: policy.httpStatus(status), body: body) }
       guard let keyPath = policy.keyPath else {
-        return .json(status: policy.httpStatus(status), body: success(0..<body.count, in: body))
+        // The document without the whitespace around it (a trailing newline is common).
+        let whole = JSONDocument.range(of: .root, in: body) ?? 0..<body.count
+        return .json(status: policy.httpStatus(status), body: success(whole, in: body))
       }
       return .json(
         status: policy.httpStatus(status), body: success(JSONDocument.range(of: keyPath, in: body), in: body))

@@ -102,7 +102,7 @@ extension GatewayServer: AdminBackend {
           .object([
             ("name", .string(plan.name)),
             ("address", .string(plan.address.description)),
-            ("health", .string(health[plan.name].map { $0.healthy ? "healthy" : "unhealthy" } ?? "unchecked")),
+            ("health", .string(health[plan.name].map { $0.healthy ? "healthy" : "unhealthy" } ?? "unknown")),
             ("circuit", .string(openLoops == 0 ? "closed" : "open")),
             ("circuit_open_loops", .int(openLoops)),
             ("open_connections", .int(figures.reduce(0) { $0 + $1.open })),

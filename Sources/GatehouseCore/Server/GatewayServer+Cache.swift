@@ -32,8 +32,8 @@ extension GatewayServer {
         }
       }
     case .cacheEntries:
-      let limit = query["limit"].flatMap { Int($0) } ?? 100
-      guard (1...1000).contains(limit) else {
+      let limitText = query["limit"]
+      guard let limit = limitText == nil ? 100 : limitText.flatMap({ Int($0) }), (1...1000).contains(limit) else {
         completion(.error(400, "limit must be a number from 1 to 1000"))
         return
       }
@@ -48,7 +48,9 @@ extension GatewayServer {
                 ("next_cursor", .optionalString(page.nextCursor)),
               ])))
         } catch let error as StoreError {
-          completion(.error(error.kind == .invalidCursor ? 400 : 500, "\(error.kind)"))
+          completion(
+            error.kind == .invalidCursor
+              ? .error(400, "cursor is not one this API handed out") : .error(500, "store error: \(error.kind)"))
         } catch {
           completion(.error(500, "\(error)"))
         }

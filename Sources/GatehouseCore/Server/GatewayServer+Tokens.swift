@@ -71,7 +71,13 @@ extension GatewayServer {
         }
         value = text
       case "expires_in":
-        guard case .number(let number) = member, let seconds = number.integer, seconds > 0 else {
+        if case .null = member { continue }
+        // JSON Schema counts 600.0 as an integer too.
+        guard case .number(let number) = member,
+          let seconds = number.integer
+            ?? (number.double.rounded() == number.double && abs(number.double) < 1e15 ? Int64(number.double) : nil),
+          seconds > 0
+        else {
           return .failure(BadRequest(message: "expires_in must be a positive integer (seconds)"))
         }
         expiresIn = .seconds(seconds)

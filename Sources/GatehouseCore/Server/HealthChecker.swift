@@ -71,7 +71,8 @@ final class HealthChecker {
     headers.add(name: "User-Agent", value: "gatehouse-health/\(GatehouseVersion.string)")
     let request = HTTPOneShotClient.Request(method: .get, target: check.config.path, headers: headers)
     let limits = HTTPOneShotClient.Limits(
-      connectTimeout: check.plan.connectTimeout, responseTimeout: min(check.plan.responseTimeout, check.config.interval),
+      connectTimeout: check.plan.connectTimeout,
+      responseTimeout: min(check.plan.responseTimeout, check.config.interval),
       maxResponseBytes: 64 * 1024)
     HTTPOneShotClient.send(request, to: check.plan.address, on: loop, limits: limits) { [self] result in
       guard generation == self.generation else { return }
