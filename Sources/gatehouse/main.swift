@@ -17,6 +17,7 @@ func printUsage() {
 
       serve [--config FILE]     run the gateway
       check --config FILE       validate a config file
+      demo [--keep]             a guided tour with a sample backend, on loopback
       admin <verb> ...          call the admin API (gatehouse admin --help)
       version                   print the version
     """)
@@ -27,6 +28,8 @@ case "version", "--version":
   print("gatehouse \(GatehouseVersion.string)")
 case "serve":
   exit(ServeCommand.run(Array(arguments.dropFirst())))
+case "demo":
+  exit(DemoCommand.run(Array(arguments.dropFirst())))
 case "check":
   exit(CheckCommand.run(Array(arguments.dropFirst())))
 case "admin":
