@@ -130,7 +130,8 @@ import Testing
     for limited in answers.suffix(2) {
       expectJSONAnswer(limited, status: 429, body: errorEnvelope(429, "rate limit exceeded"))
       let retryAfter = limited.head.value("Retry-After").flatMap { Int($0) }
-      #expect(retryAfter.map { $0 >= 1 && $0 <= 20 } == true, "Retry-After: \(limited.head.value("Retry-After") ?? "-")")
+      #expect(
+        retryAfter.map { $0 >= 1 && $0 <= 20 } == true, "Retry-After: \(limited.head.value("Retry-After") ?? "-")")
     }
     #expect(otherClient.status == 200)
     #expect(backend.requests.count == 3)
