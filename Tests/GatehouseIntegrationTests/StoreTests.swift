@@ -326,3 +326,54 @@ import Testing
     Self.expectStale(try send("GET", "/after-corruption", to: gateway.port), body: first.text)
   }
 }
+
+/// Stale answers in their other forms: HEAD, and a stored gzip body served through the
+/// envelope (decoded, and compressed again for a client that asks).
+@Suite struct StaleFormsTests {
+  @Test func headDuringAnOutageGetsTheStaleHeadWithoutABody() throws {
+    let backend = try ModalBackend()
+    let gateway = try GatewayProcess(config: StoreTests.config(port: backend.port, envelope: ["enabled": true]))
+    defer { gateway.stopExpectingCleanExit() }
+    let admin = try gateway.admin(token: TestConfig.adminToken)
+
+    let first = try StoreTests.prime("/h", gateway: gateway, admin: admin)
+    backend.stop()
+    let client = try RawClient(port: gateway.port)
+    let head = try client.exchange(httpRequest("HEAD", "/h"), requestWasHEAD: true)
+    let get = try client.exchange(httpRequest("GET", "/h"))
+
+    #expect(head.status == 200)
+    #expect(head.body.isEmpty)
+    #expect(head.head.value("X-Gatehouse-Cache") == "STALE")
+    #expect(head.head.contentLength == Int64(first.body.count))
+    StoreTests.expectStale(get, body: first.text)
+  }
+
+  @Test func storedGzipAnswerIsDecodedWrappedAndCompressedAgainWhenStale() throws {
+    let items = "[" + (0..<150).map { #"{"id":\#($0),"label":"stored item \#($0)"}"# }.joined(separator: ",") + "]"
+    let compressed = try ExternalTool.gzip(Array(items.utf8))
+    let up = Shared(true)
+    let backend = try TestBackend { _ in
+      guard up.value else { return jsonAnswer(#"{"error":"down"}"#, status: 503, reason: "Service Unavailable") }
+      return .respond(
+        BackendResponse(
+          headers: [("Content-Type", "application/json"), ("Content-Encoding", "gzip")], body: .bytes(compressed)))
+    }
+    defer { backend.stop() }
+    let gateway = try GatewayProcess(config: StoreTests.config(port: backend.port, envelope: ["enabled": true]))
+    defer { gateway.stopExpectingCleanExit() }
+    let admin = try gateway.admin(token: TestConfig.adminToken)
+
+    let first = try StoreTests.prime("/zipped", gateway: gateway, admin: admin)
+    up.value = false
+    let plain = try send("GET", "/zipped", to: gateway.port)
+    let zipped = try send("GET", "/zipped", to: gateway.port, headers: [("Accept-Encoding", "gzip")])
+
+    expectJSONAnswer(first, status: 200, body: successEnvelope(items))
+    StoreTests.expectStale(plain, body: successEnvelope(items))
+    #expect(zipped.head.value("X-Gatehouse-Cache") == "STALE")
+    #expect(zipped.head.value("Content-Encoding") == "gzip")
+    #expect(zipped.head.contentLength == Int64(zipped.body.count))
+    #expect(String(decoding: try ExternalTool.gunzip(zipped.body), as: UTF8.self) == successEnvelope(items))
+  }
+}
