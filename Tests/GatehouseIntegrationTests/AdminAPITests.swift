@@ -344,4 +344,53 @@ import Testing
     #expect(page.value("gatehouse_cache_bytes") > 0)
     #expect(page.samples("gatehouse_circuit_open", ["upstream": "api"]).first?.value == 0)
   }
+
+  @Test func headOfAnEndpointHasItsLengthAndNoBody() throws {
+    let setup = try Setup()
+    let client = try RawClient(port: setup.admin.port)
+    let authorization = [("Authorization", "Bearer \(TestConfig.adminToken)")]
+    let head = try client.exchange(httpRequest("HEAD", "/admin/routes", headers: authorization), requestWasHEAD: true)
+    let get = try client.exchange(httpRequest("GET", "/admin/routes", headers: authorization))
+
+    #expect(head.status == 200)
+    #expect(head.body.isEmpty)
+    #expect(head.head.contentLength == Int64(get.body.count))
+    #expect(get.status == 200)
+    #expect(get.head.value("Cache-Control") == "no-store")
+  }
+
+  @Test func secretsNeverAppearInAdminAnswersOrMetrics() throws {
+    let upstreamToken = "upstream-token-CANARY-a1b2"
+    let clientKey = "client-key-CANARY-c3d4"
+    let backend = try ModalBackend()
+    var config = StoreTests.config(port: backend.port)
+    var routes = config["routes"] as! [[String: Any]]
+    routes[0]["token"] = "api"
+    config["routes"] = routes
+    config["tokens"] = ["api": ["type": "static", "value": upstreamToken]]
+    config["clients"] = [
+      "required": true, "keys": [["id": "app", "sha256": try ExternalTool.sha256Hex(clientKey)]],
+    ]
+    let gateway = try GatewayProcess(config: config)
+    defer { gateway.stopExpectingCleanExit() }
+    let admin = try gateway.admin(token: TestConfig.adminToken)
+
+    let proxied = try send("GET", "/with-secrets", to: gateway.port, headers: [("X-Api-Key", clientKey)])
+    try #require(admin.waitForStoredEntries(1))
+    let id = try #require(try admin.allEntries().first?["id"] as? String)
+    var answers: [String] = []
+    for path in [
+      "/admin/status", "/admin/routes", "/admin/upstreams", "/admin/cache", "/admin/cache/entries",
+      "/admin/cache/entries/\(id)", "/metrics",
+    ] {
+      answers.append(try admin.request("GET", path).text)
+    }
+
+    #expect(proxied.status == 200)
+    #expect(backend.requests.first?.head.value("Authorization") == "Bearer \(upstreamToken)")
+    for (index, text) in answers.enumerated() {
+      #expect(!text.contains("CANARY"), "answer \(index) shows a secret: \(text)")
+      #expect(!text.contains(try ExternalTool.sha256Hex(clientKey)), "answer \(index) shows a key hash")
+    }
+  }
 }

@@ -108,4 +108,21 @@ import Testing
     #expect(backend.server.connectionCount == connections)
     #expect(try admin.circuitState(of: "api") == "open")
   }
+
+  @Test func errorStatusesCountAsFailures() throws {
+    let backend = try ModalBackend()
+    backend.mode.value = .failing
+    let gateway = try GatewayProcess(config: Self.config(port: backend.port, failures: 2, openMs: 60_000))
+    defer { gateway.stopExpectingCleanExit() }
+    let admin = try gateway.admin(token: TestConfig.adminToken)
+
+    let answers = try (0..<4).map { _ in try send("GET", "/five-hundred", to: gateway.port) }
+
+    #expect(answers.map(\.status) == [503, 503, 502, 502])
+    #expect(isErrorEnvelope(answers[3], status: 502, message: "upstream unavailable"))
+    #expect(backend.requests.count == 2)
+    #expect(try admin.circuitState(of: "api") == "open")
+    let upstreams = try admin.json("/admin/upstreams")["upstreams"] as? [[String: Any]] ?? []
+    #expect((upstreams.first?["last_error"] as? String)?.contains("503") == true)
+  }
 }
