@@ -44,7 +44,7 @@ import Testing
   @Test func successfulTrialAfterOpenTimeClosesTheCircuit() throws {
     let backend = try ModalBackend()
     backend.mode.value = .resetting
-    let gateway = try GatewayProcess(config: Self.config(port: backend.port, failures: 2, openMs: 600))
+    let gateway = try GatewayProcess(config: Self.config(port: backend.port, failures: 2, openMs: 1500))
     defer { gateway.stopExpectingCleanExit() }
     let admin = try gateway.admin(token: TestConfig.adminToken)
 
@@ -70,7 +70,7 @@ import Testing
   @Test func failedTrialOpensTheCircuitAgain() throws {
     let backend = try ModalBackend()
     backend.mode.value = .resetting
-    let gateway = try GatewayProcess(config: Self.config(port: backend.port, failures: 1, openMs: 1500))
+    let gateway = try GatewayProcess(config: Self.config(port: backend.port, failures: 1, openMs: 2500))
     defer { gateway.stopExpectingCleanExit() }
     let admin = try gateway.admin(token: TestConfig.adminToken)
 

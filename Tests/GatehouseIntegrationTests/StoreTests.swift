@@ -193,6 +193,7 @@ import Testing
 
   // MARK: What is never stored
 
+  /// The kinds of answer SPEC §5 never stores.
   enum Unstorable: String, CaseIterable, Sendable {
     case post, notFound, noStore, privateAnswer, setCookie
   }
