@@ -80,6 +80,7 @@ import Testing
 
     Self.expectStale(stale, body: first.text)
     #expect(backend.requests.count == 2)
+    #expect(try admin.json("/admin/cache")["stale_served"] as? Int == 1)
     // A path never stored gets the backend's error.
     let other = try send("GET", "/items/3", to: gateway.port)
     #expect(other.status == 503)
@@ -266,6 +267,31 @@ import Testing
     #expect(backend.requests.map(\.target) == ["/search?b=2&a=1", "/search?a=1&b=3"])
     #expect(admin.waitForStoredEntries(2))
     #expect(try admin.allEntries().count == 2)
+  }
+
+  @Test func storeStaysUnderMaxBytesByEvictingTheLeastRecentlyUsed() throws {
+    let backend = try ModalBackend()
+    backend.extraHeaders.value = [("X-Padding", String(repeating: "p", count: 400))]
+    var config = Self.config(port: backend.port)
+    config["store"] = ["path": "var/store.sqlite", "max_bytes": 2500]
+    let gateway = try GatewayProcess(config: config)
+    defer { gateway.stopExpectingCleanExit() }
+    let admin = try gateway.admin(token: TestConfig.adminToken)
+
+    for index in 1...12 {
+      _ = try send("GET", "/e/\(index)", to: gateway.port)
+      // One at a time, so "least recently used" follows the request order.
+      try #require(waitUntil { ((try? admin.json("/admin/cache")["writes"] as? Int) ?? 0) >= index })
+    }
+    let stats = try admin.json("/admin/cache")
+    let paths = try admin.allEntries().compactMap { $0["path"] as? String }
+
+    #expect((stats["bytes"] as? Int).map { $0 > 0 && $0 <= 2500 } == true, "\(stats)")
+    #expect((stats["evictions"] as? Int).map { $0 >= 1 } == true, "\(stats)")
+    #expect(stats["entries"] as? Int == paths.count)
+    #expect(paths.count < 12)
+    #expect(paths.contains("/e/12"))
+    #expect(!paths.contains("/e/1"))
   }
 
   // MARK: Restart, purge, damaged file
