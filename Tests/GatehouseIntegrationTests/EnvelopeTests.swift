@@ -286,6 +286,16 @@ import Testing
     defer { gateway.stopExpectingCleanExit() }
     expectJSONAnswer(
       try send("GET", "/down", to: gateway.port), status: 200, body: errorEnvelope(502, "upstream unavailable"))
+
+    let gate = Gate()
+    var held = BackendResponse(headers: [("Content-Type", "application/json")], body: .bytes(Array("{}".utf8)))
+    held.holdUntil = gate
+    defer { gate.open() }
+    try Self.withEnvelopedGateway(.respond(held), envelope: ["status": "always_200"]) { slow, _ in
+      expectJSONAnswer(
+        try send("GET", "/slow", to: slow.port), status: 200, body: errorEnvelope(504, "upstream timed out"))
+      gate.open()
+    }
   }
 
   // MARK: Content types and pass-through
