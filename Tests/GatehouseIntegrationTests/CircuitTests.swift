@@ -1,0 +1,128 @@
+import Foundation
+import Testing
+
+/// The circuit breaker (SPEC §2 `upstreams.X.circuit`, §5): after `failures` consecutive
+/// failures the upstream is not even connected to for `open_ms`, then one trial decides.
+/// One worker, as the breaker is kept per loop.
+@Suite struct CircuitTests {
+  static func config(port: UInt16, failures: Int, openMs: Int, cache: [String: Any]? = nil) -> [String: Any] {
+    var extra: [String: Any] = [:]
+    if let cache { extra["cache"] = cache }
+    var upstream = TestConfig.upstream(port: port, responseTimeoutMs: 5000)
+    upstream["circuit"] = ["failures": failures, "open_ms": openMs]
+    return TestConfig.withAdmin(
+      TestConfig.make(
+        routes: [TestConfig.route("guarded", match: "/*", extra: extra)], upstreams: ["api": upstream], workers: 1))
+  }
+
+  @Test func opensAfterNFailuresAndThenNeverConnects() throws {
+    let backend = try ModalBackend()
+    backend.mode.value = .resetting
+    let gateway = try GatewayProcess(config: Self.config(port: backend.port, failures: 3, openMs: 60_000))
+    defer { gateway.stopExpectingCleanExit() }
+    let admin = try gateway.admin(token: TestConfig.adminToken)
+
+    #expect(try admin.circuitState(of: "api") == "closed")
+    let failing = try (0..<3).map { _ in try send("GET", "/fail", to: gateway.port) }
+    let connectionsWhenOpened = backend.server.connectionCount
+    let requestsWhenOpened = backend.requests.count
+    let refused = try (0..<5).map { _ in try send("GET", "/fail", to: gateway.port) }
+
+    #expect(failing.allSatisfy { isErrorEnvelope($0, status: 502, message: "upstream unavailable") })
+    #expect(requestsWhenOpened == 3)
+    #expect(refused.allSatisfy { isErrorEnvelope($0, status: 502, message: "upstream unavailable") })
+    #expect(backend.server.connectionCount == connectionsWhenOpened)
+    #expect(backend.requests.count == 3)
+    let upstreams = try admin.json("/admin/upstreams")["upstreams"] as? [[String: Any]] ?? []
+    let api = try #require(upstreams.first { $0["name"] as? String == "api" })
+    #expect(api["circuit"] as? String == "open")
+    #expect(api["circuit_open_loops"] as? Int == 1)
+    let metrics = try MetricsPage(try admin.request("GET", "/metrics").text)
+    #expect(metrics.value("gatehouse_upstream_requests_total", ["upstream": "api", "outcome": "circuit_open"]) == 5)
+  }
+
+  @Test func successfulTrialAfterOpenTimeClosesTheCircuit() throws {
+    let backend = try ModalBackend()
+    backend.mode.value = .resetting
+    let gateway = try GatewayProcess(config: Self.config(port: backend.port, failures: 2, openMs: 1500))
+    defer { gateway.stopExpectingCleanExit() }
+    let admin = try gateway.admin(token: TestConfig.adminToken)
+
+    for _ in 0..<2 { _ = try send("GET", "/flaky", to: gateway.port) }
+    #expect(try admin.circuitState(of: "api") == "open")
+    backend.mode.value = .healthy
+    // Requests are refused without a connection until the open time is over; then one
+    // trial goes through and succeeds.
+    var last: ReceivedResponse?
+    let recovered = try waitUntil(timeout: 15, interval: .milliseconds(50)) {
+      last = try send("GET", "/flaky", to: gateway.port)
+      return last?.status == 200
+    }
+
+    #expect(recovered, "last answer: \(last?.text ?? "none")")
+    #expect(backend.requests.count == 3, "two failures and exactly one trial")
+    #expect(try admin.circuitState(of: "api") == "closed")
+    let after = try (0..<3).map { _ in try send("GET", "/flaky", to: gateway.port).status }
+    #expect(after == [200, 200, 200])
+    #expect(backend.requests.count == 6)
+  }
+
+  @Test func failedTrialOpensTheCircuitAgain() throws {
+    let backend = try ModalBackend()
+    backend.mode.value = .resetting
+    let gateway = try GatewayProcess(config: Self.config(port: backend.port, failures: 1, openMs: 2500))
+    defer { gateway.stopExpectingCleanExit() }
+    let admin = try gateway.admin(token: TestConfig.adminToken)
+
+    _ = try send("GET", "/down", to: gateway.port)
+    // Poll until the trial reached the backend (and failed).
+    let trialSeen = try waitUntil(timeout: 15, interval: .milliseconds(50)) {
+      _ = try send("GET", "/down", to: gateway.port)
+      return backend.requests.count >= 2
+    }
+    let refusedAfterTrial = try send("GET", "/down", to: gateway.port)
+
+    #expect(trialSeen)
+    #expect(isErrorEnvelope(refusedAfterTrial, status: 502))
+    #expect(backend.requests.count == 2)
+    #expect(try admin.circuitState(of: "api") == "open")
+  }
+
+  @Test func openCircuitServesStaleAnswersWithoutConnecting() throws {
+    let backend = try ModalBackend()
+    let gateway = try GatewayProcess(
+      config: Self.config(port: backend.port, failures: 2, openMs: 60_000, cache: ["stale_if_error_s": 3600]))
+    defer { gateway.stopExpectingCleanExit() }
+    let admin = try gateway.admin(token: TestConfig.adminToken)
+
+    let first = try StoreTests.prime("/cached", gateway: gateway, admin: admin)
+    backend.mode.value = .resetting
+    let whileFailing = try (0..<2).map { _ in try send("GET", "/cached", to: gateway.port) }
+    let connections = backend.server.connectionCount
+    let whileOpen = try (0..<3).map { _ in try send("GET", "/cached", to: gateway.port) }
+    let uncached = try send("GET", "/never-stored", to: gateway.port)
+
+    for response in whileFailing + whileOpen { StoreTests.expectStale(response, body: first.text) }
+    #expect(backend.server.connectionCount == connections)
+    #expect(isErrorEnvelope(uncached, status: 502, message: "upstream unavailable"))
+    #expect(backend.server.connectionCount == connections)
+    #expect(try admin.circuitState(of: "api") == "open")
+  }
+
+  @Test func errorStatusesCountAsFailures() throws {
+    let backend = try ModalBackend()
+    backend.mode.value = .failing
+    let gateway = try GatewayProcess(config: Self.config(port: backend.port, failures: 2, openMs: 60_000))
+    defer { gateway.stopExpectingCleanExit() }
+    let admin = try gateway.admin(token: TestConfig.adminToken)
+
+    let answers = try (0..<4).map { _ in try send("GET", "/five-hundred", to: gateway.port) }
+
+    #expect(answers.map(\.status) == [503, 503, 502, 502])
+    #expect(isErrorEnvelope(answers[3], status: 502, message: "upstream unavailable"))
+    #expect(backend.requests.count == 2)
+    #expect(try admin.circuitState(of: "api") == "open")
+    let upstreams = try admin.json("/admin/upstreams")["upstreams"] as? [[String: Any]] ?? []
+    #expect((upstreams.first?["last_error"] as? String)?.contains("503") == true)
+  }
+}
