@@ -35,8 +35,10 @@ import Testing
     for body in ["[1,2,3]", #""just a string""#, "42", "true", " {\"spaced\" : [ ] } "] {
       try Self.withEnvelopedGateway(jsonAnswer(body)) { gateway, _ in
         let response = try send("GET", "/value", to: gateway.port)
-        // The body goes in as the backend sent it, whitespace included (still valid JSON).
-        expectJSONAnswer(response, status: 200, body: successEnvelope(body))
+        // The document goes in as the backend sent it; only whitespace around it is left out
+        // (a trailing newline in `datas` would look like part of the value).
+        let trimmed = String(body.drop { $0 == " " }.reversed().drop { $0 == " " }.reversed())
+        expectJSONAnswer(response, status: 200, body: successEnvelope(trimmed))
       }
     }
   }
@@ -276,7 +278,7 @@ import Testing
     }
   }
 
-  @Test(.disabled("BUG: always_200 routes answer HTTP 502/504 for an unreachable or slow backend"))
+  @Test
   func alwaysOKAlsoCoversAnswersTheGatewayMakes() throws {
     let port = try TestSocket.unusedPort()
     let config = TestConfig.make(
@@ -533,7 +535,7 @@ import Testing
     }
   }
 
-  @Test(.disabled("BUG: HEAD of an answer wrapped while streaming sends a body (chunks / the last chunk)"))
+  @Test
   func headOfABigBodyHasNoBody() throws {
     for chunked in [false, true] {
       let backend = try Self.backend(chunked: chunked)
@@ -553,7 +555,7 @@ import Testing
     }
   }
 
-  @Test(.disabled("BUG: an answer wrapped while streaming has no X-Gatehouse-Cache header on a cached route"))
+  @Test
   func bigBodyOnACachedRouteSaysMiss() throws {
     let backend = try Self.backend(chunked: false)
     defer { backend.stop() }

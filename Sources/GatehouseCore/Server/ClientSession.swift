@@ -410,8 +410,11 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
   }
 
   private func respondLocally(failure: GatewayResponse.Failure, extraHeaders: [UInt8] = []) {
+    // On `always_200` routes the gateway's own errors also travel as HTTP 200, the status
+    // only in `code`.
+    let status = exchange?.envelope?.httpStatus(failure.status) ?? failure.status
     respondLocally(
-      status: failure.status, body: GatewayResponse.errorBody(status: failure.status, message: failure.message),
+      status: status, body: GatewayResponse.errorBody(status: failure.status, message: failure.message),
       extraHeaders: extraHeaders)
   }
 
@@ -950,7 +953,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       let kept = exchange.bufferedBody
       exchange.bufferedBody = []
       beginWrappedStream(head, policy: policy)
-      exchange.bodyPlan = .streamWrapped
+      guard exchange.bodyPlan == .streamWrapped else { return }
       for piece in [kept, Array(bytes)] {
         do {
           try exchange.streamValidator?.feed(piece)
@@ -970,20 +973,30 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
   /// Starts a chunked JSON answer whose `datas` is the upstream body as it streams by.
   private func beginWrappedStream(_ head: HTTPResponseHead, policy: EnvelopePolicy) {
     guard let exchange else { return }
+    exchange.status = policy.httpStatus(head.status)
+    exchange.responseStarted = true
+    if exchange.suppressBody {
+      // HEAD: the same head a GET gets, with the wrapped length when the upstream's is known,
+      // and no body at all (the upstream's is read and dropped).
+      let close = closeAfterResponse || !exchange.head.keepAlive || context.draining
+      exchange.closeClient = close
+      exchange.bodyPlan = .passThrough
+      let length = Self.declaredLength(head).map { Int64(JSONEnvelopeWriter.successLength(datasCount: Int($0))) }
+      ClientResponseWriter.writeEnveloped(
+        status: exchange.status, upstream: head, requestID: exchange.requestID,
+        framing: length.map { .contentLength($0) } ?? .none, gzip: false, closeConnection: close,
+        extraLines: Self.cacheLines(exchange.cacheResult), into: &context.output)
+      return
+    }
     let framing = HTTPSerializer.framing(bodyLength: nil, allowsBody: true, peerVersion: exchange.head.version)
     let close = closeAfterResponse || !exchange.head.keepAlive || context.draining || framing == .untilClose
     exchange.closeClient = close
     exchange.rechunkResponse = framing == .chunked
-    exchange.status = policy.httpStatus(head.status)
-    exchange.responseStarted = true
+    exchange.bodyPlan = .streamWrapped
     exchange.streamValidator = JSONStreamingValidator()
     ClientResponseWriter.writeEnveloped(
       status: exchange.status, upstream: head, requestID: exchange.requestID, framing: framing, gzip: false,
-      closeConnection: close, into: &context.output)
-    if exchange.suppressBody {
-      exchange.bodyPlan = .passThrough
-      return
-    }
+      closeConnection: close, extraLines: Self.cacheLines(exchange.cacheResult), into: &context.output)
     appendWrapped(Array(#"{"code":0,"datas":"#.utf8), exchange: exchange)
   }
 

@@ -116,18 +116,58 @@ extension GatewayServer: AdminBackend {
 
   func metricsText(completion: @escaping @Sendable (String) -> Void) {
     let shared = self.shared
-    gather({ context in context.metrics.sample() }) { samples in
-      var total = MetricsSample()
-      for sample in samples { total.add(sample) }
-      var text = PrometheusText()
-      text.append(total)
-      text.family(
-        "gatehouse_connections", type: "gauge", help: "Open connections by side.",
-        samples: [
-          ([("side", "client")], Double(shared.openClientConnections)),
-          ([("side", "upstream")], Double(shared.upstreamConnections.load(ordering: .relaxed))),
-        ])
-      completion(text.text)
+    let snapshot = currentSnapshot
+    nonisolated(unsafe) let manager = tokenManager
+    gather({ context in (context.metrics.sample(), context.poolFigures()) }) { perLoop in
+      var summed = MetricsSample()
+      for (sample, _) in perLoop { summed.add(sample) }
+      let total = summed
+      let circuits = snapshot.upstreamPlans.map { plan in
+        (plan.name, perLoop.contains { $0.1[plan.name]?.circuitOpen == true })
+      }
+      // Store totals and token states are read where they live: the control loop.
+      self.onControl {
+        let stats = shared.store?.stats()
+        let states = manager.tokenStates()
+        let refreshes = manager.refreshCounts()
+        var text = PrometheusText()
+        text.append(total)
+        text.family(
+          "gatehouse_cache_writes_total", type: "counter", help: "Answers written to the store.",
+          samples: [([], Double(stats?.writes ?? 0))])
+        text.family(
+          "gatehouse_cache_evictions_total", type: "counter", help: "Stored answers evicted to stay under max_bytes.",
+          samples: [([], Double(stats?.evictions ?? 0))])
+        text.family(
+          "gatehouse_cache_bytes", type: "gauge", help: "Bytes of stored answers.",
+          samples: [([], Double(stats?.bytes ?? 0))])
+        text.family(
+          "gatehouse_token_refresh_total", type: "counter", help: "Token refreshes by result.",
+          samples: refreshes.keys.sorted().flatMap { name -> [(labels: [(String, String)], value: Double)] in
+            let counts = refreshes[name]!
+            return [
+              ([("token", name), ("result", "success")], Double(counts.success)),
+              ([("token", name), ("result", "failure")], Double(counts.failure)),
+            ]
+          })
+        text.family(
+          "gatehouse_token_state", type: "gauge", help: "1 for each token's current state.",
+          samples: states.flatMap { state in
+            TokenState.allCases.map { candidate in
+              ([("token", state.name), ("state", candidate.rawValue)], state.state == candidate ? 1.0 : 0.0)
+            }
+          })
+        text.family(
+          "gatehouse_circuit_open", type: "gauge", help: "1 while an upstream's circuit is open (on any loop).",
+          samples: circuits.map { ([("upstream", $0.0)], $0.1 ? 1.0 : 0.0) })
+        text.family(
+          "gatehouse_connections", type: "gauge", help: "Open connections by side.",
+          samples: [
+            ([("side", "client")], Double(shared.openClientConnections)),
+            ([("side", "upstream")], Double(shared.upstreamConnections.load(ordering: .relaxed))),
+          ])
+        completion(text.text)
+      }
     }
   }
 }
