@@ -90,7 +90,7 @@ extension ConfigDecoder {
   private func decodeCircuitBreaker(_ field: ConfigField) -> CircuitBreakerConfig? {
     guard let object = field.object() else { return nil }
     let circuit = CircuitBreakerConfig(
-      failures: object.field("failures")?.integer(in: 1...100_000) ?? 5,
+      failures: object.field("failures")?.integer(in: 0...100_000) ?? 5,
       openDuration: object.field("open_ms")?.milliseconds() ?? .milliseconds(5000))
     object.finishReading()
     return circuit

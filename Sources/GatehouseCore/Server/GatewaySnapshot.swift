@@ -185,9 +185,15 @@ struct UpstreamPlan: Sendable {
     connectTimeout = upstream.connectTimeout
     responseTimeout = upstream.responseTimeout
     maxIdleConnections = upstream.maxIdleConnections
-    circuitFailures = upstream.circuit?.failures ?? 0
-    circuitOpen = upstream.circuit?.openDuration ?? .zero
+    // Without a `circuit` block an upstream still gets a mild breaker, as operators expect
+    // from nginx's passive checks: after 3 failures in a row it is skipped for 1 s, so an
+    // outage costs one connect attempt per second instead of one per request.
+    circuitFailures = upstream.circuit?.failures ?? Self.defaultCircuitFailures
+    circuitOpen = upstream.circuit?.openDuration ?? Self.defaultCircuitOpen
   }
+
+  static let defaultCircuitFailures = 3
+  static let defaultCircuitOpen: Duration = .seconds(1)
 
   /// IP literals are used as they are; names go through the system resolver once per
   /// config load (never on the request path).
