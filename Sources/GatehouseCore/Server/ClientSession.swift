@@ -443,7 +443,14 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       return
     }
     exchange?.responseBytesReceived = true
-    if let timeout = exchange?.pool?.plan.responseTimeout { setDeadline(.upstreamResponse, after: timeout) }
+    // Until the client has the head, `response_timeout_ms` bounds the whole wait, however
+    // slowly the upstream trickles bytes; once the answer streams to the client it bounds
+    // the silence between reads (a large body may take long, but must keep moving).
+    if exchange?.responseStarted == true, deadlineKind == .upstreamResponse,
+      let timeout = exchange?.pool?.plan.responseTimeout
+    {
+      setDeadline(.upstreamResponse, after: timeout)
+    }
     var offset = 0
     while offset <= bytes.count {
       let step: (event: HTTPResponseEvent?, consumed: Int)
