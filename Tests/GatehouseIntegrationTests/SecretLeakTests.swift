@@ -55,6 +55,7 @@ import Testing
       ], logLevel: "debug")
     let gateway = try GatewayProcess(config: config, environment: ["GH_ITEST_LEAK_TOKEN": Self.staticCanary])
     let admin = try gateway.admin()
+    #expect(admin.waitForState("api", "valid"))
     let transcript = Transcript()
     func client(_ method: String, _ path: String, body: [UInt8]? = nil) throws -> ReceivedResponse {
       transcript.record("\(method) \(path)", try send(method, path, to: gateway.port, body: body))
@@ -69,9 +70,14 @@ import Testing
     #expect(try client("POST", "/p/two", body: Array("payload".utf8)).status == 200)
     #expect(try client("GET", "/p/reject").status == 401)
     // Failing logins whose errors echo the secret and the tokens in use back.
-    let fingerprint = try #require(try admin.token("partner")?["fingerprint"] as? String)
-    let current = try #require(
-      (1...max(1, oauth.issuedCount)).map(oauth.token).first { SHA256Digest.fingerprint($0) == fingerprint })
+    // (The refresh after the second rejection settles first, so the echoed token is the current one.)
+    let settled = waitUntil(timeout: 10) {
+      let state = try? admin.token("partner")
+      return state?["state"] as? String == "valid"
+        && state?["fingerprint"] as? String == SHA256Digest.fingerprint(oauth.token(oauth.issuedCount))
+    }
+    #expect(settled)
+    let current = oauth.token(oauth.issuedCount)
     oauth.setMode(
       .fail(description: "client secret \(Self.secretCanary) is not valid for \(current) or \(Self.staticCanary)"))
     #expect(try operator_("POST", "/admin/tokens/partner/refresh").status == 502)
@@ -87,7 +93,9 @@ import Testing
     #expect(try operator_("POST", "/admin/tokens/api/invalidate").status == 200)
     #expect(try client("GET", "/s/after-invalidate").status == 401)
     // Values set by an operator, good and bad.
-    #expect(try operator_("PUT", "/admin/tokens/partner", body: #"{"value":"\#(Self.putCanary)","expires_in":60}"#).status == 200)
+    #expect(
+      try operator_("PUT", "/admin/tokens/partner", body: #"{"value":"\#(Self.putCanary)","expires_in":60}"#).status
+        == 200)
     #expect(try operator_("PUT", "/admin/tokens/api", body: #"{"value":"\#(Self.putCanary)\r\nX: 1"}"#).status == 400)
     #expect(try operator_("PUT", "/admin/tokens/api", body: "{\"value\":\"\(Self.putCanary)\nraw\"}").status == 400)
     #expect(try operator_("PUT", "/admin/tokens/api", body: #"{"value":"\#(Self.putCanary)","bogus":1}"#).status == 400)

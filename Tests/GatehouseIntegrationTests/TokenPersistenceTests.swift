@@ -63,6 +63,7 @@ import Testing
     defer { backend.stop() }
 
     let first = try GatewayProcess(config: Self.config(backend: backend, oauth: oauth, store: store))
+    #expect(try first.waitForValidTokens(["partner"]))
     #expect(try send("GET", "/p/one", to: first.port).status == 200)
     let fingerprint = try #require(try first.admin().token("partner")?["fingerprint"] as? String)
     Self.settleAndStop(first)
@@ -70,6 +71,8 @@ import Testing
 
     let second = try GatewayProcess(config: Self.config(backend: backend, oauth: oauth, store: store))
     defer { second.stopExpectingCleanExit() }
+    // Before the request: one arriving before the stored token is restored would log in.
+    #expect(try second.waitForValidTokens(["partner"]))
     #expect(try send("GET", "/p/two", to: second.port).status == 200)
     let state = try #require(try second.admin().token("partner"))
 
@@ -103,6 +106,7 @@ import Testing
     let first = try GatewayProcess(
       config: Self.config(backend: backend, oauth: oauth, store: store, secretKey: "itest-store-key-right"))
     let admin = try first.admin()
+    #expect(admin.waitForState("partner", "valid"))
     #expect(try admin.setToken("manual", value: putCanary, expiresIn: 3600).status == 200)
     #expect(try send("GET", "/m/one", to: first.port).status == 200)
     #expect(try send("GET", "/p/one", to: first.port).status == 200)

@@ -62,6 +62,11 @@ import Testing
     #expect(bearerToken(of: try #require(backend.requests.last)) == oauth.token(1))
     // No request needs it: the refresh comes from the gateway's own timer.
     #expect(oauth.waitForRequests(2, timeout: 20))
+    let admin = try gateway.admin()
+    let adopted = waitUntil(timeout: 10, interval: .milliseconds(50)) {
+      (try? admin.token("partner"))?["fingerprint"] as? String == SHA256Digest.fingerprint(oauth.token(2))
+    }
+    #expect(adopted)
     #expect(try send("GET", "/after", to: gateway.port).status == 200)
 
     let logins = oauth.logins
@@ -151,7 +156,7 @@ import Testing
     let gateway = try GatewayProcess(config: Self.config(backend: backend, oauth: oauth))
     defer { gateway.stopExpectingCleanExit() }
     let admin = try gateway.admin()
-    #expect(oauth.waitForRequests(1))
+    #expect(admin.waitForState("partner", "valid"))
 
     let modes: [(String, OAuth2TestServer.Mode, String)] = [
       ("fail", .fail(description: "secret \(secret) was revoked"), "invalid_client"),
@@ -338,17 +343,19 @@ import Testing
   }
 
   @Test func failedRefreshKeepsTheLastValueThenAnswers401OrStale() throws {
-    let oauth = try OAuth2TestServer(lifetimes: [4, 3600])
+    let oauth = try OAuth2TestServer(lifetimes: [6, 3600])
     let backend = try Self.backend(rejecting: [])
     defer { backend.stop() }
     let store = FileManager.default.temporaryDirectory.appendingPathComponent("gatehouse-stale-\(UUID()).sqlite")
     defer { removeStoreFiles(store) }
     let routes = [
-      TestConfig.tokenRoute("cached", match: "/cached/*", token: "partner", extra: ["cache": ["stale_if_error_s": 600]]),
+      TestConfig.tokenRoute(
+        "cached", match: "/cached/*", token: "partner", extra: ["cache": ["stale_if_error_s": 600]]),
       TestConfig.tokenRoute("plain", match: "/plain/*", token: "partner"),
     ]
     let gateway = try GatewayProcess(
-      config: Self.config(backend: backend, oauth: oauth, refreshBeforeS: 2, routes: routes, store: ["path": store.path]))
+      config: Self.config(
+        backend: backend, oauth: oauth, refreshBeforeS: 3, routes: routes, store: ["path": store.path]))
     defer { gateway.stopExpectingCleanExit() }
     let admin = try gateway.admin()
 
@@ -360,9 +367,10 @@ import Testing
     }
     #expect(stored, "the answer was not stored")
     oauth.setMode(.fail(description: "endpoint is down for maintenance"))
-    // The background refresh (2 s before expiry) fails; the first token is still usable.
+    // The background refresh (3 s before expiry) fails; the first token is still usable.
     let failed = waitUntil(timeout: 10) { (try? admin.token("partner"))?["state"] as? String == "error" }
-    #expect(failed)
+    #expect(
+      failed, "running: \(gateway.isRunning); stdout: \(gateway.stdoutText.suffix(3000)) stderr: \(gateway.stderrText)")
 
     var statuses: [Int] = []
     var last: ReceivedResponse?

@@ -18,6 +18,7 @@ import Testing
       routes: [TestConfig.tokenRoute("all", match: "/*", token: "api")])
     let gateway = try GatewayProcess(config: config, environment: ["GH_ITEST_API_TOKEN": "env-static-token-81f2"])
     defer { gateway.stopExpectingCleanExit() }
+    #expect(try gateway.waitForValidTokens(["api"]))
 
     let response = try send(
       "GET", "/users/1", to: gateway.port,
@@ -39,6 +40,7 @@ import Testing
       upstreamPort: backend.port, tokens: ["api": ["type": "static", "value": "literal-token-3a"]], routes: [route])
     let gateway = try GatewayProcess(config: config)
     defer { gateway.stopExpectingCleanExit() }
+    #expect(try gateway.waitForValidTokens(["api"]))
 
     let response = try send(
       "GET", "/items", to: gateway.port, headers: [("X-Backend-Key", "client-supplied"), ("x-backend-key", "again")])
@@ -63,6 +65,7 @@ import Testing
     let gateway = try GatewayProcess(config: config)
     defer { gateway.stopExpectingCleanExit() }
     let admin = try gateway.admin()
+    #expect(admin.waitForState("legacy", "valid"))
 
     #expect(try send("GET", "/first", to: gateway.port).status == 200)
     #expect(backend.requests.last.flatMap(bearerToken) == "file-token-one")  // the newline is trimmed
@@ -119,6 +122,7 @@ import Testing
         ])
       gateway = try GatewayProcess(config: config)
       admin = try gateway.admin()
+      _ = try gateway.waitForValidTokens(["api", "legacy"])
     }
 
     func stop() {
@@ -215,7 +219,7 @@ import Testing
   @Test func refreshAnswers409ForStatic200ForOAuth2And502WithLastError() throws {
     let setup = try ThreeTokens()
     defer { setup.stop() }
-    #expect(setup.oauth.waitForRequests(1))
+    #expect(setup.admin.waitForState("partner", "valid"))
 
     let staticRefresh = try setup.admin.refresh("api")
     let unknown = try setup.admin.refresh("nope")

@@ -33,6 +33,14 @@ struct AdminClient {
     try tokens().first { $0["name"] as? String == name }
   }
 
+  /// Waits until the token `name` is in `state` (as `GET /admin/tokens` shows it); false if
+  /// not within `timeout`. Use it before changing a token endpoint's mode, so a login still
+  /// in flight is not mistaken for a later one.
+  @discardableResult
+  func waitForState(_ name: String, _ state: String, timeout: Double = 10) -> Bool {
+    waitUntil(timeout: timeout, interval: .milliseconds(50)) { (try? token(name))?["state"] as? String == state }
+  }
+
   /// `PUT /admin/tokens/{name}` with `{"value": value, "expires_in": expiresIn}`.
   func setToken(_ name: String, value: String, expiresIn: Int? = nil) throws -> ReceivedResponse {
     var object: [String: Any] = ["value": value]
@@ -58,13 +66,22 @@ extension GatewayProcess {
   func adminPort(timeout: Double = 10) -> UInt16? {
     var port: UInt16?
     waitUntil(timeout: timeout) {
-      port = logLines().lazy.filter { $0["msg"] as? String == "admin listening" }.compactMap { line in
-        guard let address = line["address"] as? String, let colon = address.lastIndex(of: ":") else { return nil }
-        return UInt16(address[address.index(after: colon)...])
-      }.first
+      port =
+        logLines().lazy.filter { $0["msg"] as? String == "admin listening" }.compactMap { line in
+          guard let address = line["address"] as? String, let colon = address.lastIndex(of: ":") else { return nil }
+          return UInt16(address[address.index(after: colon)...])
+        }.first
       return port != nil
     }
     return port
+  }
+
+  /// Waits until each of `tokens` is `valid` in the admin API. Tests call it before their
+  /// first request where the token must already be in place (see `TokenEdgeTests`: a
+  /// request in the first moments after start does not find static or restored tokens).
+  func waitForValidTokens(_ tokens: [String], timeout: Double = 10) throws -> Bool {
+    let admin = try admin()
+    return tokens.allSatisfy { admin.waitForState($0, "valid", timeout: timeout) }
   }
 
   /// An admin client for this gateway (waits for the admin listener).

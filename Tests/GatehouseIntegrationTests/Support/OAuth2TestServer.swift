@@ -26,6 +26,8 @@ final class OAuth2TestServer: Sendable {
     case garbage
     /// Reads the request, then closes the connection without a byte of answer.
     case close
+    /// Answers with exactly this (for hostile or unusual token answers); issues nothing.
+    case answer(BackendResponse)
   }
 
   /// One request the endpoint received.
@@ -145,7 +147,7 @@ final class OAuth2TestServer: Sendable {
         case .issue, .slow, .held:
           state.issued += 1
           issued = ("\(tokenPrefix)-\(state.issued)", state.lifetimes[min(state.issued, state.lifetimes.count) - 1])
-        case .fail, .garbage, .close:
+        case .fail, .garbage, .close, .answer:
           break
         }
       }
@@ -153,7 +155,8 @@ final class OAuth2TestServer: Sendable {
       return (state.mode, issued)
     }
     guard problems.isEmpty else {
-      return .respond(json(["error": "invalid_client", "error_description": "request refused by the test server"], 401))
+      return .respond(
+        json(["error": "invalid_client", "error_description": "request refused by the test server"], 401))
     }
     if let issued {
       var body: [String: Any] = ["access_token": issued.token, "token_type": "Bearer"]
@@ -173,6 +176,8 @@ final class OAuth2TestServer: Sendable {
           body: .bytes(Array("<html>this is not a token</html>".utf8))))
     case .close:
       return .close
+    case .answer(let response):
+      return .respond(response)
     case .issue, .slow, .held:
       return .close  // not reached: these issue a token above
     }
