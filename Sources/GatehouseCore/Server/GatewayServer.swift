@@ -33,6 +33,8 @@ public final class GatewayServer: @unchecked Sendable {
 
   /// The configured listen addresses now bound (control loop only, after init).
   private var listenKeys: [String] = []
+  /// Listeners bound in `init`, handed to the loops by `run`.
+  private var pendingListeners: [(key: String, listeners: [TCPListener])] = []
 
   /// One SO_REUSEPORT listener per loop for a configured `host:port`.
   static func bind(_ key: String, count: Int) throws -> [TCPListener] {
@@ -100,13 +102,9 @@ public final class GatewayServer: @unchecked Sendable {
       loop: adminContext.loop, authorizer: AdminAuthorizer(token: config.admin.token?.value))
     admin = service
     service.backend = self
-    for (index, context) in contexts.enumerated() {
-      nonisolated(unsafe) let handedOver = groups.map { ($0.key, $0.listeners[index]) }
-      context.loop.execute {
-        for (key, listener) in handedOver { context.addListener(listener, key: key) }
-        context.start()
-      }
-    }
+    // The loops start accepting from `run`, once the token manager has published its first
+    // values: a request must never find a configured static token missing.
+    pendingListeners = groups
     listenKeys = groups.map(\.key)
     if let adminListener {
       nonisolated(unsafe) let listener = adminListener
@@ -127,10 +125,21 @@ public final class GatewayServer: @unchecked Sendable {
       shared.logger.info("listening", ["address": .string(address), "workers": .int(contexts.count)])
     }
     if let adminAddress { shared.logger.info("admin listening", ["address": .string(adminAddress)]) }
-    state.withLock { $0.ready = true }
+    nonisolated(unsafe) let groups = pendingListeners
+    pendingListeners = []
     control.execute { [self] in
       tokenManager.start()
       healthChecker.apply(currentSnapshot)
+      // Each loop runs its queue in order: the token values published just above are in
+      // place before the first connection is accepted.
+      for (index, context) in contexts.enumerated() {
+        nonisolated(unsafe) let handedOver = groups.map { ($0.key, $0.listeners[index]) }
+        context.loop.execute {
+          for (key, listener) in handedOver { context.addListener(listener, key: key) }
+          context.start()
+        }
+      }
+      state.withLock { $0.ready = true }
       do {
         try signals.start(on: control) { [self] signal in
           switch signal {

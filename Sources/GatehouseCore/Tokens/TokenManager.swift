@@ -26,6 +26,15 @@ public final class TokenManager {
     var timer: TimerHandle?
     var fileStamp: TokenFile.Stamp?
     var counts = RefreshCounts()
+    /// Values this token had before its current one (a few), still redacted from error
+    /// text: a replaced value may not have expired, and an endpoint may echo it.
+    var previousValues: [SecretValue] = []
+
+    func rememberCurrentValue() {
+      guard let value = lifecycle.currentValue else { return }
+      previousValues.append(value)
+      if previousValues.count > 4 { previousValues.removeFirst() }
+    }
 
     init(config: TokenConfig, index: Int) {
       self.config = config
@@ -235,7 +244,12 @@ public final class TokenManager {
     guard !stopped else { return .failure(.stopped) }
     return withEvent {
       do throws(TokenValueProblem) {
+        let previous = slot.lifecycle.currentValue
         let actions = try slot.lifecycle.set(value: SecretValue(value), expiresIn: expiresIn, now: clock.now)
+        if let previous {
+          slot.previousValues.append(previous)
+          if slot.previousValues.count > 4 { slot.previousValues.removeFirst() }
+        }
         logger.info(
           "token set by operator",
           ["token": .string(name), "fingerprint": .string(TokenFingerprint.of(SecretValue(value)))])
@@ -408,6 +422,7 @@ public final class TokenManager {
     switch result {
     case .success(let token):
       let problem = TokenValueProblem.check(token.accessToken.value)
+      slot.rememberCurrentValue()
       var isFile = false
       if case .file = slot.config.source { isFile = true }
       let actions = slot.lifecycle.refreshSucceeded(
@@ -444,6 +459,7 @@ public final class TokenManager {
     for slot in slots {
       if case .oauth2ClientCredentials(let config) = slot.config.source { redactor.add(config.clientSecret.value) }
       if let value = slot.lifecycle.currentValue { redactor.add(value.value) }
+      for value in slot.previousValues { redactor.add(value.value) }
     }
     return redactor
   }

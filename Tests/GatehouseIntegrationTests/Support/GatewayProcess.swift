@@ -48,26 +48,34 @@ final class GatewayProcess: @unchecked Sendable {
   private let capture = Capture()
 
   /// Starts `gatehouse serve --config <dir>/gatehouse-test.json` with `config` written as
-  /// JSON, and waits until it listens.
-  convenience init(config: [String: Any], startTimeout: Double = 30) throws {
+  /// JSON, and waits until it listens. `environment` entries are added to the process
+  /// environment (for `${ENV}` in the config).
+  convenience init(config: [String: Any], environment: [String: String] = [:], startTimeout: Double = 30) throws {
     let directory = try Self.makeDirectory()
     let configURL = directory.appendingPathComponent("gatehouse-test.json")
     let data = try JSONSerialization.data(withJSONObject: config, options: [.prettyPrinted, .sortedKeys])
     try data.write(to: configURL)
-    try self.init(arguments: ["serve", "--config", configURL.path], directory: directory, startTimeout: startTimeout)
+    try self.init(
+      arguments: ["serve", "--config", configURL.path], directory: directory, environment: environment,
+      startTimeout: startTimeout)
   }
 
-  /// Starts the binary with `arguments` in `directory` (a fresh temp directory when nil).
+  /// Starts the binary with `arguments` in `directory` (a fresh temp directory when nil),
+  /// with `environment` added to the inherited environment.
   /// With a `startTimeout`, waits for the `listening` line; with nil, returns at once.
   /// `TMPDIR` points into `directory`, so whatever the gateway puts in its temp directory
   /// goes away with it.
-  init(arguments: [String], directory: URL? = nil, startTimeout: Double? = 30) throws {
+  init(
+    arguments: [String], directory: URL? = nil, environment extraEnvironment: [String: String] = [:],
+    startTimeout: Double? = 30
+  ) throws {
     self.directory = try directory ?? Self.makeDirectory()
     process = Process()
     process.executableURL = gatehouseExecutable()
     process.arguments = arguments
     process.currentDirectoryURL = self.directory
     var environment = ProcessInfo.processInfo.environment
+    for (name, value) in extraEnvironment { environment[name] = value }
     environment["TMPDIR"] = self.directory.path
     process.environment = environment
     process.standardInput = FileHandle.nullDevice

@@ -1,0 +1,403 @@
+import Foundation
+import Synchronization
+import Testing
+
+/// OAuth2 client-credentials tokens (SPEC §3): the login, background refresh before expiry,
+/// one refresh for many waiting requests, endpoint errors in `last_error`, rejection by
+/// status or body field with exactly one retry, and what clients get when no token can be
+/// had (a 401 envelope, or a stale stored answer).
+@Suite struct TokenRefreshTests {
+  /// A backend that rejects `rejected` tokens with `rejection` and answers others with `accepted`.
+  static func backend(
+    rejecting rejected: Set<String>, with rejection: BackendResponse = json(#"{"message":"token rejected"}"#, 401),
+    accepted: BackendResponse = json(#"{"name":"accepted"}"#)
+  ) throws -> TestBackend {
+    try TestBackend { request in
+      guard let token = bearerToken(of: request), !rejected.contains(token) else { return .respond(rejection) }
+      return .respond(accepted)
+    }
+  }
+
+  static func json(_ text: String, _ status: Int = 200) -> BackendResponse {
+    BackendResponse(
+      status: status, reason: status == 200 ? "OK" : "Rejected", headers: [("Content-Type", "application/json")],
+      body: .bytes(Array(text.utf8)))
+  }
+
+  static func config(
+    backend: TestBackend, oauth: OAuth2TestServer, refreshBeforeS: Int? = nil, routes: [[String: Any]]? = nil,
+    store: [String: Any]? = nil
+  ) -> [String: Any] {
+    TestConfig.withTokens(
+      upstreamPort: backend.port, tokens: ["partner": oauth.tokenConfig(refreshBeforeS: refreshBeforeS)],
+      routes: routes ?? [TestConfig.tokenRoute("all", match: "/*", token: "partner")], store: store)
+  }
+
+  // MARK: Login and refresh
+
+  @Test func firstRequestCarriesTheFetchedToken() throws {
+    let oauth = try OAuth2TestServer()
+    let backend = try Self.backend(rejecting: [])
+    defer { backend.stop() }
+    let gateway = try GatewayProcess(config: Self.config(backend: backend, oauth: oauth))
+    defer { gateway.stopExpectingCleanExit() }
+
+    let response = try send("GET", "/accounts", to: gateway.port, headers: [("Authorization", "Bearer mine")])
+
+    #expect(response.status == 200)
+    #expect(backend.requests.map { $0.head.values("Authorization") } == [["Bearer \(oauth.token(1))"]])
+    #expect(oauth.requestCount == 1)
+    #expect(oauth.problems.isEmpty, "\(oauth.problems)")
+    #expect(gateway.logLines().contains { $0["msg"] as? String == "token refreshed" })
+  }
+
+  @Test func backgroundRefreshHappensBeforeExpiry() throws {
+    let oauth = try OAuth2TestServer(lifetimes: [6, 3600])
+    let backend = try Self.backend(rejecting: [])
+    defer { backend.stop() }
+    let gateway = try GatewayProcess(config: Self.config(backend: backend, oauth: oauth, refreshBeforeS: 3))
+    defer { gateway.stopExpectingCleanExit() }
+
+    #expect(try send("GET", "/before", to: gateway.port).status == 200)
+    #expect(bearerToken(of: try #require(backend.requests.last)) == oauth.token(1))
+    // No request needs it: the refresh comes from the gateway's own timer.
+    #expect(oauth.waitForRequests(2, timeout: 20))
+    let admin = try gateway.admin()
+    let adopted = waitUntil(timeout: 10, interval: .milliseconds(50)) {
+      (try? admin.token("partner"))?["fingerprint"] as? String == SHA256Digest.fingerprint(oauth.token(2))
+    }
+    #expect(adopted)
+    #expect(try send("GET", "/after", to: gateway.port).status == 200)
+
+    let logins = oauth.logins
+    #expect(logins.count == 2)
+    if logins.count == 2 {
+      #expect(logins[1].arrivedAt - logins[0].arrivedAt < .seconds(6), "the refresh came after the first token expired")
+    }
+    #expect(bearerToken(of: try #require(backend.requests.last)) == oauth.token(2))
+    #expect(backend.requests.count == 2)
+  }
+
+  @Test func twoHundredConcurrentRequestsAcrossAnExpiryCauseExactlyOneLogin() throws {
+    let oauth = try OAuth2TestServer(lifetimes: [3, 3600])
+    let backend = try Self.backend(rejecting: [])
+    defer { backend.stop() }
+    // refresh_before_s 0: the refresh starts when the first token expires.
+    let gateway = try GatewayProcess(config: Self.config(backend: backend, oauth: oauth, refreshBeforeS: 0))
+    defer { gateway.stopExpectingCleanExit() }
+    #expect(try send("GET", "/warm", to: gateway.port).status == 200)
+    let refreshGate = Gate()
+    defer { refreshGate.open() }
+    oauth.setMode(.held(refreshGate))
+
+    // 20 threads × 10 connections, one request each: the first 5 of every thread go out
+    // before the refresh starts, the other 5 while it is held at the token endpoint.
+    let threadCount = 20
+    let perThread = 10
+    let sent = Atomic<Int>(0)
+    let secondHalfAllowed = Gate()
+    defer { secondHalfAllowed.open() }
+    let results = Mutex<[(path: String, status: Int)]>([])
+    let failures = Mutex<[String]>([])
+    let finished = Atomic<Int>(0)
+    for thread in 0..<threadCount {
+      let worker = Thread {
+        defer { finished.add(1, ordering: .relaxed) }
+        var clients: [(RawClient, String)] = []
+        do {
+          for index in 0..<perThread {
+            if index == perThread / 2, !secondHalfAllowed.wait(timeout: 30) { throw TestSocketError.timedOut("gate") }
+            let client = try RawClient(port: gateway.port)
+            let path = "/c/\(thread)/\(index)"
+            try client.send(httpRequest("GET", path))
+            clients.append((client, path))
+            sent.add(1, ordering: .relaxed)
+          }
+          for (client, path) in clients {
+            let response = try client.readResponse(timeout: 60)
+            results.withLock { $0.append((path, response.status)) }
+            client.close()
+          }
+        } catch {
+          failures.withLock { $0.append("thread \(thread): \(error)") }
+        }
+      }
+      worker.start()
+    }
+    let firstHalfSent = waitUntil(timeout: 30) { sent.load(ordering: .relaxed) >= threadCount * perThread / 2 }
+    let refreshStarted = oauth.waitForRequests(2, timeout: 30)
+    secondHalfAllowed.open()
+    let allSent = waitUntil(timeout: 30) { sent.load(ordering: .relaxed) == threadCount * perThread }
+    // Give the gateway a moment to read the last requests, so they wait on the held refresh.
+    sleep(for: .milliseconds(300))
+    refreshGate.open()
+    let allFinished = waitUntil(timeout: 90) { finished.load(ordering: .relaxed) == threadCount }
+
+    #expect(firstHalfSent && refreshStarted && allSent && allFinished)
+    #expect(failures.withLock { $0 }.isEmpty, "\(failures.withLock { $0 })")
+    let collected = results.withLock { $0 }
+    #expect(collected.count == threadCount * perThread)
+    #expect(collected.allSatisfy { $0.status == 200 })
+    #expect(oauth.requestCount == 2, "logins: \(oauth.requestCount)")
+    let seen = backend.requests.filter { $0.path.hasPrefix("/c/") }
+    #expect(seen.count == threadCount * perThread)
+    #expect(Set(seen.compactMap(bearerToken)).isSubset(of: [oauth.token(1), oauth.token(2)]))
+    // Requests sent after the first token expired all carried the second one.
+    let late = seen.filter { request in Int(request.path.split(separator: "/").last ?? "") ?? 0 >= perThread / 2 }
+    #expect(late.count == threadCount * perThread / 2)
+    #expect(late.allSatisfy { bearerToken(of: $0) == oauth.token(2) })
+  }
+
+  @Test func endpointErrorsShowInLastErrorWithoutTheSecret() throws {
+    let secret = "endpoint-error-secret-6d1"
+    let oauth = try OAuth2TestServer(clientSecret: secret)
+    let backend = try Self.backend(rejecting: [])
+    defer { backend.stop() }
+    let gateway = try GatewayProcess(config: Self.config(backend: backend, oauth: oauth))
+    defer { gateway.stopExpectingCleanExit() }
+    let admin = try gateway.admin()
+    #expect(admin.waitForState("partner", "valid"))
+
+    let modes: [(String, OAuth2TestServer.Mode, String)] = [
+      ("fail", .fail(description: "secret \(secret) was revoked"), "invalid_client"),
+      ("garbage", .garbage, "invalid JSON"),
+      ("close", .close, "closed"),
+    ]
+    for (label, mode, expected) in modes {
+      oauth.setMode(mode)
+      let refresh = try admin.refresh("partner")
+      #expect(refresh.status == 502, "\(label): \(refresh.status)")
+      let lastError = try #require(try refresh.jsonObject()["last_error"] as? String, "\(label)")
+      #expect(lastError.contains(expected), "\(label): \(lastError)")
+      #expect(!lastError.contains(secret), "\(label): \(lastError)")
+      let listed = try #require(try admin.token("partner"))
+      #expect(listed["state"] as? String == "error", "\(label)")
+      #expect(listed["last_error"] as? String == lastError, "\(label)")
+    }
+    #expect(!gateway.stdoutText.contains(secret))
+    #expect(!gateway.stderrText.contains(secret))
+  }
+
+  @Test func httpsTokenURLIsRefusedByCheck() throws {
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("gatehouse-check-\(UUID())")
+    try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    let configURL = directory.appendingPathComponent("check.json")
+    var config = TestConfig.withTokens(
+      upstreamPort: 9, tokens: [:], routes: [TestConfig.tokenRoute("all", match: "/*", token: "partner")])
+    config["tokens"] = [
+      "partner": [
+        "type": "oauth2_client_credentials", "token_url": "https://auth.example.test/oauth/token",
+        "client_id": "gw", "client_secret": "check-secret-2f",
+      ]
+    ]
+    try JSONSerialization.data(withJSONObject: config).write(to: configURL)
+
+    let check = try GatewayProcess(
+      arguments: ["check", "--config", configURL.path], directory: directory, startTimeout: nil)
+    let outcome = check.waitForExit(timeout: 30)
+
+    #expect(outcome == ExitOutcome(code: 1, bySignal: false))
+    let output = check.stdoutText + check.stderrText
+    #expect(output.contains("tokens.partner.token_url:"), "\(output)")
+    #expect(output.lowercased().contains("https"), "\(output)")
+    #expect(!output.contains("check-secret-2f"))
+  }
+
+  // MARK: Rejection by the backend
+
+  @Test func rejectedStatusRefreshesAndRetriesOnce() throws {
+    let oauth = try OAuth2TestServer()
+    let backend = try Self.backend(rejecting: [oauth.token(1)])
+    defer { backend.stop() }
+    let gateway = try GatewayProcess(config: Self.config(backend: backend, oauth: oauth))
+    defer { gateway.stopExpectingCleanExit() }
+
+    let response = try send("GET", "/profile", to: gateway.port)
+
+    #expect(response.status == 200)
+    #expect(response.text == #"{"name":"accepted"}"#)
+    #expect(backend.requests.compactMap(bearerToken) == [oauth.token(1), oauth.token(2)])
+    #expect(backend.requests.map(\.path) == ["/profile", "/profile"])
+    #expect(oauth.requestCount == 2)
+    #expect(gateway.logLines().contains { $0["msg"] as? String == "token rejected by backend" })
+  }
+
+  @Test(arguments: [false, true])
+  func rejectedBodyFieldRefreshesAndRetriesOnce(enveloped: Bool) throws {
+    let oauth = try OAuth2TestServer()
+    let backend = try Self.backend(
+      rejecting: [oauth.token(1)], with: Self.json(#"{"status":-1}"#),
+      accepted: Self.json(#"{"status":0,"name":"fresh"}"#))
+    defer { backend.stop() }
+    let route = TestConfig.tokenRoute(
+      "all", match: "/*", token: "partner",
+      extra: [
+        "invalid_token": ["status": [401], "body_field": "status", "body_values": [-1]],
+        "envelope": ["enabled": enveloped],
+      ])
+    let gateway = try GatewayProcess(config: Self.config(backend: backend, oauth: oauth, routes: [route]))
+    defer { gateway.stopExpectingCleanExit() }
+
+    let response = try send("GET", "/orders", to: gateway.port)
+
+    #expect(response.status == 200)
+    if enveloped {
+      let object = try response.jsonObject()
+      #expect(object["code"] as? Int == 0)
+      #expect((object["datas"] as? [String: Any])?["name"] as? String == "fresh")
+    } else {
+      #expect(response.text == #"{"status":0,"name":"fresh"}"#)
+    }
+    #expect(backend.requests.compactMap(bearerToken) == [oauth.token(1), oauth.token(2)])
+    #expect(oauth.requestCount == 2)
+  }
+
+  @Test func alwaysRejectedGetsExactlyOneRetryThenTheBackendsAnswer() throws {
+    let oauth = try OAuth2TestServer()
+    let backend = try TestBackend(always: .respond(Self.json(#"{"message":"token rejected"}"#, 401)))
+    defer { backend.stop() }
+    let route = TestConfig.tokenRoute("all", match: "/*", token: "partner", extra: ["envelope": ["enabled": true]])
+    let gateway = try GatewayProcess(config: Self.config(backend: backend, oauth: oauth, routes: [route]))
+    defer { gateway.stopExpectingCleanExit() }
+
+    let response = try send("GET", "/always", to: gateway.port)
+    // Anything a further retry would send has time to arrive.
+    sleep(for: .milliseconds(500))
+
+    #expect(isErrorEnvelope(response, status: 401, message: "token rejected"), "\(response.status) \(response.text)")
+    #expect(backend.requests.count == 2)
+    #expect(backend.requests.compactMap(bearerToken) == [oauth.token(1), oauth.token(2)])
+    #expect(oauth.requestCount >= 2)
+  }
+
+  @Test func smallPostIsRetriedWithTheSameBody() throws {
+    let oauth = try OAuth2TestServer()
+    let body = BodyPattern.bytes(4000)
+    let backend = try TestBackend { request in
+      bearerToken(of: request) == oauth.token(1)
+        ? .respond(Self.json(#"{"message":"token rejected"}"#, 401)) : .respond(BackendResponse(body: .echo))
+    }
+    defer { backend.stop() }
+    let gateway = try GatewayProcess(config: Self.config(backend: backend, oauth: oauth))
+    defer { gateway.stopExpectingCleanExit() }
+
+    let response = try send(
+      "POST", "/submit", to: gateway.port, headers: [("Content-Type", "application/octet-stream")], body: body)
+
+    #expect(response.status == 200)
+    #expect(response.body == body)
+    #expect(backend.requests.count == 2)
+    #expect(backend.requests.map(\.method) == ["POST", "POST"])
+    #expect(backend.requests.allSatisfy { $0.body == body })
+    #expect(backend.requests.compactMap(bearerToken) == [oauth.token(1), oauth.token(2)])
+  }
+
+  @Test func postOverSixtyFourKibibytesIsNotRetried() throws {
+    let oauth = try OAuth2TestServer()
+    let body = BodyPattern.bytes(64 * 1024 + 4096)
+    let backend = try TestBackend { request in
+      bearerToken(of: request) == oauth.token(1)
+        ? .respond(.text("rejected-by-backend", status: 401)) : .respond(.text("accepted"))
+    }
+    defer { backend.stop() }
+    let gateway = try GatewayProcess(config: Self.config(backend: backend, oauth: oauth))
+    defer { gateway.stopExpectingCleanExit() }
+
+    let response = try send(
+      "POST", "/upload", to: gateway.port, headers: [("Content-Type", "application/octet-stream")], body: body)
+    sleep(for: .milliseconds(500))
+
+    #expect(response.status == 401)
+    #expect(response.text == "rejected-by-backend")
+    #expect(backend.requests.count == 1)
+    #expect(backend.requests.first?.body == body)
+    // The rejection is still reported: the next request gets a fresh token.
+    #expect(try send("GET", "/next", to: gateway.port).status == 200)
+    #expect(backend.requests.last.flatMap(bearerToken) == oauth.token(2))
+  }
+
+  // MARK: No token to be had
+
+  @Test func tokenEndpointDownAtStartGivesA401Envelope() throws {
+    let backend = try Self.backend(rejecting: [])
+    defer { backend.stop() }
+    let downPort = try TestSocket.unusedPort()
+    let token: [String: Any] = [
+      "type": "oauth2_client_credentials", "token_url": "http://127.0.0.1:\(downPort)/oauth/token",
+      "client_id": "gw", "client_secret": "down-secret",
+    ]
+    let config = TestConfig.withTokens(
+      upstreamPort: backend.port, tokens: ["partner": token],
+      routes: [TestConfig.tokenRoute("all", match: "/*", token: "partner")])
+    let gateway = try GatewayProcess(config: config)
+    defer { gateway.stopExpectingCleanExit() }
+
+    let response = try send("GET", "/needs-token", to: gateway.port)
+
+    #expect(isErrorEnvelope(response, status: 401, message: "upstream token unavailable"), "\(response.text)")
+    #expect(backend.requests.isEmpty)
+    let state = try #require(try gateway.admin().token("partner"))
+    #expect(state["state"] as? String == "error")
+    #expect((state["last_error"] as? String)?.isEmpty == false)
+    #expect(state["fingerprint"] is NSNull)
+  }
+
+  @Test func failedRefreshKeepsTheLastValueThenAnswers401OrStale() throws {
+    let oauth = try OAuth2TestServer(lifetimes: [6, 3600])
+    let backend = try Self.backend(rejecting: [])
+    defer { backend.stop() }
+    let store = FileManager.default.temporaryDirectory.appendingPathComponent("gatehouse-stale-\(UUID()).sqlite")
+    defer { removeStoreFiles(store) }
+    let routes = [
+      TestConfig.tokenRoute(
+        "cached", match: "/cached/*", token: "partner", extra: ["cache": ["stale_if_error_s": 600]]),
+      TestConfig.tokenRoute("plain", match: "/plain/*", token: "partner"),
+    ]
+    let gateway = try GatewayProcess(
+      config: Self.config(
+        backend: backend, oauth: oauth, refreshBeforeS: 3, routes: routes, store: ["path": store.path]))
+    defer { gateway.stopExpectingCleanExit() }
+    let admin = try gateway.admin()
+
+    let first = try send("GET", "/cached/item", to: gateway.port)
+    #expect(first.status == 200)
+    #expect(first.head.value("X-Gatehouse-Cache") == "MISS")
+    let stored = waitUntil(timeout: 10) {
+      ((try? admin.request("GET", "/admin/cache").jsonObject())?["entries"] as? Int ?? 0) >= 1
+    }
+    #expect(stored, "the answer was not stored")
+    oauth.setMode(.fail(description: "endpoint is down for maintenance"))
+    // The background refresh (3 s before expiry) fails; the first token is still usable.
+    let failed = waitUntil(timeout: 10) { (try? admin.token("partner"))?["state"] as? String == "error" }
+    #expect(
+      failed, "running: \(gateway.isRunning); stdout: \(gateway.stdoutText.suffix(3000)) stderr: \(gateway.stderrText)")
+
+    var statuses: [Int] = []
+    var last: ReceivedResponse?
+    try waitUntil(timeout: 15, interval: .milliseconds(200)) {
+      let response = try send("GET", "/plain/item", to: gateway.port)
+      statuses.append(response.status)
+      last = response
+      return response.status != 200
+    }
+
+    // 200s with the old token until it expired, then the 401 envelope.
+    #expect(statuses.count >= 1)
+    #expect(statuses.dropLast().allSatisfy { $0 == 200 })
+    #expect(last.map { isErrorEnvelope($0, status: 401, message: "upstream token unavailable") } == true)
+    #expect(backend.requests.allSatisfy { bearerToken(of: $0) == oauth.token(1) })
+    let backendCount = backend.requests.count
+    let stale = try send("GET", "/cached/item", to: gateway.port)
+    #expect(stale.status == 200)
+    #expect(stale.head.value("X-Gatehouse-Cache") == "STALE")
+    #expect(stale.body == first.body)
+    #expect(backend.requests.count == backendCount)
+  }
+}
+
+/// Removes a store file and its `-wal` and `-shm` companions.
+func removeStoreFiles(_ store: URL) {
+  for suffix in ["", "-wal", "-shm", "-journal"] {
+    try? FileManager.default.removeItem(atPath: store.path + suffix)
+  }
+}
