@@ -120,3 +120,24 @@ import Testing
     #expect(!RequestIDGenerator.isAcceptable([UInt8]()))
   }
 }
+
+@Suite struct UnderscoreLookAlikeTests {
+  @Test func lookAlikesOfFramingAndGatewayFieldsAreDroppedOthersKept() throws {
+    var parser = HTTPRequestParser()
+    let events = try parser.parseAll(
+      Array(
+        ("GET / HTTP/1.1\r\nHost: h\r\nTransfer_Encoding: chunked\r\nContent_Length: 5\r\nX_Forwarded_For: 6.6.6.6\r\n"
+          + "X_Custom_Field: kept\r\n\r\n").utf8))
+    guard case .head(let head) = events[0] else { return }
+    var out: [UInt8] = []
+    UpstreamRequestWriter.write(
+      head: head, target: Array("/".utf8), hostHeader: Array("b".utf8), plan: HeaderPlan(layers: []),
+      clientAddress: Array("1.2.3.4".utf8), forwardedProto: "http", requestID: Array("r".utf8), framing: .none,
+      into: &out)
+    let text = String(decoding: out, as: UTF8.self)
+    #expect(!text.contains("Transfer_Encoding"))
+    #expect(!text.contains("Content_Length"))
+    #expect(!text.contains("6.6.6.6"))
+    #expect(text.contains("X_Custom_Field: kept"))
+  }
+}

@@ -23,6 +23,7 @@ public enum UpstreamRequestWriter {
     let connectionNamed = connectionListedNames(head.headers)
     head.headers.withEachField { name, value in
       if HopByHop.fields.contains(name) || plan.dropped.contains(name) { return }
+      if HopByHop.isUnderscoreLookAlike(name) { return }
       if HopByHop.gatewayRequestFields.contains(name) {
         if name.count == 15 && ASCIIBytes.equalsLowercase(name, "x-forwarded-for") && !value.isEmpty {
           if !forwardedFor.isEmpty { forwardedFor.append(contentsOf: ", ".utf8) }
