@@ -7,6 +7,9 @@
 # Environment:
 #   FUZZ_TARGETS   targets to build and run (default: "request response chunked")
 #   FUZZ_BUILD     build only, no replay and no fuzzing, when set to 1
+#   GATEHOUSE_FUZZ_SKIP_KNOWN
+#                  1 makes the targets step around the open bugs reproduced in
+#                  Fuzz/crashes/<target>/pending/, to look for others (see FuzzInvariants)
 #
 # Needs only the Swift toolchain: its clang runtime has libFuzzer and AddressSanitizer.
 # New corpus entries go to a temporary directory, so the repository corpus never grows on its
@@ -104,10 +107,11 @@ for target in $targets; do
   else
     failed=1
     echo "FAIL: fuzzing $target found a problem:"
-    grep -E -A 3 'Fatal error|ERROR: AddressSanitizer|ERROR: libFuzzer' "$log" | head -n 20
-    grep -E 'Test unit written to' "$log" | sed 's/^/    /'
+    grep -E 'Fatal error|ERROR: libFuzzer|SUMMARY: AddressSanitizer' "$log" | head -n 5 | sed 's/^/    /'
+    grep -E -m 1 -A 8 'ERROR: AddressSanitizer' "$log" | sed 's/^/    /' || true
     for artifact in $(sed -n 's/.*Test unit written to \(.*\)$/\1/p' "$log"); do
-      echo "    crashing input: $artifact (reproduce: Fuzz/build/fuzz-$target $artifact)"
+      echo "    crashing input: Fuzz/${artifact#"$fuzz/"}"
+      echo "    reproduce with: Fuzz/build/fuzz-$target Fuzz/${artifact#"$fuzz/"}"
     done
   fi
 done
