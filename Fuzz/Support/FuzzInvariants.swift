@@ -417,6 +417,7 @@ extension FuzzInvariants {
       _ outcome: Outcome, message: UnsafeRawBufferPointer, control: UInt8, limits: HTTPLimits, deep: Bool
     ) throws(FuzzViolation) {
       try checkMessageGrammar(outcome, limits: limits, eofSignalled: true)
+      try checkLimits(outcome, message: message, limits: limits)
       guard deep else { return }
       try checkAgainstReference(outcome, message: message)
       for case .head(.request(let head)) in outcome.events { try checkRequestHead(head) }
@@ -506,6 +507,7 @@ extension FuzzInvariants {
       _ outcome: Outcome, message: UnsafeRawBufferPointer, control: UInt8, limits: HTTPLimits, deep: Bool
     ) throws(FuzzViolation) {
       try checkMessageGrammar(outcome, limits: limits, eofSignalled: signalsEOF(control))
+      try checkLimits(outcome, message: message, limits: limits)
       guard deep else { return }
       try checkAgainstReference(outcome, message: message)
       for case .head(.response(let head, let wasHEAD)) in outcome.events {
@@ -582,6 +584,7 @@ extension FuzzInvariants {
     static func checkOutcome(
       _ outcome: Outcome, message: UnsafeRawBufferPointer, control: UInt8, limits: HTTPLimits, deep: Bool
     ) throws(FuzzViolation) {
+      try checkLimits(outcome, message: message, limits: limits)
       var bodyBytes = 0
       for (index, event) in outcome.events.enumerated() {
         switch event {
@@ -1037,6 +1040,15 @@ extension FuzzInvariants {
       expected = .none
     }
     try require(head.bodyFraming == expected, "framing \(head.bodyFraming), the headers say \(expected)")
+    for host in hosts {
+      try require(host.allSatisfy(isHostByte), "accepted Host \(describe(host))")
+    }
+    let expectsContinue =
+      head.version.minor >= 1 && values(fields, named: "expect").contains { equalsLowercase($0, "100-continue") }
+    try require(head.expectsContinue == expectsContinue, "expectsContinue is \(head.expectsContinue)")
+    try require(
+      head.keepAlive == keepAlive(fields, head.version),
+      "keepAlive is \(head.keepAlive) for \(head.version) with Connection \(values(fields, named: "connection"))")
 
     // Written out and parsed again, the head must come back the same.
     var out: [UInt8] = []
@@ -1105,7 +1117,10 @@ extension FuzzInvariants {
     try require(
       head.bodyFraming == expected,
       "framing \(head.bodyFraming), expected \(expected) (status \(head.status), HEAD \(requestWasHEAD))")
-    if expected == .untilClose { try require(!head.keepAlive, "close-delimited body on a kept-alive connection") }
+    try require(
+      head.keepAlive == (expected != .untilClose && keepAlive(fields, head.version)),
+      "keepAlive is \(head.keepAlive) for \(head.version), framing \(expected), "
+        + "Connection \(values(fields, named: "connection"))")
 
     // A reason that is not UTF-8 cannot pass through the serializer's String parameter.
     let reason = String(validating: head.reason, as: UTF8.self)
@@ -1139,6 +1154,52 @@ extension FuzzInvariants {
     try require(
       again.contentLength == head.contentLength,
       "contentLength \(describeOptional(head.contentLength)) came back as \(describeOptional(again.contentLength))")
+  }
+
+  /// RFC 9112 §9.3: `close` among the Connection options ends the connection; otherwise
+  /// HTTP/1.1 keeps it, and HTTP/1.0 only with `keep-alive`.
+  static func keepAlive(_ headers: HTTPHeaders, _ version: HTTPVersion) -> Bool {
+    var close = false
+    var keepAlive = false
+    for value in values(headers, named: "connection") {
+      for option in value.split(separator: 0x2C) {
+        var option = option
+        while let first = option.first, isWhitespace(first) { option.removeFirst() }
+        while let last = option.last, isWhitespace(last) { option.removeLast() }
+        if equalsLowercase(option, "close") { close = true }
+        if equalsLowercase(option, "keep-alive") { keepAlive = true }
+      }
+    }
+    return !close && (version.minor >= 1 || keepAlive)
+  }
+
+  /// What the parser accepted stays within the limits it was given: head bytes (counting
+  /// the empty lines before the start line), line length without the CRLF, field count.
+  static func checkLimits(_ outcome: Outcome, message: UnsafeRawBufferPointer, limits: HTTPLimits)
+    throws(FuzzViolation)
+  {
+    for entry in outcome.trace {
+      switch entry {
+      case .head(let head, let span):
+        try require(span.count <= limits.maxHeaderBytes, "accepted a \(span.count)-byte head")
+        var lineStart = span.lowerBound
+        for index in span where message[index] == 0x0A {
+          let length = index - lineStart - (index > lineStart && message[index - 1] == 0x0D ? 1 : 0)
+          try require(length <= limits.maxLineLength, "accepted a \(length)-byte line")
+          lineStart = index + 1
+        }
+        let fields: Int
+        switch head {
+        case .request(let request): fields = request.headers.count
+        case .response(let response, _): fields = response.headers.count
+        }
+        try require(fields <= limits.maxHeaderCount, "accepted \(fields) fields")
+      case .end(let trailers?, _):
+        try require(trailers.count <= limits.maxHeaderCount, "accepted \(trailers.count) trailer fields")
+      case .end, .body:
+        break
+      }
+    }
   }
 
   /// Names are tokens; values are field bytes without surrounding whitespace.
@@ -1214,6 +1275,17 @@ extension FuzzInvariants {
     switch byte {
     case 0x30...0x39, 0x41...0x5A, 0x61...0x7A: return true
     case 0x21, 0x23, 0x24, 0x25, 0x26, 0x27, 0x2A, 0x2B, 0x2D, 0x2E, 0x5E, 0x5F, 0x60, 0x7C, 0x7E: return true
+    default: return false
+    }
+  }
+
+  /// RFC 3986 host characters: unreserved, sub-delims, ":" and "[" "]" for IP literals, "%".
+  static func isHostByte(_ byte: UInt8) -> Bool {
+    switch byte {
+    case 0x30...0x39, 0x41...0x5A, 0x61...0x7A: return true
+    case 0x2D, 0x2E, 0x5F, 0x7E: return true  // - . _ ~
+    case 0x21, 0x24, 0x26, 0x27, 0x28, 0x29, 0x2A, 0x2B, 0x2C, 0x3B, 0x3D: return true  // ! $ & ' ( ) * + , ; =
+    case 0x3A, 0x5B, 0x5D, 0x25: return true  // : [ ] %
     default: return false
     }
   }
