@@ -385,6 +385,7 @@ extension FuzzInvariants {
 // MARK: - The three codecs
 
 extension FuzzInvariants {
+  /// `HTTPRequestParser`, which sees EOF after every input.
   struct RequestCodec: Codec {
     static let errorsAreSticky = true
     var parser: HTTPRequestParser
@@ -449,6 +450,8 @@ extension FuzzInvariants {
     }
   }
 
+  /// `HTTPResponseParser`, with `requestWasHEAD` set before each answer and EOF signalled as
+  /// the control byte says (see `FuzzTarget`).
   struct ResponseCodec: Codec {
     static let errorsAreSticky = true
     var parser: HTTPResponseParser
@@ -547,6 +550,8 @@ extension FuzzInvariants {
     }
   }
 
+  /// `HTTPChunkedDecoder` on a body alone; bytes after its end are offered to it and must be
+  /// left alone.
   struct ChunkedDecoderCodec: Codec {
     /// The decoder leaves failure state to the parser that owns it.
     static let errorsAreSticky = false
