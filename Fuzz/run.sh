@@ -83,7 +83,7 @@ for target in $targets; do
       failed=1
     fi
   done
-  pending=$(find "$fuzz/crashes/$target/pending" -type f ! -name 'README*' 2>/dev/null | wc -l)
+  pending=$(find "$fuzz/crashes/$target/pending" -type f ! -name 'README*' 2>/dev/null | wc -l | tr -d ' ')
   echo "==> replayed $count saved input(s) for $target"
   if [ "$pending" -gt 0 ]; then
     echo "    note: $pending open-bug reproducer(s) in Fuzz/crashes/$target/pending/ were not replayed"
