@@ -1,0 +1,118 @@
+#!/bin/sh
+# Builds the libFuzzer targets for GatehouseHTTP, replays the saved crash inputs, then fuzzes
+# each target for a while. Exits non-zero if any saved input fails or fuzzing finds a crash.
+#
+#   Fuzz/run.sh [seconds per target]        (default 60; Scripts/test.sh passes 30)
+#
+# Environment:
+#   FUZZ_TARGETS   targets to build and run (default: "request response chunked")
+#   FUZZ_BUILD     build only, no replay and no fuzzing, when set to 1
+#   GATEHOUSE_FUZZ_SKIP_KNOWN
+#                  1 makes the targets step around the open bugs reproduced in
+#                  Fuzz/crashes/<target>/pending/, to look for others (see FuzzInvariants)
+#
+# Needs only the Swift toolchain: its clang runtime has libFuzzer and AddressSanitizer.
+# New corpus entries go to a temporary directory, so the repository corpus never grows on its
+# own; crash inputs go to Fuzz/artifacts/<target>/ (ignored by git).
+set -eu
+
+seconds=${1:-60}
+targets=${FUZZ_TARGETS:-request response chunked}
+cd "$(dirname "$0")/.."
+fuzz=$(pwd)/Fuzz
+build=$fuzz/build
+
+case $seconds in
+'' | *[!0-9]*)
+  echo "usage: Fuzz/run.sh [seconds per target]" >&2
+  exit 2
+  ;;
+esac
+
+swiftc=$(command -v swiftc || true)
+if [ -z "$swiftc" ]; then
+  echo "run.sh: swiftc not found on PATH" >&2
+  exit 1
+fi
+# -sanitize=fuzzer links libclang_rt.fuzzer from the toolchain's own clang resource directory;
+# a distribution's libFuzzer would not match the toolchain's LLVM, so nothing is installed.
+runtime_dir=$(dirname "$(readlink -f "$swiftc")")/../lib/clang
+if ! ls "$runtime_dir"/*/lib/linux/libclang_rt.fuzzer-"$(uname -m)".a >/dev/null 2>&1; then
+  echo "run.sh: this Swift toolchain has no libFuzzer runtime under $runtime_dir" >&2
+  exit 1
+fi
+
+# Fatal errors should reach libFuzzer's crash handler at once, without the Swift runtime's
+# backtracer starting a helper process first.
+SWIFT_BACKTRACE=enable=no
+export SWIFT_BACKTRACE
+
+# --- Build: the codec once, as one instrumented object, then one executable per target. ----
+mkdir -p "$build/module"
+echo "==> building GatehouseHTTP (fuzzer + address sanitizer)"
+swiftc -parse-as-library -O -wmo -sanitize=fuzzer,address -module-name GatehouseHTTP \
+  -emit-module -emit-module-path "$build/module/GatehouseHTTP.swiftmodule" \
+  -c -o "$build/GatehouseHTTP.o" Sources/GatehouseHTTP/*.swift
+for target in $targets; do
+  if [ ! -f "$fuzz/Targets/$target.swift" ]; then
+    echo "run.sh: unknown target $target" >&2
+    exit 2
+  fi
+  echo "==> building fuzz-$target"
+  swiftc -parse-as-library -O -wmo -sanitize=fuzzer,address -use-ld=lld -module-name "Fuzz_$target" \
+    -I "$build/module" "$fuzz/Support/FuzzInvariants.swift" "$fuzz/Targets/$target.swift" \
+    "$build/GatehouseHTTP.o" -o "$build/fuzz-$target"
+done
+[ "${FUZZ_BUILD:-0}" = 1 ] && exit 0
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/gatehouse-fuzz.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+trap 'exit 130' INT TERM
+failed=0
+
+# --- Replay: every saved crash input is a regression test and must pass. --------------------
+for target in $targets; do
+  count=0
+  for input in "$fuzz/crashes/$target"/*; do
+    [ -f "$input" ] || continue
+    case ${input##*/} in README* | .*) continue ;; esac
+    count=$((count + 1))
+    if ! "$build/fuzz-$target" "$input" >"$work/replay.log" 2>&1; then
+      echo "FAIL: $target: saved input Fuzz/${input#"$fuzz/"} fails again:"
+      grep -E "Fatal error|ERROR:|SUMMARY" "$work/replay.log" || tail -n 20 "$work/replay.log"
+      failed=1
+    fi
+  done
+  pending=$(find "$fuzz/crashes/$target/pending" -type f ! -name 'README*' 2>/dev/null | wc -l | tr -d ' ')
+  echo "==> replayed $count saved input(s) for $target"
+  if [ "$pending" -gt 0 ]; then
+    echo "    note: $pending open-bug reproducer(s) in Fuzz/crashes/$target/pending/ were not replayed"
+  fi
+done
+
+# --- Fuzz each target in turn. ---------------------------------------------------------------
+[ "$seconds" -gt 0 ] || exit "$failed"
+for target in $targets; do
+  mkdir -p "$work/corpus-$target" "$fuzz/artifacts/$target"
+  log=$work/$target.log
+  echo "==> fuzzing $target for ${seconds}s"
+  # The first corpus directory receives new entries; the repository corpus is only read.
+  if "$build/fuzz-$target" -max_total_time="$seconds" -max_len=8192 -timeout=10 -rss_limit_mb=2048 \
+    -dict="$fuzz/http.dict" -artifact_prefix="$fuzz/artifacts/$target/" -print_final_stats=1 \
+    "$work/corpus-$target" "$fuzz/corpus/$target" >"$log" 2>&1; then
+    # The last status line has the run count, coverage, features and speed.
+    grep -E '^#[0-9]+' "$log" | tail -n 1 | sed 's/^/    /'
+    grep -E 'stat::number_of_executed_units|stat::average_exec_per_sec|stat::new_units_added' "$log" |
+      sed 's/^/    /'
+  else
+    failed=1
+    echo "FAIL: fuzzing $target found a problem:"
+    grep -E 'Fatal error|ERROR: libFuzzer|SUMMARY: AddressSanitizer' "$log" | head -n 5 | sed 's/^/    /'
+    grep -E -m 1 -A 8 'ERROR: AddressSanitizer' "$log" | sed 's/^/    /' || true
+    for artifact in $(sed -n 's/.*Test unit written to \(.*\)$/\1/p' "$log"); do
+      echo "    crashing input: Fuzz/${artifact#"$fuzz/"}"
+      echo "    reproduce with: Fuzz/build/fuzz-$target Fuzz/${artifact#"$fuzz/"}"
+    done
+  fi
+done
+exit "$failed"
