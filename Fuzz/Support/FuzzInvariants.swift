@@ -824,13 +824,34 @@ extension FuzzInvariants {
       skipEmptyLines()
       head.method = try take(atLeastOne: isTokenByte, "method")
       try expect(0x20, "SP after the method")
-      head.target = try take(atLeastOne: { $0 > 0x20 && $0 < 0x7F }, "request-target")
+      // Visible ASCII without "#": a fragment is never part of a request target.
+      head.target = try take(atLeastOne: { $0 > 0x20 && $0 < 0x7F && $0 != 0x23 }, "request-target")
+      head.target = try Self.originForm(method: head.method, target: head.target)
       try expect(0x20, "SP after the target")
       head.version = try version()
       try expectCRLF("end of the request line")
       head.fields = try fieldLines()
       try expectEnd()
       return head
+    }
+
+    /// RFC 9112 §3.2: origin form as is; absolute form `http(s)://authority[/path…]` read as
+    /// its path (`/` when empty); `*` only for OPTIONS; any target for CONNECT. Anything else
+    /// must have been refused.
+    static func originForm(method: [UInt8], target: [UInt8]) throws(FuzzViolation) -> [UInt8] {
+      if target.first == 0x2F { return target }
+      if method == Array("CONNECT".utf8) { return target }
+      if target == [0x2A] && method == Array("OPTIONS".utf8) { return target }
+      let lower = target.map { $0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0 }
+      for scheme in ["http://", "https://"] where lower.starts(with: scheme.utf8) && target.count > scheme.utf8.count {
+        let rest = target[scheme.utf8.count...]
+        guard let end = rest.firstIndex(where: { $0 == 0x2F || $0 == 0x3F }) else {
+          return [0x2F]
+        }
+        guard end > rest.startIndex, target[end] == 0x2F else { break }
+        return Array(target[end...])
+      }
+      throw FuzzViolation("the parser accepted request target \(describe(target))")
     }
 
     /// `*( CRLF ) HTTP-version SP 3DIGIT [ SP reason-phrase ] CRLF *( field-line CRLF ) CRLF`.

@@ -117,7 +117,12 @@ struct HeadAccumulator: Sendable {
     let found = try buffer.withUnsafeBufferPointer { all throws(HTTPParseError) in
       try scanner.scan(all.baseAddress!, count: all.count, limits: limits)
     }
-    guard let end = found else { return nil }
+    guard let end = found else {
+      // Bytes were left out because the buffer is full: the section cannot end within the
+      // limit, whatever those bytes are.
+      if taken < bytes.count { throw .headersTooLarge }
+      return nil
+    }
     buffer.removeSubrange(end...)
     let section = buffer
     let lines = scanner.contentLines
