@@ -24,7 +24,7 @@ let package = Package(
     .target(name: "GatehouseHTTP"),
     .target(
       name: "GatehouseNet",
-      dependencies: ["CGatehouseLinux"]
+      dependencies: ["CGatehouseLinux", "CGatehouseOpenSSL"]
     ),
     .target(name: "GatehouseJSON"),
     .target(
