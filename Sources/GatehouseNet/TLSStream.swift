@@ -214,7 +214,8 @@ final class TLSStream {
         _ = TLSError.drainErrorQueue()
         return .failed(.failed(error))
       }
-      return .failed(.tlsFailed(TLSError.fromErrorQueue(.handshakeFailed, "peer closed the connection during the handshake")))
+      return .failed(
+        .tlsFailed(TLSError.fromErrorQueue(.handshakeFailed, "peer closed the connection during the handshake")))
     case SSL_ERROR_ZERO_RETURN:
       _ = TLSError.drainErrorQueue()
       return .failed(
@@ -237,8 +238,10 @@ final class TLSStream {
     }
     // Certificate verify failures the peer reported by alert, or a client certificate that was required
     // and not sent, are still about certificates.
-    let certificateWords = ["certificate required", "no certificate", "did not return a certificate", "bad certificate",
-      "unknown ca", "certificate expired", "certificate unknown", "certificate verify failed"]
+    let certificateWords = [
+      "certificate required", "no certificate", "did not return a certificate", "bad certificate",
+      "unknown ca", "certificate expired", "certificate unknown", "certificate verify failed",
+    ]
     let kind: TLSError.Kind =
       certificateWords.contains { queued.contains($0) } ? .certificateRejected : .handshakeFailed
     return TLSError(kind: kind, message: queued.isEmpty ? "handshake failed" : queued)

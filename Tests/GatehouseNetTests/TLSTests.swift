@@ -312,7 +312,7 @@ import Testing
     let server = try startTLSEchoServer(on: group.loops[0], context: try serverContext(), log: serverLog)
     defer { _ = try? onLoop(group.loops[0]) { server.listener.value.close() } }
     let (status, output) = runShell(
-      "(printf ping; sleep 1) | timeout 20 openssl s_client -connect 127.0.0.1:\(server.port) -tls1_2 "
+      "(printf ping; sleep 1) | timeout -s KILL 20 openssl s_client -connect 127.0.0.1:\(server.port) -tls1_2 "
         + "-alpn h2,http/1.1 -servername localhost -CAfile '\(certificates.caPath)' -verify_return_error -msg 2>&1")
     #expect(status == 0, "\(output)")
     #expect(output.contains("ALPN protocol: http/1.1"))
@@ -334,7 +334,7 @@ import Testing
     }
     defer { _ = try? onLoop(group.loops[0]) { server.listener.value.close() } }
     let (_, output) = runShell(
-      "(printf ping; sleep 2) | timeout 20 openssl s_client -connect 127.0.0.1:\(server.port) -tls1_2 -msg 2>&1")
+      "(printf ping; sleep 2) | timeout -s KILL 20 openssl s_client -connect 127.0.0.1:\(server.port) -tls1_2 -msg 2>&1")
     #expect(output.contains("<<< TLS 1.2, Alert [length 0002], warning close_notify"), "\(output)")
     #expect(waitUntil { serverLog.count("close:owner") == 1 })
   }
@@ -347,7 +347,7 @@ import Testing
     defer { _ = try? onLoop(group.loops[0]) { server.listener.value.close() } }
     for flags in ["-tls1_2 -cipher AES128-SHA", "-tls1_1 -cipher DEFAULT@SECLEVEL=0", "-tls1_2 -alpn h2"] {
       let (status, output) = runShell(
-        "timeout 20 openssl s_client -connect 127.0.0.1:\(server.port) \(flags) </dev/null 2>&1")
+        "timeout -s KILL 20 openssl s_client -connect 127.0.0.1:\(server.port) \(flags) </dev/null 2>&1")
       #expect(status != 0, "\(flags): \(output)")
     }
     #expect(waitUntil { serverLog.count(prefix: "close:tls=TLS handshake failed") == 3 })
@@ -362,7 +362,7 @@ import Testing
     defer { _ = try? onLoop(group.loops[0]) { server.listener.value.close() } }
     // "R" on its own line makes s_client request a renegotiation (TLS 1.2 only).
     let (_, output) = runShell(
-      "(printf 'R\\n'; sleep 1; printf after; sleep 1) | timeout 20 openssl s_client "
+      "(printf 'R\\n'; sleep 1; printf after; sleep 1) | timeout -s KILL 20 openssl s_client "
         + "-connect 127.0.0.1:\(server.port) -tls1_2 -msg 2>&1")
     #expect(output.contains("RENEGOTIATING"), "\(output)")
     #expect(output.contains("no_renegotiation"), "\(output)")
