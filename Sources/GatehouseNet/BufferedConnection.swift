@@ -120,6 +120,9 @@ public final class BufferedConnection: IOEventHandler {
   private var tlsCloseNotifyPending = false
   /// A read pass is scheduled for input OpenSSL already holds (epoll cannot report it).
   private var tlsBufferedReadScheduled = false
+  /// Graceful TLS close in its last phase: close_notify and FIN sent, input read and dropped until the peer's
+  /// EOF (see `startLingering`).
+  private var tlsLingering = false
 
   /// How many write system calls were made; tests use it to see that a full socket is not retried.
   private(set) var writeAttemptCount = 0
@@ -388,9 +391,15 @@ public final class BufferedConnection: IOEventHandler {
   }
 
   /// The queue is empty and the owner asked to close: for TLS send close_notify first (waiting for
-  /// writability if the socket is full), then close with a FIN.
+  /// writability if the socket is full) and linger until the peer's EOF, then close with a FIN.
   private func finishGracefulClose() {
-    if let tls, !sendCloseNotify(tls) { return }
+    if let tls {
+      guard sendCloseNotify(tls) else { return }
+      if !inputEnded {
+        startLingering()
+        return
+      }
+    }
     finishClose(.closedByOwner, abortive: false)
   }
 
@@ -791,6 +800,7 @@ extension BufferedConnection {
   /// pending alert or key update, SSL_write reading) swaps what its direction waits for, and only while that
   /// direction is wanted, so a paused reader is never woken for a write it does not want.
   private var desiredTLSInterest: IOInterest {
+    if tlsLingering { return .read }
     let readWanted = !readingPaused && !inputEnded && !closeRequested
     let writeWanted = !queue.isEmpty
     var interest: IOInterest = []
@@ -802,6 +812,10 @@ extension BufferedConnection {
   }
 
   private func handleTLSActiveEvents(_ events: IOEvents, _ tls: TLSStream) {
+    if tlsLingering {
+      discardInputUntilEOF()
+      return
+    }
     let failing = events.contains(.error) || events.contains(.hangup)
     if tlsCloseNotifyPending {
       if events.contains(.writable) || failing {
@@ -872,6 +886,56 @@ extension BufferedConnection {
       self.tlsBufferedReadScheduled = false
       guard self.state == .active, let tls = self.tls else { return }
       self.readTLS(tls)
+    }
+  }
+
+  /// How long a gracefully closing TLS connection waits for the peer's EOF.
+  static let tlsLingerTimeout: Duration = .seconds(2)
+
+  /// Closing a socket that has unread input makes the kernel send RST, and an RST makes the peer's kernel
+  /// drop whatever it has not yet delivered, including our last bytes. With TLS 1.3 there is nearly always
+  /// unread input (the server's session tickets), so after close_notify the connection sends FIN, then reads
+  /// and drops input until the peer's EOF or `tlsLingerTimeout`, and only then closes (nginx's
+  /// lingering close). The owner hears `didCloseWith(.closedByOwner)` at the end of it.
+  private func startLingering() {
+    guard !tlsLingering else { return }
+    tlsLingering = true
+    if !outputShutDown {
+      outputShutDown = true
+      do {
+        try socket.shutdownOutput()
+      } catch {
+        finishClose(.closedByOwner, abortive: false)
+        return
+      }
+    }
+    connectTimer = loop.scheduleTimer(after: BufferedConnection.tlsLingerTimeout) { [weak self] in
+      guard let self, self.tlsLingering, self.state == .active else { return }
+      self.connectTimer = nil
+      self.finishClose(.closedByOwner, abortive: false)
+    }
+    updateInterest()
+    guard state == .active else { return }
+    discardInputUntilEOF()
+  }
+
+  private func discardInputUntilEOF() {
+    let buffer = loop.readBuffer
+    for _ in 0..<BufferedConnection.maxReadsPerEvent {
+      guard state == .active else { return }
+      switch try? socket.read(into: buffer) {
+      case .processed(let count)?:
+        if count == 0 {
+          finishClose(.closedByOwner, abortive: false)
+          return
+        }
+      case .wouldBlock?:
+        return
+      case nil:
+        // Reset or other error: everything we sent was already handed over; nothing left to protect.
+        finishClose(.closedByOwner, abortive: false)
+        return
+      }
     }
   }
 }

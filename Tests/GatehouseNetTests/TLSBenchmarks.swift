@@ -80,7 +80,8 @@ struct TLSBenchmarks {
     let freePort = try TCPListener(address: .loopback(port: 0)).localPort  // closed again at once
     for version in ["-tls1_3", "-tls1_2"] {
       let ours = runShell(
-        "timeout -s KILL 30 openssl s_time -connect 127.0.0.1:\(server.port) -new -time 5 \(version) 2>&1 | grep connections")
+        "timeout -s KILL 30 openssl s_time -connect 127.0.0.1:\(server.port) -new -time 5 \(version) 2>&1 "
+          + "| grep connections")
       let reference = runShell(
         """
         openssl s_server -accept \(freePort) -cert '\(certificates.serverCertificatePath)' \

@@ -95,6 +95,38 @@ import Testing
     #expect(clientLog.receivedCount == count * payload.count)
   }
 
+  @Test func writesAndCloseBeforeTheHandshakeWaitForIt() throws {
+    let group = try EventLoopGroup(loopCount: 2)
+    defer { group.shutdown() }
+    let serverLog = EventLog()
+    let clientLog = EventLog()
+    let server = try startTLSEchoServer(on: group.loops[0], context: try serverContext(), log: serverLog) {
+      delegate in
+      delegate.echo = false
+      delegate.keepBytes = true
+    }
+    defer { _ = try? onLoop(group.loops[0]) { server.listener.value.close() } }
+    let options = LoopConfined(try clientOptions())
+    let payload = pattern(200_000)
+    try onLoop(group.loops[1]) {
+      let connection = try BufferedConnection.connect(
+        to: .loopback(port: server.port), on: group.loops[1], timeout: .seconds(10),
+        delegate: RecordingDelegate(log: clientLog), tls: options.value)
+      // Queued while connecting, sent after the handshake; the close waits for the queue, then close_notify.
+      #expect(connection.write(payload))
+      #expect(connection.isConnecting)
+      connection.close()
+    }
+    #expect(waitUntil { clientLog.count(prefix: "close:") == 1 })
+    #expect(clientLog.all.filter { $0 != "high" && $0 != "drain" } == ["connect", "close:owner"])
+    #expect(waitUntil { serverLog.count(prefix: "close:") == 1 })
+    let received = serverLog.receivedBytes
+    #expect(received.count == payload.count)
+    let firstDifference = zip(received, payload).enumerated().first { $0.element.0 != $0.element.1 }?.offset
+    #expect(firstDifference == nil)
+    #expect(serverLog.all.suffix(2) == ["eof", "close:owner"])
+  }
+
   @Test func backpressureCountsPlaintextAndPausedReadingResumes() throws {
     let group = try EventLoopGroup(loopCount: 2)
     defer { group.shutdown() }
@@ -334,7 +366,8 @@ import Testing
     }
     defer { _ = try? onLoop(group.loops[0]) { server.listener.value.close() } }
     let (_, output) = runShell(
-      "(printf ping; sleep 2) | timeout -s KILL 20 openssl s_client -connect 127.0.0.1:\(server.port) -tls1_2 -msg 2>&1")
+      "(printf ping; sleep 2) | timeout -s KILL 20 openssl s_client -connect 127.0.0.1:\(server.port) "
+        + "-tls1_2 -msg 2>&1")
     #expect(output.contains("<<< TLS 1.2, Alert [length 0002], warning close_notify"), "\(output)")
     #expect(waitUntil { serverLog.count("close:owner") == 1 })
   }
