@@ -29,7 +29,7 @@ let package = Package(
     .target(name: "GatehouseHTTP", swiftSettings: hotPathSettings),
     .target(
       name: "GatehouseNet",
-      dependencies: ["CGatehouseLinux"],
+      dependencies: ["CGatehouseLinux", "CGatehouseOpenSSL"],
       swiftSettings: hotPathSettings
     ),
     .target(name: "GatehouseJSON"),

@@ -13,6 +13,9 @@ public enum ConnectionCloseReason: Sendable, Equatable {
   case connectTimedOut
   /// The event loop stopped while the connection was open.
   case loopStopped
+  /// TLS failed: the handshake (including certificate verification, see `TLSError.Kind`), its deadline, or
+  /// the session afterwards. A reset or refused socket underneath is still `.failed`.
+  case tlsFailed(TLSError)
 }
 
 /// Queue sizes at which the owner is told to stop and to resume producing (see `ConnectionDelegate`).
@@ -58,15 +61,23 @@ extension ConnectionDelegate {
 }
 
 /// A TCP socket registered on one event loop, with a write queue, backpressure watermarks, pausable reads,
-/// graceful and abortive close, and (for upstreams) a non-blocking connect with a timeout.
+/// graceful and abortive close, (for upstreams) a non-blocking connect with a timeout, and optional TLS.
+///
+/// With TLS the delegate sees exactly what it sees without: plaintext in `didRead`, `didConnect` only once
+/// the handshake is done, EOF when the peer sends close_notify (or closes TCP). The write queue and the
+/// watermarks count plaintext bytes not yet taken by `SSL_write`; OpenSSL holds at most one encrypted
+/// record (about 16 KB) beyond that when the socket is full. `close()` sends close_notify after the queue.
 ///
 /// Loop-confined and deliberately not Sendable: create it, call it and drop it on its loop's thread.
 public final class BufferedConnection: IOEventHandler {
-  /// The lifecycle. Valid transitions: connecting → active (connect done), connecting → closed (connect
-  /// failed, timed out, aborted), active → closed (close, abort, error, hang-up, loop stop). Nothing leaves
-  /// closed. Graceful close and half-close are flags on `active`, because the queue must still flush.
+  /// The lifecycle. Valid transitions: connecting → active (connect done, plain), connecting → handshaking
+  /// (connect done, TLS), handshaking → active (handshake done), connecting / handshaking → closed (failed,
+  /// timed out, aborted), active → closed (close, abort, error, hang-up, loop stop). Nothing leaves closed.
+  /// Graceful close and half-close are flags on `active`, because the queue must still flush.
   enum State: Equatable {
     case connecting
+    /// TLS handshake in progress: writes are queued, nothing is delivered yet.
+    case handshaking
     case active
     case closed
   }
@@ -93,48 +104,101 @@ public final class BufferedConnection: IOEventHandler {
   private var aboveHighWatermark = false
   /// Deregistered after a hang-up that arrived while reading was paused (see `handleIOEvents`).
   private(set) var parkedAfterHangup = false
+  /// The connect deadline, then (TLS) the handshake deadline.
   private var connectTimer: TimerHandle?
+
+  /// The TLS session, nil for plain TCP. A `let`, so the plain path costs one nil check per read or write
+  /// call and nothing per byte.
+  private let tls: TLSStream?
+  /// Outbound TLS: the handshake starts when TCP connects, with this deadline.
+  private var clientHandshakeTimeout: Duration = .zero
+  /// The last TLS operation asked for the other readiness: a handshake or SSL_write that needs to read,
+  /// an SSL_read that needs to write.
+  private var tlsWantsRead = false
+  private var tlsWantsWrite = false
+  /// close_notify could not be sent yet (socket full); then close or shut down output.
+  private var tlsCloseNotifyPending = false
+  /// A read pass is scheduled for input OpenSSL already holds (epoll cannot report it).
+  private var tlsBufferedReadScheduled = false
+  /// Graceful TLS close in its last phase: close_notify and FIN sent, input read and dropped until the peer's
+  /// EOF (see `startLingering`).
+  private var tlsLingering = false
 
   /// How many write system calls were made; tests use it to see that a full socket is not retried.
   private(set) var writeAttemptCount = 0
 
-  /// Wraps an accepted socket and starts reading. Loop thread only.
+  /// Wraps an accepted socket and starts reading. With `tls`, runs a server handshake first (bounded by the
+  /// context's `handshakeTimeout`); a failed one closes with `.tlsFailed`. Throws only if the socket cannot
+  /// be registered, or (as ENOMEM from `SSL_new`) if OpenSSL cannot allocate a session. Loop thread only.
   public init(
     socket: TCPSocket, loop: EventLoop, delegate: any ConnectionDelegate,
-    watermarks: WriteWatermarks = WriteWatermarks()
+    watermarks: WriteWatermarks = WriteWatermarks(), tls context: TLSContext? = nil
   ) throws(SystemError) {
     loop.assertInEventLoop()
+    if let context {
+      do {
+        tls = try TLSStream(server: context, fileDescriptor: socket.fileDescriptor)
+      } catch {
+        // SSL_new and BIO_new fail only when out of memory; the context was checked when it was built.
+        throw SystemError(errno: ENOMEM, syscall: "SSL_new")
+      }
+    } else {
+      tls = nil
+    }
     self.socket = socket
     self.loop = loop
     self.delegate = delegate
     self.watermarks = watermarks
-    state = .active
+    state = tls == nil ? .active : .handshaking
     registration = try loop.register(fileDescriptor: socket.fileDescriptor, interest: .read, handler: self)
     registeredInterest = .read
+    if let context {
+      startHandshakeTimer(context.handshakeTimeout)
+    }
   }
 
   private init(
     connecting socket: TCPSocket, loop: EventLoop, delegate: any ConnectionDelegate,
-    watermarks: WriteWatermarks
+    watermarks: WriteWatermarks, tls: TLSStream?
   ) {
     self.socket = socket
     self.loop = loop
     self.delegate = delegate
     self.watermarks = watermarks
+    self.tls = tls
     state = .connecting
   }
 
   /// Opens an outbound connection. Throws only if no socket can be made (EMFILE…); the outcome of the connect
   /// (`connectionDidConnect`, or close with `.failed(ECONNREFUSED)` / `.connectTimedOut`) goes to the delegate.
   /// Writes made before the connect finishes are queued and sent once it does. Loop thread only.
+  ///
+  /// With `tls`, a client handshake follows the TCP connect and `connectionDidConnect` comes only after it;
+  /// `timeout` covers TCP, `tls.handshakeTimeout` the handshake. Handshake and verification failures close
+  /// with `.tlsFailed`.
   public static func connect(
     to address: SocketAddress, on loop: EventLoop, timeout: Duration, delegate: any ConnectionDelegate,
-    watermarks: WriteWatermarks = WriteWatermarks()
+    watermarks: WriteWatermarks = WriteWatermarks(), tls options: TLSClientOptions? = nil
   ) throws(SystemError) -> BufferedConnection {
     loop.assertInEventLoop()
     let socket = TCPSocket(fileDescriptor: try Syscall.socket(family: address.family), peerAddress: address)
+    var stream: TLSStream?
+    var setupError: TLSError?
+    if let options {
+      do {
+        stream = try TLSStream(client: options, fileDescriptor: socket.fileDescriptor)
+      } catch {
+        setupError = error
+      }
+    }
     let connection = BufferedConnection(
-      connecting: socket, loop: loop, delegate: delegate, watermarks: watermarks)
+      connecting: socket, loop: loop, delegate: delegate, watermarks: watermarks, tls: stream)
+    if let options { connection.clientHandshakeTimeout = options.handshakeTimeout }
+    if let setupError {
+      // A server name OpenSSL refuses: reported from the loop, like a refused connect.
+      connection.finishClose(.tlsFailed(setupError), abortive: true)
+      return connection
+    }
     do {
       // An immediate success still waits for writability, so both paths finish in `completeConnect`.
       _ = try Syscall.connect(socket.fileDescriptor, address)
@@ -168,8 +232,15 @@ public final class BufferedConnection: IOEventHandler {
   public var isReadingPaused: Bool { readingPaused }
   /// True once the connection is closed (the close callback may still be on its way).
   public var isClosed: Bool { state == .closed }
-  /// True while an outbound connect is in progress.
-  public var isConnecting: Bool { state == .connecting }
+  /// True while an outbound connect, or any TLS handshake, is in progress.
+  public var isConnecting: Bool { state == .connecting || state == .handshaking }
+  /// True for TLS connections.
+  public var isTLS: Bool { tls != nil }
+  /// The negotiated TLS parameters, once the handshake is done; nil for plain connections and before.
+  public var tlsInfo: TLSConnectionInfo? {
+    guard let tls, tls.handshakeDone, state != .closed else { return nil }
+    return tls.info
+  }
 
   // MARK: Writing
 
@@ -208,7 +279,13 @@ public final class BufferedConnection: IOEventHandler {
     guard acceptsWrites else { return false }
     guard !bytes.isEmpty else { return true }
     var taken = 0
-    if queue.isEmpty, state == .active {
+    if let tls, queue.isEmpty, state == .active {
+      switch writeBorrowed(bytes, through: tls) {
+      case .some(let count): taken = count
+      case .none: return false
+      }
+      if taken == bytes.count { return true }
+    } else if queue.isEmpty, state == .active {
       writeAttemptCount += 1
       do {
         switch try socket.write(bytes) {
@@ -238,7 +315,7 @@ public final class BufferedConnection: IOEventHandler {
 
   private var acceptsWrites: Bool {
     switch state {
-    case .connecting, .active: !closeRequested && !outputShutdownRequested
+    case .connecting, .handshaking, .active: !closeRequested && !outputShutdownRequested
     case .closed: false
     }
   }
@@ -260,6 +337,15 @@ public final class BufferedConnection: IOEventHandler {
   /// Writes queued bytes until the queue is empty or the kernel is full, then fixes the interest set and
   /// tells the owner about drain and finishes a requested close or half-close.
   private func flush() {
+    if let tls {
+      flushTLS(tls)
+    } else {
+      flushPlain()
+    }
+    afterFlush()
+  }
+
+  private func flushPlain() {
     while !queue.isEmpty, state == .active {
       writeAttemptCount += 1
       let attempted: Int
@@ -286,6 +372,10 @@ public final class BufferedConnection: IOEventHandler {
       }
       break
     }
+  }
+
+  /// After a flush: fix the interest set, tell the owner about drain, finish a requested close or half-close.
+  private func afterFlush() {
     guard state == .active else { return }
     updateInterest()
     guard state == .active else { return }
@@ -296,15 +386,29 @@ public final class BufferedConnection: IOEventHandler {
     }
     if queue.isEmpty {
       if closeRequested {
-        finishClose(.closedByOwner, abortive: false)
+        finishGracefulClose()
       } else {
         finishOutputIfRequested()
       }
     }
   }
 
+  /// The queue is empty and the owner asked to close: for TLS send close_notify first (waiting for
+  /// writability if the socket is full) and linger until the peer's EOF, then close with a FIN.
+  private func finishGracefulClose() {
+    if let tls {
+      guard sendCloseNotify(tls) else { return }
+      if !inputEnded {
+        startLingering()
+        return
+      }
+    }
+    finishClose(.closedByOwner, abortive: false)
+  }
+
   private func finishOutputIfRequested() {
     guard outputShutdownRequested, !outputShutDown, queue.isEmpty, state == .active else { return }
+    if let tls, !sendCloseNotify(tls) { return }
     outputShutDown = true
     do {
       try socket.shutdownOutput()
@@ -336,9 +440,11 @@ public final class BufferedConnection: IOEventHandler {
       } catch {
         finishClose(.failed(error), abortive: true)
       }
+      scheduleBufferedTLSReadIfNeeded()
       return
     }
     updateInterest()
+    scheduleBufferedTLSReadIfNeeded()
   }
 
   // MARK: Closing
@@ -352,10 +458,14 @@ public final class BufferedConnection: IOEventHandler {
     case .connecting:
       closeRequested = true
       if queue.isEmpty { finishClose(.closedByOwner, abortive: true) }
+    case .handshaking:
+      // No session yet, so no close_notify: a plain FIN (queued writes wait for the handshake).
+      closeRequested = true
+      if queue.isEmpty { finishClose(.closedByOwner, abortive: false) }
     case .active:
       closeRequested = true
       if queue.isEmpty {
-        finishClose(.closedByOwner, abortive: false)
+        finishGracefulClose()
       } else {
         updateInterest()
       }
@@ -371,7 +481,7 @@ public final class BufferedConnection: IOEventHandler {
   public func closeOutputAfterFlush() {
     guard state != .closed, !outputShutdownRequested else { return }
     outputShutdownRequested = true
-    if state == .active, queue.isEmpty { finishOutputIfRequested() }
+    if state == .active, queue.isEmpty, !tlsCloseNotifyPending { finishOutputIfRequested() }
   }
 
   private func finishClose(_ reason: ConnectionCloseReason, abortive: Bool) {
@@ -382,6 +492,7 @@ public final class BufferedConnection: IOEventHandler {
     if let registration { loop.deregister(registration) }
     registration = nil
     parkedAfterHangup = false
+    tls?.detachSocket()
     if abortive { socket.abort() } else { socket.close() }
     queue.removeAll()
     // Delivered from the loop, never from inside the owner's own call, so owners are not re-entered while
@@ -399,7 +510,10 @@ public final class BufferedConnection: IOEventHandler {
     switch state {
     case .connecting:
       return .write
+    case .handshaking:
+      return tlsWantsWrite ? .write : .read
     case .active:
+      if tls != nil { return desiredTLSInterest }
       var interest: IOInterest = []
       if !readingPaused, !inputEnded, !closeRequested { interest.insert(.read) }
       if !queue.isEmpty { interest.insert(.write) }
@@ -431,8 +545,14 @@ public final class BufferedConnection: IOEventHandler {
       return
     case .connecting:
       completeConnect()
+    case .handshaking:
+      if let tls { continueHandshake(tls) }
     case .active:
-      handleActiveEvents(events)
+      if let tls {
+        handleTLSActiveEvents(events, tls)
+      } else {
+        handleActiveEvents(events)
+      }
     }
   }
 
@@ -445,6 +565,12 @@ public final class BufferedConnection: IOEventHandler {
     }
     if let connectTimer { loop.cancelTimer(connectTimer) }
     connectTimer = nil
+    if let tls {
+      state = .handshaking
+      startHandshakeTimer(clientHandshakeTimeout)
+      continueHandshake(tls)  // the ClientHello goes out now
+      return
+    }
     state = .active
     updateInterest()
     guard state == .active else { return }
@@ -464,6 +590,11 @@ public final class BufferedConnection: IOEventHandler {
       readAvailable()
       guard state == .active else { return }
     }
+    handleErrorAndHangup(events)
+  }
+
+  /// What is left of an event after reading and writing: a pending socket error, or a hang-up.
+  private func handleErrorAndHangup(_ events: IOEvents) {
     if events.contains(.error) {
       let code = (try? socket.takePendingError()) ?? 0
       if code != 0 {
@@ -486,6 +617,10 @@ public final class BufferedConnection: IOEventHandler {
   }
 
   private func readAvailable() {
+    if let tls {
+      readTLS(tls)
+      return
+    }
     let buffer = loop.readBuffer
     for _ in 0..<BufferedConnection.maxReadsPerEvent {
       guard state == .active, !readingPaused, !inputEnded, !closeRequested else { return }
@@ -509,6 +644,300 @@ public final class BufferedConnection: IOEventHandler {
         delegate?.connection(self, didRead: UnsafeRawBufferPointer(rebasing: buffer[..<count]))
         // A short read emptied the kernel buffer; level-triggered epoll tells us when more comes.
         if count < buffer.count { return }
+      }
+    }
+  }
+}
+
+// MARK: - TLS
+
+extension BufferedConnection {
+  /// SSL_read calls per readiness event (each returns one record, at most 16 KB), about the bytes a plain
+  /// connection reads per event, before yielding to other connections.
+  static let maxTLSReadsPerEvent = 16
+  /// Small queued chunks (a response head and the first body slice) are gathered into one record of up to
+  /// this size, so they cost one record header and one send instead of one each.
+  static let tlsCoalescingLimit = 16 * 1024
+
+  private func startHandshakeTimer(_ timeout: Duration) {
+    connectTimer = loop.scheduleTimer(after: timeout) { [weak self] in
+      guard let self, self.state == .handshaking else { return }
+      self.connectTimer = nil
+      let error = TLSError(kind: .handshakeTimedOut, message: "no TLS handshake within \(timeout)")
+      self.finishClose(.tlsFailed(error), abortive: true)
+    }
+  }
+
+  /// Runs the handshake as far as the socket allows; on success becomes active, tells an outbound owner it
+  /// is connected, sends what was queued meanwhile and delivers input that came with the last flight.
+  private func continueHandshake(_ tls: TLSStream) {
+    switch tls.handshake() {
+    case .wantRead:
+      tlsWantsWrite = false
+      updateInterest()
+    case .wantWrite:
+      tlsWantsWrite = true
+      updateInterest()
+    case .failed(let reason):
+      failTLS(reason)
+    case .done:
+      if let connectTimer { loop.cancelTimer(connectTimer) }
+      connectTimer = nil
+      tlsWantsWrite = false
+      state = .active
+      updateInterest()
+      guard state == .active else { return }
+      if tls.isClient { delegate?.connectionDidConnect(self) }
+      guard state == .active else { return }
+      if !queue.isEmpty {
+        flush()
+      } else if closeRequested {
+        finishGracefulClose()
+      } else {
+        finishOutputIfRequested()
+      }
+      scheduleBufferedTLSReadIfNeeded()
+    }
+  }
+
+  /// A TLS failure may have queued an alert for the peer, so it closes with a FIN that lets the alert out;
+  /// a socket error leaves nothing to say and resets.
+  private func failTLS(_ reason: ConnectionCloseReason) {
+    if case .failed = reason {
+      finishClose(reason, abortive: true)
+    } else {
+      finishClose(reason, abortive: false)
+    }
+  }
+
+  /// `write(UnsafeRawBufferPointer)` with an empty queue: encrypts straight from the caller's bytes. Returns
+  /// how many were taken (the rest is copied into the queue by the caller), nil if the connection failed.
+  private func writeBorrowed(_ bytes: UnsafeRawBufferPointer, through tls: TLSStream) -> Int? {
+    var taken = 0
+    while taken < bytes.count {
+      writeAttemptCount += 1
+      switch tls.write(UnsafeRawBufferPointer(rebasing: bytes[taken...])) {
+      case .processed(let count):
+        taken += count
+      case .wantWrite:
+        tlsWantsRead = false
+        return taken
+      case .wantRead:
+        tlsWantsRead = true
+        return taken
+      case .endOfInput:
+        failTLS(.failed(SystemError(errno: EPIPE, syscall: "SSL_write")))
+        return nil
+      case .failed(let reason):
+        failTLS(reason)
+        return nil
+      }
+    }
+    return taken
+  }
+
+  /// Encrypts queued plaintext record by record until the queue is empty or the socket is full. The queue
+  /// keeps each chunk until SSL_write reports it done, so a retry after WANT_WRITE passes the same bytes.
+  private func flushTLS(_ tls: TLSStream) {
+    tlsWantsRead = false
+    while !queue.isEmpty, state == .active {
+      writeAttemptCount += 1
+      let outcome: TLSStream.Transfer
+      if queue.chunkCount == 1 {
+        outcome = queue.withFirstChunk { tls.write($0) }
+      } else {
+        outcome = queue.withIOVecs { vectors, _ in writeCoalescing(vectors, through: tls) }
+      }
+      switch outcome {
+      case .processed(let count):
+        queue.consume(count)
+      case .wantWrite:
+        return
+      case .wantRead:
+        tlsWantsRead = true
+        return
+      case .endOfInput:
+        failTLS(.failed(SystemError(errno: EPIPE, syscall: "SSL_write")))
+        return
+      case .failed(let reason):
+        failTLS(reason)
+        return
+      }
+    }
+  }
+
+  /// Writes the first chunk as it is when it fills a record, or else the first chunks copied together (up to
+  /// one record). The gathered prefix only grows as chunks are appended, which keeps retries valid.
+  private func writeCoalescing(_ vectors: UnsafeMutableBufferPointer<iovec>, through tls: TLSStream)
+    -> TLSStream.Transfer
+  {
+    let limit = BufferedConnection.tlsCoalescingLimit
+    if vectors[0].iov_len >= limit {
+      return tls.write(UnsafeRawBufferPointer(start: vectors[0].iov_base, count: vectors[0].iov_len))
+    }
+    return withUnsafeTemporaryAllocation(byteCount: limit, alignment: 16) { scratch in
+      var filled = 0
+      for vector in vectors where filled < limit {
+        let count = min(vector.iov_len, limit - filled)
+        scratch.baseAddress!.advanced(by: filled).copyMemory(from: vector.iov_base!, byteCount: count)
+        filled += count
+      }
+      return tls.write(UnsafeRawBufferPointer(rebasing: scratch[..<filled]))
+    }
+  }
+
+  /// Sends close_notify. False while it waits for the socket to take it (the caller is called again then).
+  private func sendCloseNotify(_ tls: TLSStream) -> Bool {
+    switch tls.shutdown() {
+    case .done, .failed:
+      tlsCloseNotifyPending = false
+      return true
+    case .wantWrite, .wantRead:
+      tlsCloseNotifyPending = true
+      updateInterest()
+      return false
+    }
+  }
+
+  /// Interest for an active TLS connection. A TLS call that needs the other readiness (SSL_read sending a
+  /// pending alert or key update, SSL_write reading) swaps what its direction waits for, and only while that
+  /// direction is wanted, so a paused reader is never woken for a write it does not want.
+  private var desiredTLSInterest: IOInterest {
+    if tlsLingering { return .read }
+    let readWanted = !readingPaused && !inputEnded && !closeRequested
+    let writeWanted = !queue.isEmpty
+    var interest: IOInterest = []
+    if (readWanted && !tlsWantsWrite) || (writeWanted && tlsWantsRead) { interest.insert(.read) }
+    if (writeWanted && !tlsWantsRead) || (readWanted && tlsWantsWrite) || tlsCloseNotifyPending {
+      interest.insert(.write)
+    }
+    return interest
+  }
+
+  private func handleTLSActiveEvents(_ events: IOEvents, _ tls: TLSStream) {
+    if tlsLingering {
+      discardInputUntilEOF()
+      return
+    }
+    let failing = events.contains(.error) || events.contains(.hangup)
+    if tlsCloseNotifyPending {
+      if events.contains(.writable) || failing {
+        if closeRequested {
+          finishGracefulClose()
+        } else {
+          finishOutputIfRequested()
+        }
+        guard state == .active else { return }
+      }
+    } else if !queue.isEmpty, events.contains(tlsWantsRead ? .readable : .writable) || failing {
+      flush()
+      guard state == .active else { return }
+    }
+    if !readingPaused, !inputEnded, !closeRequested,
+      events.contains(tlsWantsWrite ? .writable : .readable) || failing
+    {
+      readTLS(tls)
+      guard state == .active else { return }
+    }
+    handleErrorAndHangup(events)
+  }
+
+  /// Decrypts and delivers record by record. Stops at WANT_READ (epoll will say when more comes), at EOF,
+  /// or after `maxTLSReadsPerEvent` records; input OpenSSL already holds is then read on a later turn.
+  private func readTLS(_ tls: TLSStream) {
+    let buffer = loop.readBuffer
+    for _ in 0..<BufferedConnection.maxTLSReadsPerEvent {
+      guard state == .active, !readingPaused, !inputEnded, !closeRequested else { return }
+      switch tls.read(into: buffer) {
+      case .processed(let count):
+        delegate?.connection(self, didRead: UnsafeRawBufferPointer(rebasing: buffer[..<count]))
+      case .wantRead:
+        if tlsWantsWrite {
+          tlsWantsWrite = false
+          updateInterest()
+        }
+        return
+      case .wantWrite:
+        if !tlsWantsWrite {
+          tlsWantsWrite = true
+          updateInterest()
+        }
+        return
+      case .endOfInput:
+        inputEnded = true
+        updateInterest()
+        guard state == .active else { return }
+        delegate?.connectionDidReadEOF(self)
+        return
+      case .failed(let reason):
+        failTLS(reason)
+        return
+      }
+    }
+    scheduleBufferedTLSReadIfNeeded()
+  }
+
+  /// epoll cannot see plaintext OpenSSL has already read ahead, so when reading stops with some left (read
+  /// budget used up, reading resumed, handshake just finished) a read pass is scheduled for the next turn.
+  private func scheduleBufferedTLSReadIfNeeded() {
+    guard let tls, !tlsBufferedReadScheduled, state == .active, !readingPaused, !inputEnded, !closeRequested,
+      tls.hasBufferedInput
+    else { return }
+    tlsBufferedReadScheduled = true
+    loop.executeLater { [weak self] in
+      guard let self else { return }
+      self.tlsBufferedReadScheduled = false
+      guard self.state == .active, let tls = self.tls else { return }
+      self.readTLS(tls)
+    }
+  }
+
+  /// How long a gracefully closing TLS connection waits for the peer's EOF.
+  static let tlsLingerTimeout: Duration = .seconds(2)
+
+  /// Closing a socket that has unread input makes the kernel send RST, and an RST makes the peer's kernel
+  /// drop whatever it has not yet delivered, including our last bytes. With TLS 1.3 there is nearly always
+  /// unread input (the server's session tickets), so after close_notify the connection sends FIN, then reads
+  /// and drops input until the peer's EOF or `tlsLingerTimeout`, and only then closes (nginx's
+  /// lingering close). The owner hears `didCloseWith(.closedByOwner)` at the end of it.
+  private func startLingering() {
+    guard !tlsLingering else { return }
+    tlsLingering = true
+    if !outputShutDown {
+      outputShutDown = true
+      do {
+        try socket.shutdownOutput()
+      } catch {
+        finishClose(.closedByOwner, abortive: false)
+        return
+      }
+    }
+    connectTimer = loop.scheduleTimer(after: BufferedConnection.tlsLingerTimeout) { [weak self] in
+      guard let self, self.tlsLingering, self.state == .active else { return }
+      self.connectTimer = nil
+      self.finishClose(.closedByOwner, abortive: false)
+    }
+    updateInterest()
+    guard state == .active else { return }
+    discardInputUntilEOF()
+  }
+
+  private func discardInputUntilEOF() {
+    let buffer = loop.readBuffer
+    for _ in 0..<BufferedConnection.maxReadsPerEvent {
+      guard state == .active else { return }
+      switch try? socket.read(into: buffer) {
+      case .processed(let count)?:
+        if count == 0 {
+          finishClose(.closedByOwner, abortive: false)
+          return
+        }
+      case .wouldBlock?:
+        return
+      case nil:
+        // Reset or other error: everything we sent was already handed over; nothing left to protect.
+        finishClose(.closedByOwner, abortive: false)
+        return
       }
     }
   }

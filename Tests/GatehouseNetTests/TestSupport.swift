@@ -118,6 +118,7 @@ final class RecordingDelegate: ConnectionDelegate {
     case .failed(let error): log.append("close:errno=\(error.errno)")
     case .connectTimedOut: log.append("close:timeout")
     case .loopStopped: log.append("close:loopStopped")
+    case .tlsFailed(let error): log.append("close:tls=\(error)")
     }
   }
 }

@@ -496,7 +496,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     switch reason {
     case .connectTimedOut:
       upstreamFailed(.timedOut)
-    case .closedByOwner, .hangup, .failed, .loopStopped:
+    case .closedByOwner, .hangup, .failed, .loopStopped, .tlsFailed:
       upstreamFailed(exchange?.responseBytesReceived == true ? .invalidResponse : .closed)
     }
   }
