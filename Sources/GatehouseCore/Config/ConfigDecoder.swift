@@ -47,7 +47,6 @@ struct ConfigDecoder {
     let config = GatehouseConfig(
       listen: listen, workers: workers, admin: admin, store: store, limits: limits, headers: headers,
       upstreams: upstreams, tokens: tokens, clients: clients, routes: routes, log: log)
-    TLSAvailability.reportUnsupportedTLS(in: config, to: diagnostics)
     return config
   }
 

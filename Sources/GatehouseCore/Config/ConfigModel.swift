@@ -50,7 +50,7 @@ public struct SecretValue: Sendable, Equatable, CustomStringConvertible, CustomD
 /// One client-facing listener (`listen[]`).
 public struct ListenerConfig: Sendable, Equatable {
   public let address: ListenAddress
-  /// Present when the listener serves TLS; refused by `TLSAvailability` for now.
+  /// Present when the listener serves TLS.
   public let tls: ListenerTLSConfig?
 }
 

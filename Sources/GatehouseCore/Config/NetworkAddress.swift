@@ -91,7 +91,7 @@ public struct AddressError: Error, Sendable, Equatable, CustomStringConvertible 
 /// An `http://` or `https://` URL as the gateway uses it: where to connect and what path to
 /// put in front of request paths.
 public struct HTTPURL: Sendable, Equatable, CustomStringConvertible {
-  /// The URL scheme; `https` parses, but is refused by `TLSAvailability` until TLS exists.
+  /// The URL scheme.
   public enum Scheme: String, Sendable, Equatable {
     case http
     case https

@@ -48,8 +48,12 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     case upstreamBackpressure
   }
 
-  init(context: LoopContext, peer: String) {
+  /// The client came in over TLS: `X-Forwarded-Proto: https`.
+  let secure: Bool
+
+  init(context: LoopContext, peer: String, secure: Bool) {
     self.context = context
+    self.secure = secure
     parser = HTTPRequestParser(limits: context.snapshot.limits)
     clientAddress = Array(peer.utf8)
   }
@@ -258,7 +262,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     context.scratch.removeAll(keepingCapacity: true)
     UpstreamRequestWriter.write(
       head: exchange.head, method: method, target: exchange.upstreamTarget, hostHeader: pool.plan.hostHeader,
-      plan: plan.headerPlan, token: token, clientAddress: clientAddress, forwardedProto: "http",
+      plan: plan.headerPlan, token: token, clientAddress: clientAddress, forwardedProto: secure ? "https" : "http",
       requestID: exchange.requestID,
       framing: framing, into: &context.scratch)
     context.scratch.withUnsafeBytes { _ = upstream.connection?.write($0) }
@@ -496,7 +500,13 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     switch reason {
     case .connectTimedOut:
       upstreamFailed(.timedOut)
-    case .closedByOwner, .hangup, .failed, .loopStopped, .tlsFailed:
+    case .tlsFailed(let error):
+      // A bad certificate or a failed handshake: the upstream is unusable, like a refusal.
+      context.shared.logger.warn(
+        "upstream TLS failed", ["upstream": .string(upstream.pool.plan.name), "error": .string(error.description)])
+      upstream.pool.lastError = "TLS: \(error.description)"
+      upstreamFailed(.unavailable)
+    case .closedByOwner, .hangup, .failed, .loopStopped:
       upstreamFailed(exchange?.responseBytesReceived == true ? .invalidResponse : .closed)
     }
   }

@@ -34,7 +34,18 @@ public final class GatewayServer: @unchecked Sendable {
   /// The configured listen addresses now bound (control loop only, after init).
   private var listenKeys: [String] = []
   /// Listeners bound in `init`, handed to the loops by `run`.
-  private var pendingListeners: [(key: String, listeners: [TCPListener])] = []
+  private var pendingListeners: [(key: String, listeners: [TCPListener], tls: TLSContext?)] = []
+
+  /// The server context of a TLS listener (certificate chain and key read now).
+  static func serverTLS(_ listen: ListenerConfig) throws -> TLSContext? {
+    guard let tls = listen.tls else { return nil }
+    do {
+      return try TLSContext(
+        server: TLSServerConfiguration(certificateChainPath: tls.certificatePath, privateKeyPath: tls.keyPath))
+    } catch {
+      throw SnapshotError(description: "listen \(listen.address): \(error)")
+    }
+  }
 
   /// One SO_REUSEPORT listener per loop for a configured `host:port`.
   static func bind(_ key: String, count: Int) throws -> [TCPListener] {
@@ -55,6 +66,9 @@ public final class GatewayServer: @unchecked Sendable {
     signals = try SignalReceiver(signals: [.terminate, .interrupt, .hangup])
     self.configPath = configPath
     let snapshot = try GatewaySnapshot(config: config)
+    for plan in snapshot.upstreamPlans where plan.tlsVerifyDisabled {
+      logger.warn("TLS certificate verification is off for an upstream", ["upstream": .string(plan.name)])
+    }
     state = Mutex(State(snapshot: snapshot, loadedAt: RFC3339.now().seconds))
     let shared = GatewayShared(
       logger: logger, maxConnections: config.limits.maxConnections, store: Self.openStore(config.store, logger: logger))
@@ -62,14 +76,15 @@ public final class GatewayServer: @unchecked Sendable {
     control = try EventLoop()
     group = try EventLoopGroup(loopCount: config.workers)
     contexts = group.loops.map { LoopContext(loop: $0, shared: shared, snapshot: snapshot) }
-    var groups: [(key: String, listeners: [TCPListener])] = []
+    var groups: [(key: String, listeners: [TCPListener], tls: TLSContext?)] = []
     var adminListener: TCPListener?
     do {
       for listen in config.listen {
         let key = listen.address.description
+        let tls = try Self.serverTLS(listen)
         let listeners = try Self.bind(key, count: contexts.count)
         boundAddresses.append(listeners[0].localAddress.description)
-        groups.append((key, listeners))
+        groups.append((key, listeners, tls))
       }
       let adminAddress = try SocketAddress(parsing: config.admin.listen.description)
       // Config validation already refuses a public admin address without a token; checked
@@ -133,9 +148,9 @@ public final class GatewayServer: @unchecked Sendable {
       // Each loop runs its queue in order: the token values published just above are in
       // place before the first connection is accepted.
       for (index, context) in contexts.enumerated() {
-        nonisolated(unsafe) let handedOver = groups.map { ($0.key, $0.listeners[index]) }
+        nonisolated(unsafe) let handedOver = groups.map { ($0.key, $0.listeners[index], $0.tls) }
         context.loop.execute {
-          for (key, listener) in handedOver { context.addListener(listener, key: key) }
+          for (key, listener, tls) in handedOver { context.addListener(listener, key: key, tls: tls) }
           context.start()
         }
       }
@@ -215,6 +230,16 @@ public final class GatewayServer: @unchecked Sendable {
     // Listen addresses: new ones are bound first (a failure refuses the whole reload and
     // keeps the old config); removed ones stop accepting, their connections carry on.
     let wanted = next.config.listen.map(\.address.description)
+    // Certificates are read again on every reload, for new listeners and existing ones.
+    var tlsByKey: [String: TLSContext] = [:]
+    for listen in next.config.listen {
+      do {
+        if let tls = try Self.serverTLS(listen) { tlsByKey[listen.address.description] = tls }
+      } catch {
+        shared.logger.error("reload refused; the running config stays", ["error": .string("\(error)")])
+        return .failure(ReloadFailure(errors: ["\(error)"]))
+      }
+    }
     var added: [(key: String, listeners: [TCPListener])] = []
     for key in wanted where !listenKeys.contains(key) {
       do {
@@ -228,9 +253,12 @@ public final class GatewayServer: @unchecked Sendable {
     let removed = listenKeys.filter { !wanted.contains($0) }
     for (index, context) in contexts.enumerated() {
       nonisolated(unsafe) let handedOver = added.map { ($0.key, $0.listeners[index]) }
+      let kept = wanted.filter { key in !added.contains { $0.key == key } }
+      let tls = tlsByKey
       context.loop.execute {
         for key in removed { context.removeListener(key: key) }
-        for (key, listener) in handedOver { context.addListener(listener, key: key) }
+        for (key, listener) in handedOver { context.addListener(listener, key: key, tls: tls[key]) }
+        for key in kept { context.setListenerTLS(tls[key], key: key) }
       }
     }
     for group in added {

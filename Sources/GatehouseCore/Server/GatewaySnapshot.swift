@@ -174,6 +174,11 @@ struct UpstreamPlan: Sendable {
   let connectTimeout: Duration
   let responseTimeout: Duration
   let maxIdleConnections: Int
+  /// The TLS client settings of an `https` upstream, built once per config load (it
+  /// reads CA and certificate files); nil for `http`.
+  let tls: TLSClientOptions?
+  /// `verify: false` (logged as a warning at load).
+  let tlsVerifyDisabled: Bool
   /// 0 when the upstream has no `circuit` block.
   let circuitFailures: Int
   let circuitOpen: Duration
@@ -188,8 +193,33 @@ struct UpstreamPlan: Sendable {
     // Without a `circuit` block an upstream still gets a mild breaker, as operators expect
     // from nginx's passive checks: after 3 failures in a row it is skipped for 1 s, so an
     // outage costs one connect attempt per second instead of one per request.
+    tlsVerifyDisabled = upstream.url.scheme == .https && upstream.tls?.verify == false
+    if upstream.url.scheme == .https {
+      do {
+        tls = try Self.clientTLS(
+          upstream.tls, host: upstream.url.host, handshakeTimeout: upstream.connectTimeout + .seconds(5))
+      } catch {
+        throw SnapshotError(description: "upstreams.\(upstream.name).tls: \(error)")
+      }
+    } else {
+      tls = nil
+    }
     circuitFailures = upstream.circuit?.failures ?? Self.defaultCircuitFailures
     circuitOpen = upstream.circuit?.openDuration ?? Self.defaultCircuitOpen
+  }
+
+  /// A client context per upstream: the system trust store or `tls.ca`, verification on
+  /// unless `verify: false`, the name checked (and sent as SNI) is `tls.server_name` or the
+  /// URL's host, and an optional client certificate for mutual TLS.
+  static func clientTLS(_ config: UpstreamTLSConfig?, host: String, handshakeTimeout: Duration) throws(TLSError)
+    -> TLSClientOptions
+  {
+    let context = try TLSContext(
+      client: TLSClientConfiguration(
+        caPath: config?.caPath, verify: config?.verify ?? true, certificateChainPath: config?.certificatePath,
+        privateKeyPath: config?.keyPath))
+    return TLSClientOptions(
+      context: context, serverName: config?.serverName ?? host, handshakeTimeout: handshakeTimeout)
   }
 
   static let defaultCircuitFailures = 3

@@ -74,7 +74,8 @@ final class HealthChecker {
       connectTimeout: check.plan.connectTimeout,
       responseTimeout: min(check.plan.responseTimeout, check.config.interval),
       maxResponseBytes: 64 * 1024)
-    HTTPOneShotClient.send(request, to: check.plan.address, on: loop, limits: limits) { [self] result in
+    HTTPOneShotClient.send(request, to: check.plan.address, on: loop, limits: limits, tls: check.plan.tls) {
+      [self] result in
       guard generation == self.generation else { return }
       let success: Bool
       let error: String?

@@ -133,16 +133,16 @@ final class LoopContext: @unchecked Sendable {
 
   // MARK: Connections
 
-  func accept(_ socket: TCPSocket) {
+  func accept(_ socket: TCPSocket, tls: TLSContext?) {
     let open = shared.clientConnections.add(1, ordering: .relaxed).newValue
     if draining || open > shared.maxConnections.load(ordering: .relaxed) {
       shared.clientConnections.subtract(1, ordering: .relaxed)
       socket.close()
       return
     }
-    let session = ClientSession(context: self, peer: socket.peerHostText)
+    let session = ClientSession(context: self, peer: socket.peerHostText, secure: tls != nil)
     do {
-      session.connection = try BufferedConnection(socket: socket, loop: loop, delegate: session)
+      session.connection = try BufferedConnection(socket: socket, loop: loop, delegate: session, tls: tls)
     } catch {
       shared.clientConnections.subtract(1, ordering: .relaxed)
       shared.logger.warn("cannot register client connection", ["error": .string("\(error)")])
@@ -158,12 +158,23 @@ final class LoopContext: @unchecked Sendable {
     }
   }
 
+  /// The TLS context of each TLS listener, by configured address; replaced on reload so new
+  /// connections get reloaded certificates.
+  private var listenerTLS: [String: TLSContext] = [:]
+
+  func setListenerTLS(_ tls: TLSContext?, key: String) {
+    listenerTLS[key] = tls
+  }
+
   /// Starts accepting on `listener` (bound for configured address `key`).
-  func addListener(_ listener: TCPListener, key: String) {
+  func addListener(_ listener: TCPListener, key: String, tls: TLSContext?) {
     listeners[key]?.close()
     listeners[key] = listener
+    listenerTLS[key] = tls
     do {
-      try listener.startAccepting(on: loop) { [unowned(unsafe) self] socket in accept(socket) }
+      try listener.startAccepting(on: loop) { [unowned(unsafe) self] socket in
+        accept(socket, tls: listenerTLS[key])
+      }
     } catch {
       shared.logger.error("cannot accept on listener", ["address": .string(key), "error": .string("\(error)")])
     }
@@ -171,6 +182,7 @@ final class LoopContext: @unchecked Sendable {
 
   /// Stops accepting on the listener for `key`; its established connections go on.
   func removeListener(key: String) {
+    listenerTLS[key] = nil
     listeners.removeValue(forKey: key)?.close()
   }
 

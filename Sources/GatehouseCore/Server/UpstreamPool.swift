@@ -42,7 +42,7 @@ final class UpstreamPool {
       let upstream = UpstreamConnection(pool: self)
       upstream.owner = owner
       upstream.connection = try BufferedConnection.connect(
-        to: plan.address, on: context.loop, timeout: plan.connectTimeout, delegate: upstream)
+        to: plan.address, on: context.loop, timeout: plan.connectTimeout, delegate: upstream, tls: plan.tls)
       state.connectSucceeded()
       context.shared.upstreamConnections.add(1, ordering: .relaxed)
       return upstream

@@ -60,6 +60,8 @@ public final class HTTPOneShotClient: ConnectionDelegate {
     case invalidResponse(HTTPParseError)
     /// The request could not be serialized (a header with a forbidden byte).
     case invalidRequest(String)
+    /// The TLS handshake failed or the certificate was refused.
+    case tls(String)
 
     public var description: String {
       switch self {
@@ -71,6 +73,7 @@ public final class HTTPOneShotClient: ConnectionDelegate {
       case .responseTooLarge(let limit): "answer larger than \(limit) bytes"
       case .invalidResponse(let error): "invalid HTTP answer: \(error)"
       case .invalidRequest(let problem): "request not sent: \(problem)"
+      case .tls(let problem): "TLS: \(problem)"
       }
     }
   }
@@ -95,7 +98,7 @@ public final class HTTPOneShotClient: ConnectionDelegate {
 
   /// Sends `request` to `address`. Loop thread only.
   public static func send(
-    _ request: Request, to address: SocketAddress, on loop: EventLoop, limits: Limits,
+    _ request: Request, to address: SocketAddress, on loop: EventLoop, limits: Limits, tls: TLSClientOptions? = nil,
     completion: @escaping (Result<Response, Failure>) -> Void
   ) {
     loop.assertInEventLoop()
@@ -112,7 +115,7 @@ public final class HTTPOneShotClient: ConnectionDelegate {
     bytes.append(contentsOf: request.body)
     do {
       let connection = try BufferedConnection.connect(
-        to: address, on: loop, timeout: limits.connectTimeout, delegate: client)
+        to: address, on: loop, timeout: limits.connectTimeout, delegate: client, tls: tls)
       client.connection = connection
       // Queued until the connect finishes; the connection keeps `client` alive until it has closed.
       connection.write(bytes)
@@ -186,6 +189,8 @@ public final class HTTPOneShotClient: ConnectionDelegate {
       finish(.failure(connected ? .closedEarly(error) : .cannotConnect(error)))
     case .connectTimedOut:
       finish(.failure(.connectTimedOut(limits.connectTimeout)))
+    case .tlsFailed(let error):
+      finish(.failure(.tls(error.description)))
     }
   }
 

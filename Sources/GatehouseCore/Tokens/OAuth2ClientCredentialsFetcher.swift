@@ -58,6 +58,10 @@ public final class OAuth2ClientCredentialsFetcher: TokenFetcher {
   public static let defaultLimits = HTTPOneShotClient.Limits(
     connectTimeout: .seconds(5), responseTimeout: .seconds(10), maxResponseBytes: 64 * 1024)
 
+  /// One client context for every https token endpoint (made on first use: it reads the
+  /// system CA bundle).
+  private var sharedClientTLS: TLSContext?
+
   public init(limits: HTTPOneShotClient.Limits = OAuth2ClientCredentialsFetcher.defaultLimits) {
     self.limits = limits
     // A name lookup blocks the control loop for a moment; that loop serves no requests, and the token
@@ -100,7 +104,19 @@ public final class OAuth2ClientCredentialsFetcher: TokenFetcher {
       ]),
       body: Array(FormURLEncoding.form(fields).utf8))
     let limits = limits
-    HTTPOneShotClient.send(request, to: address, on: loop, limits: limits) { result in
+    var tls: TLSClientOptions?
+    if url.scheme == .https {
+      // The system trust store, the URL's host checked and sent as SNI.
+      do {
+        if sharedClientTLS == nil { sharedClientTLS = try TLSContext(client: TLSClientConfiguration()) }
+        tls = TLSClientOptions(context: sharedClientTLS!, serverName: url.host, handshakeTimeout: limits.connectTimeout)
+      } catch {
+        let result = fail("TLS setup failed: \(error)")
+        loop.executeLater { completion(result) }
+        return
+      }
+    }
+    HTTPOneShotClient.send(request, to: address, on: loop, limits: limits, tls: tls) { result in
       switch result {
       case .failure(let failure):
         completion(fail(failure.description))
