@@ -1,0 +1,138 @@
+import Foundation
+import Testing
+
+/// TLS through the real binary (issue: TLS on both sides): certificates made at test time
+/// with the `openssl` command line, `curl` as the TLS client, `openssl s_server` as an https
+/// upstream.
+@Suite(.serialized) struct TLSGatewayTests {
+  /// A test CA and certificates for localhost, made in a temp directory.
+  final class Certificates {
+    let directory: URL
+    var path: String { directory.path }
+
+    init() throws {
+      directory = FileManager.default.temporaryDirectory.appendingPathComponent("gatehouse-tls-\(UUID().uuidString)")
+      try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+      try run(
+        "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem",
+        "-days", "2", "-subj", "/CN=Gatehouse Test CA")
+      try run(
+        "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "other-ca.key", "-out",
+        "other-ca.pem", "-days", "2", "-subj", "/CN=Another CA")
+      try FileManager.default.createDirectory(atPath: path + "/x", withIntermediateDirectories: true)
+      try Data("subjectAltName=DNS:localhost,IP:127.0.0.1".utf8).write(to: directory.appendingPathComponent("ext.cnf"))
+      try run(
+        "openssl", "req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out", "server.csr",
+        "-subj", "/CN=localhost")
+      try run(
+        "openssl", "x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+        "-out", "server.pem", "-days", "2", "-extfile", "ext.cnf")
+    }
+
+    deinit { try? FileManager.default.removeItem(at: directory) }
+
+    func run(_ arguments: String...) throws {
+      let process = Process()
+      process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+      process.arguments = arguments
+      process.currentDirectoryURL = directory
+      process.standardOutput = FileHandle.nullDevice
+      process.standardError = FileHandle.nullDevice
+      try process.run()
+      process.waitUntilExit()
+      guard process.terminationStatus == 0 else {
+        throw TestSocketError.malformed("\(arguments.joined(separator: " ")) failed")
+      }
+    }
+  }
+
+  /// Runs `curl` and returns (exit status, body).
+  static func curl(_ arguments: [String]) throws -> (Int32, String) {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    process.arguments = ["curl", "-s", "-m", "10"] + arguments
+    let output = Pipe()
+    process.standardOutput = output
+    process.standardError = FileHandle.nullDevice
+    try process.run()
+    let data = output.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+  }
+
+  @Test func tlsListenerServesAndPlaintextToItIsClosedCleanly() throws {
+    let certificates = try Certificates()
+    let backend = try TestBackend(always: .respond(.text("hello over tls")))
+    defer { backend.stop() }
+    var config = TestConfig.passThrough(to: backend.port)
+    config["listen"] = [
+      [
+        "address": "127.0.0.1:0",
+        "tls": ["cert": certificates.path + "/server.pem", "key": certificates.path + "/server.key"],
+      ]
+    ]
+    let gateway = try GatewayProcess(config: config)
+    defer { gateway.stopExpectingCleanExit() }
+
+    let (status, body) = try Self.curl([
+      "--cacert", certificates.path + "/ca.pem", "https://localhost:\(gateway.port)/x",
+    ])
+    #expect(status == 0)
+    #expect(body == "hello over tls")
+    #expect(backend.requests.last?.head.value("X-Forwarded-Proto") == "https")
+
+    // Plain HTTP to the TLS port: refused without an answer, and the next TLS client is fine.
+    // (The gateway answers the bytes that are not a TLS hello by closing: no HTTP answer.)
+    let plain = try? send("GET", "/x", to: gateway.port, timeout: 5)
+    #expect(plain == nil || plain?.status != 200)
+    let (again, _) = try Self.curl(["--cacert", certificates.path + "/ca.pem", "https://localhost:\(gateway.port)/x"])
+    #expect(again == 0)
+  }
+
+  @Test func httpsUpstreamIsVerifiedAndABadCertificateIs502() throws {
+    let certificates = try Certificates()
+    // The https upstream is another gateway with a TLS listener and a stub route.
+    var upstreamConfig = TestConfig.make(routes: [
+      ["name": "hello", "match": ["path": "/*"], "stub": ["mode": "always", "body": ["over": "tls"]]]
+    ])
+    upstreamConfig["listen"] = [
+      [
+        "address": "127.0.0.1:0",
+        "tls": ["cert": certificates.path + "/server.pem", "key": certificates.path + "/server.key"],
+      ]
+    ]
+    let upstream = try GatewayProcess(config: upstreamConfig)
+    defer { upstream.stopExpectingCleanExit() }
+    let port = upstream.port
+    let config = TestConfig.make(
+      routes: [
+        TestConfig.route("good", match: "/good", upstream: "good", rewrite: "/"),
+        TestConfig.route("unknown-ca", match: "/unknown-ca", upstream: "unknownCA", rewrite: "/"),
+        TestConfig.route("wrong-name", match: "/wrong-name", upstream: "wrongName", rewrite: "/"),
+        TestConfig.route("unverified", match: "/unverified", upstream: "unverified", rewrite: "/"),
+      ],
+      upstreams: [
+        "good": ["url": "https://localhost:\(port)", "tls": ["ca": certificates.path + "/ca.pem"]],
+        "unknownCA": ["url": "https://localhost:\(port)", "tls": ["ca": certificates.path + "/other-ca.pem"]],
+        "wrongName": [
+          "url": "https://127.0.0.1:\(port)",
+          "tls": ["ca": certificates.path + "/ca.pem", "server_name": "other.example"],
+        ],
+        "unverified": ["url": "https://localhost:\(port)", "tls": ["verify": false]],
+      ])
+    let gateway = try GatewayProcess(config: config)
+    defer { gateway.stopExpectingCleanExit() }
+
+    let good = try send("GET", "/good", to: gateway.port)
+    #expect(good.status == 200)
+    #expect(good.text.contains(#""over":"tls""#))
+    for path in ["/unknown-ca", "/wrong-name"] {
+      let refused = try send("GET", path, to: gateway.port)
+      #expect(refused.status == 502, "\(path)")
+      #expect(isErrorEnvelope(refused, status: 502, message: "upstream unavailable"), "\(path)")
+    }
+    #expect(try send("GET", "/unverified", to: gateway.port).status == 200)
+    #expect(gateway.stdoutText.contains("TLS certificate verification is off"))
+    #expect(gateway.stdoutText.contains("upstream TLS failed"))
+  }
+}
