@@ -17,16 +17,7 @@ public enum ClientResponseWriter {
       out.append(contentsOf: head.reason)
     }
     append("\r\n", &out)
-    let connectionNamed = UpstreamRequestWriter.connectionListedNames(head.headers)
-    head.headers.withEachField { name, value in
-      if HopByHop.fields.contains(name) || HopByHop.gatewayResponseFields.contains(name) { return }
-      if let connectionNamed, connectionNamed.contains(name) { return }
-      out.append(contentsOf: name)
-      out.append(0x3A)
-      out.append(0x20)
-      out.append(contentsOf: value)
-      append("\r\n", &out)
-    }
+    writeForwardedFields(head.headers, except: nil, into: &out)
     append("X-Request-Id: ", &out)
     out.append(contentsOf: requestID)
     append("\r\n", &out)
@@ -52,20 +43,7 @@ public enum ClientResponseWriter {
     out.append(0x20)
     out.append(contentsOf: HTTPStatusPhrase.reason(for: status).utf8)
     append("\r\n", &out)
-    let connectionNamed = UpstreamRequestWriter.connectionListedNames(upstream.headers)
-    upstream.headers.withEachField { name, value in
-      if HopByHop.fields.contains(name) || HopByHop.gatewayResponseFields.contains(name)
-        || replacedByEnvelope.contains(name)
-      {
-        return
-      }
-      if let connectionNamed, connectionNamed.contains(name) { return }
-      out.append(contentsOf: name)
-      out.append(0x3A)
-      out.append(0x20)
-      out.append(contentsOf: value)
-      append("\r\n", &out)
-    }
+    writeForwardedFields(upstream.headers, except: replacedByEnvelope, into: &out)
     append("Content-Type: application/json\r\nX-Request-Id: ", &out)
     out.append(contentsOf: requestID)
     append("\r\n", &out)
@@ -74,6 +52,22 @@ public enum ClientResponseWriter {
     writeFraming(framing, headContentLength: nil, into: &out)
     if closeConnection { append("Connection: close\r\n", &out) }
     append("\r\n", &out)
+  }
+
+  /// The upstream's fields a client may see: all but the hop-by-hop table, the names its
+  /// Connection field lists, the fields the gateway sets itself, and `except`.
+  static func writeForwardedFields(_ headers: HTTPHeaders, except: HeaderNameSet?, into out: inout [UInt8]) {
+    let connectionNamed = UpstreamRequestWriter.connectionListedNames(headers)
+    headers.withEachField { name, value in
+      if HopByHop.fields.contains(name) || HopByHop.gatewayResponseFields.contains(name) { return }
+      if let except, except.contains(name) { return }
+      if let connectionNamed, connectionNamed.contains(name) { return }
+      out.append(contentsOf: name)
+      out.append(0x3A)
+      out.append(0x20)
+      out.append(contentsOf: value)
+      append("\r\n", &out)
+    }
   }
 
   static func writeFraming(_ framing: HTTPBodyFraming, headContentLength: Int64?, into out: inout [UInt8]) {

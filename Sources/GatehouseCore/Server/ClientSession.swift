@@ -909,17 +909,9 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
         body: stored.body, truncated: false, policy: policy)
     }
     switch outcome {
-    case .json(let status, var body):
-      exchange.status = status
-      var gzip = false
-      if exchange.acceptsGzip && body.count > 1024, let compressed = context.compress(body) {
-        body = compressed
-        gzip = true
-      }
-      ClientResponseWriter.writeEnveloped(
-        status: status, upstream: head, requestID: exchange.requestID, framing: .contentLength(Int64(body.count)),
-        gzip: gzip, closeConnection: close, extraLines: extra, into: &context.output)
-      if !headOnly { context.output.append(contentsOf: body) }
+    case .json(let status, let body):
+      writeEnvelopedAnswer(
+        status: status, body: body, upstream: head, exchange: exchange, close: close, headOnly: headOnly, extra: extra)
     case .passThrough:
       exchange.status = stored.status
       ClientResponseWriter.write(
@@ -1044,17 +1036,10 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     exchange.responseStarted = true
     let before = context.output.count
     switch outcome {
-    case .json(let status, var body):
-      exchange.status = status
-      var gzip = false
-      if exchange.acceptsGzip && body.count > 1024, let compressed = context.compress(body) {
-        body = compressed
-        gzip = true
-      }
-      ClientResponseWriter.writeEnveloped(
-        status: status, upstream: head, requestID: exchange.requestID, framing: .contentLength(Int64(body.count)),
-        gzip: gzip, closeConnection: close, extraLines: Self.cacheLines(exchange.cacheResult), into: &context.output)
-      if !headOnly { context.output.append(contentsOf: body) }
+    case .json(let status, let body):
+      writeEnvelopedAnswer(
+        status: status, body: body, upstream: head, exchange: exchange, close: close, headOnly: headOnly,
+        extra: Self.cacheLines(exchange.cacheResult))
     case .passThrough:
       exchange.status = head.status
       let allowsBody = HTTPSerializer.statusAllowsBody(head.status)
@@ -1067,6 +1052,24 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     }
     exchange.bytesSent += Int64(context.output.count - before)
     exchange.bufferedBody = []
+  }
+
+  /// Writes a whole enveloped answer (gzip when the client takes it and it pays off).
+  private func writeEnvelopedAnswer(
+    status: Int, body: [UInt8], upstream head: HTTPResponseHead, exchange: Exchange, close: Bool, headOnly: Bool,
+    extra: [UInt8]
+  ) {
+    exchange.status = status
+    var body = body
+    var gzip = false
+    if exchange.acceptsGzip && body.count > 1024, let compressed = context.compress(body) {
+      body = compressed
+      gzip = true
+    }
+    ClientResponseWriter.writeEnveloped(
+      status: status, upstream: head, requestID: exchange.requestID, framing: .contentLength(Int64(body.count)),
+      gzip: gzip, closeConnection: close, extraLines: extra, into: &context.output)
+    if !headOnly { context.output.append(contentsOf: body) }
   }
 
   static func field(_ headers: HTTPHeaders, _ lowercaseName: StaticString) -> ArraySlice<UInt8>? {
