@@ -27,6 +27,13 @@ import Testing
       try run(
         "openssl", "x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
         "-out", "server.pem", "-days", "2", "-extfile", "ext.cnf")
+      try Data("subjectAltName=DNS:alt.test".utf8).write(to: directory.appendingPathComponent("alt.cnf"))
+      try run(
+        "openssl", "req", "-newkey", "rsa:2048", "-nodes", "-keyout", "alt.key", "-out", "alt.csr", "-subj",
+        "/CN=alt.test")
+      try run(
+        "openssl", "x509", "-req", "-in", "alt.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+        "-out", "alt.pem", "-days", "2", "-extfile", "alt.cnf")
     }
 
     deinit { try? FileManager.default.removeItem(at: directory) }
@@ -87,6 +94,36 @@ import Testing
     #expect(plain == nil || plain?.status != 200)
     let (again, _) = try Self.curl(["--cacert", certificates.path + "/ca.pem", "https://localhost:\(gateway.port)/x"])
     #expect(again == 0)
+  }
+
+  @Test func sniChoosesTheCertificateForTheRequestedName() throws {
+    let certificates = try Certificates()
+    let backend = try TestBackend(always: .respond(.text("named")))
+    defer { backend.stop() }
+    var config = TestConfig.passThrough(to: backend.port)
+    config["listen"] = [
+      [
+        "address": "127.0.0.1:0",
+        "tls": [
+          "cert": certificates.path + "/server.pem", "key": certificates.path + "/server.key",
+          "sni": [
+            ["names": ["alt.test"], "cert": certificates.path + "/alt.pem", "key": certificates.path + "/alt.key"]
+          ],
+        ],
+      ]
+    ]
+    let gateway = try GatewayProcess(config: config)
+    defer { gateway.stopExpectingCleanExit() }
+    let ca = certificates.path + "/ca.pem"
+    // curl checks the certificate against the name it asked for: each succeeds only when the
+    // gateway picked the matching certificate.
+    let (alt, altBody) = try Self.curl([
+      "--cacert", ca, "--resolve", "alt.test:\(gateway.port):127.0.0.1", "https://alt.test:\(gateway.port)/x",
+    ])
+    #expect(alt == 0)
+    #expect(altBody == "named")
+    let (main, _) = try Self.curl(["--cacert", ca, "https://localhost:\(gateway.port)/x"])
+    #expect(main == 0)
   }
 
   @Test func httpsUpstreamIsVerifiedAndABadCertificateIs502() throws {

@@ -134,9 +134,22 @@ struct ConfigDecoder {
     guard let object = field.object() else { return nil }
     let certificate = object.requiredField("cert")?.nonEmptyString()
     let key = object.requiredField("key")?.nonEmptyString()
+    // More certificates chosen by the name the client asks for (SNI); the main one answers
+    // every other name.
+    var sni: [ListenerTLSConfig.NamedCertificate] = []
+    for element in object.field("sni")?.array() ?? [] {
+      guard let entry = element.object() else { continue }
+      let names = entry.requiredField("names")?.stringArray()
+      let entryCertificate = entry.requiredField("cert")?.nonEmptyString()
+      let entryKey = entry.requiredField("key")?.nonEmptyString()
+      entry.finishReading()
+      guard let names, let entryCertificate, let entryKey else { continue }
+      if names.isEmpty { element.report("names must list at least one server name") }
+      sni.append(.init(names: names, certificatePath: entryCertificate, keyPath: entryKey))
+    }
     object.finishReading()
     guard let certificate, let key else { return nil }
-    return ListenerTLSConfig(certificatePath: certificate, keyPath: key)
+    return ListenerTLSConfig(certificatePath: certificate, keyPath: key, sni: sni)
   }
 
   private func decodeAdmin(_ field: ConfigField?, listeners: [ListenerConfig]) -> AdminConfig {

@@ -58,6 +58,20 @@ public struct ListenerConfig: Sendable, Equatable {
 public struct ListenerTLSConfig: Sendable, Equatable {
   public let certificatePath: String
   public let keyPath: String
+  /// `sni`: certificates for other server names (exact or `*.domain`).
+  public let sni: [NamedCertificate]
+
+  public struct NamedCertificate: Sendable, Equatable {
+    public let names: [String]
+    public let certificatePath: String
+    public let keyPath: String
+  }
+
+  public init(certificatePath: String, keyPath: String, sni: [NamedCertificate] = []) {
+    self.certificatePath = certificatePath
+    self.keyPath = keyPath
+    self.sni = sni
+  }
 }
 
 /// The admin API listener (`admin`, SPEC §6).

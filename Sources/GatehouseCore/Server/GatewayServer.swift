@@ -40,8 +40,15 @@ public final class GatewayServer: @unchecked Sendable {
   static func serverTLS(_ listen: ListenerConfig) throws -> TLSContext? {
     guard let tls = listen.tls else { return nil }
     do {
+      var named: [String: TLSContext] = [:]
+      for entry in tls.sni {
+        let context = try TLSContext(
+          server: TLSServerConfiguration(certificateChainPath: entry.certificatePath, privateKeyPath: entry.keyPath))
+        for name in entry.names { named[name] = context }
+      }
       return try TLSContext(
-        server: TLSServerConfiguration(certificateChainPath: tls.certificatePath, privateKeyPath: tls.keyPath))
+        server: TLSServerConfiguration(certificateChainPath: tls.certificatePath, privateKeyPath: tls.keyPath),
+        serverNames: named)
     } catch {
       throw SnapshotError(description: "listen \(listen.address): \(error)")
     }
