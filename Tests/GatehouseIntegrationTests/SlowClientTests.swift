@@ -20,11 +20,6 @@ import Testing
     var status: Int? { state.withLock { $0.status } }
   }
 
-  /// Counts peer threads that have ended.
-  final class EndCounter: Sendable {
-    let count = Atomic(0)
-  }
-
   /// How a slow peer misbehaves.
   enum Kind: Sendable {
     /// Sends a head one byte every 100 ms, never finishing it.
@@ -38,10 +33,10 @@ import Testing
   /// Runs one slow peer on its own thread until the gateway cuts it or `limit` passes; the
   /// socket stays open (from this side) until `release` opens, so only the gateway's cuts
   /// free its descriptors.
-  static func startPeer(_ kind: Kind, port: UInt16, limit: Double, release: Gate, ended: EndCounter) -> PeerOutcome {
+  static func startPeer(_ kind: Kind, port: UInt16, limit: Double, release: Gate, ended: SharedCounter) -> PeerOutcome {
     let outcome = PeerOutcome()
     let thread = Thread {
-      defer { ended.count.add(1, ordering: .relaxed) }
+      defer { ended.increment() }
       guard let client = try? RawClient(port: port, receiveBufferSize: kind == .nonReader ? 16 * 1024 : nil) else {
         return
       }
@@ -113,7 +108,7 @@ import Testing
 
     let release = Gate()
     defer { release.open() }
-    let ended = EndCounter()
+    let ended = SharedCounter()
     let limit = 12.0
     var peers: [(Kind, PeerOutcome)] = []
     for (kind, count) in [(Kind.slowHead, 20), (.slowBody, 15), (.nonReader, 15)] {
@@ -145,7 +140,7 @@ import Testing
     }
     let descriptors = openDescriptorCount(pid: gateway.pid) ?? -1
     release.open()
-    waitUntil(timeout: 20) { ended.count.load(ordering: .relaxed) == peers.count }
+    waitUntil(timeout: 20) { ended.count == peers.count }
     let peak = sampler.finish()
 
     #expect(attempted >= 20)

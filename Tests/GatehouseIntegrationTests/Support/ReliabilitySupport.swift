@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// The admin side of a running gateway for reliability tests: its admin port (from the
 /// `admin listening` log line), authorized admin calls over raw sockets, and the process's
@@ -96,4 +97,14 @@ func envelopeDatas(_ response: ReceivedResponse) -> [String: Any]? {
 func secondsSince(_ start: ContinuousClock.Instant) -> Double {
   let elapsed = ContinuousClock.now - start
   return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+}
+
+/// A counter that threads started by a test can share (an `Atomic` cannot be captured).
+final class SharedCounter: Sendable {
+  private let value = Atomic(0)
+
+  init() {}
+
+  func increment() { value.add(1, ordering: .relaxed) }
+  var count: Int { value.load(ordering: .relaxed) }
 }
