@@ -4,6 +4,8 @@
 # wrk (every request a new cache key), kill -9 after a random 50–1000 ms; then start a
 # gateway on the same store with the backend unreachable and check that it opened the store
 # without repairing it and serves the anchor entry (stored before the first run) as STALE;
+# The keys cycle through 20 000 paths and the body changes every run, so rows are inserted
+# and rewritten while the store stays under max_bytes (no eviction of the anchor).
 # then check the file with the store crash writer's verify mode (integrity_check, and that
 # opening needed no repair). Exits non-zero on the first failed run.
 #
@@ -19,7 +21,8 @@ rel_setup crash-loop
 rel_build_release
 
 mkdir -p "$work/www"
-printf '{"id":1,"pad":"%s"}\n' "$(head -c 2000 /dev/zero | tr '\0' 'p')" >"$work/www/item.json"
+pad=$(head -c 1000 /dev/zero | tr '\0' 'p')
+printf '{"run":0,"pad":"%s"}\n' "$pad" >"$work/www/item.json"
 backend_port=$(rel_free_port)
 rel_start_nginx "$backend_port"
 down_port=$(rel_free_port)
@@ -31,7 +34,7 @@ write_config() {
   "listen": [{ "address": "127.0.0.1:0" }],
   "workers": 2,
   "admin": { "listen": "127.0.0.1:0", "token": "crash-loop-admin" },
-  "store": { "path": "$store", "max_bytes": 8388608 },
+  "store": { "path": "$store", "max_bytes": 67108864 },
   "upstreams": { "api": { "url": "http://127.0.0.1:$1", "response_timeout_ms": 2000, "connect_timeout_ms": 500 } },
   "routes": [ { "name": "cached", "match": { "path": "/cached/*" }, "upstream": "api",
                 "cache": { "stale_if_error_s": 86400 } } ],
@@ -47,7 +50,7 @@ cat >"$work/unique.lua" <<'LUA'
 local counter = 0
 request = function()
   counter = counter + 1
-  return wrk.format("GET", "/cached/w/" .. math.random(1, 1000000000) .. "/" .. counter)
+  return wrk.format("GET", "/cached/w/" .. ((counter * 7919 + math.random(1, 20000)) % 20000))
 end
 LUA
 
@@ -65,6 +68,9 @@ wait "$gateway_pid"
 
 killed_writing=0
 for run in $(seq 1 "$runs"); do
+  printf '{"run":%d,"pad":"%s"}\n' "$run" "$pad" >"$work/www/item.json.new"
+  mv "$work/www/item.json.new" "$work/www/item.json"
+  chmod a+r "$work/www/item.json"
   rel_start_gateway "$work/up.json" "$work/run.log"
   wrk -t1 -c4 -d5s -s "$work/unique.lua" "http://$gateway" >"$work/wrk.txt" 2>&1 &
   wrk_pid=$!
