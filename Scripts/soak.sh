@@ -50,6 +50,7 @@ ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
 PY
 python3 -u "$work/oauth.py" "$oauth_port" >"$work/oauth.log" 2>&1 &
 rel_children="$!"
+rel_wait_for_port "$oauth_port"
 
 cat >"$work/gatehouse.json" <<JSON
 {

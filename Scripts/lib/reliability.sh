@@ -8,6 +8,7 @@
 #   rel_setup NAME          temp dir, cleanup trap
 #   rel_build_release       release build of gatehouse (+ crash writer); sets $bin, $crash_writer
 #   rel_free_port           prints a free loopback port
+#   rel_wait_for_port PORT  waits (10 s) until something accepts on 127.0.0.1:PORT
 #   rel_wait_for_line F RE  waits (30 s) for a line matching RE in file F and prints it
 #   rel_start_nginx PORT    nginx serving $work/www on 127.0.0.1:PORT (sets $nginx_pid)
 #   rel_stop_nginx          stops it (bounded)
@@ -69,6 +70,18 @@ rel_wait_for_line() {
   done
 }
 
+rel_wait_for_port() {
+  local tries=0
+  until (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; do
+    tries=$((tries + 1))
+    if [ "$tries" -gt 200 ]; then
+      echo "nothing listens on 127.0.0.1:$1" >&2
+      return 1
+    fi
+    sleep 0.05
+  done
+}
+
 # nginx as the backend: static JSON files under $work/www, keep-alive, its own prefix.
 rel_start_nginx() {
   local port=$1
@@ -101,28 +114,22 @@ http {
 CONF
   nginx -p "$work/nginx" -c "$work/nginx/nginx.conf" -g 'daemon off;' >"$work/nginx/out.log" 2>&1 &
   nginx_pid=$!
-  local tries=0
-  until (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do
-    tries=$((tries + 1))
-    if [ "$tries" -gt 100 ]; then
-      echo "nginx did not start:" >&2
-      cat "$work/nginx/out.log" "$work/nginx/logs/error.log" >&2
-      return 1
-    fi
-    sleep 0.05
-  done
+  if ! rel_wait_for_port "$port"; then
+    cat "$work/nginx/out.log" "$work/nginx/logs/error.log" >&2
+    return 1
+  fi
 }
 
 rel_stop_nginx() {
   [ -n "$nginx_pid" ] || return 0
-  kill "$nginx_pid" 2>/dev/null
+  kill "$nginx_pid" 2>/dev/null || true
   local tries=0
   while kill -0 "$nginx_pid" 2>/dev/null && [ "$tries" -lt 100 ]; do
     tries=$((tries + 1))
     sleep 0.05
   done
-  kill -9 "$nginx_pid" 2>/dev/null
-  wait "$nginx_pid" 2>/dev/null
+  kill -9 "$nginx_pid" 2>/dev/null || true
+  wait "$nginx_pid" 2>/dev/null || true
   nginx_pid=""
 }
 
