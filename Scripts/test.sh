@@ -7,7 +7,11 @@ set -eu
 cd "$(dirname "$0")/.."
 sh Scripts/install-deps.sh
 swift build --build-tests
-swift test --skip-build
+# Two tests count the test process's own file descriptors, which tests running beside them
+# would disturb: they run first, one at a time; everything else runs in parallel after them.
+swift test --skip-build --filter "LoopTests/everyDescriptorIsClosedAfterwards"
+swift test --skip-build --filter "TLSTests/everyDescriptorIsClosedAfterwards"
+swift test --skip-build --skip "everyDescriptorIsClosedAfterwards"
 bash Scripts/admin-api-check.sh
 bash Scripts/dashboard-check.sh
 bash Scripts/deploy-check.sh .build/debug/gatehouse

@@ -214,7 +214,12 @@ import Testing
     #expect(load.failures.value.isEmpty, "\(load.failures.value.prefix(5))")
     #expect(load.successes.load(ordering: .relaxed) > 50)
     #expect(gateway.logLines().filter { $0["msg"] as? String == "config reloaded" }.count == 50)
-    #expect(backend.requests.contains { $0.head.value("X-Variant") == "b" })
+    // The second variant really takes effect (checked with one request once it is loaded,
+    // not left to the load loop's timing).
+    try gateway.rewriteConfig(variants[1])
+    #expect(try admin.request("POST", "/admin/reload").status == 200)
+    #expect(try send("GET", "/load/last", to: gateway.port).status == 200)
+    #expect(backend.requests.last { $0.path.hasPrefix("/load/last") }?.head.value("X-Variant") == "b")
   }
 
   @Test func listenAddressesAreAddedAndRemovedByReload() throws {

@@ -413,7 +413,7 @@ import Testing
         server: try serverContext(certificate: certificates.expiredCertificatePath), client: try clientOptions())
       _ = try exchange(server: try serverContext(clientCA: certificates.caPath), client: try clientOptions())
     }
+    // Other suites open and close descriptors in parallel: no more than before is the check.
     #expect(waitUntil { openFileDescriptorCount() <= before })
-    #expect(openFileDescriptorCount() == before)
   }
 }
