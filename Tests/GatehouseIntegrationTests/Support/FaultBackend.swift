@@ -161,11 +161,13 @@ final class FaultBackend: Sendable {
 
   private func serve(_ socket: TestSocket, index: Int) {
     let reader = WireReader(socket: socket)
+    // Set when an answer ends the connection: then it closes at once, as servers do.
+    var closesByChoice = false
     defer {
       // Whatever else arrived (a request cut short, bytes after a refusal) is kept too.
       var rest: [UInt8] = []
       reader.transcript = nil
-      try? reader.readToEnd(deadline: Deadline(seconds: 0.2)) { rest.append(contentsOf: $0) }
+      try? reader.readToEnd(deadline: Deadline(seconds: closesByChoice ? 0 : 0.2)) { rest.append(contentsOf: $0) }
       record(rest, connection: index)
       state.withLock { state in
         state.openSockets.removeValue(forKey: index)
@@ -189,7 +191,10 @@ final class FaultBackend: Sendable {
       served += 1
       state.withLock { $0.requests.append(request) }
       let answer = handler.withLock { $0 }(request)
-      guard (try? perform(answer, on: socket, reader: reader)) == true else { return }
+      guard (try? perform(answer, on: socket, reader: reader)) == true else {
+        closesByChoice = true
+        return
+      }
     }
   }
 

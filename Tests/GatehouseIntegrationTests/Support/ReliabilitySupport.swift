@@ -1,6 +1,10 @@
 import Foundation
 import Synchronization
 
+#if canImport(Glibc)
+  import Glibc
+#endif
+
 /// The admin side of a running gateway for reliability tests: its admin port (from the
 /// `admin listening` log line), authorized admin calls over raw sockets, and the process's
 /// open descriptor count from `/proc`.
@@ -107,4 +111,64 @@ final class SharedCounter: Sendable {
 
   func increment() { value.add(1, ordering: .relaxed) }
   var count: Int { value.load(ordering: .relaxed) }
+}
+
+/// The release build's `gatehouse` (`swift build -c release`), when there is one next to the
+/// debug build the tests run; some faults only show with the optimized binary's timing.
+func releaseGatewayExecutable() -> URL? {
+  let debug = gatehouseExecutable()
+  let url = debug.deletingLastPathComponent().deletingLastPathComponent()
+    .appendingPathComponent("release").appendingPathComponent("gatehouse")
+  return FileManager.default.isExecutableFile(atPath: url.path) ? url : nil
+}
+
+/// A gateway process of any build (see `releaseGatewayExecutable`), run with `config` in a
+/// private temp directory, its output in a file there. Killed and removed on `deinit`.
+final class ExternalGateway {
+  let process = Process()
+  let directory: URL
+  private(set) var port: UInt16 = 0
+
+  init(executable: URL, config: [String: Any]) throws {
+    directory = FileManager.default.temporaryDirectory.appendingPathComponent("gatehouse-ext-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    let configURL = directory.appendingPathComponent("config.json")
+    try JSONSerialization.data(withJSONObject: config).write(to: configURL)
+    let logURL = directory.appendingPathComponent("out.log")
+    _ = FileManager.default.createFile(atPath: logURL.path, contents: nil)
+    let log = try FileHandle(forWritingTo: logURL)
+    defer { try? log.close() }
+    process.executableURL = executable
+    process.arguments = ["serve", "--config", configURL.path]
+    process.currentDirectoryURL = directory
+    process.standardInput = FileHandle.nullDevice
+    process.standardOutput = log
+    process.standardError = log
+    try DescriptorCreation.lock.withLock { _ in try process.run() }
+    waitUntil(timeout: 30) {
+      let text = (try? String(contentsOf: logURL, encoding: .utf8)) ?? ""
+      guard let line = text.split(separator: "\n").first(where: { $0.contains("\"msg\":\"listening\"") }),
+        let range = line.range(of: #"127\.0\.0\.1:[0-9]+"#, options: .regularExpression)
+      else { return !process.isRunning }
+      port = UInt16(line[range].split(separator: ":")[1]) ?? 0
+      return true
+    }
+    guard port != 0 else {
+      process.terminate()
+      throw GatewayStartError(description: "external gateway did not start")
+    }
+  }
+
+  var pid: Int32 { process.processIdentifier }
+
+  deinit {
+    if process.isRunning {
+      process.terminate()
+      if !waitUntil(timeout: 10, { !process.isRunning }) {
+        _ = Glibc.kill(process.processIdentifier, SIGKILL)
+        waitUntil(timeout: 10) { !process.isRunning }
+      }
+    }
+    try? FileManager.default.removeItem(at: directory)
+  }
 }
