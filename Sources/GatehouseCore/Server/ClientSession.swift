@@ -30,6 +30,8 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
   private(set) var deadline: UInt64 = 0
   private var deadlineKind = DeadlineKind.header
   private var pausedReasons: Set<PauseReason> = []
+  /// Held pipelined requests wait for the client to read what it was sent.
+  private var resumeOnDrain = false
 
   enum DeadlineKind {
     case header
@@ -92,6 +94,12 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     defer { consuming = false }
     var offset = 0
     while !closed {
+      if exchange == nil, offset < bytes.count, connection?.isAboveHighWatermark == true {
+        held.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[offset...]))
+        setClientReadingPaused(true, reason: .pipelining)
+        resumeOnDrain = true
+        return
+      }
       if let exchange, exchange.requestComplete {
         if offset < bytes.count {
           held.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[offset...]))
@@ -797,6 +805,12 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     }
     setDeadline(.idle, after: context.snapshot.idleTimeout)
     guard !consuming else { return }
+    // A client that does not read its answers gets no new ones until it has caught up:
+    // pipelined requests wait, so answers never pile up in memory.
+    if connection?.isAboveHighWatermark == true {
+      resumeOnDrain = true
+      return
+    }
     resumeHeldInput()
   }
 
@@ -1109,6 +1123,11 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
   }
 
   func connectionWriteQueueDidDrainBelowLowWatermark(_ connection: BufferedConnection) {
+    if resumeOnDrain && exchange == nil {
+      resumeOnDrain = false
+      resumeHeldInput()
+      return
+    }
     guard let exchange, let upstream = exchange.upstream?.connection else { return }
     upstream.resumeReading()
     if deadlineKind == .clientWrite, let timeout = exchange.pool?.plan.responseTimeout {
