@@ -232,7 +232,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     }
     var token: (prefix: [UInt8], value: [UInt8], suffix: [UInt8])?
     if let use = plan.token {
-      guard let grant = exchange.tokenGrant ?? context.usableToken(use.name) else {
+      guard let grant = exchange.tokenGrant ?? context.usableToken(use.name, index: use.index) else {
         waitForToken(use)
         return
       }

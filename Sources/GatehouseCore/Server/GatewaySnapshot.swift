@@ -40,7 +40,8 @@ public final class GatewaySnapshot: Sendable {
     routePlans = config.routes.map { route in
       RoutePlan(
         route, upstreamIndex: route.upstream.flatMap { name in upstreams.firstIndex { $0.name == name } },
-        globalRules: globalRules, token: route.token.flatMap { config.token(named: $0) },
+        globalRules: globalRules,
+        tokenIndex: route.token.flatMap { name in config.tokens.firstIndex { $0.name == name } },
         alsoDropped: clientKeyHeaders)
     }
     limits = HTTPLimits(
@@ -87,7 +88,7 @@ struct RoutePlan: Sendable {
   let token: TokenUse?
 
   init(
-    _ route: RouteConfig, upstreamIndex: Int?, globalRules: HeaderPlan.Rules, token: TokenConfig?,
+    _ route: RouteConfig, upstreamIndex: Int?, globalRules: HeaderPlan.Rules, tokenIndex: Int?,
     alsoDropped: [String]
   ) {
     name = route.name
@@ -103,7 +104,7 @@ struct RoutePlan: Sendable {
     envelope = route.envelope.enabled ? EnvelopePolicy(route.envelope) : nil
     cache = route.cache.map(CachePolicy.init)
     upstreamName = route.upstream
-    self.token = route.token.map { TokenUse(name: $0, route: route) }
+    self.token = route.token.map { TokenUse(name: $0, index: tokenIndex, route: route) }
   }
 }
 
@@ -111,6 +112,8 @@ struct RoutePlan: Sendable {
 /// the backend is recognized (SPEC §2 `invalid_token`).
 struct TokenUse: Sendable {
   let name: String
+  /// Where the token should be in the published values (config order), checked by name.
+  let index: Int?
   /// `Authorization: Bearer ` — the header name and the format's text before `{token}`.
   let linePrefix: [UInt8]
   /// The format's text after `{token}`, then CRLF.
@@ -120,8 +123,9 @@ struct TokenUse: Sendable {
   /// `body_values`, serialized, compared with the raw bytes of `body_field`'s value.
   let bodyValues: [[UInt8]]
 
-  init(name: String, route: RouteConfig) {
+  init(name: String, index: Int?, route: RouteConfig) {
     self.name = name
+    self.index = index
     linePrefix = Array("\(route.tokenHeader): \(route.tokenFormat.prefix)".utf8)
     lineSuffix = Array("\(route.tokenFormat.suffix)\r\n".utf8)
     invalidStatuses = Set(route.invalidToken.statuses)

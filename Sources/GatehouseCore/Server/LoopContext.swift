@@ -29,10 +29,25 @@ final class LoopContext: @unchecked Sendable {
   var tokens = TokenValues.empty
 
   /// A usable value of `name` by the snapshot's own expiry, with its serial.
-  func usableToken(_ name: String) -> TokenGrant? {
-    guard let entry = tokens[name],
-      let value = entry.value(at: TokenInstant(millisecondsSinceEpoch: RFC3339.nowMilliseconds()))
-    else { return nil }
+  func usableToken(_ name: String, index: Int? = nil) -> TokenGrant? {
+    // The route's index into the values is tried first (no hashing); a reload may have
+    // moved the token, so the name decides.
+    let entry: TokenValues.Entry
+    if let index, index < tokens.entries.count, tokens.entries[index].name == name {
+      entry = tokens.entries[index]
+    } else if let found = tokens[name] {
+      entry = found
+    } else {
+      return nil
+    }
+    // A value without an expiry (static and file tokens) needs no clock reading.
+    let value: [UInt8]?
+    if entry.expiresAt == nil {
+      value = entry.value
+    } else {
+      value = entry.value(at: TokenInstant(millisecondsSinceEpoch: RFC3339.nowMilliseconds()))
+    }
+    guard let value else { return nil }
     return TokenGrant(bytes: value, serial: entry.serial)
   }
 
