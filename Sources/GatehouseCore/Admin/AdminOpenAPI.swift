@@ -1512,7 +1512,8 @@ enum AdminOpenAPI {
                   "null"
                 ],
                 "minimum": 1,
-                "description": "Seconds until it expires; absent or null: no expiry."
+                "description": "Seconds until it expires; absent or null: no expiry. At most 315360000 (ten years).",
+                "maximum": 315360000
               }
             },
             "additionalProperties": false

@@ -76,9 +76,9 @@ extension GatewayServer {
         guard case .number(let number) = member,
           let seconds = number.integer
             ?? (number.double.rounded() == number.double && abs(number.double) < 1e15 ? Int64(number.double) : nil),
-          seconds > 0
+          seconds > 0, seconds <= 315_360_000
         else {
-          return .failure(BadRequest(message: "expires_in must be a positive integer (seconds)"))
+          return .failure(BadRequest(message: "expires_in must be an integer from 1 to 315360000 (seconds)"))
         }
         expiresIn = .seconds(seconds)
       default:
