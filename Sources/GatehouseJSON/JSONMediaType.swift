@@ -4,15 +4,24 @@
 /// before `;`. `text/json`, `application/jsonp`, `application/json-seq` and anything else are
 /// not JSON to the envelope (their bodies pass through unchanged).
 public enum JSONMediaType {
-  /// Checks a Content-Type header value.
+  /// Checks a Content-Type header value. Inlinable so callers in other modules get a
+  /// contiguous-bytes fast path instead of an unspecialized generic walk.
+  @inlinable
   public static func isJSON<Bytes: Collection<UInt8>>(_ contentType: Bytes) -> Bool {
-    var iterator = contentType.makeIterator()
+    if let verdict = contentType.withContiguousStorageIfAvailable({ isJSON(bytes: UnsafeRawBufferPointer($0)) }) {
+      return verdict
+    }
+    return Array(contentType).withUnsafeBytes { isJSON(bytes: $0) }
+  }
+
+  /// Checks a Content-Type header value given as raw bytes.
+  public static func isJSON(bytes contentType: UnsafeRawBufferPointer) -> Bool {
     var state = Parse.leadingSpace
     var subtypeLength = 0
     // The last five subtype bytes, lowercased, to test for a `+json` suffix without a buffer.
     var subtypeTail: UInt64 = 0
     var typeMatched = 0  // bytes of "application" matched so far
-    while let raw = iterator.next() {
+    for raw in contentType {
       let byte = raw | (raw &- 0x41 < 26 ? 0x20 : 0)  // ASCII lowercase
       switch state {
       case .leadingSpace:

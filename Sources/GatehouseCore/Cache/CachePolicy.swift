@@ -6,18 +6,23 @@ public struct CachePolicy: Sendable, Equatable {
   public let staleWhileRevalidateMs: Int64
   public let staleIfErrorMs: Int64
   public let vary: [String]
+  /// Whether concurrent GETs with one cache key share one upstream exchange.
+  public let collapse: Bool
 
-  public init(freshMs: Int64, staleWhileRevalidateMs: Int64, staleIfErrorMs: Int64, vary: [String]) {
+  public init(
+    freshMs: Int64, staleWhileRevalidateMs: Int64, staleIfErrorMs: Int64, vary: [String], collapse: Bool = true
+  ) {
     self.freshMs = freshMs
     self.staleWhileRevalidateMs = staleWhileRevalidateMs
     self.staleIfErrorMs = staleIfErrorMs
     self.vary = vary.map { $0.lowercased() }
+    self.collapse = collapse
   }
 
   init(_ config: RouteCacheConfig) {
     self.init(
       freshMs: Self.milliseconds(config.fresh), staleWhileRevalidateMs: Self.milliseconds(config.staleWhileRevalidate),
-      staleIfErrorMs: Self.milliseconds(config.staleIfError), vary: config.vary)
+      staleIfErrorMs: Self.milliseconds(config.staleIfError), vary: config.vary, collapse: config.collapse)
   }
 
   static func milliseconds(_ duration: Duration) -> Int64 {

@@ -210,7 +210,8 @@ extension ConfigDecoder {
       staleIfError: object.field("stale_if_error_s")?.seconds() ?? .seconds(86_400),
       fresh: object.field("fresh_s")?.seconds() ?? .zero,
       staleWhileRevalidate: object.field("stale_while_revalidate_s")?.seconds() ?? .zero,
-      vary: object.field("vary")?.array()?.compactMap(headerName) ?? [])
+      vary: object.field("vary")?.array()?.compactMap(headerName) ?? [],
+      collapse: object.field("collapse")?.bool() ?? true)
     object.finishReading()
     return cache
   }

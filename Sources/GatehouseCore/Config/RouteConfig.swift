@@ -95,6 +95,8 @@ public struct RouteCacheConfig: Sendable, Equatable {
   public let staleWhileRevalidate: Duration
   /// Request headers whose values are part of the cache key. Default none.
   public let vary: [String]
+  /// Concurrent GETs with the same cache key share one upstream exchange. Default true.
+  public var collapse = true
 }
 
 /// A canned answer (`stub`), for demos and for backends that do not exist yet.

@@ -67,6 +67,10 @@ public struct PrometheusText {
     for result in ["hit", "stale", "miss", "bypass"] {
       self.sample("gatehouse_cache_total", [("result", result)], Double(sample.cacheResults[result] ?? 0))
     }
+    header(
+      "gatehouse_cache_collapsed_total", "counter",
+      "Requests answered by another request's upstream exchange for the same cache key.")
+    self.sample("gatehouse_cache_collapsed_total", [], Double(sample.collapsed))
   }
 
   /// A gauge or counter family with one sample per label set.

@@ -37,6 +37,8 @@ final class LoopMetrics {
   let unrouted = RouteCounters()
   var upstreamOutcomes: [UpstreamOutcomeKey: UInt64] = [:]
   var cacheResults: [String: UInt64] = [:]
+  /// Requests that waited for another's upstream exchange (collapsed forwarding).
+  var collapsed: UInt64 = 0
 
   /// Lines up counters with a snapshot's routes (by name, so counts survive reloads).
   func bind(routeNames: [String]) {
@@ -67,6 +69,7 @@ final class LoopMetrics {
     sample.routes[""] = RouteSample(unrouted)
     sample.upstreamOutcomes = upstreamOutcomes
     sample.cacheResults = cacheResults
+    sample.collapsed = collapsed
     return sample
   }
 }
@@ -105,6 +108,7 @@ public struct MetricsSample: Sendable {
   var routes: [String: RouteSample] = [:]
   var upstreamOutcomes: [UpstreamOutcomeKey: UInt64] = [:]
   var cacheResults: [String: UInt64] = [:]
+  var collapsed: UInt64 = 0
 
   public init() {}
 
@@ -112,6 +116,7 @@ public struct MetricsSample: Sendable {
     for (name, sample) in other.routes { routes[name, default: RouteSample()].add(sample) }
     for (key, value) in other.upstreamOutcomes { upstreamOutcomes[key, default: 0] &+= value }
     for (key, value) in other.cacheResults { cacheResults[key, default: 0] &+= value }
+    collapsed &+= other.collapsed
   }
 
   /// Requests answered, by status, over all routes.

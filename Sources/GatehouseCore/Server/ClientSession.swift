@@ -145,7 +145,9 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     var out: [UInt8] = []
     GatewayResponse.writeFailure(.badRequest(error), requestID: requestID, closeConnection: true, into: &out)
     if let upstream = exchange?.upstream { exchange?.pool?.discard(upstream) }
+    let waiters = exchange.flatMap(detachWaiters)
     exchange = nil
+    defer { waiters?.release() }
     _ = connection?.write(out)
     logLocal(status: error.status, requestID: requestID, head: nil, bytes: out.count)
     connection?.close()
@@ -215,6 +217,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     if plan.token != nil && Self.hasBody(head) { exchange?.requestBodyCopy = [] }
     if let cache = plan.cache, let exchange {
       if answerFromStoreBeforeUpstream(exchange, plan: plan, cache: cache) { return }
+      if waitForCollapsedExchange(exchange, cache: cache, routeIndex: match.routeIndex) { return }
     }
     sendUpstream(fresh: false)
   }
@@ -555,6 +558,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
         exchange.upstream = nil
         exchange.pool?.discard(upstream)
       }
+      if exchange.collapseRole == .leading { exchange.collapseOutcome = .failed(.unavailable) }
       serveStored(stale, result: .stale)
       return false
     }
@@ -672,10 +676,12 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     {
       return
     }
-    rememberAnswer(exchange)
+    let kept = storableAnswer(exchange)
+    if let kept { rememberAnswer(kept, exchange: exchange) }
+    var rendered: EnvelopeOutcome?
     switch exchange.bodyPlan {
     case .buffer:
-      writeBufferedAnswer(exchange)
+      rendered = writeBufferedAnswer(exchange)
     case .streamWrapped:
       do {
         try exchange.streamValidator?.finish()
@@ -686,6 +692,9 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       appendWrapped(Array(#","message":""}"#.utf8), exchange: exchange)
     case .passThrough:
       break
+    }
+    if exchange.collapseRole == .leading, let kept {
+      exchange.collapseOutcome = .answer(CollapsedAnswer(head: kept.head, body: kept.body, rendered: rendered))
     }
     if exchange.rechunkResponse { HTTPSerializer.writeLastChunk(into: &context.output) }
     flushOutput()
@@ -744,6 +753,8 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
 
   private func upstreamFailed(_ failure: UpstreamFailure) {
     guard let exchange else { return }
+    // A waiter that gave up is no longer answered by the exchange it waited for.
+    if exchange.collapseRole == .waiting { exchange.collapseRole = .none }
     if let pool = exchange.pool {
       context.metrics.recordUpstream(pool.plan.name, outcome: failure.outcome)
       if failure != .circuitOpen {
@@ -769,6 +780,8 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       sendUpstream(fresh: true)
       return
     }
+    // Waiters answer as this request does, without trying the failed upstream again.
+    if exchange.collapseRole == .leading { exchange.collapseOutcome = .failed(failure) }
     if let stale = staleAnswer(for: exchange) {
       serveStored(stale, result: .stale)
       return
@@ -785,6 +798,10 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
 
   private func finishExchange() {
     guard let exchange else { return }
+    // Waiters are answered once this session is done with the exchange (their answers
+    // use the loop's output buffer too).
+    let waiters = detachWaiters(of: exchange)
+    defer { waiters?.release() }
     let elapsed = EventLoop.monotonicNanoseconds() &- exchange.startedAt
     if let result = exchange.cacheResult { context.metrics.cacheResults[result.metricLabel, default: 0] &+= 1 }
     context.recordRequest(
@@ -874,27 +891,88 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     return stored
   }
 
-  /// Hands a complete, storable upstream answer to the store (raw: the envelope is applied
-  /// when it is served, so envelope settings can change).
-  private func rememberAnswer(_ exchange: Exchange) {
-    guard let key = exchange.cacheKey, let store = context.store, let status = exchange.upstreamStatus else { return }
-    let body: [UInt8]
-    let headers: HTTPHeaders
+  /// The complete upstream answer of a request with a cache key, when it may be stored
+  /// (raw: the envelope is applied when it is served, so envelope settings can change).
+  private func storableAnswer(_ exchange: Exchange) -> (head: HTTPResponseHead, body: [UInt8])? {
+    guard exchange.cacheKey != nil, let status = exchange.upstreamStatus else { return nil }
     switch exchange.bodyPlan {
     case .buffer:
       guard let head = exchange.bufferedHead, !exchange.bufferedTruncated,
         !exchange.responseParser.requestWasHEAD, CacheStorability.isStorable(status: status, headers: head.headers)
-      else { return }
-      body = exchange.bufferedBody
-      headers = head.headers
+      else { return nil }
+      return (head, exchange.bufferedBody)
     case .passThrough:
-      guard let tee = exchange.teeBody, let head = exchange.storableHead else { return }
-      body = tee
-      headers = head.headers
+      guard let tee = exchange.teeBody, let head = exchange.storableHead else { return nil }
+      return (head, tee)
     case .streamWrapped:
-      return
+      return nil
     }
-    store.remember(key: key, status: status, headers: headers, body: body, nowMs: RFC3339.nowMilliseconds())
+  }
+
+  private func rememberAnswer(_ answer: (head: HTTPResponseHead, body: [UInt8]), exchange: Exchange) {
+    guard let key = exchange.cacheKey, let store = context.store else { return }
+    store.remember(
+      key: key, status: answer.head.status, headers: answer.head.headers, body: answer.body,
+      nowMs: RFC3339.nowMilliseconds())
+  }
+
+  // MARK: Collapsed forwarding
+
+  /// Joins the GET for the same cache key that is already with the upstream, or becomes the
+  /// one later requests join. Returns true when this request waits for another's answer.
+  private func waitForCollapsedExchange(_ exchange: Exchange, cache: CachePolicy, routeIndex: Int) -> Bool {
+    guard let key = exchange.cacheKey,
+      RequestCollapsing.isCollapsible(
+        method: exchange.head.method, hasBody: Self.hasBody(exchange.head), enabled: cache.collapse)
+    else { return false }
+    guard let group = context.collapsing[key.id], group.isLive else {
+      context.collapsing[key.id] = CollapseGroup(leader: exchange, routeIndex: routeIndex)
+      exchange.collapseRole = .leading
+      return false
+    }
+    // Another route or an older config may answer differently: go alone.
+    guard group.admits(exchange, routeIndex: routeIndex) else { return false }
+    group.add(self, exchange)
+    exchange.collapseRole = .waiting
+    context.metrics.collapsed &+= 1
+    if let upstreamIndex = exchange.snapshot.routePlans[routeIndex].upstreamIndex {
+      let upstream = exchange.snapshot.upstreamPlans[upstreamIndex]
+      setDeadline(
+        .upstreamResponse,
+        after: RequestCollapsing.waiterPatience(
+          connectTimeout: upstream.connectTimeout, responseTimeout: upstream.responseTimeout))
+    }
+    return true
+  }
+
+  /// Takes a leading exchange's group out of the loop's table (so a new request for the key
+  /// leads anew); the caller releases the waiters when it is done with the exchange.
+  private func detachWaiters(of exchange: Exchange) -> CollapseGroup.Release? {
+    guard exchange.collapseRole == .leading else { return nil }
+    exchange.collapseRole = .none
+    guard let key = exchange.cacheKey, let group = context.collapsing[key.id], group.isLed(by: exchange) else {
+      return nil
+    }
+    context.collapsing[key.id] = nil
+    return CollapseGroup.Release(group: group, outcome: exchange.collapseOutcome ?? .retry)
+  }
+
+  /// The exchange this request waited for has ended with `outcome`.
+  func collapsedExchangeEnded(_ waiter: Exchange, outcome: CollapseOutcome) {
+    guard exchange === waiter, waiter.collapseRole == .waiting, !closed else { return }
+    waiter.collapseRole = .none
+    deadline = 0
+    switch outcome {
+    case .answer(let answer):
+      waiter.upstreamStatus = answer.head.status
+      writeKeptAnswer(
+        head: answer.head, body: answer.body, outcome: answer.rendered ?? .passThrough,
+        extra: Self.cacheLines(waiter.cacheResult))
+    case .failed(let failure):
+      upstreamFailed(failure)
+    case .retry:
+      sendUpstream(fresh: false)
+    }
   }
 
   /// Answers from the store: the stored upstream answer, through the route's envelope.
@@ -909,11 +987,6 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       let age = max(0, (RFC3339.nowMilliseconds() - stored.storedAtMs) / 1000)
       extra.append(contentsOf: "Age: \(age)\r\nWarning: 110 - \"Response is Stale\"\r\n".utf8)
     }
-    let headOnly = exchange.head.method == .head
-    let close = closeAfterResponse || !exchange.head.keepAlive || context.draining
-    exchange.closeClient = close
-    exchange.responseStarted = true
-    context.output.removeAll(keepingCapacity: true)
     var outcome = EnvelopeOutcome.passThrough
     if let policy = exchange.envelope {
       outcome = EnvelopeRenderer.render(
@@ -922,17 +995,29 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
         contentEncoding: Self.field(head.headers, "content-encoding"),
         body: stored.body, truncated: false, policy: policy)
     }
+    writeKeptAnswer(head: head, body: stored.body, outcome: outcome, extra: extra)
+  }
+
+  /// Writes a whole upstream answer kept in memory (stored, or shared by a collapsed
+  /// exchange): `outcome` is its envelope, rendered by the caller.
+  private func writeKeptAnswer(head: HTTPResponseHead, body: [UInt8], outcome: EnvelopeOutcome, extra: [UInt8]) {
+    guard let exchange else { return }
+    let headOnly = exchange.head.method == .head
+    let close = closeAfterResponse || !exchange.head.keepAlive || context.draining
+    exchange.closeClient = close
+    exchange.responseStarted = true
+    context.output.removeAll(keepingCapacity: true)
     switch outcome {
-    case .json(let status, let body):
+    case .json(let status, let json):
       writeEnvelopedAnswer(
-        status: status, body: body, upstream: head, exchange: exchange, close: close, headOnly: headOnly, extra: extra)
+        status: status, body: json, upstream: head, exchange: exchange, close: close, headOnly: headOnly, extra: extra)
     case .passThrough:
-      exchange.status = stored.status
+      exchange.status = head.status
       ClientResponseWriter.write(
-        head: head, requestID: exchange.requestID, framing: headOnly ? .none : .contentLength(Int64(stored.body.count)),
-        headContentLength: headOnly ? Int64(stored.body.count) : nil, closeConnection: close, extraLines: extra,
+        head: head, requestID: exchange.requestID, framing: headOnly ? .none : .contentLength(Int64(body.count)),
+        headContentLength: headOnly ? Int64(body.count) : nil, closeConnection: close, extraLines: extra,
         into: &context.output)
-      if !headOnly { context.output.append(contentsOf: stored.body) }
+      if !headOnly { context.output.append(contentsOf: body) }
     }
     exchange.bytesSent = Int64(context.output.count)
     exchange.responseComplete = true
@@ -1031,8 +1116,9 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
   }
 
   /// The buffered body is complete: render the envelope (or pass the answer as it is).
-  private func writeBufferedAnswer(_ exchange: Exchange) {
-    guard let head = exchange.bufferedHead else { return }
+  /// Returns the envelope rendered, if the route has one.
+  private func writeBufferedAnswer(_ exchange: Exchange) -> EnvelopeOutcome? {
+    guard let head = exchange.bufferedHead else { return nil }
     let outcome: EnvelopeOutcome
     if let policy = exchange.envelope {
       outcome = EnvelopeRenderer.render(
@@ -1066,6 +1152,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     }
     exchange.bytesSent += Int64(context.output.count - before)
     exchange.bufferedBody = []
+    return exchange.envelope == nil ? nil : outcome
   }
 
   /// Writes a whole enveloped answer (gzip when the client takes it and it pays off).
@@ -1201,7 +1288,9 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       self.exchange?.upstream = nil
       exchange.pool?.discard(upstream)
     }
+    let waiters = exchange.flatMap(detachWaiters)
     exchange = nil
+    defer { waiters?.release() }
     self.connection = nil
     context.sessionClosed(self)
   }
@@ -1298,6 +1387,10 @@ final class Exchange {
   /// A pass-through body kept (up to a limit) so it can be stored, with its head.
   var teeBody: [UInt8]?
   var storableHead: HTTPResponseHead?
+  /// This exchange's part in collapsed forwarding.
+  var collapseRole = CollapseRole.none
+  /// What a leading exchange hands its waiters when it ends (nil: they ask the upstream).
+  var collapseOutcome: CollapseOutcome?
 
   init(head: HTTPRequestHead, requestID: [UInt8], snapshot: GatewaySnapshot, routeIndex: Int?, startedAt: UInt64) {
     self.head = head

@@ -55,6 +55,8 @@ final class LoopContext: @unchecked Sendable {
   let store: LoopStore?
   /// Background refreshes in flight, by cache id: one per key.
   private var refreshes: [String: BackgroundRefresh] = [:]
+  /// GETs with the upstream that others wait for, by cache id (see `RequestCollapsing`).
+  var collapsing: [String: CollapseGroup] = [:]
   /// Made on first use: a deflate state costs about 256 KB.
   private var gzipEncoder: GzipEncoder?
   private(set) var draining = false

@@ -1,0 +1,32 @@
+import GatehouseHTTP
+import Testing
+
+@testable import GatehouseCore
+
+@Suite struct RequestCollapsingTests {
+  @Test func onlyBodilessGetsOnRoutesThatAllowItCollapse() {
+    #expect(RequestCollapsing.isCollapsible(method: .get, hasBody: false, enabled: true))
+    #expect(!RequestCollapsing.isCollapsible(method: .get, hasBody: false, enabled: false))
+    #expect(!RequestCollapsing.isCollapsible(method: .get, hasBody: true, enabled: true))
+    #expect(!RequestCollapsing.isCollapsible(method: .head, hasBody: false, enabled: true))
+    #expect(!RequestCollapsing.isCollapsible(method: .post, hasBody: false, enabled: true))
+    #expect(!RequestCollapsing.isCollapsible(method: .delete, hasBody: false, enabled: true))
+  }
+
+  @Test func waitersOutwaitALeaderThatRetriesOnce() {
+    #expect(
+      RequestCollapsing.waiterPatience(connectTimeout: .milliseconds(500), responseTimeout: .seconds(2))
+        == .seconds(5))
+  }
+
+  @Test func collapseIsOnByDefaultAndCanBeTurnedOff() throws {
+    let on = try loadConfig(configJSON(route: #""cache": {}"#)).routes[0].cache
+    let off = try loadConfig(configJSON(route: #""cache": {"collapse": false}"#)).routes[0].cache
+    #expect(on?.collapse == true)
+    #expect(off?.collapse == false)
+    #expect(CachePolicy(off!).collapse == false)
+    #expect(
+      issueLines(configJSON(route: #""cache": {"collapse": "no"}"#))
+        == ["routes[0].cache.collapse: expected true or false, got a string"])
+  }
+}
