@@ -13,6 +13,24 @@ import Testing
     #expect(!RequestCollapsing.isCollapsible(method: .delete, hasBody: false, enabled: true))
   }
 
+  @Test func requestsWaitOnlyWhileTheUpstreamLooksSound() {
+    var circuit = CircuitBreaker(threshold: 2, openNanoseconds: 100)
+    #expect(RequestCollapsing.mayWait(circuit: circuit, healthy: nil))
+    #expect(RequestCollapsing.mayWait(circuit: circuit, healthy: true))
+    #expect(!RequestCollapsing.mayWait(circuit: circuit, healthy: false))
+    // One failure: still closed, but requests go one by one so each failure counts.
+    circuit.recordFailure(now: 0)
+    #expect(circuit.state == .closed(failures: 1))
+    #expect(!RequestCollapsing.mayWait(circuit: circuit, healthy: true))
+    circuit.recordFailure(now: 0)
+    #expect(!RequestCollapsing.mayWait(circuit: circuit, healthy: true))
+    // The open time is over: the next exchange is the trial, and nobody waits for it.
+    #expect(circuit.decide(now: 200) == .attemptAsTrial)
+    #expect(!RequestCollapsing.mayWait(circuit: circuit, healthy: true))
+    circuit.recordSuccess()
+    #expect(RequestCollapsing.mayWait(circuit: circuit, healthy: true))
+  }
+
   @Test func waitersOutwaitALeaderThatRetriesOnce() {
     #expect(
       RequestCollapsing.waiterPatience(connectTimeout: .milliseconds(500), responseTimeout: .seconds(2))

@@ -41,6 +41,28 @@ import Testing
     #expect(metrics.value("gatehouse_upstream_requests_total", ["upstream": "api", "outcome": "circuit_open"]) == 5)
   }
 
+  /// A reset on a reused connection is retried on a fresh one, unless that failure opened
+  /// the circuit: then the request is answered at once (here from the store).
+  @Test func noRetryOnceTheFailureOpenedTheCircuit() throws {
+    let backend = try ModalBackend()
+    let gateway = try GatewayProcess(
+      config: Self.config(port: backend.port, failures: 1, openMs: 60_000, cache: ["stale_if_error_s": 3600]))
+    defer { gateway.stopExpectingCleanExit() }
+    let admin = try gateway.admin(token: TestConfig.adminToken)
+
+    let first = try send("GET", "/kept", to: gateway.port)
+    try #require(admin.waitForStoredEntries(1))
+    backend.mode.value = .resetting
+    let stale = try send("GET", "/kept", to: gateway.port)
+
+    #expect(first.status == 200)
+    StoreTests.expectStale(stale, body: first.text)
+    // The one request went out on the kept connection; no retry followed the reset.
+    #expect(backend.requests.count == 2)
+    #expect(backend.server.connectionCount == 1)
+    #expect(try admin.circuitState(of: "api") == "open")
+  }
+
   @Test func successfulTrialAfterOpenTimeClosesTheCircuit() throws {
     let backend = try ModalBackend()
     backend.mode.value = .resetting

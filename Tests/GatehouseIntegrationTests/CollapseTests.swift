@@ -178,4 +178,30 @@ import Testing
     #expect(backend.requests.count == 2)
     #expect(Self.collapsedCount(admin) == 0)
   }
+
+  /// During an outage the circuit's half-open trial may hang; requests for its key get the
+  /// stale answer at once instead of waiting for it.
+  @Test func nobodyWaitsForACircuitTrial() throws {
+    let backend = try ModalBackend()
+    let config = StoreTests.config(
+      port: backend.port, responseTimeoutMs: 30_000, upstreamExtra: ["circuit": ["failures": 1, "open_ms": 200]])
+    let gateway = try GatewayProcess(config: config)
+    defer { gateway.stopExpectingCleanExit() }
+    let admin = try gateway.admin(token: TestConfig.adminToken)
+
+    let first = try StoreTests.prime("/k", gateway: gateway, admin: admin)
+    backend.mode.value = .resetting
+    StoreTests.expectStale(try send("GET", "/k", to: gateway.port), body: first.text)
+    let received = backend.requests.count
+    backend.mode.value = .hanging
+    sleep(for: .milliseconds(400))  // past open_ms: the next request is the trial
+    let trial = try Self.start("/k", id: "trial", port: gateway.port)
+    #expect(backend.server.waitForRequests(received + 1))
+    let other = try send("GET", "/k", to: gateway.port, timeout: 15)
+    backend.gate.open()
+
+    StoreTests.expectStale(other, body: first.text)
+    #expect(try trial.readResponse(timeout: 15).status == 200)
+    #expect(Self.collapsedCount(admin) == 0)
+  }
 }

@@ -14,6 +14,15 @@ public enum RequestCollapsing {
     enabled && method == .get && !hasBody
   }
 
+  /// Whether a request may wait for the exchange in flight for its key: only while the
+  /// upstream looks sound (its last exchange succeeded, health checks do not call it down).
+  /// Once failures start, requests go one by one again, so each failure counts towards the
+  /// circuit breaker and it opens as fast as without collapsing; and a half-open trial never
+  /// collects waiters that would all sit out its timeout instead of getting stale answers.
+  public static func mayWait(circuit: CircuitBreaker, healthy: Bool?) -> Bool {
+    circuit.isSound && healthy != false
+  }
+
   /// How long a waiter waits before it gives up like the leader would have: a connect and
   /// a response, twice (the leader may retry once on a fresh connection).
   public static func waiterPatience(connectTimeout: Duration, responseTimeout: Duration) -> Duration {

@@ -243,10 +243,13 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       exchange.tokenSerial = grant.serial
       token = (use.linePrefix, grant.bytes, use.lineSuffix)
     }
-    // An upstream the health checks call down is skipped like one with an open circuit.
-    if !fresh
-      && (context.upstreamHealthy[pool.plan.name] == false
-        || pool.circuit.decide(now: context.loop.iterationTime) == .reject)
+    // An upstream the health checks call down is skipped like one with an open circuit. A
+    // retry on a fresh connection only asks whether the circuit is open now (the failure
+    // being retried may have opened it: during an outage the retry would just wait out a
+    // dead backend); it never takes the half-open trial.
+    let now = context.loop.iterationTime
+    if context.upstreamHealthy[pool.plan.name] == false
+      || (fresh ? pool.circuit.isOpen(now: now) : pool.circuit.decide(now: now) == .reject)
     {
       self.exchange?.pool = pool
       upstreamFailed(.circuitOpen)
@@ -931,17 +934,18 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       return false
     }
     // Another route or an older config may answer differently: go alone.
-    guard group.admits(exchange, routeIndex: routeIndex) else { return false }
+    guard group.admits(exchange, routeIndex: routeIndex),
+      let upstreamIndex = exchange.snapshot.routePlans[routeIndex].upstreamIndex,
+      let pool = context.pool(upstreamIndex, of: exchange.snapshot),
+      RequestCollapsing.mayWait(circuit: pool.circuit, healthy: context.upstreamHealthy[pool.plan.name])
+    else { return false }
     group.add(self, exchange)
     exchange.collapseRole = .waiting
     context.metrics.collapsed &+= 1
-    if let upstreamIndex = exchange.snapshot.routePlans[routeIndex].upstreamIndex {
-      let upstream = exchange.snapshot.upstreamPlans[upstreamIndex]
-      setDeadline(
-        .upstreamResponse,
-        after: RequestCollapsing.waiterPatience(
-          connectTimeout: upstream.connectTimeout, responseTimeout: upstream.responseTimeout))
-    }
+    setDeadline(
+      .upstreamResponse,
+      after: RequestCollapsing.waiterPatience(
+        connectTimeout: pool.plan.connectTimeout, responseTimeout: pool.plan.responseTimeout))
     return true
   }
 

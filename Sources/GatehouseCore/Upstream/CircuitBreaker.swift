@@ -57,6 +57,9 @@ public struct CircuitBreaker: Sendable, Equatable {
     }
   }
 
+  /// Whether the last exchange succeeded: closed, with no failure since the last success.
+  public var isSound: Bool { state == .closed(failures: 0) }
+
   /// Whether requests are being refused now (for the admin API and metrics).
   public func isOpen(now: UInt64) -> Bool {
     switch state {
