@@ -21,6 +21,19 @@ import Testing
     waitUntil(timeout: 15, interval: .milliseconds(20)) { collapsedCount(admin) >= Double(count) }
   }
 
+  /// Starts a GET for `path` (id c0) and, once the backend has it (its `backendRequests`-th
+  /// request), `count` more (c1, c2, …) that wait for it. Returns the clients, leader first.
+  static func leaderAndWaiters(
+    _ path: String, count: Int, gateway: GatewayProcess, backend: ModalBackend, admin: AdminClient,
+    backendRequests: Int = 1
+  ) throws -> [RawClient] {
+    let leader = try start(path, id: "c0", port: gateway.port)
+    #expect(backend.server.waitForRequests(backendRequests))
+    let waiters = try (1...count).map { try start(path, id: "c\($0)", port: gateway.port) }
+    try #require(waitForWaiters(count, admin: admin))
+    return [leader] + waiters
+  }
+
   @Test func concurrentGetsForOneKeyShareOneUpstreamExchange() throws {
     let backend = try ModalBackend()
     let hold = Gate()
@@ -81,12 +94,9 @@ import Testing
     defer { gateway.stopExpectingCleanExit() }
     let admin = try gateway.admin(token: TestConfig.adminToken)
 
-    let leader = try Self.start("/private", id: "c0", port: gateway.port)
-    #expect(backend.server.waitForRequests(1))
-    let waiters = try (1..<3).map { try Self.start("/private", id: "c\($0)", port: gateway.port) }
-    try #require(Self.waitForWaiters(2, admin: admin))
+    let clients = try Self.leaderAndWaiters("/private", count: 2, gateway: gateway, backend: backend, admin: admin)
     hold.open()
-    let answers = try ([leader] + waiters).map { try $0.readResponse() }
+    let answers = try clients.map { try $0.readResponse() }
 
     #expect(answers.allSatisfy { $0.status == 200 && $0.text.contains(#""target":"/private""#) })
     #expect(answers.map { $0.head.value("X-Request-Id") } == ["c0", "c1", "c2"])
@@ -103,11 +113,9 @@ import Testing
 
     let first = try StoreTests.prime("/slow", gateway: gateway, admin: admin)
     backend.mode.value = .hanging
-    let leader = try Self.start("/slow", id: "c0", port: gateway.port)
-    #expect(backend.server.waitForRequests(2))
-    let waiters = try (1..<3).map { try Self.start("/slow", id: "c\($0)", port: gateway.port) }
-    try #require(Self.waitForWaiters(2, admin: admin))
-    let answers = try ([leader] + waiters).map { try $0.readResponse(timeout: 20) }
+    let clients = try Self.leaderAndWaiters(
+      "/slow", count: 2, gateway: gateway, backend: backend, admin: admin, backendRequests: 2)
+    let answers = try clients.map { try $0.readResponse(timeout: 20) }
     backend.gate.open()
 
     for answer in answers { StoreTests.expectStale(answer, body: first.text) }
@@ -123,11 +131,8 @@ import Testing
     defer { gateway.stopExpectingCleanExit() }
     let admin = try gateway.admin(token: TestConfig.adminToken)
 
-    let leader = try Self.start("/never", id: "c0", port: gateway.port)
-    #expect(backend.server.waitForRequests(1))
-    let waiters = try (1..<3).map { try Self.start("/never", id: "c\($0)", port: gateway.port) }
-    try #require(Self.waitForWaiters(2, admin: admin))
-    let answers = try ([leader] + waiters).map { try $0.readResponse(timeout: 20) }
+    let clients = try Self.leaderAndWaiters("/never", count: 2, gateway: gateway, backend: backend, admin: admin)
+    let answers = try clients.map { try $0.readResponse(timeout: 20) }
     backend.gate.open()
 
     for answer in answers { #expect(isErrorEnvelope(answer, status: 504, message: "upstream timed out")) }
@@ -142,17 +147,14 @@ import Testing
     defer { gateway.stopExpectingCleanExit() }
     let admin = try gateway.admin(token: TestConfig.adminToken)
 
-    let leader = try Self.start("/left", id: "c0", port: gateway.port)
-    #expect(backend.server.waitForRequests(1))
-    let waiters = try (1..<3).map { try Self.start("/left", id: "c\($0)", port: gateway.port) }
-    try #require(Self.waitForWaiters(2, admin: admin))
+    let clients = try Self.leaderAndWaiters("/left", count: 2, gateway: gateway, backend: backend, admin: admin)
     // A reset, not a FIN: a half-closed client still gets its answer.
-    leader.socket.setLingerZero()
-    leader.close()
+    clients[0].socket.setLingerZero()
+    clients[0].close()
     // The waiters now ask the backend themselves.
     #expect(backend.server.waitForRequests(3))
     hold.open()
-    let answers = try waiters.map { try $0.readResponse() }
+    let answers = try clients.dropFirst().map { try $0.readResponse() }
 
     #expect(answers.map(\.status) == [200, 200])
     #expect(answers.map { $0.head.value("X-Request-Id") } == ["c1", "c2"])
