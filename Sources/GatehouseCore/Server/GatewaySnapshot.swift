@@ -72,7 +72,11 @@ extension HeaderPlan.Rules {
 }
 
 /// One route, ready for the request path.
-struct RoutePlan: Sendable {
+///
+/// A class, not a struct: the request path reads plans out of `routePlans` several times per
+/// request, and copying a struct of this many strings and arrays costs a reference-count
+/// operation per field each time; a reference costs one.
+final class RoutePlan: Sendable {
   let name: String
   let upstreamIndex: Int?
   let headerPlan: HeaderPlan
@@ -109,8 +113,9 @@ struct RoutePlan: Sendable {
 }
 
 /// A route's token, compiled: the header line around the value, and how a rejection by
-/// the backend is recognized (SPEC §2 `invalid_token`).
-struct TokenUse: Sendable {
+/// the backend is recognized (SPEC §2 `invalid_token`). A class for the same reason as
+/// `RoutePlan`: it is read on every request of a route with a token.
+final class TokenUse: Sendable {
   let name: String
   /// Where the token should be in the published values (config order), checked by name.
   let index: Int?
