@@ -241,8 +241,9 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       token = (use.linePrefix, grant.bytes, use.lineSuffix)
     }
     // An upstream the health checks call down is skipped like one with an open circuit.
+    // (Without health checks the map is empty, and no name is hashed per request.)
     if !fresh
-      && (context.upstreamHealthy[pool.plan.name] == false
+      && ((!context.upstreamHealthy.isEmpty && context.upstreamHealthy[pool.plan.name] == false)
         || pool.circuit.decide(now: context.loop.iterationTime) == .reject)
     {
       self.exchange?.pool = pool
@@ -257,16 +258,21 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       upstreamFailed(.unavailable)
       return
     }
-    self.exchange?.pool = pool
-    self.exchange?.upstream = upstream
-    self.exchange?.attempts += 1
-    self.exchange?.upstreamWasReused = upstream.useCount > 0
-    self.exchange?.responseParser = HTTPResponseParser(limits: HTTPLimits(maxHeaderBytes: 65536))
-    let method = exchange.envelope != nil && exchange.head.method == .head ? HTTPMethod.get : exchange.head.method
-    self.exchange?.suppressBody = method != exchange.head.method
-    self.exchange?.responseParser.requestWasHEAD = method == .head
+    // `exchange` is still `self.exchange`: nothing since the guard could have replaced it.
+    exchange.pool = pool
+    exchange.upstream = upstream
+    if exchange.attempts > 0 {
+      // A retry: the parser may hold part of the earlier answer. (A new exchange's is new.)
+      exchange.responseParser = HTTPResponseParser(limits: Exchange.upstreamResponseLimits)
+    }
+    exchange.attempts += 1
+    exchange.upstreamWasReused = upstream.useCount > 0
+    let requestMethod = exchange.head.method
+    let method = exchange.envelope != nil && requestMethod == .head ? HTTPMethod.get : requestMethod
+    exchange.suppressBody = method != requestMethod
+    exchange.responseParser.requestWasHEAD = method == .head
     let framing = Self.upstreamFraming(exchange.head)
-    self.exchange?.rechunkRequest = framing == .chunked
+    exchange.rechunkRequest = framing == .chunked
     context.scratch.removeAll(keepingCapacity: true)
     UpstreamRequestWriter.write(
       head: exchange.head, method: method, target: exchange.upstreamTarget, hostHeader: pool.plan.hostHeader,
@@ -1255,7 +1261,9 @@ final class Exchange {
   var upstream: UpstreamConnection?
   var attempts = 0
   var upstreamWasReused = false
-  var responseParser = HTTPResponseParser()
+  /// Upstream answers may have larger heads than client requests.
+  static let upstreamResponseLimits = HTTPLimits(maxHeaderBytes: 65536)
+  var responseParser = HTTPResponseParser(limits: Exchange.upstreamResponseLimits)
   var responseBytesReceived = false
   var requestComplete = false
   var rechunkRequest = false
