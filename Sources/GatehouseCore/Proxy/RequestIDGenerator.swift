@@ -28,11 +28,13 @@ public struct RequestIDGenerator: Sendable {
   }
 
   static func writeHex(_ value: UInt64, into out: UnsafeMutableBufferPointer<UInt8>, at offset: Int) {
+    let digits = hexDigits.utf8Start
     for i in 0..<16 {
-      let nibble = UInt8((value >> UInt64(60 - 4 * i)) & 0xF)
-      out[offset + i] = nibble < 10 ? 0x30 &+ nibble : 0x57 &+ nibble
+      out[offset + i] = digits[Int(truncatingIfNeeded: (value >> UInt64(60 - 4 * i)) & 0xF)]
     }
   }
+
+  private static let hexDigits: StaticString = "0123456789abcdef"
 
   /// A client-sent id is kept only when it is short and plain (letters, digits, `-_.:`),
   /// so it is safe in logs and headers.

@@ -1117,7 +1117,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     if paused {
       if pausedReasons.isEmpty { connection?.pauseReading() }
       pausedReasons.insert(reason)
-    } else if pausedReasons.remove(reason) != nil && pausedReasons.isEmpty {
+    } else if !pausedReasons.isEmpty, pausedReasons.remove(reason) != nil, pausedReasons.isEmpty {
       connection?.resumeReading()
     }
   }

@@ -123,7 +123,9 @@ final class TokenUse: Sendable {
   let linePrefix: [UInt8]
   /// The format's text after `{token}`, then CRLF.
   let lineSuffix: [UInt8]
-  let invalidStatuses: Set<Int>
+  /// A handful at most (usually just 401): a linear search beats hashing the status on
+  /// every answer.
+  let invalidStatuses: [Int]
   let bodyField: JSONKeyPath?
   /// `body_values`, serialized, compared with the raw bytes of `body_field`'s value.
   let bodyValues: [[UInt8]]
@@ -133,7 +135,7 @@ final class TokenUse: Sendable {
     self.index = index
     linePrefix = Array("\(route.tokenHeader): \(route.tokenFormat.prefix)".utf8)
     lineSuffix = Array("\(route.tokenFormat.suffix)\r\n".utf8)
-    invalidStatuses = Set(route.invalidToken.statuses)
+    invalidStatuses = Array(Set(route.invalidToken.statuses)).sorted()
     bodyField = route.invalidToken.bodyField.flatMap { JSONKeyPath($0) }
     bodyValues = route.invalidToken.bodyValues.map { $0.serializedBytes() }
   }
