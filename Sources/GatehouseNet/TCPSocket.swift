@@ -51,7 +51,7 @@ public final class TCPSocket {
   /// Reads into `buffer`: `.processed(0)` is end of file.
   @inline(__always)
   public func read(into buffer: UnsafeMutableRawBufferPointer) throws(SystemError) -> IOResult<Int> {
-    try Syscall.read(fileDescriptor, into: buffer)
+    try Syscall.receive(fileDescriptor, into: buffer)
   }
 
   /// Writes as much of `bytes` as the kernel takes now.

@@ -14,13 +14,30 @@ public enum LatencyBuckets {
 
 /// One route's counters on one loop. A class so the request path bumps fields in place.
 final class RouteCounters {
-  var byStatus: [Int: UInt64] = [:]
+  /// Counts by status, except the current run (see `runStatus`).
+  private var tallied: [Int: UInt64] = [:]
+  /// A route answers the same status many times in a row: such a run is counted here and
+  /// moved into `tallied` when another status comes, so the request path does not hash.
+  private var runStatus = 0
+  private var runCount: UInt64 = 0
   var buckets = [UInt64](repeating: 0, count: LatencyBuckets.bounds.count + 1)
   var durationSum: Double = 0
   var count: UInt64 = 0
 
+  var byStatus: [Int: UInt64] {
+    var all = tallied
+    if runCount > 0 { all[runStatus, default: 0] &+= runCount }
+    return all
+  }
+
   func record(status: Int, nanoseconds: UInt64) {
-    byStatus[status, default: 0] &+= 1
+    if status == runStatus {
+      runCount &+= 1
+    } else {
+      if runCount > 0 { tallied[runStatus, default: 0] &+= runCount }
+      runStatus = status
+      runCount = 1
+    }
     buckets[LatencyBuckets.index(nanoseconds: nanoseconds)] &+= 1
     durationSum += Double(nanoseconds) / 1e9
     count &+= 1
@@ -35,10 +52,20 @@ final class LoopMetrics {
   private(set) var routeSlots: [RouteCounters] = []
   /// Requests that matched no route, or failed before routing.
   let unrouted = RouteCounters()
-  var upstreamOutcomes: [UpstreamOutcomeKey: UInt64] = [:]
+  /// Outcomes by upstream, except the current run (as in `RouteCounters`: the same
+  /// upstream and outcome over and over is counted without hashing two strings each time).
+  private var talliedOutcomes: [UpstreamOutcomeKey: UInt64] = [:]
+  private var outcomeRun = UpstreamOutcomeKey(upstream: "", outcome: "")
+  private var outcomeRunCount: UInt64 = 0
   var cacheResults: [String: UInt64] = [:]
   /// Requests that waited for another's upstream exchange (collapsed forwarding).
   var collapsed: UInt64 = 0
+
+  var upstreamOutcomes: [UpstreamOutcomeKey: UInt64] {
+    var all = talliedOutcomes
+    if outcomeRunCount > 0 { all[outcomeRun, default: 0] &+= outcomeRunCount }
+    return all
+  }
 
   /// Lines up counters with a snapshot's routes (by name, so counts survive reloads).
   func bind(routeNames: [String]) {
@@ -58,7 +85,13 @@ final class LoopMetrics {
   }
 
   func recordUpstream(_ upstream: String, outcome: String) {
-    upstreamOutcomes[UpstreamOutcomeKey(upstream: upstream, outcome: outcome), default: 0] &+= 1
+    if outcomeRunCount > 0, outcome == outcomeRun.outcome, upstream == outcomeRun.upstream {
+      outcomeRunCount &+= 1
+      return
+    }
+    if outcomeRunCount > 0 { talliedOutcomes[outcomeRun, default: 0] &+= outcomeRunCount }
+    outcomeRun = UpstreamOutcomeKey(upstream: upstream, outcome: outcome)
+    outcomeRunCount = 1
   }
 
   func sample() -> MetricsSample {

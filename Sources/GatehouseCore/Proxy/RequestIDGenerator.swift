@@ -16,18 +16,25 @@ public struct RequestIDGenerator: Sendable {
 
   public mutating func next() -> [UInt8] {
     counter &+= 1
-    var out = [UInt8](repeating: 0, count: 32)
-    Self.writeHex(prefix, into: &out, at: 0)
-    Self.writeHex(counter, into: &out, at: 16)
-    return out
-  }
-
-  static func writeHex(_ value: UInt64, into out: inout [UInt8], at offset: Int) {
-    for i in 0..<16 {
-      let nibble = UInt8((value >> UInt64(60 - 4 * i)) & 0xF)
-      out[offset + i] = nibble < 10 ? 0x30 &+ nibble : 0x57 &+ nibble
+    let (prefix, counter) = (prefix, counter)
+    // Digits on the stack, then one copy into the array: `Array(repeating:count:)` goes
+    // through the standard library's unspecialized allocation entry point, which looks the
+    // array's type metadata up in the runtime's cache on every call.
+    return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 32) { digits in
+      Self.writeHex(prefix, into: digits, at: 0)
+      Self.writeHex(counter, into: digits, at: 16)
+      return Array(UnsafeBufferPointer(digits))
     }
   }
+
+  static func writeHex(_ value: UInt64, into out: UnsafeMutableBufferPointer<UInt8>, at offset: Int) {
+    let digits = hexDigits.utf8Start
+    for i in 0..<16 {
+      out[offset + i] = digits[Int(truncatingIfNeeded: (value >> UInt64(60 - 4 * i)) & 0xF)]
+    }
+  }
+
+  private static let hexDigits: StaticString = "0123456789abcdef"
 
   /// A client-sent id is kept only when it is short and plain (letters, digits, `-_.:`),
   /// so it is safe in logs and headers.

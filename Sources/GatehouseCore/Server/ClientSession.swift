@@ -243,12 +243,13 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       exchange.tokenSerial = grant.serial
       token = (use.linePrefix, grant.bytes, use.lineSuffix)
     }
-    // An upstream the health checks call down is skipped like one with an open circuit. A
-    // retry on a fresh connection only asks whether the circuit is open now (the failure
-    // being retried may have opened it: during an outage the retry would just wait out a
-    // dead backend); it never takes the half-open trial.
+    // An upstream the health checks call down is skipped like one with an open circuit
+    // (without health checks the map is empty, and no name is hashed per request). A retry
+    // on a fresh connection only asks whether the circuit is open now (the failure being
+    // retried may have opened it: during an outage the retry would just wait out a dead
+    // backend); it never takes the half-open trial.
     let now = context.loop.iterationTime
-    if context.upstreamHealthy[pool.plan.name] == false
+    if (!context.upstreamHealthy.isEmpty && context.upstreamHealthy[pool.plan.name] == false)
       || (fresh ? pool.circuit.isOpen(now: now) : pool.circuit.decide(now: now) == .reject)
     {
       self.exchange?.pool = pool
@@ -263,16 +264,21 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       upstreamFailed(.unavailable)
       return
     }
-    self.exchange?.pool = pool
-    self.exchange?.upstream = upstream
-    self.exchange?.attempts += 1
-    self.exchange?.upstreamWasReused = upstream.useCount > 0
-    self.exchange?.responseParser = HTTPResponseParser(limits: HTTPLimits(maxHeaderBytes: 65536))
-    let method = exchange.envelope != nil && exchange.head.method == .head ? HTTPMethod.get : exchange.head.method
-    self.exchange?.suppressBody = method != exchange.head.method
-    self.exchange?.responseParser.requestWasHEAD = method == .head
+    // `exchange` is still `self.exchange`: nothing since the guard could have replaced it.
+    exchange.pool = pool
+    exchange.upstream = upstream
+    if exchange.attempts > 0 {
+      // A retry: the parser may hold part of the earlier answer. (A new exchange's is new.)
+      exchange.responseParser = HTTPResponseParser(limits: Exchange.upstreamResponseLimits)
+    }
+    exchange.attempts += 1
+    exchange.upstreamWasReused = upstream.useCount > 0
+    let requestMethod = exchange.head.method
+    let method = exchange.envelope != nil && requestMethod == .head ? HTTPMethod.get : requestMethod
+    exchange.suppressBody = method != requestMethod
+    exchange.responseParser.requestWasHEAD = method == .head
     let framing = Self.upstreamFraming(exchange.head)
-    self.exchange?.rechunkRequest = framing == .chunked
+    exchange.rechunkRequest = framing == .chunked
     context.scratch.removeAll(keepingCapacity: true)
     UpstreamRequestWriter.write(
       head: exchange.head, method: method, target: exchange.upstreamTarget, hostHeader: pool.plan.hostHeader,
@@ -1202,7 +1208,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     if paused {
       if pausedReasons.isEmpty { connection?.pauseReading() }
       pausedReasons.insert(reason)
-    } else if pausedReasons.remove(reason) != nil && pausedReasons.isEmpty {
+    } else if !pausedReasons.isEmpty, pausedReasons.remove(reason) != nil, pausedReasons.isEmpty {
       connection?.resumeReading()
     }
   }
@@ -1348,7 +1354,9 @@ final class Exchange {
   var upstream: UpstreamConnection?
   var attempts = 0
   var upstreamWasReused = false
-  var responseParser = HTTPResponseParser()
+  /// Upstream answers may have larger heads than client requests.
+  static let upstreamResponseLimits = HTTPLimits(maxHeaderBytes: 65536)
+  var responseParser = HTTPResponseParser(limits: Exchange.upstreamResponseLimits)
   var responseBytesReceived = false
   var requestComplete = false
   var rechunkRequest = false

@@ -72,7 +72,11 @@ extension HeaderPlan.Rules {
 }
 
 /// One route, ready for the request path.
-struct RoutePlan: Sendable {
+///
+/// A class, not a struct: the request path reads plans out of `routePlans` several times per
+/// request, and copying a struct of this many strings and arrays costs a reference-count
+/// operation per field each time; a reference costs one.
+final class RoutePlan: Sendable {
   let name: String
   let upstreamIndex: Int?
   let headerPlan: HeaderPlan
@@ -109,8 +113,9 @@ struct RoutePlan: Sendable {
 }
 
 /// A route's token, compiled: the header line around the value, and how a rejection by
-/// the backend is recognized (SPEC §2 `invalid_token`).
-struct TokenUse: Sendable {
+/// the backend is recognized (SPEC §2 `invalid_token`). A class for the same reason as
+/// `RoutePlan`: it is read on every request of a route with a token.
+final class TokenUse: Sendable {
   let name: String
   /// Where the token should be in the published values (config order), checked by name.
   let index: Int?
@@ -118,7 +123,9 @@ struct TokenUse: Sendable {
   let linePrefix: [UInt8]
   /// The format's text after `{token}`, then CRLF.
   let lineSuffix: [UInt8]
-  let invalidStatuses: Set<Int>
+  /// A handful at most (usually just 401): a linear search beats hashing the status on
+  /// every answer.
+  let invalidStatuses: [Int]
   let bodyField: JSONKeyPath?
   /// `body_values`, serialized, compared with the raw bytes of `body_field`'s value.
   let bodyValues: [[UInt8]]
@@ -128,7 +135,7 @@ struct TokenUse: Sendable {
     self.index = index
     linePrefix = Array("\(route.tokenHeader): \(route.tokenFormat.prefix)".utf8)
     lineSuffix = Array("\(route.tokenFormat.suffix)\r\n".utf8)
-    invalidStatuses = Set(route.invalidToken.statuses)
+    invalidStatuses = Array(Set(route.invalidToken.statuses)).sorted()
     bodyField = route.invalidToken.bodyField.flatMap { JSONKeyPath($0) }
     bodyValues = route.invalidToken.bodyValues.map { $0.serializedBytes() }
   }

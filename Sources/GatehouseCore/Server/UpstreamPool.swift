@@ -9,7 +9,10 @@ final class UpstreamPool {
   unowned(unsafe) let context: LoopContext
   let plan: UpstreamPlan
   private var state: UpstreamPoolState<ObjectIdentifier>
-  private var idleConnections: [ObjectIdentifier: UpstreamConnection] = [:]
+  /// The idle connections, in the order of `state.idle` (the same ids, same positions): the
+  /// state pops and pushes at the end, and so does this, so a lease or release costs no
+  /// hashing, unlike a dictionary by id.
+  private var idleConnections: [UpstreamConnection] = []
   /// Set when a reload replaced this pool: connections finish their exchange, then close.
   private(set) var retired = false
   /// This loop's breaker for the upstream: loops judge failures on their own (no shared
@@ -32,7 +35,8 @@ final class UpstreamPool {
   func lease(for owner: any UpstreamExchangeOwner, fresh: Bool) throws(SystemError) -> UpstreamConnection {
     switch fresh ? state.leaseNew() : state.lease() {
     case .reuse(let id):
-      let connection = idleConnections.removeValue(forKey: id)!
+      let connection = idleConnections.removeLast()
+      assert(ObjectIdentifier(connection) == id, "idle list out of step with the pool state")
       connection.owner = owner
       return connection
     case .connect:
@@ -58,7 +62,7 @@ final class UpstreamPool {
     connection.useCount += 1
     switch state.release(ObjectIdentifier(connection), reusable: reusable && !retired) {
     case .keepIdle:
-      idleConnections[ObjectIdentifier(connection)] = connection
+      idleConnections.append(connection)
     case .close:
       connection.connection?.close()
     }
@@ -74,7 +78,7 @@ final class UpstreamPool {
   /// An idle connection was closed by the upstream (or sent bytes nobody asked for).
   func idleConnectionEnded(_ connection: UpstreamConnection) {
     state.idleConnectionClosed(ObjectIdentifier(connection))
-    idleConnections[ObjectIdentifier(connection)] = nil
+    if let index = idleConnections.firstIndex(where: { $0 === connection }) { idleConnections.remove(at: index) }
   }
 
   func connectionClosed() {
@@ -84,9 +88,10 @@ final class UpstreamPool {
   /// A reload replaced this pool: idle connections close now, leased ones after their exchange.
   func retire() {
     retired = true
-    for id in state.drainIdle() {
-      idleConnections.removeValue(forKey: id)?.connection?.close()
-    }
+    _ = state.drainIdle()
+    let idle = idleConnections
+    idleConnections.removeAll()
+    for connection in idle { connection.connection?.close() }
   }
 
   var idleCount: Int { idleConnections.count }
