@@ -1,11 +1,11 @@
 #!/bin/sh
-# Builds the libFuzzer targets for GatehouseHTTP, replays the saved crash inputs, then fuzzes
-# each target for a while. Exits non-zero if any saved input fails or fuzzing finds a crash.
+# Builds the libFuzzer targets (the HTTP codec, the JSON engine, the config loader), replays the
+# saved crash inputs, then fuzzes each target for a while. Exits non-zero if any saved input fails or fuzzing finds a crash.
 #
 #   Fuzz/run.sh [seconds per target]        (default 60; Scripts/test.sh passes 30)
 #
 # Environment:
-#   FUZZ_TARGETS   targets to build and run (default: "request response chunked")
+#   FUZZ_TARGETS   targets to build and run (default: "request response chunked json config")
 #   FUZZ_BUILD     build only, no replay and no fuzzing, when set to 1
 #   GATEHOUSE_FUZZ_SKIP_KNOWN
 #                  1 makes the targets step around the open bugs reproduced in
@@ -17,7 +17,7 @@
 set -eu
 
 seconds=${1:-60}
-targets=${FUZZ_TARGETS:-request response chunked}
+targets=${FUZZ_TARGETS:-request response chunked json config}
 cd "$(dirname "$0")/.."
 fuzz=$(pwd)/Fuzz
 build=$fuzz/build
@@ -47,21 +47,55 @@ fi
 SWIFT_BACKTRACE=enable=no
 export SWIFT_BACKTRACE
 
-# --- Build: the codec once, as one instrumented object, then one executable per target. ----
+# --- Build: each module a target needs once, as one instrumented object, then one executable
+# per target.
 mkdir -p "$build/module"
-echo "==> building GatehouseHTTP (fuzzer + address sanitizer)"
-swiftc -parse-as-library -O -wmo -sanitize=fuzzer,address -module-name GatehouseHTTP \
-  -emit-module -emit-module-path "$build/module/GatehouseHTTP.swiftmodule" \
-  -c -o "$build/GatehouseHTTP.o" Sources/GatehouseHTTP/*.swift
-for target in $targets; do
-  if [ ! -f "$fuzz/Targets/$target.swift" ]; then
-    echo "run.sh: unknown target $target" >&2
-    exit 2
-  fi
+built=""
+# build_module NAME SOURCE...: compiles the sources as module NAME into $build/NAME.o.
+build_module() {
+  name=$1
+  shift
+  case " $built " in *" $name "*) return ;; esac
+  echo "==> building $name (fuzzer + address sanitizer)"
+  swiftc -parse-as-library -O -wmo -sanitize=fuzzer,address -module-name "$name" \
+    -emit-module -emit-module-path "$build/module/$name.swiftmodule" \
+    -c -o "$build/$name.o" "$@"
+  built="$built $name"
+}
+# link_target TARGET CHECKS OBJECT...: the target's entry point, its checks (a file in
+# Fuzz/Support/) and the objects of the modules it tests.
+link_target() {
+  target=$1
+  checks=$2
+  shift 2
   echo "==> building fuzz-$target"
   swiftc -parse-as-library -O -wmo -sanitize=fuzzer,address -use-ld=lld -module-name "Fuzz_$target" \
-    -I "$build/module" "$fuzz/Support/FuzzInvariants.swift" "$fuzz/Targets/$target.swift" \
-    "$build/GatehouseHTTP.o" -o "$build/fuzz-$target"
+    -I "$build/module" "$fuzz/Support/$checks" "$fuzz/Targets/$target.swift" "$@" -o "$build/fuzz-$target"
+}
+for target in $targets; do
+  case $target in
+  request | response | chunked)
+    build_module GatehouseHTTP Sources/GatehouseHTTP/*.swift
+    link_target "$target" FuzzInvariants.swift "$build/GatehouseHTTP.o"
+    ;;
+  json)
+    build_module GatehouseJSON Sources/GatehouseJSON/*.swift
+    link_target json JSONFuzzInvariants.swift "$build/GatehouseJSON.o"
+    ;;
+  config)
+    build_module GatehouseJSON Sources/GatehouseJSON/*.swift
+    # Only the config loader and the route templates it parses, as a module of their own: the
+    # rest of GatehouseCore (server, store, TLS) needs C libraries and is not on the path from
+    # config bytes to a GatehouseConfig. The checks use nothing else, so when a new dependency
+    # of Config/ breaks this build, add its file here.
+    build_module GatehouseCore Sources/GatehouseCore/Config/*.swift Sources/GatehouseCore/Routing/RouteTemplate.swift
+    link_target config ConfigFuzzInvariants.swift "$build/GatehouseCore.o" "$build/GatehouseJSON.o"
+    ;;
+  *)
+    echo "run.sh: unknown target $target" >&2
+    exit 2
+    ;;
+  esac
 done
 [ "${FUZZ_BUILD:-0}" = 1 ] && exit 0
 
@@ -95,10 +129,13 @@ done
 for target in $targets; do
   mkdir -p "$work/corpus-$target" "$fuzz/artifacts/$target"
   log=$work/$target.log
+  # A target's own dictionary if it has one; the three HTTP targets share http.dict.
+  dict=$fuzz/$target.dict
+  [ -f "$dict" ] || dict=$fuzz/http.dict
   echo "==> fuzzing $target for ${seconds}s"
   # The first corpus directory receives new entries; the repository corpus is only read.
   if "$build/fuzz-$target" -max_total_time="$seconds" -max_len=8192 -timeout=10 -rss_limit_mb=2048 \
-    -dict="$fuzz/http.dict" -artifact_prefix="$fuzz/artifacts/$target/" -print_final_stats=1 \
+    -dict="$dict" -artifact_prefix="$fuzz/artifacts/$target/" -print_final_stats=1 \
     "$work/corpus-$target" "$fuzz/corpus/$target" >"$log" 2>&1; then
     # The last status line has the run count, coverage, features and speed.
     grep -E '^#[0-9]+' "$log" | tail -n 1 | sed 's/^/    /'

@@ -1,0 +1,1 @@
+../../Fuzz/Support/JSONFuzzInvariants.swift
