@@ -63,6 +63,38 @@ import Testing
     #expect(try admin.circuitState(of: "api") == "open")
   }
 
+  /// A backend that closes every kept connection at once (a shutdown or a restart) is
+  /// checked by the next request; meanwhile a request with a stored answer gets it at once.
+  @Test func droppedConnectionsPutTheUpstreamOnProbation() throws {
+    let backend = try ModalBackend(options: TestBackend.Options(keepAliveTimeout: .milliseconds(500)))
+    let first = Gate()
+    backend.holdHealthy.value = first
+    let gateway = try GatewayProcess(config: StoreTests.config(port: backend.port, cache: ["collapse": false]))
+    defer { gateway.stopExpectingCleanExit() }
+    let admin = try gateway.admin(token: TestConfig.adminToken)
+
+    // Two answers at once: two kept connections, idle from the same moment.
+    let clients = try ["a", "b"].map { try CollapseTests.start("/p", id: $0, port: gateway.port) }
+    #expect(backend.server.waitForRequests(2))
+    first.open()
+    let answers = try clients.map { try $0.readResponse() }
+    try #require(admin.waitForStoredEntries(1))
+    // The backend's keep-alive timeout closes both together.
+    #expect(waitUntil(timeout: 10) { backend.server.openConnectionCount == 0 })
+    sleep(for: .milliseconds(300))
+    let second = Gate()
+    backend.holdHealthy.value = second
+    let check = try CollapseTests.start("/p", id: "check", port: gateway.port)
+    #expect(backend.server.waitForRequests(3))
+    let other = try send("GET", "/p", to: gateway.port, timeout: 15)
+    second.open()
+
+    #expect(answers.allSatisfy { $0.status == 200 })
+    StoreTests.expectStale(other, body: answers[0].text)
+    #expect(try check.readResponse().status == 200)
+    #expect(backend.requests.count == 3)
+  }
+
   @Test func successfulTrialAfterOpenTimeClosesTheCircuit() throws {
     let backend = try ModalBackend()
     backend.mode.value = .resetting

@@ -245,13 +245,21 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     }
     // An upstream the health checks call down is skipped like one with an open circuit
     // (without health checks the map is empty, and no name is hashed per request). A retry
-    // on a fresh connection only asks whether the circuit is open now (the failure being
-    // retried may have opened it: during an outage the retry would just wait out a dead
-    // backend); it never takes the half-open trial.
+    // on a fresh connection asks the circuit whether a retry makes sense now (the failure
+    // being retried may have opened it, or be one of many); it never takes a trial.
     let now = context.loop.iterationTime
-    if (!context.upstreamHealthy.isEmpty && context.upstreamHealthy[pool.plan.name] == false)
-      || (fresh ? pool.circuit.isOpen(now: now) : pool.circuit.decide(now: now) == .reject)
-    {
+    var skip = !context.upstreamHealthy.isEmpty && context.upstreamHealthy[pool.plan.name] == false
+    if !skip && fresh {
+      skip = !pool.circuit.allowsRetry(now: now)
+    } else if !skip {
+      switch pool.circuit.decide(now: now) {
+      case .attempt, .attemptAsTrial: break
+      case .reject: skip = true
+      // On probation, with the check out: a request with a stored answer takes it.
+      case .attemptUnlessAnswerable: skip = staleAnswer(for: exchange) != nil
+      }
+    }
+    if skip {
       self.exchange?.pool = pool
       upstreamFailed(.circuitOpen)
       return

@@ -20,13 +20,17 @@ final class UpstreamPool {
   var circuit: CircuitBreaker
   /// The last failure, for the admin API.
   var lastError: String?
+  private var drops = ConnectionDropDetector()
 
   init(context: LoopContext, plan: UpstreamPlan) {
     self.context = context
     self.plan = plan
     state = UpstreamPoolState(maxIdle: plan.maxIdleConnections)
+    // A trial's outcome is in by a connect and a response, twice (one retry on a fresh
+    // connection); past that it is presumed lost and another request may try.
     circuit = CircuitBreaker(
-      threshold: plan.circuitFailures, openNanoseconds: UInt64(CachePolicy.milliseconds(plan.circuitOpen)) * 1_000_000)
+      threshold: plan.circuitFailures, openNanoseconds: UInt64(CachePolicy.milliseconds(plan.circuitOpen)) * 1_000_000,
+      trialTimeoutNanoseconds: EventLoop.nanoseconds(of: (plan.connectTimeout + plan.responseTimeout) * 2))
   }
 
   /// A connection for `owner`'s exchange: the warmest idle one, or a new one whose connect
@@ -75,10 +79,17 @@ final class UpstreamPool {
     connection.connection?.abort()
   }
 
-  /// An idle connection was closed by the upstream (or sent bytes nobody asked for).
+  /// An idle connection was closed by the upstream (or sent bytes nobody asked for). When
+  /// the upstream drops them all at once, its circuit goes on probation: the next request
+  /// checks it while requests with stored answers get those (during an outage they would
+  /// otherwise wait out whatever now listens on its address).
   func idleConnectionEnded(_ connection: UpstreamConnection) {
     state.idleConnectionClosed(ObjectIdentifier(connection))
-    if let index = idleConnections.firstIndex(where: { $0 === connection }) { idleConnections.remove(at: index) }
+    guard let index = idleConnections.firstIndex(where: { $0 === connection }) else { return }
+    idleConnections.remove(at: index)
+    if drops.idleConnectionDropped(now: context.loop.iterationTime, idleLeft: idleConnections.count) {
+      circuit.recordConnectionsDropped()
+    }
   }
 
   func connectionClosed() {

@@ -27,13 +27,13 @@ final class ModalBackend: Sendable {
   let extraHeaders = Shared<[(String, String)]>([])
   let server: TestBackend
 
-  init() throws {
+  init(options: TestBackend.Options = TestBackend.Options()) throws {
     let mode = self.mode
     let version = self.version
     let gate = self.gate
     let holdHealthy = self.holdHealthy
     let extraHeaders = self.extraHeaders
-    server = try TestBackend { request in
+    server = try TestBackend(options: options) { request in
       switch mode.value {
       case .healthy:
         let lang = request.head.value("Accept-Language") ?? ""
