@@ -181,7 +181,15 @@ import Testing
     try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(at: directory) }
     let store = directory.appendingPathComponent("store.sqlite").path
-    let down = try TestSocket.unusedPort()
+    // The "unreachable backend" must stay unreachable for all runs. A port that was merely
+    // free once (`unusedPort()`) can be handed by the kernel to a later listener: one of the
+    // hundred gateways this test starts (its own listener or admin port), or a backend of a
+    // test running beside it. The next gateway then gets real answers from "down" and stores
+    // them over the entries checked below, which later runs report as stored differently.
+    // Holding the port bound (never listening) keeps it refused and keeps everyone off it.
+    let downHolder = try TestSocket.refusingPort()
+    defer { downHolder.close() }
+    let down = downHolder.localPort
 
     // An anchor answer, stored by a gateway that stops cleanly.
     do {
@@ -231,7 +239,11 @@ import Testing
       let entries = (try? admin.cacheEntries(prefix: "/cached/w/")) ?? []
       for entry in entries.shuffled().prefix(3) {
         guard let id = entry["id"] as? String, let path = entry["path"] as? String else { continue }
-        #expect(try admin.storedBody(id: id) == Self.body(for: path), "run \(run): \(path) stored differently")
+        let stored = try admin.storedBody(id: id)
+        #expect(
+          stored == Self.body(for: path),
+          "run \(run): \(path) stored differently: \(stored.count) bytes, \(String(decoding: stored.prefix(120), as: UTF8.self))"
+        )
         let served = try send("GET", path, to: next.port)
         #expect(served.head.value("X-Gatehouse-Cache") == "STALE" && envelopeDatas(served)?["p"] as? String == path)
         checkedEntries += 1

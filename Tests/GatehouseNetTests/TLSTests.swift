@@ -80,9 +80,15 @@ import Testing
     defer { group.shutdown() }
     let serverLog = EventLog()
     let clientLog = EventLog()
-    let server = try startTLSEchoServer(on: group.loops[0], context: try serverContext(), log: serverLog)
+    // What this test checks is that every one of 40 concurrent sessions across two loops gets its whole
+    // echo, not how fast handshakes are (the timeout tests below check the deadlines). With the default 10 s
+    // handshake deadlines, a machine loaded enough to hold a loop off the CPU for seconds fails a session
+    // (a timed-out handshake closes it before any echo), so the deadlines here
+    // are far beyond anything a working handshake needs; a session that stalls for good still fails below.
+    let server = try startTLSEchoServer(
+      on: group.loops[0], context: try serverContext(handshakeTimeout: .seconds(100)), log: serverLog)
     defer { _ = try? onLoop(group.loops[0]) { server.listener.value.close() } }
-    let options = try clientOptions()
+    let options = try clientOptions(handshakeTimeout: .seconds(100))
     let payload = pattern(20_000)
     let count = 40
     for _ in 0..<count {
@@ -90,9 +96,33 @@ import Testing
         on: group.loops[1], port: server.port, options: options, log: clientLog, payload: payload,
         expectedBack: payload.count, keepBytes: false)
     }
-    #expect(waitUntil(timeout: .seconds(60)) { clientLog.count(prefix: "close:") == count })
-    #expect(clientLog.count("close:owner") == count)
-    #expect(clientLog.receivedCount == count * payload.count)
+    #expect(waitUntil(timeout: .seconds(120)) { clientLog.count(prefix: "close:") == count })
+    // On failure, say how sessions ended on both sides: a stall, a timeout and a reset look different.
+    let endings =
+      "client: \(clientLog.count("connect")) connected, \(clientLog.count("eof")) EOF before the echo, "
+      + "\(clientLog.all.filter { $0.hasPrefix("close:") && $0 != "close:owner" }); server: "
+      + "\(serverLog.count("accept")) accepted, \(serverLog.all.filter { $0.hasPrefix("close:") && $0 != "close:owner" })"
+    #expect(clientLog.count("close:owner") == count, "\(endings)")
+    #expect(clientLog.receivedCount == count * payload.count, "\(endings)")
+  }
+
+  @Test func applicationDataArrivingWithTheClientFinishedIsDelivered() throws {
+    let group = try EventLoopGroup(loopCount: 2)
+    defer { group.shutdown() }
+    let serverLog = EventLog()
+    let clientLog = EventLog()
+    let server = try startTLSEchoServer(on: group.loops[0], context: try serverContext(), log: serverLog)
+    defer { _ = try? onLoop(group.loops[0]) { server.listener.value.close() } }
+    // Small enough that the server's read-ahead takes all of it with the Finished: nothing is left in the
+    // kernel for epoll to report.
+    let payload = pattern(2_000)
+    let relay = try CoalescingRelay(to: server.port, holdUntil: payload.count)
+    try startTLSClient(
+      on: group.loops[1], port: relay.port, options: try clientOptions(), log: clientLog, payload: payload,
+      expectedBack: payload.count, keepBytes: true)
+    // Without the check the session stalls until the relay gives up (30 s without traffic) and closes.
+    #expect(waitUntil(timeout: .seconds(60)) { clientLog.count(prefix: "close:") == 1 })
+    #expect(clientLog.receivedBytes == payload, "\(clientLog.all) \(serverLog.all)")
   }
 
   @Test func writesAndCloseBeforeTheHandshakeWaitForIt() throws {

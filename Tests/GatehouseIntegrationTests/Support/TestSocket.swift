@@ -69,8 +69,21 @@ final class TestSocket: Sendable {
   }
 
   /// A port on 127.0.0.1 that nothing listens on: bound once by the kernel's choice, then
-  /// released. Connections to it are refused.
+  /// released. Connections to it are refused, but only until something binds it again: the
+  /// kernel hands a released port to later `bind(0)` calls like any other free port (a
+  /// gateway's listener or admin port, a backend of a test running beside). A test that
+  /// needs the port to stay refused for longer than a moment holds `refusingPort()` instead.
   static func unusedPort() throws -> UInt16 {
+    let socket = try refusingPort()
+    defer { socket.close() }
+    return socket.localPort
+  }
+
+  /// A socket bound to a port of the kernel's choice on 127.0.0.1 and never listening:
+  /// connections to its `localPort` are refused for as long as it stays open. Bound without
+  /// SO_REUSEADDR or SO_REUSEPORT, it also keeps every other socket (this process's or a
+  /// gateway's, even with SO_REUSEPORT) from binding that port meanwhile.
+  static func refusingPort() throws -> TestSocket {
     let socket = try make()
     var address = loopback(port: 0)
     let bound = withUnsafePointer(to: &address) { pointer in
@@ -79,9 +92,7 @@ final class TestSocket: Sendable {
       }
     }
     guard bound == 0 else { throw TestSocketError.system(call: "bind", errno: errno) }
-    let port = socket.localPort
-    socket.close()
-    return port
+    return socket
   }
 
   /// Connects to `host`:`port`, `host` being a loopback IPv4 address (loopback connects
