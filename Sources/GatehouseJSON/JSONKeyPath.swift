@@ -10,8 +10,12 @@ public struct JSONKeyPath: Hashable, Sendable, CustomStringConvertible {
     public let index: Int?
 
     public init(_ name: Substring) {
-      self.name = Array(name.utf8)
-      self.index = Self.canonicalIndex(self.name)
+      self.init(bytes: Array(name.utf8))
+    }
+
+    public init(bytes name: [UInt8]) {
+      self.name = name
+      self.index = Self.canonicalIndex(name)
     }
 
     private static func canonicalIndex(_ bytes: [UInt8]) -> Int? {
@@ -29,10 +33,14 @@ public struct JSONKeyPath: Hashable, Sendable, CustomStringConvertible {
 
   /// Nil for an empty string or an empty segment (`a..b`, `.a`): such paths name no member a
   /// config author can mean, so a typo is caught when the config is checked.
+  ///
+  /// Split at the byte `.`, not at Characters: a dot followed by a combining mark is one
+  /// Character to Swift, and `a.\u{0820}b` must still be the two steps `a` and `\u{0820}b`.
   public init?(_ path: String) {
-    let parts = path.split(separator: ".", omittingEmptySubsequences: false)
-    guard !path.isEmpty, parts.allSatisfy({ !$0.isEmpty }) else { return nil }
-    segments = parts.map(Segment.init)
+    let bytes = Array(path.utf8)
+    let parts = bytes.split(separator: 0x2E, omittingEmptySubsequences: false)
+    guard !bytes.isEmpty, parts.allSatisfy({ !$0.isEmpty }) else { return nil }
+    segments = parts.map { Segment(bytes: Array($0)) }
   }
 
   public init(segments: [Segment]) { self.segments = segments }

@@ -103,6 +103,15 @@ import Testing
     #expect(path.description == "users.0.name.12.01")
     #expect(JSONKeyPath.root.segments.isEmpty)
   }
+
+  /// A dot before a combining mark is one Character to Swift; the path still splits there.
+  @Test func pathSplitsAtTheDotByteBeforeACombiningMark() {
+    let path = JSONKeyPath("a.\u{0820}b")
+    #expect(path?.segments.map(\.name) == [Array("a".utf8), Array("\u{0820}b".utf8)])
+    #expect(value("a.\u{0820}b", in: "{\"a\":{\"\u{0820}b\":2}}") == "2")
+    #expect(JSONKeyPath("a.\u{0301}") != nil)
+    #expect(JSONKeyPath("a.\u{0301}")?.segments.count == 2)
+  }
 }
 
 @Suite struct EnvelopeDetectionTests {
