@@ -1,144 +1,6 @@
 import Foundation
 import Testing
 
-/// One request that the gateway must refuse with one of `statuses`, then close.
-struct SmugglingCase: CustomTestStringConvertible, Sendable {
-  let name: String
-  let raw: [UInt8]
-  let statuses: Set<Int>
-  var testDescription: String { name }
-
-  init(_ name: String, _ raw: String, _ statuses: Set<Int> = [400]) {
-    self.name = name
-    self.raw = Array(raw.utf8)
-    self.statuses = statuses
-  }
-
-  init(_ name: String, bytes raw: [UInt8], _ statuses: Set<Int> = [400]) {
-    self.name = name
-    self.raw = raw
-    self.statuses = statuses
-  }
-}
-
-private let smugglePost = "POST / HTTP/1.1\r\nHost: a\r\n"
-private let smuggleChunkedPost = "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
-
-/// Every case of `GatehouseHTTPTests/StrictnessTests.swift` (copied: test targets cannot
-/// import each other), sent to the whole gateway.
-let strictnessCases: [SmugglingCase] = [
-  // Content-Length and Transfer-Encoding together or repeated.
-  .init("CL and TE together", smugglePost + "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n"),
-  .init("TE and CL together", smugglePost + "Transfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n"),
-  .init("two different CLs", smugglePost + "Content-Length: 5\r\nContent-Length: 6\r\n\r\nhello"),
-  .init("same CL twice", smugglePost + "Content-Length: 5\r\nContent-Length: 5\r\n\r\nhello"),
-  .init("CL list 5, 5", smugglePost + "Content-Length: 5, 5\r\n\r\nhello"),
-  .init("empty CL", smugglePost + "Content-Length: \r\n\r\n"),
-  .init("CL +5", smugglePost + "Content-Length: +5\r\n\r\nhello"),
-  .init("CL -1", smugglePost + "Content-Length: -1\r\n\r\n"),
-  .init("CL 0x10", smugglePost + "Content-Length: 0x10\r\n\r\n"),
-  .init("CL 1_0", smugglePost + "Content-Length: 1_0\r\n\r\n"),
-  .init("CL 1Z", smugglePost + "Content-Length: 1Z\r\n\r\n"),
-  .init("CL ' 5 5'", smugglePost + "Content-Length:  5 5\r\n\r\n"),
-  .init("CL over 2^63", smugglePost + "Content-Length: 9223372036854775808\r\n\r\n"),
-  .init("CL far over 2^64", smugglePost + "Content-Length: 184467440737095516160\r\n\r\n"),
-  .init(
-    "chunked twice in two fields",
-    smugglePost + "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"),
-  .init("chunked twice in one list", smugglePost + "Transfer-Encoding: chunked, chunked\r\n\r\n0\r\n\r\n", [400, 501]),
-  .init("TE ,chunked", smugglePost + "Transfer-Encoding: ,chunked\r\n\r\n0\r\n\r\n"),
-  .init("TE chunked,", smugglePost + "Transfer-Encoding: chunked,\r\n\r\n0\r\n\r\n"),
-  .init("TE chunked, identity", smugglePost + "Transfer-Encoding: chunked, identity\r\n\r\n0\r\n\r\n", [400, 501]),
-  .init("TE quoted chunked", smugglePost + "Transfer-Encoding: \"chunked\"\r\n\r\n0\r\n\r\n", [400, 501]),
-  .init("TE chunk", smugglePost + "Transfer-Encoding: chunk\r\n\r\n0\r\n\r\n", [400, 501]),
-  .init("TE xchunked", smugglePost + "Transfer-Encoding: xchunked\r\n\r\n0\r\n\r\n", [400, 501]),
-  .init("TE gzip, chunked", smugglePost + "Transfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n", [501]),
-  .init("TE in HTTP/1.0", "POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"),
-  // Desync disguises of the Transfer-Encoding field itself.
-  .init("TE with space before colon", smugglePost + "Transfer-Encoding : chunked\r\n\r\n0\r\n\r\n"),
-  .init("TE with tab before colon", smugglePost + "Transfer-Encoding\t: chunked\r\n\r\n0\r\n\r\n"),
-  .init("TE with vertical tab in value", smugglePost + "Transfer-Encoding: \u{0B}chunked\r\n\r\n0\r\n\r\n"),
-  .init("TE with form feed after value", smugglePost + "Transfer-Encoding: chunked\u{0C}\r\n\r\n0\r\n\r\n"),
-  .init("TE with control byte in name", smugglePost + "Transfer\u{01}Encoding: chunked\r\n\r\n0\r\n\r\n"),
-  .init("TE name after a leading space", smugglePost + " Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n"),
-  // Header syntax.
-  .init("whitespace before colon", "GET / HTTP/1.1\r\nHost : a\r\n\r\n"),
-  .init("obs-fold line", "GET / HTTP/1.1\r\nHost: a\r\nX-Folded: one\r\n two\r\n\r\n"),
-  .init("obs-fold carrying TE", smugglePost + "X: y\r\n Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n"),
-  .init("obs-fold with tab", smugglePost + "X: y\r\n\tTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"),
-  .init("bare CR in request line", "GET /\r HTTP/1.1\r\nHost: a\r\n\r\n"),
-  .init("bare CR ending request line", "GET / HTTP/1.1\rHost: a\r\n\r\n"),
-  .init("bare CR in value", "GET / HTTP/1.1\r\nHost: a\r\nX: a\rb\r\n\r\n"),
-  .init("bare CR in name", "GET / HTTP/1.1\r\nHost: a\r\nX\rY: a\r\n\r\n"),
-  .init("bare CR before line end", "GET / HTTP/1.1\r\nHost: a\r\nX: a\r\r\n\r\n"),
-  .init("bare LF line ends", "GET / HTTP/1.1\nHost: a\n\n"),
-  .init("bare LF after one header", "GET / HTTP/1.1\r\nHost: a\nX: b\r\n\r\n"),
-  .init("bare LF ending the head", "GET / HTTP/1.1\r\nHost: a\r\n\n"),
-  .init("NUL in value", bytes: Array("GET / HTTP/1.1\r\nHost: a\r\nX: a".utf8) + [0] + Array("b\r\n\r\n".utf8)),
-  .init("control byte 0x01 in value", "GET / HTTP/1.1\r\nHost: a\r\nX: a\u{01}b\r\n\r\n"),
-  .init("DEL in value", "GET / HTTP/1.1\r\nHost: a\r\nX: a\u{7F}b\r\n\r\n"),
-  .init("escape in value", "GET / HTTP/1.1\r\nHost: a\r\nX: a\u{1B}b\r\n\r\n"),
-  .init("NUL in name", bytes: Array("GET / HTTP/1.1\r\nHost: a\r\nX".utf8) + [0] + Array("Y: b\r\n\r\n".utf8)),
-  .init("bad byte in name", "GET / HTTP/1.1\r\nHost: a\r\nX@Y: b\r\n\r\n"),
-  .init(
-    "non-ASCII byte in name",
-    bytes: Array("GET / HTTP/1.1\r\nHost: a\r\nX".utf8) + [0xC3, 0xA9] + Array(": b\r\n\r\n".utf8)),
-  .init("empty name", "GET / HTTP/1.1\r\nHost: a\r\n: b\r\n\r\n"),
-  .init("line with no colon", "GET / HTTP/1.1\r\nHost: a\r\nNoColonHere\r\n\r\n"),
-  .init("two Host headers", "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n"),
-  .init("no Host in HTTP/1.1", "GET / HTTP/1.1\r\nAccept: */*\r\n\r\n"),
-  .init("space in Host", "GET / HTTP/1.1\r\nHost: a b\r\n\r\n"),
-  // Request line.
-  .init("lowercase http version", "GET / http/1.1\r\nHost: a\r\n\r\n"),
-  .init("two spaces after method", "GET  / HTTP/1.1\r\nHost: a\r\n\r\n"),
-  .init("missing target", "GET HTTP/1.1\r\nHost: a\r\n\r\n"),
-  .init("control byte in target", "GET /a\u{01}b HTTP/1.1\r\nHost: a\r\n\r\n"),
-  .init("non-ASCII in target", bytes: Array("GET /".utf8) + [0xFF] + Array(" HTTP/1.1\r\nHost: a\r\n\r\n".utf8)),
-  .init("bad byte in method", "G(T / HTTP/1.1\r\nHost: a\r\n\r\n"),
-  .init("target without a leading slash", "GET users/7 HTTP/1.1\r\nHost: a\r\n\r\n"),
-  .init("fragment in target", "GET /users/7#top HTTP/1.1\r\nHost: a\r\n\r\n"),
-  .init("asterisk target on GET", "GET * HTTP/1.1\r\nHost: a\r\n\r\n"),
-  .init("absolute form of another scheme", "GET ftp://host/a HTTP/1.1\r\nHost: a\r\n\r\n"),
-  .init("absolute form without a host", "GET http:///a HTTP/1.1\r\nHost: a\r\n\r\n"),
-  .init("bare LF before request line", "\nGET / HTTP/1.1\r\nHost: a\r\n\r\n"),
-  // Chunk framing.
-  .init("chunk size 0x1", smuggleChunkedPost + "0x1\r\na\r\n0\r\n\r\n"),
-  .init("chunk size +1", smuggleChunkedPost + "+1\r\na\r\n0\r\n\r\n"),
-  .init("chunk size -0", smuggleChunkedPost + "-0\r\n\r\n"),
-  .init("chunk size with leading space", smuggleChunkedPost + " 1\r\na\r\n0\r\n\r\n"),
-  .init("chunk size 1_0", smuggleChunkedPost + "1_0\r\n0123456789abcdef\r\n0\r\n\r\n"),
-  .init("chunk size with trailing junk", smuggleChunkedPost + "1x\r\na\r\n0\r\n\r\n"),
-  .init("chunk size with trailing space", smuggleChunkedPost + "1 \r\na\r\n0\r\n\r\n"),
-  .init("empty chunk size", smuggleChunkedPost + "\r\na\r\n0\r\n\r\n"),
-  .init("chunk size overflow", smuggleChunkedPost + "FFFFFFFFFFFFFFFF0\r\na\r\n0\r\n\r\n"),
-  .init("chunk size 2^64", smuggleChunkedPost + "10000000000000000\r\na\r\n0\r\n\r\n"),
-  .init("chunk line ended by bare LF", smuggleChunkedPost + "1\na\r\n0\r\n\r\n"),
-  .init("chunk line with bare CR", smuggleChunkedPost + "1\ra\r\n0\r\n\r\n"),
-  .init("last chunk ended by bare LF", smuggleChunkedPost + "0\n\r\n"),
-  .init("chunk extension with control byte", smuggleChunkedPost + "1;a=\u{01}b\r\na\r\n0\r\n\r\n"),
-  .init(
-    "chunk extension with NUL", bytes: Array((smuggleChunkedPost + "1;a").utf8) + [0] + Array("\r\na\r\n0\r\n\r\n".utf8)
-  ),
-  .init(
-    "chunk extension over 1 KiB",
-    smuggleChunkedPost + "1;a=" + String(repeating: "b", count: 1100) + "\r\na\r\n0\r\n\r\n"),
-  .init("chunk extension without name", smuggleChunkedPost + "1;=b\r\na\r\n0\r\n\r\n"),
-  .init("whitespace after a chunk extension name", smuggleChunkedPost + "1;a \r\nx\r\n0\r\n\r\n"),
-  .init("whitespace after a chunk extension value", smuggleChunkedPost + "1;a=b\t\r\nx\r\n0\r\n\r\n"),
-  .init(
-    "chunk size line longer than the limit",
-    smuggleChunkedPost + String(repeating: "0", count: 1100) + "1\r\nx\r\n0\r\n\r\n"),
-  .init("chunk extension with open quote", smuggleChunkedPost + "1;a=\"b\r\na\r\n0\r\n\r\n"),
-  .init("chunk data longer than declared", smuggleChunkedPost + "1\r\nab\r\n0\r\n\r\n"),
-  .init("chunk data without CRLF", smuggleChunkedPost + "1\r\naX0\r\n\r\n"),
-  .init("chunk data with bare LF", smuggleChunkedPost + "1\r\na\n0\r\n\r\n"),
-  .init("Content-Length in trailers", smuggleChunkedPost + "0\r\nContent-Length: 5\r\n\r\n"),
-  .init("Transfer-Encoding in trailers", smuggleChunkedPost + "0\r\nTransfer-Encoding: chunked\r\n\r\n"),
-  .init("Host in trailers", smuggleChunkedPost + "0\r\nHost: evil\r\n\r\n"),
-  .init("Authorization in trailers", smuggleChunkedPost + "0\r\nAuthorization: Bearer x\r\n\r\n"),
-  .init("bad syntax in trailers", smuggleChunkedPost + "0\r\nX : y\r\n\r\n"),
-]
-
 /// The request a smuggling attempt tries to slip past the gateway. It must never reach the
 /// backend as a request of its own.
 let smuggledRequest = "GET /smuggled HTTP/1.1\r\nHost: a\r\n\r\n"
@@ -203,17 +65,17 @@ let transferEncodingDisguises: [(name: String, line: [UInt8])] = {
 let smugglingBody = Array(("0\r\n\r\n" + smuggledRequest).utf8)
 
 /// The classic CL.TE and TE.CL shapes for every disguise, plus Content-Length disguises.
-let disguiseCases: [SmugglingCase] = {
-  var cases: [SmugglingCase] = []
+let disguiseCases: [RejectedRequest] = {
+  var cases: [RejectedRequest] = []
   let head = Array("POST /desync HTTP/1.1\r\nHost: a\r\n".utf8)
   let crlf = Array("\r\n".utf8)
   for disguise in transferEncodingDisguises {
     let length = Array("Content-Length: \(smugglingBody.count)\r\n".utf8)
     cases.append(
-      SmugglingCase(
+      RejectedRequest(
         "CL.TE: \(disguise.name)", bytes: head + length + disguise.line + crlf + crlf + smugglingBody, [400, 501]))
     cases.append(
-      SmugglingCase(
+      RejectedRequest(
         "TE.CL: \(disguise.name)",
         bytes: head + disguise.line + crlf + Array("Content-Length: 4\r\n\r\n".utf8)
           + Array("5c\r\nGPOST /smuggled HTTP/1.1\r\nHost: a\r\nContent-Length: 15\r\n\r\nx=1\r\n0\r\n\r\n".utf8),
@@ -230,7 +92,7 @@ let disguiseCases: [SmugglingCase] = {
     ("two fields of different case", "Content-Length: 5\r\ncontent-length: 5"),
     ("folded value", "Content-Length:\r\n 5"), ("control byte before the name", "\u{01}Content-Length: 5"),
   ] {
-    cases.append(SmugglingCase("CL: \(name)", bytes: head + Array(line.utf8) + crlf + crlf + body))
+    cases.append(RejectedRequest("CL: \(name)", bytes: head + Array(line.utf8) + crlf + crlf + body))
   }
   return cases
 }()
@@ -335,7 +197,7 @@ struct BackendWire {
 /// one cleanly framed request (possibly cut short), and never the smuggled one.
 @Suite struct SmugglingTests {
   /// Sends `raw` followed by `smuggledRequest` and checks both sides.
-  static func probe(_ probe: SmugglingCase, sourceLocation: SourceLocation = #_sourceLocation) throws {
+  static func probe(_ probe: RejectedRequest, sourceLocation: SourceLocation = #_sourceLocation) throws {
     let backend = try FaultBackend { _ in .http(headers: [("Content-Type", "text/plain")], body: Array("ok".utf8)) }
     defer { backend.stop() }
     let gateway = try GatewayProcess(config: TestConfig.passThrough(to: backend.port))
@@ -375,13 +237,13 @@ struct BackendWire {
       "\(probe.name): the smuggled request reached the backend", sourceLocation: sourceLocation)
   }
 
-  @Test(arguments: strictnessCases)
-  func strictnessCaseIsRefusedEndToEnd(_ request: SmugglingCase) throws {
+  @Test(arguments: rejectedRequests)
+  func strictnessCaseIsRefusedEndToEnd(_ request: RejectedRequest) throws {
     try Self.probe(request)
   }
 
   @Test(arguments: disguiseCases)
-  func desyncDisguiseIsRefusedEndToEnd(_ request: SmugglingCase) throws {
+  func desyncDisguiseIsRefusedEndToEnd(_ request: RejectedRequest) throws {
     try Self.probe(request)
   }
 

@@ -1,0 +1,1 @@
+../GatehouseHTTPTests/RejectedRequests.swift
