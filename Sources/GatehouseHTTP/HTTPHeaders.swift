@@ -20,6 +20,10 @@ public struct HTTPHeaders: Sendable, Hashable {
 
   @usableFromInline var storage: [UInt8]
   @usableFromInline var ranges: [FieldRange]
+  /// False only when the parser saw that no Connection field names other fields (the usual
+  /// `keep-alive` or `close`, or none): proxies then skip looking for connection options.
+  /// Any change to the fields makes it true again.
+  public private(set) var mayListConnectionOptions = true
 
   public init() {
     storage = []
@@ -34,12 +38,21 @@ public struct HTTPHeaders: Sendable, Hashable {
   }
 
   @usableFromInline
-  init(storage: [UInt8], ranges: [FieldRange]) {
+  init(storage: [UInt8], ranges: [FieldRange], mayListConnectionOptions: Bool = true) {
     self.storage = storage
     self.ranges = ranges
+    self.mayListConnectionOptions = mayListConnectionOptions
   }
 
   public var count: Int { ranges.count }
+
+  /// The bytes all fields take written as `name: value\r\n` lines.
+  @inlinable
+  public var serializedFieldsLength: Int {
+    var total = 0
+    for r in ranges { total &+= Int(r.nameEnd &- r.nameStart) &+ Int(r.valueEnd &- r.valueStart) &+ 4 }
+    return total
+  }
   public var isEmpty: Bool { ranges.isEmpty }
 
   /// The name of field `index`, as sent.
@@ -111,6 +124,7 @@ public struct HTTPHeaders: Sendable, Hashable {
   }
 
   public mutating func add(name: String, value: String) {
+    mayListConnectionOptions = true
     let nameStart = storage.count
     storage.append(contentsOf: name.utf8)
     let nameEnd = storage.count
@@ -121,6 +135,7 @@ public struct HTTPHeaders: Sendable, Hashable {
 
   /// Removes every field with this name; the bytes stay in storage until the next copy.
   public mutating func remove(name: String) {
+    mayListConnectionOptions = true
     var kept: [FieldRange] = []
     kept.reserveCapacity(ranges.count)
     for index in ranges.indices where !nameEquals(at: index, name) { kept.append(ranges[index]) }

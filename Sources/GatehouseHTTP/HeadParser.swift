@@ -30,7 +30,8 @@ enum HeadParser {
       i += 2
       let ranges = try parseFieldLines(p, from: i, capacity: lines, limits: limits)
       let framing = try RequestFraming(p, ranges, version: version, limits: limits)
-      let headers = HTTPHeaders(storage: section, ranges: ranges)
+      let headers = HTTPHeaders(
+        storage: section, ranges: ranges, mayListConnectionOptions: framing.connectionListsOtherNames)
       return HTTPRequestHead(
         method: method, target: origin.map { section[$0] } ?? ArraySlice([0x2F]), version: version,
         headers: headers, bodyFraming: framing.body, keepAlive: framing.keepAlive,
@@ -98,7 +99,9 @@ enum HeadParser {
         p, ranges, version: version, status: status, requestWasHEAD: requestWasHEAD, limits: limits)
       return HTTPResponseHead(
         version: version, status: status, reason: section[reasonStart..<reasonEnd],
-        headers: HTTPHeaders(storage: section, ranges: ranges), bodyFraming: framing.body,
+        headers: HTTPHeaders(
+          storage: section, ranges: ranges, mayListConnectionOptions: framing.connectionListsOtherNames),
+        bodyFraming: framing.body,
         contentLength: framing.contentLength, keepAlive: framing.keepAlive)
     }
   }
@@ -179,6 +182,8 @@ struct FramingFields {
   var sawTransferEncoding = false
   var connectionClose = false
   var connectionKeepAlive = false
+  /// A Connection field names something besides `close` and `keep-alive`.
+  var connectionListsOtherNames = false
   var hostCount = 0
   var expectsContinue = false
 
@@ -259,8 +264,13 @@ struct FramingFields {
       while j < end && p[j] != ASCII.comma { j += 1 }
       var tokenEnd = j
       while tokenEnd > tokenStart && ASCII.isWhitespace(p[tokenEnd - 1]) { tokenEnd -= 1 }
-      if ASCII.equalsLowercase(p, tokenStart, tokenEnd, "close") { connectionClose = true }
-      if ASCII.equalsLowercase(p, tokenStart, tokenEnd, "keep-alive") { connectionKeepAlive = true }
+      if ASCII.equalsLowercase(p, tokenStart, tokenEnd, "close") {
+        connectionClose = true
+      } else if ASCII.equalsLowercase(p, tokenStart, tokenEnd, "keep-alive") {
+        connectionKeepAlive = true
+      } else if tokenEnd > tokenStart {
+        connectionListsOtherNames = true
+      }
     }
   }
 
@@ -276,6 +286,7 @@ struct RequestFraming {
   var body: HTTPBodyFraming
   var keepAlive: Bool
   var expectsContinue: Bool
+  var connectionListsOtherNames: Bool
 
   init(
     _ p: UnsafeBufferPointer<UInt8>, _ ranges: [HTTPHeaders.FieldRange], version: HTTPVersion,
@@ -296,6 +307,7 @@ struct RequestFraming {
     }
     keepAlive = fields.keepAlive(version)
     expectsContinue = fields.expectsContinue && version.minor >= 1
+    connectionListsOtherNames = fields.connectionListsOtherNames
   }
 }
 
@@ -304,6 +316,7 @@ struct ResponseFraming {
   var body: HTTPBodyFraming
   var contentLength: Int64?
   var keepAlive: Bool
+  var connectionListsOtherNames: Bool
 
   init(
     _ p: UnsafeBufferPointer<UInt8>, _ ranges: [HTTPHeaders.FieldRange], version: HTTPVersion,
@@ -312,6 +325,7 @@ struct ResponseFraming {
     let fields = try FramingFields(p, ranges, isRequest: false)
     contentLength = fields.contentLength
     keepAlive = fields.keepAlive(version)
+    connectionListsOtherNames = fields.connectionListsOtherNames
     if fields.sawTransferEncoding {
       guard version.minor >= 1 else { throw .transferEncodingInHTTP10 }
       guard fields.contentLength == nil else { throw .contentLengthWithTransferEncoding }

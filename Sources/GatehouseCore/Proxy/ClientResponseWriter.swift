@@ -8,23 +8,39 @@ public enum ClientResponseWriter {
     head: HTTPResponseHead, requestID: [UInt8], framing: HTTPBodyFraming, headContentLength: Int64?,
     closeConnection: Bool, extraLines: [UInt8] = [], into out: inout [UInt8]
   ) {
-    append("HTTP/1.1 ", &out)
-    HTTPSerializer.appendDecimal(Int64(head.status), to: &out)
-    out.append(0x20)
-    if head.reason.isEmpty {
-      out.append(contentsOf: HTTPStatusPhrase.reason(for: head.status).utf8)
-    } else {
-      out.append(contentsOf: head.reason)
+    var phrase = head.reason.isEmpty ? HTTPStatusPhrase.reason(for: head.status) : ""
+    let bound =
+      fixedBound + head.reason.count + phrase.utf8.count + fieldsBound(head.headers) + requestID.count
+      + extraLines.count
+    out.appendBytes(upTo: bound) { out in
+      out.write("HTTP/1.1 ")
+      out.writeDecimal(Int64(head.status))
+      out.write(0x20)
+      if head.reason.isEmpty {
+        phrase.withUTF8 { out.write($0) }
+      } else {
+        out.write(head.reason)
+      }
+      out.write("\r\n")
+      writeForwardedFields(head.headers, except: nil, into: &out)
+      out.write("X-Request-Id: ")
+      out.write(requestID)
+      out.write("\r\n")
+      out.write(extraLines)
+      writeFraming(framing, headContentLength: headContentLength, into: &out)
+      if closeConnection { out.write("Connection: close\r\n") }
+      out.write("\r\n")
     }
-    append("\r\n", &out)
-    writeForwardedFields(head.headers, except: nil, into: &out)
-    append("X-Request-Id: ", &out)
-    out.append(contentsOf: requestID)
-    append("\r\n", &out)
-    out.append(contentsOf: extraLines)
-    writeFraming(framing, headContentLength: headContentLength, into: &out)
-    if closeConnection { append("Connection: close\r\n", &out) }
-    append("\r\n", &out)
+  }
+
+  /// Room for the fixed parts of a head: status line pieces, the gateway's own field
+  /// names, one framing field, `Connection: close` and the empty line.
+  static let fixedBound = 192
+
+  /// The most bytes the forwarded fields of `headers` can take: each field is written as
+  /// `name: value\r\n` from bytes within the head's storage.
+  static func fieldsBound(_ headers: HTTPHeaders) -> Int {
+    headers.serializedFieldsLength
   }
 
   /// Fields of the upstream answer that describe its body, which an envelope replaces.
@@ -38,54 +54,59 @@ public enum ClientResponseWriter {
     status: Int, upstream: HTTPResponseHead, requestID: [UInt8], framing: HTTPBodyFraming, gzip: Bool,
     closeConnection: Bool, extraLines: [UInt8] = [], into out: inout [UInt8]
   ) {
-    append("HTTP/1.1 ", &out)
-    HTTPSerializer.appendDecimal(Int64(status), to: &out)
-    out.append(0x20)
-    out.append(contentsOf: HTTPStatusPhrase.reason(for: status).utf8)
-    append("\r\n", &out)
-    writeForwardedFields(upstream.headers, except: replacedByEnvelope, into: &out)
-    append("Content-Type: application/json\r\nX-Request-Id: ", &out)
-    out.append(contentsOf: requestID)
-    append("\r\n", &out)
-    out.append(contentsOf: extraLines)
-    if gzip { append("Content-Encoding: gzip\r\nVary: Accept-Encoding\r\n", &out) }
-    writeFraming(framing, headContentLength: nil, into: &out)
-    if closeConnection { append("Connection: close\r\n", &out) }
-    append("\r\n", &out)
+    var phrase = HTTPStatusPhrase.reason(for: status)
+    let bound =
+      fixedBound + 96 + phrase.utf8.count + fieldsBound(upstream.headers) + requestID.count + extraLines.count
+    out.appendBytes(upTo: bound) { out in
+      out.write("HTTP/1.1 ")
+      out.writeDecimal(Int64(status))
+      out.write(0x20)
+      phrase.withUTF8 { out.write($0) }
+      out.write("\r\n")
+      writeForwardedFields(upstream.headers, except: replacedByEnvelope, into: &out)
+      out.write("Content-Type: application/json\r\nX-Request-Id: ")
+      out.write(requestID)
+      out.write("\r\n")
+      out.write(extraLines)
+      if gzip { out.write("Content-Encoding: gzip\r\nVary: Accept-Encoding\r\n") }
+      writeFraming(framing, headContentLength: nil, into: &out)
+      if closeConnection { out.write("Connection: close\r\n") }
+      out.write("\r\n")
+    }
   }
 
   /// The upstream's fields a client may see: all but the hop-by-hop table, the names its
   /// Connection field lists, the fields the gateway sets itself, and `except`.
-  static func writeForwardedFields(_ headers: HTTPHeaders, except: HeaderNameSet?, into out: inout [UInt8]) {
+  static func writeForwardedFields(_ headers: HTTPHeaders, except: HeaderNameSet?, into out: inout ByteCursor) {
     let connectionNamed = UpstreamRequestWriter.connectionListedNames(headers)
     headers.withEachField { name, value in
       if HopByHop.fields.contains(name) || HopByHop.gatewayResponseFields.contains(name) { return }
       if let except, except.contains(name) { return }
       if let connectionNamed, connectionNamed.contains(name) { return }
-      out.append(contentsOf: name)
-      out.append(0x3A)
-      out.append(0x20)
-      out.append(contentsOf: value)
-      append("\r\n", &out)
+      out.write(name)
+      out.write(0x3A)
+      out.write(0x20)
+      out.write(value)
+      out.write("\r\n")
     }
   }
 
-  static func writeFraming(_ framing: HTTPBodyFraming, headContentLength: Int64?, into out: inout [UInt8]) {
+  static func writeFraming(_ framing: HTTPBodyFraming, headContentLength: Int64?, into out: inout ByteCursor) {
     switch framing {
     case .none:
       if let length = headContentLength {
-        append("Content-Length: ", &out)
-        HTTPSerializer.appendDecimal(length, to: &out)
-        append("\r\n", &out)
+        out.write("Content-Length: ")
+        out.writeDecimal(length)
+        out.write("\r\n")
       }
     case .untilClose:
       break
     case .contentLength(let length):
-      append("Content-Length: ", &out)
-      HTTPSerializer.appendDecimal(length, to: &out)
-      append("\r\n", &out)
+      out.write("Content-Length: ")
+      out.writeDecimal(length)
+      out.write("\r\n")
     case .chunked:
-      append("Transfer-Encoding: chunked\r\n", &out)
+      out.write("Transfer-Encoding: chunked\r\n")
     }
   }
 

@@ -3,10 +3,13 @@
 public struct RequestIDGenerator: Sendable {
   private let prefix: UInt64
   private var counter: UInt64
+  /// The prefix's 16 digits, worked out once.
+  private let prefixDigits: (UInt64, UInt64)
 
   public init<R: RandomNumberGenerator>(using random: inout R) {
     prefix = random.next()
     counter = random.next() >> 16
+    prefixDigits = Self.hexDigits(of: prefix)
   }
 
   public init() {
@@ -16,25 +19,31 @@ public struct RequestIDGenerator: Sendable {
 
   public mutating func next() -> [UInt8] {
     counter &+= 1
-    let (prefix, counter) = (prefix, counter)
     // Digits on the stack, then one copy into the array: `Array(repeating:count:)` goes
     // through the standard library's unspecialized allocation entry point, which looks the
     // array's type metadata up in the runtime's cache on every call.
-    return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 32) { digits in
-      Self.writeHex(prefix, into: digits, at: 0)
-      Self.writeHex(counter, into: digits, at: 16)
-      return Array(UnsafeBufferPointer(digits))
-    }
+    var digits = (prefixDigits.0, prefixDigits.1, Self.hexDigits(of: counter))
+    return withUnsafeBytes(of: &digits) { Array($0.assumingMemoryBound(to: UInt8.self)) }
   }
 
-  static func writeHex(_ value: UInt64, into out: UnsafeMutableBufferPointer<UInt8>, at offset: Int) {
-    let digits = hexDigits.utf8Start
-    for i in 0..<16 {
-      out[offset + i] = digits[Int(truncatingIfNeeded: (value >> UInt64(60 - 4 * i)) & 0xF)]
-    }
+  /// The 16 lowercase hex digits of `value`, most significant first, as they lie in memory
+  /// (little-endian words): eight digits per 32-bit half, computed without a loop or table.
+  static func hexDigits(of value: UInt64) -> (UInt64, UInt64) {
+    (hexDigits32(UInt32(truncatingIfNeeded: value >> 32)), hexDigits32(UInt32(truncatingIfNeeded: value)))
   }
 
-  private static let hexDigits: StaticString = "0123456789abcdef"
+  @inline(__always)
+  static func hexDigits32(_ value: UInt32) -> UInt64 {
+    // Spread the eight nibbles into the eight bytes, most significant nibble in the low byte.
+    var x = UInt64(value.byteSwapped)
+    x = (x | x << 16) & 0x0000_FFFF_0000_FFFF
+    x = (x | x << 8) & 0x00FF_00FF_00FF_00FF
+    // Each byte now holds two nibbles, high one first in memory order: split them.
+    x = ((x & 0x0F0F_0F0F_0F0F_0F0F) << 8) | ((x >> 4) & 0x0F0F_0F0F_0F0F_0F0F)
+    // 0–9 → '0'–'9', 10–15 → 'a'–'f' (0x27 = 'a' − '9' − 1), for all bytes at once.
+    let letters = ((x &+ 0x0606_0606_0606_0606) >> 4) & 0x0101_0101_0101_0101
+    return x &+ 0x3030_3030_3030_3030 &+ letters &* 0x27
+  }
 
   /// A client-sent id is kept only when it is short and plain (letters, digits, `-_.:`),
   /// so it is safe in logs and headers.

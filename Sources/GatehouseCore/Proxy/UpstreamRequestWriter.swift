@@ -11,71 +11,93 @@ public enum UpstreamRequestWriter {
     clientAddress: [UInt8],
     forwardedProto: StaticString, requestID: [UInt8], framing: HTTPBodyFraming, into out: inout [UInt8]
   ) {
-    HTTPSerializer.appendMethod(method ?? head.method, to: &out)
-    out.append(0x20)
-    out.append(contentsOf: target)
-    append(" HTTP/1.1\r\nHost: ", &out)
-    out.append(contentsOf: hostHeader)
-    append("\r\n", &out)
+    // Names of the common methods are string literals: no allocation, UTF-8 already.
+    var methodName = (method ?? head.method).name
+    let headers = head.headers
+    // Every piece below is counted here: the client's fields (and the separators joining
+    // its X-Forwarded-For lines) within `serializedFieldsLength`, the rest by length.
+    var bound =
+      fixedBound + methodName.utf8.count + target.count + hostHeader.count + headers.serializedFieldsLength
+      + plan.setLines.count + clientAddress.count + requestID.count
+    if let token { bound += token.prefix.count + token.value.count + token.suffix.count }
+    out.appendBytes(upTo: bound) { out in
+      methodName.withUTF8 { out.write($0) }
+      out.write(0x20)
+      out.write(target)
+      out.write(" HTTP/1.1\r\nHost: ")
+      out.write(hostHeader)
+      out.write("\r\n")
 
-    // Every X-Forwarded-For line the client sent, in order, joined as one list.
-    var forwardedFor: [UInt8] = []
-    let connectionNamed = connectionListedNames(head.headers)
-    head.headers.withEachField { name, value in
-      if HopByHop.fields.contains(name) || plan.dropped.contains(name) { return }
-      if HopByHop.isUnderscoreLookAlike(name) { return }
-      if HopByHop.gatewayRequestFields.contains(name) {
-        if name.count == 15 && ASCIIBytes.equalsLowercase(name, "x-forwarded-for") && !value.isEmpty {
-          if !forwardedFor.isEmpty { forwardedFor.append(contentsOf: ", ".utf8) }
-          forwardedFor.append(contentsOf: value)
+      var sawForwardedFor = false
+      let connectionNamed = connectionListedNames(headers)
+      headers.withEachField { name, value in
+        if HopByHop.fields.contains(name) || plan.dropped.contains(name) { return }
+        if HopByHop.isUnderscoreLookAlike(name) { return }
+        if HopByHop.gatewayRequestFields.contains(name) {
+          if isForwardedFor(name) && !value.isEmpty { sawForwardedFor = true }
+          return
         }
-        return
+        if let connectionNamed, connectionNamed.contains(name) { return }
+        if plan.dropsAPIKeyAuthorization && ASCIIBytes.equalsLowercase(name, "authorization")
+          && ClientKeys.isAPIKeyScheme(value)
+        {
+          return
+        }
+        out.write(name)
+        out.write(0x3A)
+        out.write(0x20)
+        out.write(value)
+        out.write("\r\n")
       }
-      if let connectionNamed, connectionNamed.contains(name) { return }
-      if plan.dropsAPIKeyAuthorization && ASCIIBytes.equalsLowercase(name, "authorization")
-        && ClientKeys.isAPIKeyScheme(value)
-      {
-        return
+      out.write(plan.setLines)
+      if let token {
+        out.write(token.prefix)
+        out.write(token.value)
+        out.write(token.suffix)
       }
-      out.append(contentsOf: name)
-      out.append(0x3A)
-      out.append(0x20)
-      out.append(contentsOf: value)
-      append("\r\n", &out)
+      // Every X-Forwarded-For line the client sent, in order, joined as one list, then the
+      // client's own address.
+      out.write("X-Forwarded-For: ")
+      if sawForwardedFor {
+        headers.withEachField { name, value in
+          guard isForwardedFor(name), !value.isEmpty else { return }
+          out.write(value)
+          out.write(", ")
+        }
+      }
+      out.write(clientAddress)
+      out.write("\r\nX-Forwarded-Proto: ")
+      out.write(forwardedProto)
+      out.write("\r\nX-Request-Id: ")
+      out.write(requestID)
+      out.write("\r\n")
+      switch framing {
+      case .none, .untilClose:
+        break
+      case .contentLength(let length):
+        out.write("Content-Length: ")
+        out.writeDecimal(length)
+        out.write("\r\n")
+      case .chunked:
+        out.write("Transfer-Encoding: chunked\r\n")
+      }
+      out.write("\r\n")
     }
-    out.append(contentsOf: plan.setLines)
-    if let token {
-      out.append(contentsOf: token.prefix)
-      out.append(contentsOf: token.value)
-      out.append(contentsOf: token.suffix)
-    }
-    append("X-Forwarded-For: ", &out)
-    if !forwardedFor.isEmpty {
-      out.append(contentsOf: forwardedFor)
-      append(", ", &out)
-    }
-    out.append(contentsOf: clientAddress)
-    append("\r\nX-Forwarded-Proto: ", &out)
-    append(forwardedProto, &out)
-    append("\r\nX-Request-Id: ", &out)
-    out.append(contentsOf: requestID)
-    append("\r\n", &out)
-    switch framing {
-    case .none, .untilClose:
-      break
-    case .contentLength(let length):
-      append("Content-Length: ", &out)
-      HTTPSerializer.appendDecimal(length, to: &out)
-      append("\r\n", &out)
-    case .chunked:
-      append("Transfer-Encoding: chunked\r\n", &out)
-    }
-    append("\r\n", &out)
+  }
+
+  /// Room for the fixed parts: the request line's version, the gateway's field names and
+  /// the framing field.
+  static let fixedBound = 192
+
+  @inline(__always)
+  static func isForwardedFor(_ name: UnsafeBufferPointer<UInt8>) -> Bool {
+    name.count == 15 && ASCIIBytes.equalsLowercase(name, "x-forwarded-for")
   }
 
   /// Names listed in the client's Connection field other than close/keep-alive; nil in the
   /// usual case, so the common path allocates nothing.
   static func connectionListedNames(_ headers: HTTPHeaders) -> HeaderNameSet? {
+    guard headers.mayListConnectionOptions else { return nil }
     var needsNames = false
     headers.withEachField { name, value in
       if !needsNames && ASCIIBytes.equalsLowercase(name, "connection") && listsOtherThanCloseOrKeepAlive(value) {

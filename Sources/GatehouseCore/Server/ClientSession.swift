@@ -61,7 +61,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
   }
 
   func start() {
-    setDeadline(.header, after: context.snapshot.headerTimeout)
+    setDeadline(.header, nanoseconds: context.snapshot.headerTimeoutNanoseconds)
   }
 
   // MARK: Input from the client
@@ -118,7 +118,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       offset += step.consumed
       guard let event = step.event else {
         if exchange == nil && !parser.isIdle && deadlineKind != .header {
-          setDeadline(.header, after: context.snapshot.headerTimeout)
+          setDeadline(.header, nanoseconds: context.snapshot.headerTimeoutNanoseconds)
         }
         return
       }
@@ -309,9 +309,9 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     }
     // The response timeout starts once the whole request is with the upstream.
     if exchange.requestComplete {
-      setDeadline(.upstreamResponse, after: pool.plan.responseTimeout)
+      setDeadline(.upstreamResponse, nanoseconds: pool.plan.responseTimeoutNanoseconds)
     } else {
-      setDeadline(.requestUpload, after: context.snapshot.idleTimeout)
+      setDeadline(.requestUpload, nanoseconds: context.snapshot.idleTimeoutNanoseconds)
     }
   }
 
@@ -336,7 +336,9 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       }
       return
     }
-    if deadlineKind == .requestUpload { setDeadline(.requestUpload, after: context.snapshot.idleTimeout) }
+    if deadlineKind == .requestUpload {
+      setDeadline(.requestUpload, nanoseconds: context.snapshot.idleTimeoutNanoseconds)
+    }
     if exchange.rechunkRequest {
       var frame: [UInt8] = []
       HTTPSerializer.writeChunkHeader(size: bytes.count, into: &frame)
@@ -351,8 +353,8 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
   private func requestEnded() {
     guard exchange != nil else { return }
     exchange?.requestComplete = true
-    if deadlineKind == .requestUpload, let timeout = exchange?.pool?.plan.responseTimeout {
-      setDeadline(.upstreamResponse, after: timeout)
+    if deadlineKind == .requestUpload, let timeout = exchange?.pool?.plan.responseTimeoutNanoseconds {
+      setDeadline(.upstreamResponse, nanoseconds: timeout)
     }
     if let exchange, exchange.rechunkRequest, !exchange.responseComplete,
       let upstream = exchange.upstream?.connection
@@ -479,9 +481,9 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     // slowly the upstream trickles bytes; once the answer streams to the client it bounds
     // the silence between reads (a large body may take long, but must keep moving).
     if exchange?.responseStarted == true, deadlineKind == .upstreamResponse,
-      let timeout = exchange?.pool?.plan.responseTimeout
+      let timeout = exchange?.pool?.plan.responseTimeoutNanoseconds
     {
-      setDeadline(.upstreamResponse, after: timeout)
+      setDeadline(.upstreamResponse, nanoseconds: timeout)
     }
     var offset = 0
     while offset <= bytes.count {
@@ -837,7 +839,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       connection?.close()
       return
     }
-    setDeadline(.idle, after: context.snapshot.idleTimeout)
+    setDeadline(.idle, nanoseconds: context.snapshot.idleTimeoutNanoseconds)
     guard !consuming else { return }
     // A client that does not read its answers gets no new ones until it has caught up:
     // pipelined requests wait, so answers never pile up in memory.
@@ -1224,7 +1226,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
   func connectionWriteQueueDidRiseAboveHighWatermark(_ connection: BufferedConnection) {
     guard let upstream = exchange?.upstream?.connection else { return }
     upstream.pauseReading()
-    setDeadline(.clientWrite, after: context.snapshot.idleTimeout)
+    setDeadline(.clientWrite, nanoseconds: context.snapshot.idleTimeoutNanoseconds)
   }
 
   func connectionWriteQueueDidDrainBelowLowWatermark(_ connection: BufferedConnection) {
@@ -1235,14 +1237,20 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     }
     guard let exchange, let upstream = exchange.upstream?.connection else { return }
     upstream.resumeReading()
-    if deadlineKind == .clientWrite, let timeout = exchange.pool?.plan.responseTimeout {
-      setDeadline(.upstreamResponse, after: timeout)
+    if deadlineKind == .clientWrite, let timeout = exchange.pool?.plan.responseTimeoutNanoseconds {
+      setDeadline(.upstreamResponse, nanoseconds: timeout)
     }
   }
 
   private func setDeadline(_ kind: DeadlineKind, after duration: Duration) {
+    setDeadline(kind, nanoseconds: EventLoop.nanoseconds(of: duration))
+  }
+
+  /// The per-request deadlines take nanoseconds worked out at config load: `Duration`
+  /// arithmetic goes through 128-bit multiplication, measurable at this call rate.
+  private func setDeadline(_ kind: DeadlineKind, nanoseconds: UInt64) {
     deadlineKind = kind
-    deadline = context.loop.iterationTime &+ EventLoop.nanoseconds(of: duration)
+    deadline = context.loop.iterationTime &+ nanoseconds
   }
 
   func deadlinePassed() {

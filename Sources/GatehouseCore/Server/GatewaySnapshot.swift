@@ -18,6 +18,9 @@ public final class GatewaySnapshot: Sendable {
   let limits: HTTPLimits
   let headerTimeout: Duration
   let idleTimeout: Duration
+  /// The two timeouts above in nanoseconds, for the per-request deadlines.
+  let headerTimeoutNanoseconds: UInt64
+  let idleTimeoutNanoseconds: UInt64
   let drainTimeout: Duration
   let accessLogEnabled: Bool
   /// Client keys (SPEC §2 `clients`) and their shared token buckets. Buckets start full
@@ -50,6 +53,8 @@ public final class GatewaySnapshot: Sendable {
       maxBodyBytes: Int64(config.limits.maxBodyBytes))
     headerTimeout = config.limits.headerTimeout
     idleTimeout = config.limits.idleTimeout
+    headerTimeoutNanoseconds = EventLoop.nanoseconds(of: config.limits.headerTimeout)
+    idleTimeoutNanoseconds = EventLoop.nanoseconds(of: config.limits.idleTimeout)
     drainTimeout = config.limits.drainTimeout
     accessLogEnabled = config.log.access == .stdout
     clients = ClientKeys(config.clients)
@@ -184,6 +189,7 @@ struct UpstreamPlan: Sendable {
   let hostHeader: [UInt8]
   let connectTimeout: Duration
   let responseTimeout: Duration
+  let responseTimeoutNanoseconds: UInt64
   let maxIdleConnections: Int
   /// The TLS client settings of an `https` upstream, built once per config load (it
   /// reads CA and certificate files); nil for `http`.
@@ -200,6 +206,7 @@ struct UpstreamPlan: Sendable {
     hostHeader = Array(upstream.url.hostHeader.utf8)
     connectTimeout = upstream.connectTimeout
     responseTimeout = upstream.responseTimeout
+    responseTimeoutNanoseconds = EventLoop.nanoseconds(of: upstream.responseTimeout)
     maxIdleConnections = upstream.maxIdleConnections
     // Without a `circuit` block an upstream still gets a mild breaker, as operators expect
     // from nginx's passive checks: after 3 failures in a row it is skipped for 1 s, so an
