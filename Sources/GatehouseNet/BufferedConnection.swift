@@ -104,6 +104,13 @@ public final class BufferedConnection: IOEventHandler {
   private var aboveHighWatermark = false
   /// Deregistered after a hang-up that arrived while reading was paused (see `handleIOEvents`).
   private(set) var parkedAfterHangup = false
+  /// Readiness events handled; tests use it to see that a connection is not woken in a loop.
+  private(set) var eventsHandled = 0
+  /// A hang-up came while reading was paused and is held until the owner resumes (level-triggered: out
+  /// of epoll; edge-triggered: reported once and remembered).
+  var holdsHangupUntilResume: Bool {
+    parkedAfterHangup || (edgeTriggered && hangupSeen && readingPaused && state == .active)
+  }
   /// The connect deadline, then (TLS) the handshake deadline.
   private var connectTimer: TimerHandle?
 
@@ -123,6 +130,22 @@ public final class BufferedConnection: IOEventHandler {
   /// Graceful TLS close in its last phase: close_notify and FIN sent, input read and dropped until the peer's
   /// EOF (see `startLingering`).
   private var tlsLingering = false
+
+  /// Plain TCP runs edge-triggered: registered once for both directions and never modified. That spares
+  /// the kernel re-checking every socket it reported at the next epoll_wait (level-triggered items go back
+  /// on the ready list until a poll finds them idle) and the epoll_ctl calls that toggled write interest.
+  /// TLS stays level-triggered: OpenSSL may hold input that epoll cannot see, and its handshake asks for
+  /// reads and writes in turn.
+  private let edgeTriggered: Bool
+  /// Edge-triggered only: input may be waiting in the kernel (an edge came, and no short read, EAGAIN or
+  /// EOF since). Reading paused or cut short leaves it set, and a read pass picks it up later.
+  private var inputMayBeWaiting = false
+  /// Edge-triggered only: the hang-up was reported (once); it ends the connection when input is done.
+  private var hangupSeen = false
+  /// Edge-triggered only: the peer's FIN (or a hang-up) was reported, so reads go on past a short one
+  /// until they reach the EOF.
+  private var peerFinishedSending = false
+  private var readPassScheduled = false
 
   /// How many write system calls were made; tests use it to see that a full socket is not retried.
   private(set) var writeAttemptCount = 0
@@ -150,8 +173,10 @@ public final class BufferedConnection: IOEventHandler {
     self.delegate = delegate
     self.watermarks = watermarks
     state = tls == nil ? .active : .handshaking
-    registration = try loop.register(fileDescriptor: socket.fileDescriptor, interest: .read, handler: self)
-    registeredInterest = .read
+    edgeTriggered = tls == nil
+    let interest: IOInterest = edgeTriggered ? [.read, .write, .edgeTriggered] : .read
+    registration = try loop.register(fileDescriptor: socket.fileDescriptor, interest: interest, handler: self)
+    registeredInterest = interest
     if let context {
       startHandshakeTimer(context.handshakeTimeout)
     }
@@ -166,6 +191,7 @@ public final class BufferedConnection: IOEventHandler {
     self.delegate = delegate
     self.watermarks = watermarks
     self.tls = tls
+    edgeTriggered = tls == nil
     state = .connecting
   }
 
@@ -207,9 +233,11 @@ public final class BufferedConnection: IOEventHandler {
       connection.finishClose(.failed(error), abortive: true)
       return connection
     }
+    // Edge-triggered connections wait for the connect with the interest they keep for good.
+    let interest: IOInterest = connection.edgeTriggered ? [.read, .write, .edgeTriggered] : .write
     connection.registration = try loop.register(
-      fileDescriptor: socket.fileDescriptor, interest: .write, handler: connection)
-    connection.registeredInterest = .write
+      fileDescriptor: socket.fileDescriptor, interest: interest, handler: connection)
+    connection.registeredInterest = interest
     // A strong capture: the timer is cancelled when the connect completes or the connection
     // closes. A weak one would give every outbound connection a side table, which makes
     // each of its (many) retains and releases take the runtime's slow path.
@@ -445,6 +473,7 @@ public final class BufferedConnection: IOEventHandler {
     }
     updateInterest()
     scheduleBufferedTLSReadIfNeeded()
+    if edgeTriggered && inputMayBeWaiting { scheduleReadPass() }
   }
 
   // MARK: Closing
@@ -524,7 +553,7 @@ public final class BufferedConnection: IOEventHandler {
   }
 
   private func updateInterest() {
-    guard state != .closed, let registration else { return }
+    guard !edgeTriggered, state != .closed, let registration else { return }
     let wanted = desiredInterest
     guard wanted != registeredInterest else { return }
     do {
@@ -536,6 +565,7 @@ public final class BufferedConnection: IOEventHandler {
   }
 
   public func handleIOEvents(_ events: IOEvents) {
+    eventsHandled &+= 1
     if events.contains(.loopStopping) {
       finishClose(.loopStopped, abortive: true)
       return
@@ -545,6 +575,10 @@ public final class BufferedConnection: IOEventHandler {
       return
     case .connecting:
       completeConnect()
+      // Edge-triggered: input or a hang-up that came with the connect is reported only now.
+      if edgeTriggered, state == .active, !events.isDisjoint(with: [.readable, .hangup, .error]) {
+        handleActiveEvents(events)
+      }
     case .handshaking:
       if let tls { continueHandshake(tls) }
     case .active:
@@ -580,12 +614,20 @@ public final class BufferedConnection: IOEventHandler {
 
   private func handleActiveEvents(_ events: IOEvents) {
     let failing = events.contains(.error) || events.contains(.hangup)
+    if edgeTriggered {
+      if events.contains(.readable) || failing { inputMayBeWaiting = true }
+      if events.contains(.hangup) { hangupSeen = true }
+      if events.contains(.readHangup) || events.contains(.hangup) {
+        peerFinishedSending = true
+        inputMayBeWaiting = true
+      }
+    }
     if !queue.isEmpty, events.contains(.writable) || failing {
       flush()
       guard state == .active else { return }
     }
     if !readingPaused, !inputEnded, !closeRequested,
-      events.contains(.readable) || failing
+      edgeTriggered ? inputMayBeWaiting : events.contains(.readable) || failing
     {
       readAvailable()
       guard state == .active else { return }
@@ -605,14 +647,15 @@ public final class BufferedConnection: IOEventHandler {
     if events.contains(.hangup) {
       if inputEnded || closeRequested {
         finishClose(.hangup, abortive: false)
-      } else if readingPaused {
+      } else if readingPaused, !edgeTriggered {
         // EPOLLHUP is reported whatever the interest set, so a paused reader would be woken in a loop.
         // Leave epoll until the owner resumes; unread input stays in the kernel buffer meanwhile.
         if let registration { loop.deregister(registration) }
         registration = nil
         parkedAfterHangup = true
       }
-      // Otherwise input is still coming: level-triggered epoll brings us back to read it.
+      // Otherwise input is still coming: level-triggered epoll brings us back to read it; an edge-triggered
+      // connection has `hangupSeen` and finishes after its last read (`finishAfterHangupIfDone`).
     }
   }
 
@@ -633,19 +676,51 @@ public final class BufferedConnection: IOEventHandler {
       }
       switch result {
       case .wouldBlock:
+        inputMayBeWaiting = false
         return
       case .processed(0):
+        inputMayBeWaiting = false
         inputEnded = true
         updateInterest()
         guard state == .active else { return }
         delegate?.connectionDidReadEOF(self)
         return
       case .processed(let count):
+        // A short read emptied the kernel buffer; epoll tells us when more comes (an edge-triggered
+        // registration reports every arrival after this read). When the peer's FIN is known to be
+        // there, the next read returns its EOF: an edge-triggered connection reads on to it.
+        let drained = count < buffer.count && !peerFinishedSending
+        if drained { inputMayBeWaiting = false }
         delegate?.connection(self, didRead: UnsafeRawBufferPointer(rebasing: buffer[..<count]))
-        // A short read emptied the kernel buffer; level-triggered epoll tells us when more comes.
-        if count < buffer.count { return }
+        if drained || (count < buffer.count && !edgeTriggered) { return }
       }
     }
+    // Reads per event used up with input left: level-triggered epoll reports it again, edge-triggered
+    // does not, so a pass after this turn's other events continues.
+    if edgeTriggered, inputMayBeWaiting { scheduleReadPass() }
+  }
+
+  /// Edge-triggered: reads what the last event left in the kernel, after the loop's current events (so one
+  /// busy connection does not starve the others), or on resume.
+  private func scheduleReadPass() {
+    guard !readPassScheduled else { return }
+    readPassScheduled = true
+    loop.executeLater { [self] in
+      readPassScheduled = false
+      guard state == .active else { return }
+      if inputMayBeWaiting, !readingPaused, !inputEnded, !closeRequested {
+        readAvailable()
+        guard state == .active else { return }
+      }
+      finishAfterHangupIfDone()
+    }
+  }
+
+  /// Edge-triggered: a hang-up reported while input was still unread is acted on once it is read (what a
+  /// level-triggered registration does when the hang-up is reported again).
+  private func finishAfterHangupIfDone() {
+    guard edgeTriggered, hangupSeen, state == .active, inputEnded || closeRequested else { return }
+    finishClose(.hangup, abortive: false)
   }
 }
 

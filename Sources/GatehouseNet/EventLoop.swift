@@ -10,14 +10,21 @@ public struct IOInterest: OptionSet, Sendable, Hashable {
   public static let read = IOInterest(rawValue: 1 << 0)
   public static let write = IOInterest(rawValue: 1 << 1)
   public static let readWrite: IOInterest = [.read, .write]
+  /// EPOLLET: each change of readiness is reported once. The handler must then read until a
+  /// short read or EAGAIN (or remember that it did not), and write until EAGAIN before it
+  /// waits for writability. Used by plain connections, registered once for both directions.
+  /// It comes with EPOLLRDHUP: a short read no longer proves that nothing is pending, since
+  /// the peer's FIN may have arrived with the data, and no later edge would report it.
+  public static let edgeTriggered = IOInterest(rawValue: 1 << 2)
 
-  /// Level-triggered on purpose: pausing reads is then just dropping EPOLLIN, and a handler may stop reading
-  /// before EAGAIN without losing a wake-up. EPOLLRDHUP is not asked for: EOF shows up as a read of 0 bytes,
+  /// Level-triggered unless `.edgeTriggered` is given: pausing reads is then just dropping EPOLLIN, and a
+  /// handler may stop reading before EAGAIN without losing a wake-up. EPOLLRDHUP is not asked for: EOF shows up as a read of 0 bytes,
   /// and a paused reader must not be woken again and again by a half-close it is not ready to read.
   var epollEvents: UInt32 {
     var events: UInt32 = 0
     if contains(.read) { events |= GH_EPOLLIN }
     if contains(.write) { events |= GH_EPOLLOUT }
+    if contains(.edgeTriggered) { events |= GH_EPOLLET | GH_EPOLLRDHUP }
     return events
   }
 }
@@ -35,6 +42,8 @@ public struct IOEvents: OptionSet, Sendable, Hashable {
   public static let error = IOEvents(rawValue: 1 << 3)
   /// Sent once to every handler still registered when the loop stops, so it can close its descriptor.
   public static let loopStopping = IOEvents(rawValue: 1 << 4)
+  /// EPOLLRDHUP (edge-triggered registrations only): the peer finished sending; its EOF is to be read.
+  public static let readHangup = IOEvents(rawValue: 1 << 5)
 
   init(epollEvents: UInt32) {
     var events: IOEvents = []
@@ -42,6 +51,7 @@ public struct IOEvents: OptionSet, Sendable, Hashable {
     if epollEvents & GH_EPOLLOUT != 0 { events.insert(.writable) }
     if epollEvents & GH_EPOLLHUP != 0 { events.insert(.hangup) }
     if epollEvents & GH_EPOLLERR != 0 { events.insert(.error) }
+    if epollEvents & GH_EPOLLRDHUP != 0 { events.insert(.readHangup) }
     self = events
   }
 }
