@@ -12,7 +12,12 @@ public enum HTTPBodyFraming: Sendable, Hashable {
 public struct HTTPRequestHead: Sendable, Hashable {
   public var method: HTTPMethod
   /// The request target as sent (origin form: path and query); shares the head's storage.
-  public var target: ArraySlice<UInt8>
+  public var target: ArraySlice<UInt8> {
+    didSet { queryMark = Self.queryMark(in: target) }
+  }
+  /// Where `?` is in `target`, found once: routing and the upstream target read the path
+  /// and the query of every request.
+  @usableFromInline var queryMark: Int?
   public var version: HTTPVersion
   public var headers: HTTPHeaders
   public var bodyFraming: HTTPBodyFraming
@@ -28,6 +33,7 @@ public struct HTTPRequestHead: Sendable, Hashable {
   ) {
     self.method = method
     self.target = ArraySlice(target.utf8)
+    queryMark = Self.queryMark(in: self.target)
     self.version = version
     self.headers = headers
     self.bodyFraming = bodyFraming
@@ -42,6 +48,7 @@ public struct HTTPRequestHead: Sendable, Hashable {
   ) {
     self.method = method
     self.target = target
+    queryMark = Self.queryMark(in: target)
     self.version = version
     self.headers = headers
     self.bodyFraming = bodyFraming
@@ -53,14 +60,22 @@ public struct HTTPRequestHead: Sendable, Hashable {
 
   /// The target up to the first "?".
   public var path: ArraySlice<UInt8> {
-    if let q = target.firstIndex(of: ASCII.question) { return target[..<q] }
+    if let q = queryMark { return target[..<q] }
     return target
   }
 
   /// The bytes after the first "?", or nil when there is no query.
   public var query: ArraySlice<UInt8>? {
-    guard let q = target.firstIndex(of: ASCII.question) else { return nil }
+    guard let q = queryMark else { return nil }
     return target[(q + 1)...]
+  }
+
+  @usableFromInline
+  static func queryMark(in target: ArraySlice<UInt8>) -> Int? {
+    target.withUnsafeBufferPointer { bytes in
+      for i in bytes.indices where bytes[i] == ASCII.question { return target.startIndex + i }
+      return nil
+    }
   }
 }
 

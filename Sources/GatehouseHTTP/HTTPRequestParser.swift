@@ -7,6 +7,21 @@ public enum HTTPRequestEvent: Sendable, Hashable {
   case end(HTTPHeaders?)
 }
 
+/// What `next(_:)` found. Heads and trailers stay in the parser until taken (`takeHead()`,
+/// `takeTrailers()`), so the per-request path moves no enum with reference-counted payloads:
+/// copying and destroying those went through outlined value-witness code, several times per
+/// message.
+public enum HTTPParseStep: Sendable, Equatable {
+  /// All of the input was consumed; more is needed.
+  case needMore
+  /// A head is ready to take.
+  case head
+  /// Body bytes: a range of the buffer passed to `next`, valid until that buffer changes.
+  case body(Range<Int>)
+  /// The message is complete (take trailers, if wanted, with `takeTrailers()`).
+  case end
+}
+
 /// Incremental HTTP/1.1 request parser for one connection: feed it bytes in any pieces and
 /// take events until it returns nil. Pipelined requests come out one after another.
 ///
@@ -27,6 +42,8 @@ public struct HTTPRequestParser: Sendable {
   @usableFromInline var accumulator = HeadAccumulator(forTrailers: false, isRequestHead: true)
   @usableFromInline var chunked: HTTPChunkedDecoder
   @usableFromInline var keepAlive = true
+  @usableFromInline var pendingHead: HTTPRequestHead?
+  @usableFromInline var pendingTrailers: HTTPHeaders?
   public let limits: HTTPLimits
 
   public init(limits: HTTPLimits = HTTPLimits()) {
@@ -53,12 +70,37 @@ public struct HTTPRequestParser: Sendable {
   public mutating func parse(_ input: UnsafeRawBufferPointer) throws(HTTPParseError) -> (
     event: HTTPRequestEvent?, consumed: Int
   ) {
+    let (found, consumed) = try next(input)
+    switch found {
+    case .needMore: return (nil, consumed)
+    case .head: return (.head(takeHead()), consumed)
+    case .body(let range): return (.body(range), consumed)
+    case .end: return (.end(takeTrailers()), consumed)
+    }
+  }
+
+  /// Parses from the start of `input`, like `parse(_:)`, leaving a head or trailers in the
+  /// parser to be taken.
+  public mutating func next(_ input: UnsafeRawBufferPointer) throws(HTTPParseError) -> (
+    step: HTTPParseStep, consumed: Int
+  ) {
     do {
       return try step(input)
     } catch {
       state = .failed(error)
       throw error
     }
+  }
+
+  /// The head `next` reported, moved out of the parser. Call it once per `.head`.
+  public mutating func takeHead() -> HTTPRequestHead {
+    guard let head = pendingHead.take() else { preconditionFailure("takeHead() without a parsed head") }
+    return head
+  }
+
+  /// The trailers of the message `next` just ended, if it had any.
+  public mutating func takeTrailers() -> HTTPHeaders? {
+    pendingTrailers.take()
   }
 
   /// The peer closed its side: completes a pending message or reports a truncated one.
@@ -86,15 +128,15 @@ public struct HTTPRequestParser: Sendable {
 
   @usableFromInline
   mutating func step(_ input: UnsafeRawBufferPointer) throws(HTTPParseError) -> (
-    event: HTTPRequestEvent?, consumed: Int
+    step: HTTPParseStep, consumed: Int
   ) {
     switch state {
     case .failed(let error):
       throw error
     case .closed:
-      return (nil, input.count)
+      return (.needMore, input.count)
     case .head:
-      guard let taken = try accumulator.take(input, limits: limits) else { return (nil, input.count) }
+      guard let taken = try accumulator.take(input, limits: limits) else { return (.needMore, input.count) }
       let head = try HeadParser.parseRequest(taken.section, lines: taken.lines, limits: limits)
       keepAlive = head.keepAlive
       switch head.bodyFraming {
@@ -106,9 +148,11 @@ public struct HTTPRequestParser: Sendable {
         chunked = HTTPChunkedDecoder(limits: limits)
         state = .chunked
       }
-      return (.head(head), taken.consumed)
+      pendingHead = head
+      pendingTrailers = nil
+      return (.head, taken.consumed)
     case .body(let remaining):
-      guard input.count > 0 else { return (nil, 0) }
+      guard input.count > 0 else { return (.needMore, 0) }
       let n = Int(min(remaining, Int64(input.count)))
       state = remaining == Int64(n) ? .endPending : .body(remaining: remaining - Int64(n))
       return (.body(0..<n), n)
@@ -119,13 +163,14 @@ public struct HTTPRequestParser: Sendable {
         return (.body(range), consumed)
       case .end(let trailers)?:
         messageEnded()
-        return (.end(trailers), consumed)
+        pendingTrailers = trailers
+        return (.end, consumed)
       case nil:
-        return (nil, consumed)
+        return (.needMore, consumed)
       }
     case .endPending:
       messageEnded()
-      return (.end(nil), 0)
+      return (.end, 0)
     }
   }
 

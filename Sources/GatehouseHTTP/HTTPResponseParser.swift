@@ -26,6 +26,8 @@ public struct HTTPResponseParser: Sendable {
   @usableFromInline var accumulator = HeadAccumulator(forTrailers: false, isRequestHead: false)
   @usableFromInline var chunked: HTTPChunkedDecoder
   @usableFromInline var keepAlive = true
+  @usableFromInline var pendingHead: HTTPResponseHead?
+  @usableFromInline var pendingTrailers: HTTPHeaders?
   public var requestWasHEAD = false
   public let limits: HTTPLimits
 
@@ -51,12 +53,37 @@ public struct HTTPResponseParser: Sendable {
   public mutating func parse(_ input: UnsafeRawBufferPointer) throws(HTTPParseError) -> (
     event: HTTPResponseEvent?, consumed: Int
   ) {
+    let (found, consumed) = try next(input)
+    switch found {
+    case .needMore: return (nil, consumed)
+    case .head: return (.head(takeHead()), consumed)
+    case .body(let range): return (.body(range), consumed)
+    case .end: return (.end(takeTrailers()), consumed)
+    }
+  }
+
+  /// Parses from the start of `input`, like `parse(_:)`, leaving a head or trailers in the
+  /// parser to be taken (see `HTTPParseStep`).
+  public mutating func next(_ input: UnsafeRawBufferPointer) throws(HTTPParseError) -> (
+    step: HTTPParseStep, consumed: Int
+  ) {
     do {
       return try step(input)
     } catch {
       state = .failed(error)
       throw error
     }
+  }
+
+  /// The head `next` reported, moved out of the parser. Call it once per `.head`.
+  public mutating func takeHead() -> HTTPResponseHead {
+    guard let head = pendingHead.take() else { preconditionFailure("takeHead() without a parsed head") }
+    return head
+  }
+
+  /// The trailers of the answer `next` just ended, if it had any.
+  public mutating func takeTrailers() -> HTTPHeaders? {
+    pendingTrailers.take()
   }
 
   /// The upstream closed: ends a close-delimited body, or reports a truncated message.
@@ -84,22 +111,23 @@ public struct HTTPResponseParser: Sendable {
 
   @usableFromInline
   mutating func step(_ input: UnsafeRawBufferPointer) throws(HTTPParseError) -> (
-    event: HTTPResponseEvent?, consumed: Int
+    step: HTTPParseStep, consumed: Int
   ) {
     switch state {
     case .failed(let error):
       throw error
     case .closed:
       guard input.count == 0 else { throw .invalidMessageAfterClose }
-      return (nil, 0)
+      return (.needMore, 0)
     case .head:
-      guard let taken = try accumulator.take(input, limits: limits) else { return (nil, input.count) }
+      guard let taken = try accumulator.take(input, limits: limits) else { return (.needMore, input.count) }
       let head = try HeadParser.parseResponse(
         taken.section, lines: taken.lines, limits: limits, requestWasHEAD: requestWasHEAD)
       if head.isInformational {
         // 101 would switch protocols, which Gatehouse never asks for.
         guard head.status != 101 else { throw .unexpectedInformational }
-        return (.head(head), taken.consumed)
+        pendingHead = head
+        return (.head, taken.consumed)
       }
       keepAlive = head.keepAlive
       switch head.bodyFraming {
@@ -113,14 +141,16 @@ public struct HTTPResponseParser: Sendable {
       case .untilClose:
         state = .untilClose
       }
-      return (.head(head), taken.consumed)
+      pendingHead = head
+      pendingTrailers = nil
+      return (.head, taken.consumed)
     case .body(let remaining):
-      guard input.count > 0 else { return (nil, 0) }
+      guard input.count > 0 else { return (.needMore, 0) }
       let n = Int(min(remaining, Int64(input.count)))
       state = remaining == Int64(n) ? .endPending : .body(remaining: remaining - Int64(n))
       return (.body(0..<n), n)
     case .untilClose:
-      guard input.count > 0 else { return (nil, 0) }
+      guard input.count > 0 else { return (.needMore, 0) }
       return (.body(0..<input.count), input.count)
     case .chunked:
       let (event, consumed) = try chunked.decode(input)
@@ -129,13 +159,14 @@ public struct HTTPResponseParser: Sendable {
         return (.body(range), consumed)
       case .end(let trailers)?:
         messageEnded()
-        return (.end(trailers), consumed)
+        pendingTrailers = trailers
+        return (.end, consumed)
       case nil:
-        return (nil, consumed)
+        return (.needMore, consumed)
       }
     case .endPending:
       messageEnded()
-      return (.end(nil), 0)
+      return (.end, 0)
     }
   }
 

@@ -336,6 +336,77 @@ import Testing
     }
   }
 
+  /// Data and FIN in the kernel before the first read: the short read that takes the data is not the end of
+  /// the input (edge-triggered epoll would not report the EOF again; EPOLLRDHUP says it is there).
+  @Test func dataAndFINArrivingTogetherAreBothDelivered() throws {
+    let group = try EventLoopGroup(loopCount: 1)
+    defer { group.shutdown() }
+    let loop = group.next()
+    let log = EventLog()
+    let listener = LoopConfined(try TCPListener(address: .loopback(port: 0)))
+    let port = listener.value.localPort
+    let accepted = LoopConfined<BufferedConnection?>(nil)
+    // Accepting waits until both are in, so they are in the kernel before the connection registers.
+    let client = try BlockingClient(port: port)
+    try client.send(Array("abc".utf8))
+    client.shutdownWrite()
+    sleep(milliseconds: 100)
+    try onLoop(loop) {
+      try listener.value.startAccepting(on: loop) { socket in
+        accepted.value = try? BufferedConnection(socket: socket, loop: loop, delegate: RecordingDelegate(log: log))
+        log.append("accept")
+      }
+    }
+    #expect(waitUntil { log.count(prefix: "close:") == 1 })
+    #expect(log.receivedBytes == Array("abc".utf8))
+    #expect(log.all == ["accept", "eof", "close:owner"])
+    try onLoop(loop) {
+      accepted.value = nil
+      listener.value.close()
+    }
+  }
+
+  /// More input than one event's reads take, with nothing arriving after it: the rest is read in later
+  /// passes, not left until the peer sends again.
+  @Test func inputBeyondOneEventsReadsIsReadToTheEnd() throws {
+    let group = try EventLoopGroup(loopCount: 1)
+    defer { group.shutdown() }
+    let loop = group.next()
+    let log = EventLog()
+    let listener = LoopConfined(try TCPListener(address: .loopback(port: 0)))
+    let port = listener.value.localPort
+    let accepted = LoopConfined<BufferedConnection?>(nil)
+    try onLoop(loop) {
+      try listener.value.startAccepting(on: loop) { socket in
+        let connection = try? BufferedConnection(
+          socket: socket, loop: loop, delegate: RecordingDelegate(log: log))
+        connection?.pauseReading()
+        accepted.value = connection
+        log.append("accept")
+      }
+    }
+    let client = try BlockingClient(port: port)
+    #expect(waitUntil { log.count("accept") == 1 })
+    // Sent from another thread: while reading is paused the kernel buffers fill and the send blocks.
+    let total = BufferedConnection.maxReadsPerEvent * EventLoop.readBufferSize * 3 + 1234
+    let payload = (0..<total).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+    nonisolated(unsafe) let sendingClient = client  // used by the sender only until `sent` is done
+    let sent = DispatchGroup()
+    DispatchQueue.global().async(group: sent) { try? sendingClient.send(payload) }
+    sleep(milliseconds: 200)
+    try onLoop(loop) { accepted.value?.resumeReading() }
+    #expect(waitUntil { log.receivedCount == total })
+    #expect(log.receivedBytes == payload)
+    #expect(log.count(prefix: "close:") == 0)
+    #expect(sent.wait(timeout: .now() + 30) == .success)
+    client.shutdownWrite()
+    #expect(waitUntil { log.count(prefix: "close:") == 1 })
+    try onLoop(loop) {
+      accepted.value = nil
+      listener.value.close()
+    }
+  }
+
   @Test func hangupWhilePausedWaitsForResume() throws {
     let group = try EventLoopGroup(loopCount: 1)
     defer { group.shutdown() }

@@ -5,9 +5,24 @@ import GatehouseHTTP
 /// `X-Forwarded-For`, `X-Forwarded-Proto`, `X-Request-Id`, and the framing of the body that
 /// is actually sent. Byte in, byte out: nothing here builds a String per request.
 public enum UpstreamRequestWriter {
+  /// The token's field line in three parts: `Authorization: Bearer `, the value, the rest and CRLF.
+  /// (A struct, not a tuple: a tuple of arrays in an optional is destroyed through its runtime
+  /// metadata, a struct by specialized code.)
+  public struct TokenLine {
+    public let prefix: [UInt8]
+    public let value: [UInt8]
+    public let suffix: [UInt8]
+
+    public init(prefix: [UInt8], value: [UInt8], suffix: [UInt8]) {
+      self.prefix = prefix
+      self.value = value
+      self.suffix = suffix
+    }
+  }
+
   public static func write(
     head: HTTPRequestHead, method: HTTPMethod? = nil, target: [UInt8], hostHeader: [UInt8], plan: HeaderPlan,
-    token: (prefix: [UInt8], value: [UInt8], suffix: [UInt8])? = nil,
+    token: TokenLine? = nil,
     clientAddress: [UInt8],
     forwardedProto: StaticString, requestID: [UInt8], framing: HTTPBodyFraming, into out: inout [UInt8]
   ) {

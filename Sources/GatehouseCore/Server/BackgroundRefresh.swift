@@ -31,14 +31,14 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
       finish()
       return
     }
-    var token: (prefix: [UInt8], value: [UInt8], suffix: [UInt8])?
+    var token: UpstreamRequestWriter.TokenLine?
     if let use = plan.token {
       // A refresh never waits for a token: without a usable value it simply does not run.
       guard let grant = context.usableToken(use.name) else {
         finish()
         return
       }
-      token = (use.linePrefix, grant.bytes, use.lineSuffix)
+      token = UpstreamRequestWriter.TokenLine(prefix: use.linePrefix, value: grant.bytes, suffix: use.lineSuffix)
     }
     self.pool = pool
     do {

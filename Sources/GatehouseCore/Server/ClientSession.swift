@@ -108,23 +108,22 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
         return
       }
       let start = offset
-      let step: (event: HTTPRequestEvent?, consumed: Int)
+      let step: (step: HTTPParseStep, consumed: Int)
       do {
-        step = try parser.parse(UnsafeRawBufferPointer(rebasing: bytes[offset...]))
+        step = try parser.next(UnsafeRawBufferPointer(rebasing: bytes[offset...]))
       } catch {
         refuse(error)
         return
       }
       offset += step.consumed
-      guard let event = step.event else {
+      switch step.step {
+      case .needMore:
         if exchange == nil && !parser.isIdle && deadlineKind != .header {
           setDeadline(.header, nanoseconds: context.snapshot.headerTimeoutNanoseconds)
         }
         return
-      }
-      switch event {
-      case .head(let head):
-        startExchange(head)
+      case .head:
+        startExchange(parser.takeHead())
       case .body(let range):
         forwardRequestBody(
           UnsafeRawBufferPointer(rebasing: bytes[(start + range.lowerBound)..<(start + range.upperBound)]))
@@ -233,7 +232,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       upstreamFailed(.unavailable)
       return
     }
-    var token: (prefix: [UInt8], value: [UInt8], suffix: [UInt8])?
+    var token: UpstreamRequestWriter.TokenLine?
     if let use = plan.token {
       guard let grant = exchange.tokenGrant ?? context.usableToken(use.name, index: use.index) else {
         waitForToken(use)
@@ -241,7 +240,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       }
       exchange.tokenGrant = nil
       exchange.tokenSerial = grant.serial
-      token = (use.linePrefix, grant.bytes, use.lineSuffix)
+      token = UpstreamRequestWriter.TokenLine(prefix: use.linePrefix, value: grant.bytes, suffix: use.lineSuffix)
     }
     // An upstream the health checks call down is skipped like one with an open circuit
     // (without health checks the map is empty, and no name is hashed per request). A retry
@@ -285,7 +284,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     let method = exchange.envelope != nil && requestMethod == .head ? HTTPMethod.get : requestMethod
     exchange.suppressBody = method != requestMethod
     exchange.responseParser.requestWasHEAD = method == .head
-    let framing = Self.upstreamFraming(exchange.head)
+    let framing = Self.upstreamFraming(exchange.head.bodyFraming)
     exchange.rechunkRequest = framing == .chunked
     context.scratch.removeAll(keepingCapacity: true)
     UpstreamRequestWriter.write(
@@ -487,18 +486,21 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     }
     var offset = 0
     while offset <= bytes.count {
-      let step: (event: HTTPResponseEvent?, consumed: Int)
+      let step: (step: HTTPParseStep, consumed: Int)
       do {
-        step = try exchange!.responseParser.parse(UnsafeRawBufferPointer(rebasing: bytes[offset...]))
+        step = try exchange!.responseParser.next(UnsafeRawBufferPointer(rebasing: bytes[offset...]))
       } catch {
         upstreamFailed(.invalidResponse)
         return
       }
       let start = offset
       offset += step.consumed
-      guard let event = step.event else { break }
-      switch event {
-      case .head(let head):
+      switch step.step {
+      case .needMore:
+        flushOutput()
+        return
+      case .head:
+        let head = exchange!.responseParser.takeHead()
         if head.isInformational { continue }
         guard beginResponse(head) else { return }
       case .body(let range):
@@ -581,7 +583,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       serveStored(stale, result: .stale)
       return false
     }
-    if exchange.cacheKey != nil && !exchange.responseParser.requestWasHEAD
+    if exchange.hasCacheKey && !exchange.responseParser.requestWasHEAD
       && CacheStorability.isStorable(status: head.status, headers: head.headers)
     {
       exchange.teeBody = []
@@ -605,26 +607,28 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
         break
       }
     }
-    let request = exchange.head
+    // The request's fields are read one by one: a copy of the whole head would retain each
+    // of its buffers.
+    let requestIsHEAD = exchange.head.method == .head
     var framing: HTTPBodyFraming
     var headLength: Int64?
     var rechunk = false
-    if request.method == .head || !HTTPSerializer.statusAllowsBody(head.status) {
+    if requestIsHEAD || !HTTPSerializer.statusAllowsBody(head.status) {
       framing = .none
-      headLength = request.method == .head ? Self.declaredLength(head) ?? head.contentLength : nil
+      headLength = requestIsHEAD ? Self.declaredLength(head) ?? head.contentLength : nil
     } else {
       switch head.bodyFraming {
       case .contentLength(let length):
         framing = .contentLength(length)
       case .chunked, .untilClose:
-        framing = HTTPSerializer.framing(bodyLength: nil, allowsBody: true, peerVersion: request.version)
+        framing = HTTPSerializer.framing(bodyLength: nil, allowsBody: true, peerVersion: exchange.head.version)
         rechunk = framing == .chunked
       case .none:
         framing = .contentLength(0)
       }
     }
     let close =
-      closeAfterResponse || !request.keepAlive || context.draining || framing == .untilClose
+      closeAfterResponse || !exchange.head.keepAlive || context.draining || framing == .untilClose
     self.exchange?.closeClient = close
     self.exchange?.rechunkResponse = rechunk
     self.exchange?.status = head.status
@@ -913,7 +917,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
   /// The complete upstream answer of a request with a cache key, when it may be stored
   /// (raw: the envelope is applied when it is served, so envelope settings can change).
   private func storableAnswer(_ exchange: Exchange) -> (head: HTTPResponseHead, body: [UInt8])? {
-    guard exchange.cacheKey != nil, let status = exchange.upstreamStatus else { return nil }
+    guard exchange.hasCacheKey, let status = exchange.upstreamStatus else { return nil }
     switch exchange.bodyPlan {
     case .buffer:
       guard let head = exchange.bufferedHead, !exchange.bufferedTruncated,
@@ -1341,8 +1345,8 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
 
   /// The upstream gets the body framed as the client framed it: a length stays a length,
   /// chunked stays chunked (re-encoded, trailers dropped).
-  static func upstreamFraming(_ head: HTTPRequestHead) -> HTTPBodyFraming {
-    switch head.bodyFraming {
+  static func upstreamFraming(_ requestFraming: HTTPBodyFraming) -> HTTPBodyFraming {
+    switch requestFraming {
     case .none: return .none
     case .contentLength(let length): return .contentLength(length)
     case .chunked, .untilClose: return .chunked
@@ -1398,7 +1402,11 @@ final class Exchange {
   var suppressBody = false
   var acceptsGzip = false
   /// The store key, for GET/HEAD requests on routes with a `cache` block.
-  var cacheKey: CacheKey?
+  var cacheKey: CacheKey? {
+    didSet { hasCacheKey = cacheKey != nil }
+  }
+  /// Whether `cacheKey` is set, asked on every answer: testing the optional itself copies the key.
+  private(set) var hasCacheKey = false
   var cacheResult: CacheResult?
   /// The client key's id, when the request carried a valid one.
   var clientID: String?
