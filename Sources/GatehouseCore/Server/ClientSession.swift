@@ -14,6 +14,9 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
   /// unowned(unsafe): a loop context lives as long as its loop, longer than anything on it,
   /// and plain `unowned` would cost an atomic reference-count operation per access.
   unowned(unsafe) let context: LoopContext
+  /// The context's loop, kept here for the same reason: reading it through the context
+  /// retained and released it on every deadline update.
+  unowned(unsafe) let loop: EventLoop
   var connection: BufferedConnection?
   private var parser: HTTPRequestParser
   let clientAddress: [UInt8]
@@ -55,6 +58,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
 
   init(context: LoopContext, peer: String, secure: Bool) {
     self.context = context
+    loop = context.loop
     self.secure = secure
     parser = HTTPRequestParser(limits: context.snapshot.limits)
     clientAddress = Array(peer.utf8)
@@ -164,7 +168,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     }
     exchange = Exchange(
       head: head, requestID: requestID, snapshot: snapshot, routeIndex: match?.routeIndex,
-      startedAt: context.loop.iterationTime)
+      startedAt: loop.iterationTime)
     deadline = 0
     if head.expectsContinue && Self.hasBody(head) {
       _ = connection?.write(Array("HTTP/1.1 100 Continue\r\n\r\n".utf8))
@@ -246,7 +250,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     // (without health checks the map is empty, and no name is hashed per request). A retry
     // on a fresh connection asks the circuit whether a retry makes sense now (the failure
     // being retried may have opened it, or be one of many); it never takes a trial.
-    let now = context.loop.iterationTime
+    let now = loop.iterationTime
     var skip = !context.upstreamHealthy.isEmpty && context.upstreamHealthy[pool.plan.name] == false
     if !skip && fresh {
       skip = !pool.circuit.allowsRetry(now: now)
@@ -572,7 +576,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       // A failing backend's error page is worse than yesterday's answer.
       if let pool = exchange.pool {
         context.metrics.recordUpstream(pool.plan.name, outcome: "error_status")
-        pool.circuit.recordFailure(now: context.loop.iterationTime)
+        pool.circuit.recordFailure(now: loop.iterationTime)
         pool.lastError = "status \(head.status)"
       }
       if let upstream = exchange.upstream {
@@ -687,7 +691,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     if let pool = exchange.pool {
       context.metrics.recordUpstream(pool.plan.name, outcome: "response")
       if (exchange.upstreamStatus ?? 0) >= 500 {
-        pool.circuit.recordFailure(now: context.loop.iterationTime)
+        pool.circuit.recordFailure(now: loop.iterationTime)
         pool.lastError = "status \(exchange.upstreamStatus ?? 0)"
       } else {
         pool.circuit.recordSuccess()
@@ -781,7 +785,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     if let pool = exchange.pool {
       context.metrics.recordUpstream(pool.plan.name, outcome: failure.outcome)
       if failure != .circuitOpen {
-        pool.circuit.recordFailure(now: context.loop.iterationTime)
+        pool.circuit.recordFailure(now: loop.iterationTime)
         pool.lastError = failure.outcome
       }
     }
@@ -1254,7 +1258,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
   /// arithmetic goes through 128-bit multiplication, measurable at this call rate.
   private func setDeadline(_ kind: DeadlineKind, nanoseconds: UInt64) {
     deadlineKind = kind
-    deadline = context.loop.iterationTime &+ nanoseconds
+    deadline = loop.iterationTime &+ nanoseconds
   }
 
   func deadlinePassed() {
