@@ -82,6 +82,30 @@ public struct ByteCursor: ~Copyable {
   }
 }
 
+extension ByteCursor {
+  /// The field that frames a body: `Content-Length` or `Transfer-Encoding: chunked`, nothing
+  /// for no body or a close-delimited one, unless `headContentLength` gives the length an
+  /// answer to HEAD reports for a body it does not carry.
+  public mutating func writeFramingField(_ framing: HTTPBodyFraming, headContentLength: Int64? = nil) {
+    switch framing {
+    case .none:
+      if let length = headContentLength {
+        write("Content-Length: ")
+        writeDecimal(length)
+        write("\r\n")
+      }
+    case .untilClose:
+      break
+    case .contentLength(let length):
+      write("Content-Length: ")
+      writeDecimal(length)
+      write("\r\n")
+    case .chunked:
+      write("Transfer-Encoding: chunked\r\n")
+    }
+  }
+}
+
 extension Array where Element == UInt8 {
   /// Appends what `body` writes, at most `bound` bytes, with one capacity check for all of it.
   @inlinable

@@ -24,7 +24,7 @@ import Testing
   @Test func nameSetMatchesTheSlowComparisonForManyNames() {
     let members = ["connection", "keep-alive", "proxy-authorization", "x-forwarded-for", "a", "ab", "abcdefgh"]
     let set = HeaderNameSet(members)
-    var random = SplitMix(seed: 7)
+    var random = SplitMix64(seed: 7)
     let alphabet = Array("aAbBcCdDeEfFgGhH-_^~09kKlLnNoOpPrRtTwWxXyYzZ".utf8)
     for round in 0..<3000 {
       var name: [UInt8]
@@ -45,7 +45,7 @@ import Testing
   }
 
   @Test func requestIDDigitsAreTheValuesInHex() {
-    var random = SplitMix(seed: 11)
+    var random = SplitMix64(seed: 11)
     for value in [0, 1, 0x0123_4567_89ab_cdef, 0xfedc_ba98_7654_3210, UInt64.max]
       + (0..<500).map({ _ in random.next() })
     {
@@ -57,7 +57,7 @@ import Testing
   }
 
   @Test func requestIDsCountUpFromARandomPrefix() {
-    var source = SplitMix(seed: 3)
+    var source = SplitMix64(seed: 3)
     var generator = RequestIDGenerator(using: &source)
     let first = String(decoding: generator.next(), as: UTF8.self)
     let second = String(decoding: generator.next(), as: UTF8.self)
@@ -125,18 +125,5 @@ import Testing
       cursor.write(Array("abc".utf8)[1...]); cursor.write(0x21)
     }
     #expect(exact == Array("bc!".utf8))
-  }
-}
-
-/// A small deterministic generator for the table-driven tests above.
-struct SplitMix: RandomNumberGenerator {
-  var state: UInt64
-  init(seed: UInt64) { state = seed }
-  mutating func next() -> UInt64 {
-    state &+= 0x9E37_79B9_7F4A_7C15
-    var z = state
-    z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-    z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-    return z ^ (z >> 31)
   }
 }

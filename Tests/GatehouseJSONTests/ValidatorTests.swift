@@ -129,19 +129,6 @@ func streamingError(_ bytes: [UInt8], splits: [Int], options: JSONValidationOpti
   return nil
 }
 
-/// A small deterministic generator, so a failing random case can be reproduced.
-struct SplitMix64: RandomNumberGenerator {
-  var state: UInt64
-  init(seed: UInt64) { state = seed }
-  mutating func next() -> UInt64 {
-    state &+= 0x9E37_79B9_7F4A_7C15
-    var z = state
-    z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-    z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-    return z ^ (z >> 31)
-  }
-}
-
 let randomStringPieces = [
   "a", "hello", "", "\\n", "\\\"", "\\\\", "\\/", "\\u00e9", "\\uD83D\\uDE00", "é", "中", "😀", " ", "\\t", "x\\by",
 ]

@@ -27,7 +27,7 @@ public enum ClientResponseWriter {
       out.write(requestID)
       out.write("\r\n")
       out.write(extraLines)
-      writeFraming(framing, headContentLength: headContentLength, into: &out)
+      out.writeFramingField(framing, headContentLength: headContentLength)
       if closeConnection { out.write("Connection: close\r\n") }
       out.write("\r\n")
     }
@@ -69,7 +69,7 @@ public enum ClientResponseWriter {
       out.write("\r\n")
       out.write(extraLines)
       if gzip { out.write("Content-Encoding: gzip\r\nVary: Accept-Encoding\r\n") }
-      writeFraming(framing, headContentLength: nil, into: &out)
+      out.writeFramingField(framing)
       if closeConnection { out.write("Connection: close\r\n") }
       out.write("\r\n")
     }
@@ -88,25 +88,6 @@ public enum ClientResponseWriter {
       out.write(0x20)
       out.write(value)
       out.write("\r\n")
-    }
-  }
-
-  static func writeFraming(_ framing: HTTPBodyFraming, headContentLength: Int64?, into out: inout ByteCursor) {
-    switch framing {
-    case .none:
-      if let length = headContentLength {
-        out.write("Content-Length: ")
-        out.writeDecimal(length)
-        out.write("\r\n")
-      }
-    case .untilClose:
-      break
-    case .contentLength(let length):
-      out.write("Content-Length: ")
-      out.writeDecimal(length)
-      out.write("\r\n")
-    case .chunked:
-      out.write("Transfer-Encoding: chunked\r\n")
     }
   }
 

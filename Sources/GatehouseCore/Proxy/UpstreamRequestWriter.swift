@@ -86,16 +86,7 @@ public enum UpstreamRequestWriter {
       out.write("\r\nX-Request-Id: ")
       out.write(requestID)
       out.write("\r\n")
-      switch framing {
-      case .none, .untilClose:
-        break
-      case .contentLength(let length):
-        out.write("Content-Length: ")
-        out.writeDecimal(length)
-        out.write("\r\n")
-      case .chunked:
-        out.write("Transfer-Encoding: chunked\r\n")
-      }
+      out.writeFramingField(framing)
       out.write("\r\n")
     }
   }

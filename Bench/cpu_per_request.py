@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+"""CPU time per proxied request: Gatehouse, nginx and HAProxy under the same load.
+
+Usage (from the project root, after `swift build -c release`):
+    Bench/cpu_per_request.py [--bin .build/release/gatehouse] [--rounds 5] [--seconds 4]
+
+Same set-up as the shared side-by-side benchmark (one worker each, one nginx backend with a
+fixed JSON body, the proxy adds Accept and a bearer token). For each proxy in turn, in
+interleaved rounds, wrk drives 64 connections and `perf stat -e task-clock` reads the proxy
+process's CPU time; the figure is CPU microseconds per request, median over rounds.
+
+Requests per second move with whatever else the machine runs, and on a small machine wrk and
+the backend compete with the proxy for the same cores; CPU per request is the proxy's own
+cost and varies much less between runs. Needs nginx, haproxy, wrk and perf (linux-perf).
+"""
+import argparse, json, os, re, shutil, signal, socket, statistics, subprocess, tempfile, time
+
+BODY = '{"id":1,"name":"hoge","users":[{"id":1,"name":"hoge"},{"id":2,"name":"foo"}]}'
+PORTS = dict(backend=19601, nginx=19602, haproxy=19603, gatehouse=19604, admin=19605)
+
+
+def wait_port(port, timeout=10.0):
+    end = time.time() + timeout
+    while time.time() < end:
+        try:
+            with socket.create_connection(("127.0.0.1", port), 0.2):
+                return True
+        except OSError:
+            time.sleep(0.05)
+    return False
+
+
+class Setup:
+    def __init__(self, binary):
+        self.dir = tempfile.mkdtemp(prefix="gh-cpu-")
+        os.chmod(self.dir, 0o755)
+        self.binary = binary
+        self.procs = {}
+
+    def write(self, name, text):
+        path = os.path.join(self.dir, name)
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
+    def start(self, name, argv, port):
+        log = open(os.path.join(self.dir, name + ".log"), "w")
+        self.procs[name] = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        if not wait_port(port):
+            raise SystemExit(f"{name} did not start on port {port}; see {self.dir}/{name}.log")
+
+    def nginx(self, name, body):
+        conf = self.write(name + ".conf", f"""worker_processes 1; daemon off; pid {self.dir}/{name}.pid;
+error_log {self.dir}/{name}-error.log; events {{ worker_connections 8192; }}
+http {{ access_log off; {body} }}""")
+        return ["nginx", "-c", conf]
+
+    def start_all(self):
+        b = PORTS["backend"]
+        self.start("backend", self.nginx("backend", f"""server {{ listen 127.0.0.1:{b}; keepalive_requests 1000000;
+  location / {{ default_type application/json; return 200 '{BODY}'; }} }}"""), b)
+        self.start("nginx", self.nginx("nginx", f"""upstream api {{ server 127.0.0.1:{b}; keepalive 128; }}
+server {{ listen 127.0.0.1:{PORTS['nginx']}; keepalive_requests 1000000;
+  proxy_http_version 1.1; proxy_set_header Connection "";
+  proxy_set_header Authorization "Bearer bench-token"; proxy_set_header Accept "application/json";
+  location /pass/ {{ proxy_pass http://api/; }} }}"""), PORTS["nginx"])
+        haproxy = self.write("haproxy.cfg", f"""global
+  maxconn 8192
+  nbthread 1
+defaults
+  mode http
+  timeout connect 5s
+  timeout client 30s
+  timeout server 30s
+  option http-keep-alive
+frontend fe
+  bind 127.0.0.1:{PORTS['haproxy']}
+  http-request set-header Authorization "Bearer bench-token"
+  http-request set-header Accept "application/json"
+  http-request set-path %[path,regsub(^/pass/,/)]
+  default_backend be
+backend be
+  http-reuse always
+  server s1 127.0.0.1:{b}
+""")
+        self.start("haproxy", ["haproxy", "-f", haproxy], PORTS["haproxy"])
+        config = self.write("gatehouse.json", json.dumps({
+            "listen": [{"address": f"127.0.0.1:{PORTS['gatehouse']}"}],
+            "workers": 1,
+            "admin": {"listen": f"127.0.0.1:{PORTS['admin']}", "token": "bench-admin"},
+            "store": {"path": f"{self.dir}/gatehouse.sqlite"},
+            "headers": {"set": {"Accept": "application/json"}},
+            "upstreams": {"api": {"url": f"http://127.0.0.1:{b}", "max_idle_connections": 128}},
+            "tokens": {"bench": {"type": "static", "value": "bench-token"}},
+            "routes": [{"name": "pass", "match": {"path": "/pass/*"}, "upstream": "api", "path": "/*",
+                        "token": "bench", "envelope": {"enabled": False}}],
+            "log": {"level": "warn", "access": "off"},
+        }))
+        self.start("gatehouse", [self.binary, "serve", "--config", config], PORTS["gatehouse"])
+
+    def worker_pid(self, name):
+        """The process doing the proxying: nginx's worker (the master's child), else the process itself."""
+        pid = self.procs[name].pid
+        if name != "nginx":
+            return pid
+        children = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
+        return int(children[0])
+
+    def stop_all(self):
+        for p in self.procs.values():
+            try:
+                os.killpg(p.pid, signal.SIGTERM)
+                p.wait(5)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                os.killpg(p.pid, signal.SIGKILL)
+
+
+def measure(setup, name, seconds):
+    """Runs wrk for `seconds` + 2 and perf over the middle `seconds`; returns (rps, µs per request)."""
+    url = f"http://127.0.0.1:{PORTS[name]}/pass/users"
+    wrk = subprocess.Popen(["wrk", "-t1", "-c64", f"-d{seconds + 2}s", url], stdout=subprocess.PIPE, text=True)
+    time.sleep(1)
+    out = os.path.join(setup.dir, "perf.txt")
+    subprocess.run(["perf", "stat", "-e", "task-clock", "-p", str(setup.worker_pid(name)), "-o", out,
+                    "--", "sleep", str(seconds)], capture_output=True)
+    report = wrk.communicate()[0]
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", report).group(1))
+    with open(out) as f:
+        msec = float(re.search(r"([\d,.]+)\s+msec task-clock", f.read()).group(1).replace(",", ""))
+    return rps, msec * 1000 / (rps * seconds)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bin", default=".build/release/gatehouse")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--seconds", type=int, default=4)
+    args = ap.parse_args()
+    missing = [t for t in ("nginx", "haproxy", "wrk", "perf") if not shutil.which(t) and not os.path.exists("/usr/sbin/" + t)]
+    if missing:
+        raise SystemExit("missing tools: " + ", ".join(missing) + " (apt-get install nginx-light haproxy wrk linux-perf)")
+    setup = Setup(os.path.abspath(args.bin))
+    names = ("gatehouse", "nginx", "haproxy")
+    results = {n: [] for n in names}
+    try:
+        setup.start_all()
+        for _ in range(args.rounds):
+            for name in names:
+                results[name].append(measure(setup, name, args.seconds))
+    finally:
+        setup.stop_all()
+    medians = {n: statistics.median(cpu for _, cpu in runs) for n, runs in results.items()}
+    for name, runs in results.items():
+        cpus = ", ".join(f"{cpu:.2f}" for _, cpu in runs)
+        rps = statistics.median(r for r, _ in runs)
+        print(f"{name:10} CPU/request median {medians[name]:6.2f} µs  (rounds: {cpus})  rps median {rps:.0f}")
+    for peer in ("nginx", "haproxy"):
+        print(f"ratio cpu {peer}/gatehouse = {medians[peer] / medians['gatehouse']:.3f}")
+
+
+if __name__ == "__main__":
+    main()
