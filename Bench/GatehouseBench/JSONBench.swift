@@ -10,7 +10,7 @@ import GatehouseJSON
 func makeUsersDocument(targetBytes: Int) -> [UInt8] {
   var out = Array(#"{"status":"ok","data":{"items":["#.utf8)
   var index = 0
-  var generator = BenchRandom(seed: 0x6A73_6F6E)
+  var generator = SplitMix64(seed: 0x6A73_6F6E)
   let firstNames = ["Ann", "Bob", "Chloé", "Dmitri", "Eve", "François", "Gül", "Hiro", "Inès", "José"]
   let cities = ["Springfield", "Lyon", "München", "Osaka", "São Paulo", "Toronto"]
   let tags = [#""admin""#, #""beta""#, #""staff""#, #""trial""#, #""vip""#]
@@ -34,18 +34,6 @@ func makeUsersDocument(targetBytes: Int) -> [UInt8] {
   } while out.count < targetBytes - 60
   out.append(contentsOf: #"],"total":\#(index)},"meta":{"page":1,"next_cursor":"c\#(index)"}}"#.utf8)
   return out
-}
-
-struct BenchRandom {
-  var state: UInt64
-  init(seed: UInt64) { state = seed }
-  mutating func next() -> UInt64 {
-    state &+= 0x9E37_79B9_7F4A_7C15
-    var z = state
-    z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-    z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-    return z ^ (z >> 31)
-  }
 }
 
 func benchJSON() {

@@ -305,19 +305,9 @@ import Testing
     defer { group.shutdown() }
     let loop = group.next()
     let log = EventLog()
-    let listener = LoopConfined(try TCPListener(address: .loopback(port: 0)))
-    let port = listener.value.localPort
-    let accepted = LoopConfined<BufferedConnection?>(nil)
-    try onLoop(loop) {
-      try listener.value.startAccepting(on: loop) { socket in
-        let connection = try? BufferedConnection(
-          socket: socket, loop: loop, delegate: RecordingDelegate(log: log))
-        connection?.pauseReading()
-        accepted.value = connection
-        log.append("accept")
-      }
-    }
-    let client = try BlockingClient(port: port)
+    let server = try RecordingServer(loop: loop, log: log)
+    try server.start { $0.pauseReading() }
+    let client = try BlockingClient(port: server.port)
     try client.send(Array("abc".utf8))
     client.shutdownWrite()
     #expect(waitUntil { log.count("accept") == 1 })
@@ -325,15 +315,12 @@ import Testing
     #expect(log.all == ["accept"])
     #expect(log.receivedCount == 0)
 
-    try onLoop(loop) { accepted.value?.resumeReading() }
+    try onLoop(loop) { server.accepted.value?.resumeReading() }
     #expect(waitUntil { log.count(prefix: "close:") == 1 })
     #expect(log.receivedBytes == Array("abc".utf8))
     #expect(log.all == ["accept", "eof", "close:owner"])
     #expect(client.drainUntilEOF() == (0, true))
-    try onLoop(loop) {
-      accepted.value = nil
-      listener.value.close()
-    }
+    try server.stop()
   }
 
   /// Data and FIN in the kernel before the first read: the short read that takes the data is not the end of
@@ -343,27 +330,17 @@ import Testing
     defer { group.shutdown() }
     let loop = group.next()
     let log = EventLog()
-    let listener = LoopConfined(try TCPListener(address: .loopback(port: 0)))
-    let port = listener.value.localPort
-    let accepted = LoopConfined<BufferedConnection?>(nil)
+    let server = try RecordingServer(loop: loop, log: log)
     // Accepting waits until both are in, so they are in the kernel before the connection registers.
-    let client = try BlockingClient(port: port)
+    let client = try BlockingClient(port: server.port)
     try client.send(Array("abc".utf8))
     client.shutdownWrite()
     sleep(milliseconds: 100)
-    try onLoop(loop) {
-      try listener.value.startAccepting(on: loop) { socket in
-        accepted.value = try? BufferedConnection(socket: socket, loop: loop, delegate: RecordingDelegate(log: log))
-        log.append("accept")
-      }
-    }
+    try server.start()
     #expect(waitUntil { log.count(prefix: "close:") == 1 })
     #expect(log.receivedBytes == Array("abc".utf8))
     #expect(log.all == ["accept", "eof", "close:owner"])
-    try onLoop(loop) {
-      accepted.value = nil
-      listener.value.close()
-    }
+    try server.stop()
   }
 
   /// More input than one event's reads take, with nothing arriving after it: the rest is read in later
@@ -373,19 +350,9 @@ import Testing
     defer { group.shutdown() }
     let loop = group.next()
     let log = EventLog()
-    let listener = LoopConfined(try TCPListener(address: .loopback(port: 0)))
-    let port = listener.value.localPort
-    let accepted = LoopConfined<BufferedConnection?>(nil)
-    try onLoop(loop) {
-      try listener.value.startAccepting(on: loop) { socket in
-        let connection = try? BufferedConnection(
-          socket: socket, loop: loop, delegate: RecordingDelegate(log: log))
-        connection?.pauseReading()
-        accepted.value = connection
-        log.append("accept")
-      }
-    }
-    let client = try BlockingClient(port: port)
+    let server = try RecordingServer(loop: loop, log: log)
+    try server.start { $0.pauseReading() }
+    let client = try BlockingClient(port: server.port)
     #expect(waitUntil { log.count("accept") == 1 })
     // Sent from another thread: while reading is paused the kernel buffers fill and the send blocks.
     let total = BufferedConnection.maxReadsPerEvent * EventLoop.readBufferSize * 3 + 1234
@@ -394,17 +361,14 @@ import Testing
     let sent = DispatchGroup()
     DispatchQueue.global().async(group: sent) { try? sendingClient.send(payload) }
     sleep(milliseconds: 200)
-    try onLoop(loop) { accepted.value?.resumeReading() }
+    try onLoop(loop) { server.accepted.value?.resumeReading() }
     #expect(waitUntil { log.receivedCount == total })
     #expect(log.receivedBytes == payload)
     #expect(log.count(prefix: "close:") == 0)
     #expect(sent.wait(timeout: .now() + 30) == .success)
     client.shutdownWrite()
     #expect(waitUntil { log.count(prefix: "close:") == 1 })
-    try onLoop(loop) {
-      accepted.value = nil
-      listener.value.close()
-    }
+    try server.stop()
   }
 
   @Test func hangupWhilePausedWaitsForResume() throws {
@@ -412,21 +376,13 @@ import Testing
     defer { group.shutdown() }
     let loop = group.next()
     let log = EventLog()
-    let listener = LoopConfined(try TCPListener(address: .loopback(port: 0)))
-    let port = listener.value.localPort
-    let accepted = LoopConfined<BufferedConnection?>(nil)
-    try onLoop(loop) {
-      try listener.value.startAccepting(on: loop) { socket in
-        let connection = try? BufferedConnection(
-          socket: socket, loop: loop, delegate: RecordingDelegate(log: log))
-        connection?.pauseReading()
-        connection?.write(Array("hi".utf8))
-        connection?.closeOutputAfterFlush()  // our FIN; with the client's FIN below, epoll reports EPOLLHUP
-        accepted.value = connection
-        log.append("accept")
-      }
+    let server = try RecordingServer(loop: loop, log: log)
+    try server.start { connection in
+      connection.pauseReading()
+      connection.write(Array("hi".utf8))
+      connection.closeOutputAfterFlush()  // our FIN; with the client's FIN below, epoll reports EPOLLHUP
     }
-    let client = try BlockingClient(port: port)
+    let client = try BlockingClient(port: server.port)
     try client.send(Array("abc".utf8))
     #expect(client.receive(count: 2) == Array("hi".utf8))
     #expect(client.drainUntilEOF() == (0, true))
@@ -434,22 +390,19 @@ import Testing
     sleep(milliseconds: 300)
     // Still paused: the unread input waits in the kernel, and nothing was delivered.
     #expect(log.all == ["accept"])
-    #expect(try onLoop(loop) { accepted.value?.isClosed } == false)
+    #expect(try onLoop(loop) { server.accepted.value?.isClosed } == false)
     // EPOLLHUP ignores the interest set: a level-triggered connection leaves epoll, an edge-triggered one
     // hears it once; either way it is not woken again and again while it waits.
-    #expect(waitUntil { (try? onLoop(loop) { accepted.value?.holdsHangupUntilResume }) == true })
-    let events = try onLoop(loop) { accepted.value?.eventsHandled ?? 0 }
+    #expect(waitUntil { (try? onLoop(loop) { server.accepted.value?.holdsHangupUntilResume }) == true })
+    let events = try onLoop(loop) { server.accepted.value?.eventsHandled ?? 0 }
     sleep(milliseconds: 300)
-    #expect(try onLoop(loop) { accepted.value?.eventsHandled ?? 0 } == events)
+    #expect(try onLoop(loop) { server.accepted.value?.eventsHandled ?? 0 } == events)
 
-    try onLoop(loop) { accepted.value?.resumeReading() }
+    try onLoop(loop) { server.accepted.value?.resumeReading() }
     #expect(waitUntil { log.count(prefix: "close:") == 1 })
     #expect(log.receivedBytes == Array("abc".utf8))
     #expect(log.all == ["accept", "eof", "close:owner"])
-    try onLoop(loop) {
-      accepted.value = nil
-      listener.value.close()
-    }
+    try server.stop()
   }
 
   @Test func twoReusePortListenersOnOnePortBothAccept() throws {

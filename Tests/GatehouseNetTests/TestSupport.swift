@@ -256,3 +256,43 @@ func startEchoServer(on loop: EventLoop, log: EventLog) throws -> (
   }
   return (port, box)
 }
+
+/// A listener on one loop whose accepted connections record into a log, the last one kept in
+/// `accepted` (loop thread only). Accepting starts with `start`, so a test can first have a
+/// client connect and send into the backlog.
+final class RecordingServer: Sendable {
+  let loop: EventLoop
+  let log: EventLog
+  let port: UInt16
+  let listener: LoopConfined<TCPListener>
+  let accepted = LoopConfined<BufferedConnection?>(nil)
+
+  init(loop: EventLoop, log: EventLog) throws {
+    self.loop = loop
+    self.log = log
+    let listener = try TCPListener(address: .loopback(port: 0))
+    port = listener.localPort
+    self.listener = LoopConfined(listener)
+  }
+
+  /// Accepts from now on; `prepare` runs on each new connection (pause it, write to it) before
+  /// "accept" is logged.
+  func start(prepare: @escaping @Sendable (BufferedConnection) -> Void = { _ in }) throws {
+    try onLoop(loop) { [self] in
+      try listener.value.startAccepting(on: loop) { [self] socket in
+        let connection = try? BufferedConnection(socket: socket, loop: loop, delegate: RecordingDelegate(log: log))
+        if let connection { prepare(connection) }
+        accepted.value = connection
+        log.append("accept")
+      }
+    }
+  }
+
+  /// Drops the accepted connection and closes the listener.
+  func stop() throws {
+    try onLoop(loop) { [self] in
+      accepted.value = nil
+      listener.value.close()
+    }
+  }
+}

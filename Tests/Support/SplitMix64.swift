@@ -1,5 +1,5 @@
 /// A small deterministic generator, so property tests repeat exactly and a failing random case
-/// can be reproduced. One file, linked into each test target that needs it.
+/// can be reproduced. One file, linked into each test target (and the benchmark) that needs it.
 struct SplitMix64: RandomNumberGenerator {
   var state: UInt64
   init(seed: UInt64) { state = seed }

@@ -1,15 +1,13 @@
 /// Makes request ids: 32 lowercase hex digits, a random per-generator prefix and a counter,
 /// so ids are unique across loops and restarts without a random draw per request.
 public struct RequestIDGenerator: Sendable {
-  private let prefix: UInt64
   private var counter: UInt64
-  /// The prefix's 16 digits, worked out once.
+  /// The random prefix's 16 digits, worked out once.
   private let prefixDigits: (UInt64, UInt64)
 
   public init<R: RandomNumberGenerator>(using random: inout R) {
-    prefix = random.next()
+    prefixDigits = Self.hexDigits(of: random.next())
     counter = random.next() >> 16
-    prefixDigits = Self.hexDigits(of: prefix)
   }
 
   public init() {

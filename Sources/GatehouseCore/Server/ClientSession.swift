@@ -398,7 +398,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     }
     exchange.waitingForToken = true
     deadline = 0
-    broker.waitForRefresh(token: use.name, replyOn: context.loop) { [self] outcome in
+    broker.waitForRefresh(token: use.name, replyOn: loop) { [self] outcome in
       guard self.exchange === exchange, exchange.waitingForToken, !closed else { return }
       exchange.waitingForToken = false
       switch outcome {

@@ -1,0 +1,1 @@
+../../Tests/Support/SplitMix64.swift
