@@ -46,6 +46,7 @@ import Testing
     #expect(upstream.connectTimeout == .seconds(1))
     #expect(upstream.responseTimeout == .seconds(10))
     #expect(upstream.maxIdleConnections == 64)
+    #expect(upstream.pipelineDepth == 8)
     #expect(upstream.tls == nil && upstream.health == nil && upstream.circuit == nil)
   }
 
@@ -89,7 +90,7 @@ import Testing
           "header_timeout_ms": 8, "idle_timeout_ms": 9, "drain_timeout_ms": 0 },
         "headers": { "set": { "Accept": "application/json", "Version": "1.4.2" }, "remove": ["Cookie"] },
         "upstreams": { "api": { "url": "http://api.internal/v1/", "connect_timeout_ms": 11,
-          "response_timeout_ms": 12, "max_idle_connections": 0 } },
+          "response_timeout_ms": 12, "max_idle_connections": 0, "pipeline_depth": 0 } },
         "tokens": {
           "api": { "type": "static", "value": "${API_TOKEN}" },
           "partner": { "type": "oauth2_client_credentials", "token_url": "http://auth.internal/oauth/token",
@@ -138,6 +139,7 @@ import Testing
       upstream.url.basePath == "/v1" && upstream.url.port == 80 && upstream.url.hostHeader == "api.internal")
     #expect(upstream.connectTimeout == .milliseconds(11) && upstream.responseTimeout == .milliseconds(12))
     #expect(upstream.maxIdleConnections == 0)
+    #expect(upstream.pipelineDepth == 0)
     #expect(config.tokens.map(\.name) == ["api", "partner", "legacy"])
     #expect(config.token(named: "api")?.source == .fixed(SecretValue("t1")))
     #expect(config.token(named: "legacy")?.source == .file(path: "/run/secrets/legacy_token"))

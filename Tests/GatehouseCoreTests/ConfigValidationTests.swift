@@ -72,6 +72,10 @@ import Testing
     #expect(
       issueLines(configJSON(route: #""cache": {"fresh_s": -5}"#))
         == ["routes[0].cache.fresh_s: must not be negative, got -5"])
+    let deepPipeline = configJSON().replacingOccurrences(
+      of: #""url": "http://127.0.0.1:3000/api/v1""#,
+      with: #""url": "http://127.0.0.1:3000/api/v1", "pipeline_depth": 65"#)
+    #expect(issueLines(deepPipeline) == ["upstreams.api.pipeline_depth: must be at most 64, got 65"])
   }
 
   @Test func missingRequiredKeys() {

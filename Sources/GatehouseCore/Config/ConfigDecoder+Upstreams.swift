@@ -15,6 +15,7 @@ extension ConfigDecoder {
     let connectTimeout = object.field("connect_timeout_ms")?.milliseconds() ?? .milliseconds(1000)
     let responseTimeout = object.field("response_timeout_ms")?.milliseconds() ?? .milliseconds(10_000)
     let maxIdle = object.field("max_idle_connections")?.integer(in: 0...100_000) ?? 64
+    let pipelineDepth = object.field("pipeline_depth")?.integer(in: 0...64) ?? 8
     let tlsField = object.field("tls")
     let tls = tlsField.flatMap(decodeUpstreamTLS)
     let health = object.field("health").flatMap(decodeHealthCheck)
@@ -26,7 +27,7 @@ extension ConfigDecoder {
     guard let url else { return nil }
     return UpstreamConfig(
       name: name, url: url, connectTimeout: connectTimeout, responseTimeout: responseTimeout,
-      maxIdleConnections: maxIdle, tls: tls, health: health, circuit: circuit)
+      maxIdleConnections: maxIdle, pipelineDepth: pipelineDepth, tls: tls, health: health, circuit: circuit)
   }
 
   func httpURL(_ field: ConfigField) -> HTTPURL? {

@@ -8,6 +8,9 @@ public struct UpstreamConfig: Sendable, Equatable {
   public let responseTimeout: Duration
   /// Idle keep-alive connections kept per loop. Default 64.
   public let maxIdleConnections: Int
+  /// Most requests written on one connection before their answers (1 = no pipelining).
+  /// Default 8; 0 and 1 both turn it off. See `PipelinePolicy`.
+  public let pipelineDepth: Int
   /// Only with an `https` url.
   public let tls: UpstreamTLSConfig?
   /// Nil: no active health checks (passive failure counting still feeds the circuit).

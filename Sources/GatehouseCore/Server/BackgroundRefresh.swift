@@ -57,7 +57,7 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
     timer = context.loop.scheduleTimer(after: pool.plan.responseTimeout) { [self] in fail() }
   }
 
-  func upstreamDidRead(_ upstream: UpstreamConnection, _ bytes: UnsafeRawBufferPointer) {
+  func upstreamDidRead(_ upstream: UpstreamConnection, _ bytes: UnsafeRawBufferPointer) -> Int {
     var offset = 0
     while !finished {
       let step: (event: HTTPResponseEvent?, consumed: Int)
@@ -65,11 +65,11 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
         step = try parser.parse(UnsafeRawBufferPointer(rebasing: bytes[offset...]))
       } catch {
         fail()
-        return
+        return bytes.count
       }
       let start = offset
       offset += step.consumed
-      guard let event = step.event else { return }
+      guard let event = step.event else { return bytes.count }
       switch event {
       case .head(let responseHead):
         if !responseHead.isInformational { head = responseHead }
@@ -83,9 +83,10 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
         }
       case .end:
         complete(reusable: offset == bytes.count && !parser.isClosed)
-        return
+        return offset
       }
     }
+    return bytes.count
   }
 
   func upstreamDidReadEOF(_ upstream: UpstreamConnection) {
@@ -104,6 +105,12 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
 
   func upstreamWantsClientPaused(_ paused: Bool) {}
 
+  /// Refreshes are never pipelined; should one be dropped all the same, it simply ends.
+  func upstreamDroppedQueuedRequest(_ upstream: UpstreamConnection) {
+    self.upstream = nil
+    finish()
+  }
+
   private func complete(reusable: Bool) {
     if let head, !tooBig, CacheStorability.isStorable(status: head.status, headers: head.headers) {
       context.store?.remember(
@@ -119,7 +126,7 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
   private func fail() {
     if let upstream, let pool {
       self.upstream = nil
-      pool.discard(upstream)
+      pool.discard(upstream, by: self)
     }
     finish()
   }

@@ -147,7 +147,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     let requestID = exchange?.requestID ?? context.requestIDs.next()
     var out: [UInt8] = []
     GatewayResponse.writeFailure(.badRequest(error), requestID: requestID, closeConnection: true, into: &out)
-    if let upstream = exchange?.upstream { exchange?.pool?.discard(upstream) }
+    if let upstream = exchange?.upstream { exchange?.pool?.discard(upstream, by: self) }
     let waiters = exchange.flatMap(detachWaiters)
     exchange = nil
     defer { waiters?.release() }
@@ -268,8 +268,20 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       return
     }
     let upstream: UpstreamConnection
+    // A bodiless GET or HEAD may be written behind another request on a busy connection
+    // (see `PipelinePolicy`); a retry goes alone on a fresh connection.
+    let method = exchange.head.method
+    let pipelined =
+      !fresh && pool.plan.pipelineDepth > 1
+      && PipelinePolicy.mayJoin(
+        safeMethod: method == .get || method == .head, hasBody: Self.hasBody(exchange.head),
+        alreadyDropped: exchange.pipelineDropped)
     do {
-      upstream = try pool.lease(for: self, fresh: fresh)
+      if pipelined {
+        (upstream, _) = try pool.leaseForPipelining(for: self)
+      } else {
+        upstream = try pool.lease(for: self, fresh: fresh)
+      }
     } catch {
       context.shared.logger.warn("cannot open upstream connection", ["error": .string("\(error)")])
       upstreamFailed(.unavailable)
@@ -284,19 +296,23 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     }
     exchange.attempts += 1
     exchange.upstreamWasReused = upstream.useCount > 0
-    let requestMethod = exchange.head.method
-    let method = exchange.envelope != nil && requestMethod == .head ? HTTPMethod.get : requestMethod
-    exchange.suppressBody = method != requestMethod
-    exchange.responseParser.requestWasHEAD = method == .head
+    exchange.sentAt = now
+    let upstreamMethod = exchange.envelope != nil && method == .head ? HTTPMethod.get : method
+    exchange.suppressBody = upstreamMethod != method
+    exchange.responseParser.requestWasHEAD = upstreamMethod == .head
     let framing = Self.upstreamFraming(exchange.head.bodyFraming)
     exchange.rechunkRequest = framing == .chunked
     context.scratch.removeAll(keepingCapacity: true)
     UpstreamRequestWriter.write(
-      head: exchange.head, method: method, target: exchange.upstreamTarget, hostHeader: pool.plan.hostHeader,
+      head: exchange.head, method: upstreamMethod, target: exchange.upstreamTarget, hostHeader: pool.plan.hostHeader,
       plan: plan.headerPlan, token: token, clientAddress: clientAddress, forwardedProto: secure ? "https" : "http",
       requestID: exchange.requestID,
       framing: framing, into: &context.scratch)
-    context.scratch.withUnsafeBytes { _ = upstream.connection?.write($0) }
+    if pipelined {
+      context.scratch.withUnsafeBytes { pool.writePipelined($0, on: upstream) }
+    } else {
+      context.scratch.withUnsafeBytes { _ = upstream.connection?.write($0) }
+    }
     // A retry sends the kept body again; body bytes that arrived while the token was
     // being fetched follow the head now.
     if exchange.attempts > 1 || exchange.tokenRetried, let copy = exchange.requestBodyCopy, !copy.isEmpty {
@@ -474,10 +490,10 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
 
   // MARK: The upstream's answer
 
-  func upstreamDidRead(_ upstream: UpstreamConnection, _ bytes: UnsafeRawBufferPointer) {
+  func upstreamDidRead(_ upstream: UpstreamConnection, _ bytes: UnsafeRawBufferPointer) -> Int {
     guard exchange?.upstream === upstream else {
-      upstream.pool.discard(upstream)
-      return
+      upstream.pool.discard(upstream, by: self)
+      return bytes.count
     }
     exchange?.responseBytesReceived = true
     // Until the client has the head, `response_timeout_ms` bounds the whole wait, however
@@ -495,29 +511,32 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
         step = try exchange!.responseParser.next(UnsafeRawBufferPointer(rebasing: bytes[offset...]))
       } catch {
         upstreamFailed(.invalidResponse)
-        return
+        return bytes.count
       }
       let start = offset
       offset += step.consumed
       switch step.step {
       case .needMore:
         flushOutput()
-        return
+        return bytes.count
       case .head:
         let head = exchange!.responseParser.takeHead()
         if head.isInformational { continue }
-        guard beginResponse(head) else { return }
+        upstream.lastAnswerWasHTTP11 = head.version == .http1_1
+        guard beginResponse(head) else { return bytes.count }
       case .body(let range):
         appendResponseBody(
           UnsafeRawBufferPointer(rebasing: bytes[(start + range.lowerBound)..<(start + range.upperBound)]))
-        guard self.exchange?.upstream === upstream else { return }
+        guard self.exchange?.upstream === upstream else { return bytes.count }
       case .end:
-        // Bytes after a complete answer were never asked for: the connection is spoiled.
-        completeResponse(upstreamReusable: offset == bytes.count)
-        return
+        // Bytes after a complete answer belong to the next pipelined request; without one
+        // they were never asked for, and the connection is spoiled.
+        completeResponse(upstreamReusable: offset == bytes.count || !upstream.pipeline.isEmpty)
+        return offset
       }
     }
     flushOutput()
+    return bytes.count
   }
 
   func upstreamDidReadEOF(_ upstream: UpstreamConnection) {
@@ -547,6 +566,15 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     }
   }
 
+  func upstreamDroppedQueuedRequest(_ upstream: UpstreamConnection) {
+    guard let exchange, exchange.upstream === upstream, !exchange.responseComplete else { return }
+    exchange.upstream = nil
+    // Not a failure of this request, nor an attempt: it goes again, alone this time.
+    exchange.pipelineDropped = true
+    exchange.attempts -= 1
+    sendUpstream(fresh: false)
+  }
+
   /// Returns false when the exchange no longer reads this upstream answer.
   @discardableResult
   private func beginResponse(_ head: HTTPResponseHead) -> Bool {
@@ -558,7 +586,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
         if tokenRejected(use, exchange: exchange) {
           if let upstream = exchange.upstream {
             exchange.upstream = nil
-            exchange.pool?.discard(upstream)
+            exchange.pool?.discard(upstream, by: self)
           }
           return false
         }
@@ -581,7 +609,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       }
       if let upstream = exchange.upstream {
         exchange.upstream = nil
-        exchange.pool?.discard(upstream)
+        exchange.pool?.discard(upstream, by: self)
       }
       if exchange.collapseRole == .leading { exchange.collapseOutcome = .failed(.unavailable) }
       serveStored(stale, result: .stale)
@@ -690,6 +718,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     guard let exchange else { return }
     if let pool = exchange.pool {
       context.metrics.recordUpstream(pool.plan.name, outcome: "response")
+      pool.recordResponseTime(loop.iterationTime &- exchange.sentAt)
       if (exchange.upstreamStatus ?? 0) >= 500 {
         pool.circuit.recordFailure(now: loop.iterationTime)
         pool.lastError = "status \(exchange.upstreamStatus ?? 0)"
@@ -791,7 +820,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     }
     if let upstream = exchange.upstream {
       self.exchange?.upstream = nil
-      exchange.pool?.discard(upstream)
+      exchange.pool?.discard(upstream, by: self)
     }
     if exchange.responseStarted {
       // Part of the answer is out; cutting the connection is the only honest signal left.
@@ -1232,7 +1261,8 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
   }
 
   func connectionWriteQueueDidRiseAboveHighWatermark(_ connection: BufferedConnection) {
-    guard let upstream = exchange?.upstream?.connection else { return }
+    // Only the exchange whose answer is being read may pause a pipelined connection.
+    guard let leased = exchange?.upstream, leased.owner === self, let upstream = leased.connection else { return }
     upstream.pauseReading()
     setDeadline(.clientWrite, nanoseconds: context.snapshot.idleTimeoutNanoseconds)
   }
@@ -1243,7 +1273,8 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       resumeHeldInput()
       return
     }
-    guard let exchange, let upstream = exchange.upstream?.connection else { return }
+    guard let exchange, let leased = exchange.upstream, leased.owner === self, let upstream = leased.connection
+    else { return }
     upstream.resumeReading()
     if deadlineKind == .clientWrite, let timeout = exchange.pool?.plan.responseTimeoutNanoseconds {
       setDeadline(.upstreamResponse, nanoseconds: timeout)
@@ -1286,7 +1317,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       if exchange?.responseStarted == true {
         abort()
       } else {
-        if let upstream = exchange?.upstream { exchange?.pool?.discard(upstream) }
+        if let upstream = exchange?.upstream { exchange?.pool?.discard(upstream, by: self) }
         exchange?.upstream = nil
         exchange?.requestComplete = true
         respondLocally(failure: .headerTimeout)
@@ -1311,7 +1342,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     closeAfterResponse = true
     if let exchange, let upstream = exchange.upstream {
       self.exchange?.upstream = nil
-      exchange.pool?.discard(upstream)
+      exchange.pool?.discard(upstream, by: self)
     }
     connection?.abort()
   }
@@ -1320,7 +1351,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     closed = true
     if let exchange, let upstream = exchange.upstream {
       self.exchange?.upstream = nil
-      exchange.pool?.discard(upstream)
+      exchange.pool?.discard(upstream, by: self)
     }
     let waiters = exchange.flatMap(detachWaiters)
     exchange = nil
@@ -1378,6 +1409,10 @@ final class Exchange {
   var upstream: UpstreamConnection?
   var attempts = 0
   var upstreamWasReused = false
+  /// When the request went to the upstream (loop time), for its response-time average.
+  var sentAt: UInt64 = 0
+  /// Was pipelined behind an answer after which the connection ended: it goes alone now.
+  var pipelineDropped = false
   /// Upstream answers may have larger heads than client requests.
   static let upstreamResponseLimits = HTTPLimits(maxHeaderBytes: 65536)
   var responseParser = HTTPResponseParser(limits: Exchange.upstreamResponseLimits)

@@ -191,6 +191,7 @@ struct UpstreamPlan: Sendable {
   let responseTimeout: Duration
   let responseTimeoutNanoseconds: UInt64
   let maxIdleConnections: Int
+  let pipelineDepth: Int
   /// The TLS client settings of an `https` upstream, built once per config load (it
   /// reads CA and certificate files); nil for `http`.
   let tls: TLSClientOptions?
@@ -208,6 +209,7 @@ struct UpstreamPlan: Sendable {
     responseTimeout = upstream.responseTimeout
     responseTimeoutNanoseconds = EventLoop.nanoseconds(of: upstream.responseTimeout)
     maxIdleConnections = upstream.maxIdleConnections
+    pipelineDepth = upstream.pipelineDepth
     // Without a `circuit` block an upstream still gets a mild breaker, as operators expect
     // from nginx's passive checks: after 3 failures in a row it is skipped for 1 s, so an
     // outage costs one connect attempt per second instead of one per request.

@@ -21,11 +21,16 @@ final class UpstreamPool {
   /// The last failure, for the admin API.
   var lastError: String?
   private var drops = ConnectionDropDetector()
+  /// The connection that pipelined requests of this loop turn join, with its bookkeeping.
+  private var batch: PipelineBatch<ObjectIdentifier>
+  private var batchConnection: UpstreamConnection?
+  private var responseTime = ResponseTimeAverage()
 
   init(context: LoopContext, plan: UpstreamPlan) {
     self.context = context
     self.plan = plan
     state = UpstreamPoolState(maxIdle: plan.maxIdleConnections)
+    batch = PipelineBatch(maxDepth: plan.pipelineDepth)
     // A trial's outcome is in by a connect and a response, twice (one retry on a fresh
     // connection); past that it is presumed lost and another request may try.
     circuit = CircuitBreaker(
@@ -60,11 +65,69 @@ final class UpstreamPool {
     }
   }
 
-  /// The exchange on `connection` is over. Reusable connections go back to the idle list.
+  /// A connection for a request that may be pipelined (`PipelinePolicy.mayJoin`): the
+  /// batch of this loop turn if it has room, else a lease that may start a batch. The
+  /// request is then written with `writePipelined`. Returns whether it joined a batch.
+  func leaseForPipelining(for owner: any UpstreamExchangeOwner) throws(SystemError) -> (
+    UpstreamConnection, joined: Bool
+  ) {
+    let turn = context.loop.iterationTime
+    if let id = batch.join(turn: turn) {
+      if let connection = batchConnection, ObjectIdentifier(connection) == id, connection.acceptsPipelinedRequest {
+        connection.pipeline.append(owner)
+        return (connection, true)
+      }
+      batch.end(id)
+    }
+    let connection = try lease(for: owner, fresh: false)
+    // Only a connection that has already carried a keep-alive HTTP/1.1 answer starts a
+    // batch: a new one has not shown that the upstream keeps connections open.
+    if connection.useCount > 0, connection.lastAnswerWasHTTP11, !retired, responseTime.isFast {
+      batch.start(ObjectIdentifier(connection), turn: turn)
+      batchConnection = connection
+    }
+    return (connection, false)
+  }
+
+  /// Writes a pipelined request: gathered with the batch's others and sent in one write at
+  /// the end of the loop turn, or now when the batch is full.
+  func writePipelined(_ bytes: UnsafeRawBufferPointer, on connection: UpstreamConnection) {
+    guard let batchConnection, batchConnection === connection else {
+      _ = connection.connection?.write(bytes)
+      return
+    }
+    connection.gather(bytes)
+    if batch.isFull {
+      batch.end(ObjectIdentifier(connection))
+      self.batchConnection = nil
+      connection.sendGathered()
+    }
+  }
+
+  /// The exchange on `connection` is over (its answer was read whole). The next request
+  /// written on it, if any, owns it now; otherwise reusable connections go back to the
+  /// idle list.
   func release(_ connection: UpstreamConnection, reusable: Bool) {
-    connection.owner = nil
     connection.useCount += 1
-    switch state.release(ObjectIdentifier(connection), reusable: reusable && !retired) {
+    switch connection.pipeline.headFinished(reusable: reusable && !retired) {
+    case .promote(let next):
+      connection.owner = next
+      return
+    case .release:
+      break
+    case .close(let dropped):
+      if !dropped.isEmpty {
+        connection.owner = nil
+        endBatch(connection)
+        state.leasedConnectionClosed()
+        connection.connection?.close()
+        dropQueued(dropped, from: connection)
+        return
+      }
+    }
+    connection.owner = nil
+    endBatch(connection)
+    switch state.release(ObjectIdentifier(connection), reusable: reusable && !retired && !connection.pipeline.spoiled) {
     case .keepIdle:
       idleConnections.append(connection)
     case .close:
@@ -72,11 +135,41 @@ final class UpstreamPool {
     }
   }
 
-  /// A leased connection failed; it is not coming back.
-  func discard(_ connection: UpstreamConnection) {
+  /// `owner` gives up its exchange on `connection`. The request being answered takes the
+  /// connection with it (requests written behind it are sent elsewhere); one still waiting
+  /// only leaves the queue, and the connection ends after the answer before it.
+  func discard(_ connection: UpstreamConnection, by owner: AnyObject) {
+    if connection.owner !== owner {
+      if connection.pipeline.abandon(where: { $0 === owner }) { endBatch(connection) }
+      return
+    }
     connection.owner = nil
+    endBatch(connection)
     state.leasedConnectionClosed()
+    let dropped = connection.pipeline.dropAll()
     connection.connection?.abort()
+    dropQueued(dropped, from: connection)
+  }
+
+  /// Requests that were written behind an answer that never came (or was the last on its
+  /// connection) are sent again, after the current call stack: they were not answered, so
+  /// this is not a failure of theirs, and their owners must not run inside another's.
+  private func dropQueued(_ dropped: [any UpstreamExchangeOwner], from connection: UpstreamConnection) {
+    guard !dropped.isEmpty else { return }
+    context.loop.executeLater {
+      for owner in dropped { owner.upstreamDroppedQueuedRequest(connection) }
+    }
+  }
+
+  private func endBatch(_ connection: UpstreamConnection) {
+    guard batchConnection === connection else { return }
+    batch.end(ObjectIdentifier(connection))
+    batchConnection = nil
+  }
+
+  /// An answer was read whole, `nanoseconds` after its request was written.
+  func recordResponseTime(_ nanoseconds: UInt64) {
+    responseTime.record(nanoseconds)
   }
 
   /// An idle connection was closed by the upstream (or sent bytes nobody asked for). When
@@ -99,6 +192,7 @@ final class UpstreamPool {
   /// A reload replaced this pool: idle connections close now, leased ones after their exchange.
   func retire() {
     retired = true
+    if let batchConnection { endBatch(batchConnection) }
     _ = state.drainIdle()
     let idle = idleConnections
     idleConnections.removeAll()
@@ -112,37 +206,75 @@ final class UpstreamPool {
 /// Whoever is using a leased upstream connection: a client session's exchange or a
 /// background refresh. Every call comes from the connection's loop.
 protocol UpstreamExchangeOwner: AnyObject {
-  func upstreamDidRead(_ upstream: UpstreamConnection, _ bytes: UnsafeRawBufferPointer)
+  /// Returns how many of `bytes` belonged to this exchange's answer: fewer than all when
+  /// its answer ended and the rest is the next pipelined request's.
+  func upstreamDidRead(_ upstream: UpstreamConnection, _ bytes: UnsafeRawBufferPointer) -> Int
   func upstreamDidReadEOF(_ upstream: UpstreamConnection)
   func upstreamDidClose(_ upstream: UpstreamConnection, reason: ConnectionCloseReason)
   /// The request body is arriving faster than the upstream takes it (or has caught up).
   func upstreamWantsClientPaused(_ paused: Bool)
+  /// This exchange's request was pipelined behind an answer after which `upstream` ended:
+  /// it was not answered there and should be sent again.
+  func upstreamDroppedQueuedRequest(_ upstream: UpstreamConnection)
 }
 
-/// One connection to an upstream. While leased it belongs to a client session's exchange and
-/// passes it everything it reads; while idle, anything it reads ends it.
+/// One connection to an upstream. While leased it belongs to the exchange whose answer is
+/// being read, which gets everything it reads; exchanges whose requests were pipelined
+/// behind wait in `pipeline`. While idle, anything it reads ends it.
 final class UpstreamConnection: ConnectionDelegate {
   /// Strong: a pool retired by a reload must outlive its last connection's close callback.
   /// The cycle (idle list ↔ connection) ends when the connection closes.
   let pool: UpstreamPool
   var connection: BufferedConnection?
-  /// The exchange using this connection; nil while idle.
+  /// The exchange whose answer is being read; nil while idle.
   var owner: (any UpstreamExchangeOwner)?
+  /// Exchanges whose requests were written after the owner's, in order.
+  var pipeline = PipelineQueue<any UpstreamExchangeOwner>()
   /// Exchanges completed on this connection; above zero means a reused connection.
   var useCount = 0
+  /// The last answer was HTTP/1.1 (pipelining is an HTTP/1.1 feature).
+  var lastAnswerWasHTTP11 = false
+  /// Pipelined requests of this loop turn, sent together at its end.
+  private var gathered: [UInt8] = []
+  private var sendScheduled = false
 
   init(pool: UpstreamPool) {
     self.pool = pool
   }
 
+  var acceptsPipelinedRequest: Bool {
+    owner != nil && connection?.isClosed == false && !pipeline.spoiled
+  }
+
+  /// Keeps a pipelined request to send with the others of this loop turn.
+  func gather(_ bytes: UnsafeRawBufferPointer) {
+    gathered.append(contentsOf: bytes)
+    guard !sendScheduled else { return }
+    sendScheduled = true
+    pool.context.loop.executeLater { [self] in sendGathered() }
+  }
+
+  /// Sends what was gathered now (the scheduled send then finds nothing).
+  func sendGathered() {
+    sendScheduled = false
+    guard !gathered.isEmpty else { return }
+    if let connection { gathered.withUnsafeBytes { _ = connection.write($0) } }
+    gathered.removeAll(keepingCapacity: true)
+  }
+
   func connection(_ connection: BufferedConnection, didRead bytes: UnsafeRawBufferPointer) {
-    guard let owner else {
-      // An idle keep-alive connection must stay silent; bytes here mean it cannot be trusted.
-      pool.idleConnectionEnded(self)
-      connection.abort()
-      return
+    var rest = bytes
+    while let owner {
+      let used = owner.upstreamDidRead(self, rest)
+      guard used < rest.count, self.connection === connection else { return }
+      // The rest is the next pipelined answer; an owner that kept the connection without
+      // taking all the bytes would be a bug, and the bytes are not trusted then.
+      guard self.owner !== owner else { break }
+      rest = UnsafeRawBufferPointer(rebasing: rest[used...])
     }
-    owner.upstreamDidRead(self, bytes)
+    // An idle keep-alive connection must stay silent; bytes here mean it cannot be trusted.
+    pool.idleConnectionEnded(self)
+    connection.abort()
   }
 
   func connectionDidReadEOF(_ connection: BufferedConnection) {

@@ -214,7 +214,7 @@ final class FaultBackend: Sendable {
     return ReceivedRequest(
       head: head, method: String(parts[0]), target: String(parts[1]), body: body, bodyLength: Int64(body.count),
       bodyWasChunked: head.isChunked, raw: reader.transcript ?? raw, connectionIndex: connection,
-      indexOnConnection: indexOnConnection, bodyMatchedPattern: nil)
+      indexOnConnection: indexOnConnection, arrivedWithPrevious: false, bodyMatchedPattern: nil)
   }
 
   /// Sleeps in short steps; false if the backend stopped meanwhile.

@@ -19,6 +19,9 @@ struct ReceivedRequest: Sendable {
   /// Which TCP connection (0 for the first one accepted) and which request on it.
   let connectionIndex: Int
   let indexOnConnection: Int
+  /// Bytes of this request were already received when the answer before it on the same
+  /// connection was complete: the client pipelined it.
+  let arrivedWithPrevious: Bool
   /// Whether the body matched `BodyPattern` (only checked when the backend discards bodies).
   let bodyMatchedPattern: Bool?
 
@@ -110,9 +113,13 @@ final class TestBackend: Sendable {
     /// How long a connection may wait idle for its next request before the backend closes
     /// it, as servers with a keep-alive timeout do (2 minutes when nil).
     var keepAliveTimeout: Duration?
-    init(keepBodies: Bool = true, keepAliveTimeout: Duration? = nil) {
+    /// TCP_NODELAY on accepted connections. Off, an answer written as head then body waits
+    /// for the gateway's delayed ACK (tens of milliseconds), so the backend looks slow.
+    var noDelay = false
+    init(keepBodies: Bool = true, keepAliveTimeout: Duration? = nil, noDelay: Bool = false) {
       self.keepBodies = keepBodies
       self.keepAliveTimeout = keepAliveTimeout
+      self.noDelay = noDelay
     }
   }
 
@@ -121,6 +128,7 @@ final class TestBackend: Sendable {
     var connectionsAccepted = 0
     var openSockets: [Int: TestSocket] = [:]
     var bodyBytesSent: Int64 = 0
+    var closedWithUnreadRequests = 0
   }
 
   let port: UInt16
@@ -158,6 +166,10 @@ final class TestBackend: Sendable {
   /// TCP connections open right now.
   var openConnectionCount: Int { state.withLock { $0.openSockets.count } }
 
+  /// Connections the backend ended (an answer with Connection: close) while more request
+  /// bytes were already waiting on them: requests the client had pipelined.
+  var closedWithUnreadRequests: Int { state.withLock { $0.closedWithUnreadRequests } }
+
   /// Response body bytes written so far (all answers).
   var bodyBytesSent: Int64 { state.withLock { $0.bodyBytesSent } }
 
@@ -192,6 +204,7 @@ final class TestBackend: Sendable {
         return index
       }
       if isStopped { socket.shutdownBoth() }
+      if options.noDelay { socket.setNoDelay() }
       let thread = Thread { [self] in serve(socket, index: index) }
       thread.name = "TestBackend.connection.\(index)"
       thread.start()
@@ -212,7 +225,10 @@ final class TestBackend: Sendable {
       served += 1
       state.withLock { $0.requests.append(request) }
       let keepGoing = (try? perform(handler(request), for: request, on: socket)) ?? false
-      if !keepGoing { return }
+      if !keepGoing {
+        if reader.bufferedCount > 0 { state.withLock { $0.closedWithUnreadRequests += 1 } }
+        return
+      }
     }
   }
 
@@ -224,6 +240,7 @@ final class TestBackend: Sendable {
       let (seconds, attoseconds) = idle.components
       deadline = Deadline(seconds: Double(seconds) + Double(attoseconds) / 1e18)
     }
+    let arrivedWithPrevious = indexOnConnection > 0 && reader.bufferedCount > 0
     reader.transcript = []
     guard let raw = try reader.readHead(deadline: deadline) else { return nil }
     deadline = Deadline(seconds: 120)
@@ -249,7 +266,7 @@ final class TestBackend: Sendable {
     return ReceivedRequest(
       head: head, method: String(parts[0]), target: String(parts[1]), body: body, bodyLength: length,
       bodyWasChunked: head.isChunked, raw: transcript, connectionIndex: connectionIndex,
-      indexOnConnection: indexOnConnection,
+      indexOnConnection: indexOnConnection, arrivedWithPrevious: arrivedWithPrevious,
       bodyMatchedPattern: keep ? nil : verifier.firstMismatch == nil)
   }
 

@@ -219,6 +219,13 @@ final class TestSocket: Sendable {
     setsockopt(descriptor, SOL_SOCKET, SO_LINGER, &option, socklen_t(MemoryLayout<linger>.size))
   }
 
+  /// Sends small writes at once instead of waiting for the peer's delayed ACK (Nagle),
+  /// as production servers do; a head and body written apart then arrive together.
+  func setNoDelay() {
+    var value: Int32 = 1
+    setsockopt(descriptor, Int32(IPPROTO_TCP), TCP_NODELAY, &value, socklen_t(MemoryLayout<Int32>.size))
+  }
+
   /// Shrinks the kernel's receive buffer, so a client that stops reading soon stops the sender.
   func setReceiveBufferSize(_ size: Int32) {
     var value = size
