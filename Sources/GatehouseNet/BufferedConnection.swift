@@ -997,23 +997,27 @@ extension BufferedConnection {
     discardInputUntilEOF()
   }
 
+  /// Runs inside other callbacks (a close asked for while handling input), so it must not
+  /// use the loop's read buffer: a caller up the stack may still be reading bytes from it.
   private func discardInputUntilEOF() {
-    let buffer = loop.readBuffer
-    for _ in 0..<BufferedConnection.maxReadsPerEvent {
-      guard state == .active else { return }
-      switch try? socket.read(into: buffer) {
-      case .processed(let count)?:
-        if count == 0 {
+    withUnsafeTemporaryAllocation(byteCount: 4096, alignment: 16) { buffer in
+      for _ in 0..<BufferedConnection.maxReadsPerEvent {
+        guard state == .active else { return }
+        switch try? socket.read(into: buffer) {
+        case .processed(let count)?:
+          if count == 0 {
+            finishClose(.closedByOwner, abortive: false)
+            return
+          }
+        case .wouldBlock?:
+          return
+        case nil:
+          // Reset or other error: everything we sent was already handed over; nothing left to protect.
           finishClose(.closedByOwner, abortive: false)
           return
         }
-      case .wouldBlock?:
-        return
-      case nil:
-        // Reset or other error: everything we sent was already handed over; nothing left to protect.
-        finishClose(.closedByOwner, abortive: false)
-        return
       }
     }
   }
+
 }

@@ -168,4 +168,68 @@ import Testing
     // The gateway is still in step with the upstream afterwards.
     #expect(try clients[0].exchange(httpRequest("GET", "/after")).text == "answer for /after")
   }
+
+  @Test func requestsWaitingBehindAHungAnswerAreSentAgainAloneAndNotCountedAsFailures() throws {
+    let release = Gate()
+    defer { release.open() }
+    let heldOne = Atomic<Bool>(false)
+    let backend = try TestBackend(options: fast) { request in
+      var answer = BackendResponse.text("answer for \(request.target)")
+      if request.path.hasPrefix("/b/"), !heldOne.exchange(true, ordering: .relaxed) { answer.holdUntil = release }
+      return .respond(answer)
+    }
+    defer { backend.stop() }
+    var config = TestConfig.make(
+      routes: [TestConfig.route("all", match: "/*")],
+      upstreams: ["api": TestConfig.upstream(port: backend.port, responseTimeoutMs: 1500)])
+    config["admin"] = ["listen": "127.0.0.1:0", "token": TestConfig.adminToken]
+    let gateway = try GatewayProcess(config: config)
+    defer { gateway.stopExpectingCleanExit() }
+
+    let clients = try warmClients(3, gateway: gateway)
+    try sendTogether((0..<3).map { httpRequest("GET", "/b/\($0)") }, on: clients, gateway: gateway)
+    let answers = try clients.map { try $0.readResponse(timeout: 20) }
+
+    // The held request times out; the two behind it waited out their own timeout in the
+    // queue, then went alone and were answered.
+    let timedOut = answers.indices.filter { isErrorEnvelope(answers[$0], status: 504) }
+    #expect(timedOut.count == 1)
+    for index in answers.indices where !timedOut.contains(index) {
+      #expect(answers[index].status == 200)
+      #expect(answers[index].text == "answer for /b/\(index)")
+    }
+    let admin = try gateway.admin(token: TestConfig.adminToken)
+    let metrics = try MetricsPage(try admin.request("GET", "/metrics").text)
+    #expect(metrics.value("gatehouse_upstream_requests_total", ["upstream": "api", "outcome": "timeout"]) == 1)
+    #expect(try admin.circuitState(of: "api") == "closed")
+  }
+
+  @Test func aReloadLetsRequestsAlreadyWrittenGetTheirAnswers() throws {
+    let release = Gate()
+    defer { release.open() }
+    let heldOne = Atomic<Bool>(false)
+    let backend = try TestBackend(options: fast) { request in
+      var answer = BackendResponse.text("answer for \(request.target)")
+      if request.path.hasPrefix("/b/"), !heldOne.exchange(true, ordering: .relaxed) { answer.holdUntil = release }
+      return .respond(answer)
+    }
+    defer { backend.stop() }
+    let gateway = try GatewayProcess(config: TestConfig.passThrough(to: backend.port))
+    defer { gateway.stopExpectingCleanExit() }
+
+    let clients = try warmClients(3, gateway: gateway)
+    try sendTogether((0..<3).map { httpRequest("GET", "/b/\($0)") }, on: clients, gateway: gateway)
+    #expect(waitUntil(timeout: 10) { !batchRequests(backend).isEmpty })
+    // The reload retires the pool while the batch waits for its first answer.
+    gateway.send(signal: SIGHUP)
+    #expect(gateway.waitForLogLine { $0["msg"] as? String == "config reloaded" })
+    release.open()
+    for (index, client) in clients.enumerated() {
+      let answer = try client.readResponse()
+      #expect(answer.status == 200)
+      #expect(answer.text == "answer for /b/\(index)")
+    }
+    let batch = batchRequests(backend)
+    #expect(batch.contains { $0.arrivedWithPrevious })
+  }
 }

@@ -230,8 +230,11 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
   private func sendUpstream(fresh: Bool) {
     guard let exchange, let routeIndex = exchange.routeIndex else { return }
     let plan = exchange.snapshot.routePlans[routeIndex]
+    // After a reload the exchange's snapshot may have no pool on this loop any more; a
+    // request sent again (a retry, a dropped pipelined one) then stays with the pool it
+    // started on, as requests in flight finish on the config they started with.
     guard let upstreamIndex = plan.upstreamIndex,
-      let pool = context.pool(upstreamIndex, of: exchange.snapshot)
+      let pool = context.pool(upstreamIndex, of: exchange.snapshot) ?? exchange.pool
     else {
       upstreamFailed(.unavailable)
       return
@@ -278,7 +281,9 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
         alreadyDropped: exchange.pipelineDropped)
     do {
       if pipelined {
-        (upstream, _) = try pool.leaseForPipelining(for: self)
+        let joined: Bool
+        (upstream, joined) = try pool.leaseForPipelining(for: self)
+        exchange.waitedBehindAnother = joined
       } else {
         upstream = try pool.lease(for: self, fresh: fresh)
       }
@@ -569,8 +574,15 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
   func upstreamDroppedQueuedRequest(_ upstream: UpstreamConnection) {
     guard let exchange, exchange.upstream === upstream, !exchange.responseComplete else { return }
     exchange.upstream = nil
-    // Not a failure of this request, nor an attempt: it goes again, alone this time.
+    sendAgainAlone(exchange)
+  }
+
+  /// A request pipelined behind another that was not answered on its connection (dropped
+  /// with it, or given up while waiting): not a failure of this request nor of the
+  /// upstream, and not an attempt. It goes again, alone this time.
+  private func sendAgainAlone(_ exchange: Exchange) {
     exchange.pipelineDropped = true
+    exchange.waitedBehindAnother = false
     exchange.attempts -= 1
     sendUpstream(fresh: false)
   }
@@ -809,6 +821,17 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
 
   private func upstreamFailed(_ failure: UpstreamFailure) {
     guard let exchange else { return }
+    // The connection ended before a byte of this answer while the request was pipelined
+    // behind another: the upstream may never have read it (it closed after the answer in
+    // front, or reset because requests were left unread).
+    if failure == .closed, exchange.waitedBehindAnother, !exchange.responseBytesReceived {
+      if let upstream = exchange.upstream {
+        exchange.upstream = nil
+        exchange.pool?.discard(upstream, by: self)
+      }
+      sendAgainAlone(exchange)
+      return
+    }
     // A waiter that gave up is no longer answered by the exchange it waited for.
     if exchange.collapseRole == .waiting { exchange.collapseRole = .none }
     if let pool = exchange.pool {
@@ -871,6 +894,8 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
           durationNanoseconds: elapsed, bytes: exchange.bytesSent))
     }
     self.exchange = nil
+    // Pausing for the upstream's sake ends with the exchange, whoever was told to resume.
+    setClientReadingPaused(false, reason: .upstreamBackpressure)
     if exchange.closeClient || closeAfterResponse {
       closeAfterResponse = true
       connection?.close()
@@ -1310,6 +1335,15 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     case .idle:
       connection?.close()
     case .upstreamResponse:
+      // Still waiting behind another answer on a pipelined connection: the wait was the
+      // answer in front's (slow, or its client reads slowly), so this request leaves the
+      // queue and goes again alone, with its own response timeout.
+      if let exchange, let upstream = exchange.upstream, upstream.owner !== self {
+        exchange.upstream = nil
+        exchange.pool?.discard(upstream, by: self)
+        sendAgainAlone(exchange)
+        return
+      }
       upstreamFailed(.timedOut)
     case .requestUpload:
       // The client stopped sending its body: nothing sensible can follow on this connection.
@@ -1340,6 +1374,9 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
 
   func abort() {
     closeAfterResponse = true
+    // Whatever this answer had gathered in the loop's output buffer must not go out with
+    // the next session's answer.
+    context.output.removeAll(keepingCapacity: true)
     if let exchange, let upstream = exchange.upstream {
       self.exchange?.upstream = nil
       exchange.pool?.discard(upstream, by: self)
@@ -1413,6 +1450,8 @@ final class Exchange {
   var sentAt: UInt64 = 0
   /// Was pipelined behind an answer after which the connection ended: it goes alone now.
   var pipelineDropped = false
+  /// The request was written behind another one on its connection (a pipelined batch).
+  var waitedBehindAnother = false
   /// Upstream answers may have larger heads than client requests.
   static let upstreamResponseLimits = HTTPLimits(maxHeaderBytes: 65536)
   var responseParser = HTTPResponseParser(limits: Exchange.upstreamResponseLimits)

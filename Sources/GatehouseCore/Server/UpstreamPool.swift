@@ -109,7 +109,12 @@ final class UpstreamPool {
   /// idle list.
   func release(_ connection: UpstreamConnection, reusable: Bool) {
     connection.useCount += 1
-    switch connection.pipeline.headFinished(reusable: reusable && !retired) {
+    // Flow control belonged to the finished exchange: its client may have paused reading
+    // from the upstream, and the next owner (or the idle list) needs it reading again.
+    connection.connection?.resumeReading()
+    // A retired pool (reload) still lets requests already written get their answers; the
+    // connection closes once nothing waits.
+    switch connection.pipeline.headFinished(reusable: reusable) {
     case .promote(let next):
       connection.owner = next
       return
@@ -243,7 +248,7 @@ final class UpstreamConnection: ConnectionDelegate {
   }
 
   var acceptsPipelinedRequest: Bool {
-    owner != nil && connection?.isClosed == false && !pipeline.spoiled
+    owner != nil && connection?.isClosed == false && !pipeline.spoiled && !pool.retired
   }
 
   /// Keeps a pipelined request to send with the others of this loop turn.
