@@ -7,7 +7,10 @@ Usage (from the project root, after `swift build -c release`):
 Same set-up as the shared side-by-side benchmark (one worker each, one nginx backend with a
 fixed JSON body, the proxy adds Accept and a bearer token). For each proxy in turn, in
 interleaved rounds, wrk drives 64 connections and `perf stat -e task-clock` reads the proxy
-process's CPU time; the figure is CPU microseconds per request, median over rounds.
+process's CPU time; the figure is CPU microseconds per request, median over rounds. The same
+window also gives the backend's CPU per request (a proxy that pipelines saves the backend
+receives) and the whole machine's busy time per request and idle share (/proc/stat): rps is
+about (cores - idle) / busy time per request.
 
 Requests per second move with whatever else the machine runs, and on a small machine wrk and
 the backend compete with the proxy for the same cores; CPU per request is the proxy's own
@@ -101,7 +104,7 @@ backend be
     def worker_pid(self, name):
         """The process doing the proxying: nginx's worker (the master's child), else the process itself."""
         pid = self.procs[name].pid
-        if name != "nginx":
+        if name not in ("nginx", "backend"):
             return pid
         children = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
         return int(children[0])
@@ -115,19 +118,41 @@ backend be
                 os.killpg(p.pid, signal.SIGKILL)
 
 
+def cpu_times():
+    """The machine's (busy, idle) clock ticks so far, over all CPUs."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    idle = fields[3] + fields[4]
+    return sum(fields) - idle, idle
+
+
 def measure(setup, name, seconds):
-    """Runs wrk for `seconds` + 2 and perf over the middle `seconds`; returns (rps, µs per request)."""
+    """Runs wrk for `seconds` + 2 and perf over the middle `seconds`; returns (rps, proxy µs per
+    request, backend µs per request, machine busy µs per request, idle %)."""
     url = f"http://127.0.0.1:{PORTS[name]}/pass/users"
     wrk = subprocess.Popen(["wrk", "-t1", "-c64", f"-d{seconds + 2}s", url], stdout=subprocess.PIPE, text=True)
     time.sleep(1)
-    out = os.path.join(setup.dir, "perf.txt")
-    subprocess.run(["perf", "stat", "-e", "task-clock", "-p", str(setup.worker_pid(name)), "-o", out,
-                    "--", "sleep", str(seconds)], capture_output=True)
+    outs = {who: os.path.join(setup.dir, f"perf-{who}.txt") for who in ("proxy", "backend")}
+    pids = {"proxy": setup.worker_pid(name), "backend": setup.worker_pid("backend")}
+    before = cpu_times()
+    perfs = [subprocess.Popen(["perf", "stat", "-e", "task-clock", "-p", str(pids[who]), "-o", outs[who],
+                               "--", "sleep", str(seconds)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             for who in outs]
+    for p in perfs:
+        p.wait()
+    after = cpu_times()
     report = wrk.communicate()[0]
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", report).group(1))
-    with open(out) as f:
-        msec = float(re.search(r"([\d,.]+)\s+msec task-clock", f.read()).group(1).replace(",", ""))
-    return rps, msec * 1000 / (rps * seconds)
+    requests = rps * seconds
+    per_request = {}
+    for who, out in outs.items():
+        with open(out) as f:
+            msec = float(re.search(r"([\d,.]+)\s+msec task-clock", f.read()).group(1).replace(",", ""))
+        per_request[who] = msec * 1000 / requests
+    hz = os.sysconf("SC_CLK_TCK")
+    busy, idle = after[0] - before[0], after[1] - before[1]
+    return (rps, per_request["proxy"], per_request["backend"], busy / hz * 1e6 / requests,
+            100 * idle / max(1, busy + idle))
 
 
 def main():
@@ -149,11 +174,12 @@ def main():
                 results[name].append(measure(setup, name, args.seconds))
     finally:
         setup.stop_all()
-    medians = {n: statistics.median(cpu for _, cpu in runs) for n, runs in results.items()}
+    medians = {n: statistics.median(run[1] for run in runs) for n, runs in results.items()}
     for name, runs in results.items():
-        cpus = ", ".join(f"{cpu:.2f}" for _, cpu in runs)
-        rps = statistics.median(r for r, _ in runs)
-        print(f"{name:10} CPU/request median {medians[name]:6.2f} µs  (rounds: {cpus})  rps median {rps:.0f}")
+        cpus = ", ".join(f"{run[1]:.2f}" for run in runs)
+        rps, backend, busy, idle = (statistics.median(run[i] for run in runs) for i in (0, 2, 3, 4))
+        print(f"{name:10} CPU/request median {medians[name]:6.2f} µs  (rounds: {cpus})  rps median {rps:.0f}  "
+              f"backend {backend:.2f} µs  machine busy {busy:.2f} µs/request, idle {idle:.1f} %")
     for peer in ("nginx", "haproxy"):
         print(f"ratio cpu {peer}/gatehouse = {medians[peer] / medians['gatehouse']:.3f}")
 
