@@ -40,6 +40,41 @@ import Testing
     return stat[stat.index(close, offsetBy: 2)] == "T"
   }
 
+  /// Answers "answer for <target>", except that the first batch request (the first
+  /// `/b/...` one to arrive, whichever place it has in the pipeline) waits for `release`.
+  private func backendHoldingFirstBatchAnswer(until release: Gate) throws -> TestBackend {
+    let heldOne = Atomic<Bool>(false)
+    return try TestBackend(options: fast) { request in
+      var answer = BackendResponse.text("answer for \(request.target)")
+      if request.path.hasPrefix("/b/"), !heldOne.exchange(true, ordering: .relaxed) { answer.holdUntil = release }
+      return .respond(answer)
+    }
+  }
+
+  /// Sends `requests` together from warm clients and expects each answered with
+  /// `answer(index)`, none of them written behind another.
+  private func expectEachSentAlone(
+    _ requests: [[UInt8]], gateway: GatewayProcess, backend: TestBackend, answer: (Int) -> String
+  ) throws {
+    let clients = try warmClients(requests.count, gateway: gateway)
+    try sendTogether(requests, on: clients, gateway: gateway)
+    for (index, client) in clients.enumerated() {
+      #expect(try client.readResponse().text == answer(index))
+    }
+    let batch = batchRequests(backend)
+    #expect(batch.count == requests.count)
+    #expect(!batch.contains { $0.arrivedWithPrevious })
+  }
+
+  /// GETs `/b/0`… sent together from warm clients, once the backend has the first of them
+  /// (the one `backendHoldingFirstBatchAnswer` holds).
+  private func sendHeldBatch(of count: Int, gateway: GatewayProcess, backend: TestBackend) throws -> [RawClient] {
+    let clients = try warmClients(count, gateway: gateway)
+    try sendTogether((0..<count).map { httpRequest("GET", "/b/\($0)") }, on: clients, gateway: gateway)
+    #expect(waitUntil(timeout: 10) { !batchRequests(backend).isEmpty })
+    return clients
+  }
+
   private func batchRequests(_ backend: TestBackend) -> [ReceivedRequest] {
     backend.requests.filter { $0.path.hasPrefix("/b/") }
   }
@@ -82,15 +117,9 @@ import Testing
     let gateway = try GatewayProcess(config: TestConfig.passThrough(to: backend.port))
     defer { gateway.stopExpectingCleanExit() }
 
-    let clients = try warmClients(4, gateway: gateway)
-    try sendTogether(
-      (0..<4).map { httpRequest("POST", "/b/\($0)", body: Array("x".utf8)) }, on: clients, gateway: gateway)
-    for (index, client) in clients.enumerated() {
-      #expect(try client.readResponse().text == "posted /b/\(index)")
-    }
-    let batch = batchRequests(backend)
-    #expect(batch.count == 4)
-    #expect(!batch.contains { $0.arrivedWithPrevious })
+    try expectEachSentAlone(
+      (0..<4).map { httpRequest("POST", "/b/\($0)", body: Array("x".utf8)) }, gateway: gateway, backend: backend
+    ) { "posted /b/\($0)" }
   }
 
   @Test func depthOneTurnsPipeliningOff() throws {
@@ -102,14 +131,9 @@ import Testing
       config: TestConfig.make(routes: [TestConfig.route("all", match: "/*")], upstreams: ["api": upstream]))
     defer { gateway.stopExpectingCleanExit() }
 
-    let clients = try warmClients(4, gateway: gateway)
-    try sendTogether((0..<4).map { httpRequest("GET", "/b/\($0)") }, on: clients, gateway: gateway)
-    for (index, client) in clients.enumerated() {
-      #expect(try client.readResponse().text == "/b/\(index)")
+    try expectEachSentAlone((0..<4).map { httpRequest("GET", "/b/\($0)") }, gateway: gateway, backend: backend) {
+      "/b/\($0)"
     }
-    let batch = batchRequests(backend)
-    #expect(batch.count == 4)
-    #expect(!batch.contains { $0.arrivedWithPrevious })
   }
 
   @Test func requestsBehindAnAnswerThatClosesTheConnectionAreSentAgain() throws {
@@ -142,19 +166,12 @@ import Testing
 
   @Test func aClientLeavingWhileItsRequestWaitsDoesNotDisturbTheOthers() throws {
     let release = Gate()
-    let heldOne = Atomic<Bool>(false)
-    let backend = try TestBackend(options: fast) { request in
-      var answer = BackendResponse.text("answer for \(request.target)")
-      if request.path.hasPrefix("/b/"), !heldOne.exchange(true, ordering: .relaxed) { answer.holdUntil = release }
-      return .respond(answer)
-    }
+    let backend = try backendHoldingFirstBatchAnswer(until: release)
     defer { backend.stop() }
     let gateway = try GatewayProcess(config: TestConfig.passThrough(to: backend.port))
     defer { gateway.stopExpectingCleanExit() }
 
-    let clients = try warmClients(3, gateway: gateway)
-    try sendTogether((0..<3).map { httpRequest("GET", "/b/\($0)") }, on: clients, gateway: gateway)
-    #expect(waitUntil(timeout: 10) { !batchRequests(backend).isEmpty })
+    let clients = try sendHeldBatch(of: 3, gateway: gateway, backend: backend)
     // The middle client leaves while the first answer is held: whichever place its request
     // had in the pipeline, the other two still get their own answers.
     clients[1].close()
@@ -172,12 +189,7 @@ import Testing
   @Test func requestsWaitingBehindAHungAnswerAreSentAgainAloneAndNotCountedAsFailures() throws {
     let release = Gate()
     defer { release.open() }
-    let heldOne = Atomic<Bool>(false)
-    let backend = try TestBackend(options: fast) { request in
-      var answer = BackendResponse.text("answer for \(request.target)")
-      if request.path.hasPrefix("/b/"), !heldOne.exchange(true, ordering: .relaxed) { answer.holdUntil = release }
-      return .respond(answer)
-    }
+    let backend = try backendHoldingFirstBatchAnswer(until: release)
     defer { backend.stop() }
     var config = TestConfig.make(
       routes: [TestConfig.route("all", match: "/*")],
@@ -207,19 +219,12 @@ import Testing
   @Test func aReloadLetsRequestsAlreadyWrittenGetTheirAnswers() throws {
     let release = Gate()
     defer { release.open() }
-    let heldOne = Atomic<Bool>(false)
-    let backend = try TestBackend(options: fast) { request in
-      var answer = BackendResponse.text("answer for \(request.target)")
-      if request.path.hasPrefix("/b/"), !heldOne.exchange(true, ordering: .relaxed) { answer.holdUntil = release }
-      return .respond(answer)
-    }
+    let backend = try backendHoldingFirstBatchAnswer(until: release)
     defer { backend.stop() }
     let gateway = try GatewayProcess(config: TestConfig.passThrough(to: backend.port))
     defer { gateway.stopExpectingCleanExit() }
 
-    let clients = try warmClients(3, gateway: gateway)
-    try sendTogether((0..<3).map { httpRequest("GET", "/b/\($0)") }, on: clients, gateway: gateway)
-    #expect(waitUntil(timeout: 10) { !batchRequests(backend).isEmpty })
+    let clients = try sendHeldBatch(of: 3, gateway: gateway, backend: backend)
     // The reload retires the pool while the batch waits for its first answer.
     gateway.send(signal: SIGHUP)
     #expect(gateway.waitForLogLine { $0["msg"] as? String == "config reloaded" })
