@@ -237,4 +237,26 @@ import Testing
     let batch = batchRequests(backend)
     #expect(batch.contains { $0.arrivedWithPrevious })
   }
+
+  @Test func requestsBehindASlowAnswerGoAloneAfterTheQueuesPatience() throws {
+    let release = Gate()
+    defer { release.open() }
+    let backend = try backendHoldingFirstBatchAnswer(until: release)
+    defer { backend.stop() }
+    // A response timeout far longer than the test: only the queue's patience can free the
+    // requests waiting behind the held answer.
+    let gateway = try GatewayProcess(config: TestConfig.passThrough(to: backend.port, responseTimeoutMs: 120_000))
+    defer { gateway.stopExpectingCleanExit() }
+
+    let clients = try sendHeldBatch(of: 3, gateway: gateway, backend: backend)
+    let held = try #require(batchRequests(backend).first).target
+    let heldIndex = try #require(Int(held.dropFirst("/b/".count)))
+    for index in clients.indices where index != heldIndex {
+      let answer = try clients[index].readResponse(timeout: 20)
+      #expect(answer.text == "answer for /b/\(index)")
+    }
+    #expect(!release.opened)
+    release.open()
+    #expect(try clients[heldIndex].readResponse().text == "answer for \(held)")
+  }
 }

@@ -46,6 +46,9 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     /// idle timeout. The upstream's response timeout does not run meanwhile.
     case clientWrite
     case stubDelay
+    /// The request is pipelined behind other answers: it waits at most
+    /// `PipelinePolicy.queuePatienceNanoseconds` for its turn, then goes alone.
+    case pipelineWait
   }
 
   enum PauseReason: Hashable {
@@ -333,7 +336,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     }
     // The response timeout starts once the whole request is with the upstream.
     if exchange.requestComplete {
-      setDeadline(.upstreamResponse, nanoseconds: pool.plan.responseTimeoutNanoseconds)
+      armResponseDeadline(exchange, pool: pool)
     } else {
       setDeadline(.requestUpload, nanoseconds: context.snapshot.idleTimeoutNanoseconds)
     }
@@ -377,8 +380,8 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
   private func requestEnded() {
     guard exchange != nil else { return }
     exchange?.requestComplete = true
-    if deadlineKind == .requestUpload, let timeout = exchange?.pool?.plan.responseTimeoutNanoseconds {
-      setDeadline(.upstreamResponse, nanoseconds: timeout)
+    if deadlineKind == .requestUpload, let exchange, let pool = exchange.pool {
+      armResponseDeadline(exchange, pool: pool)
     }
     if let exchange, exchange.rechunkRequest, !exchange.responseComplete,
       let upstream = exchange.upstream?.connection
@@ -388,6 +391,18 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       _ = upstream.write(last)
     }
     if exchange?.responseComplete == true { finishExchange() }
+  }
+
+  /// The whole request is with the upstream: its answer is due within the response
+  /// timeout, and one pipelined behind other answers gets its turn within the queue's
+  /// patience or goes alone (a slow answer in front must not hold it for long).
+  private func armResponseDeadline(_ exchange: Exchange, pool: UpstreamPool) {
+    let timeout = pool.plan.responseTimeoutNanoseconds
+    if exchange.waitedBehindAnother, exchange.upstream?.owner !== self {
+      setDeadline(.pipelineWait, nanoseconds: min(timeout, PipelinePolicy.queuePatienceNanoseconds))
+    } else {
+      setDeadline(.upstreamResponse, nanoseconds: timeout)
+    }
   }
 
   /// Request bodies up to this size are kept for a retry after a token rejection (SPEC §3).
@@ -1334,6 +1349,24 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       connection?.close()
     case .idle:
       connection?.close()
+    case .pipelineWait:
+      guard let exchange, let upstream = exchange.upstream, let pool = exchange.pool else { return }
+      if upstream.owner === self {
+        // Its turn came in time: from here the response timeout applies, counted from when
+        // the request went out (or, once the answer streams, from now, as for any answer).
+        let timeout = pool.plan.responseTimeoutNanoseconds
+        let due = exchange.responseStarted ? loop.iterationTime &+ timeout : exchange.sentAt &+ timeout
+        guard due > loop.iterationTime else {
+          upstreamFailed(.timedOut)
+          return
+        }
+        deadlineKind = .upstreamResponse
+        deadline = due
+        return
+      }
+      exchange.upstream = nil
+      pool.discard(upstream, by: self)
+      sendAgainAlone(exchange)
     case .upstreamResponse:
       // Still waiting behind another answer on a pipelined connection: the wait was the
       // answer in front's (slow, or its client reads slowly), so this request leaves the

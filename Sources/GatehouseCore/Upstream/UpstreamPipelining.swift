@@ -15,6 +15,12 @@ public enum PipelinePolicy {
   /// waiting would cost more than the sends it saves.
   public static let fastResponseNanoseconds: UInt64 = 2_000_000
 
+  /// How long a request waits behind other answers on its connection before it goes
+  /// alone on another: 25 times the response time under which pipelining is used at all,
+  /// so only an answer far slower than usual makes requests behind it leave (the upstream
+  /// then sees them twice, which is harmless for the safe methods that are pipelined).
+  public static let queuePatienceNanoseconds: UInt64 = 50_000_000
+
   /// Only requests that may be repeated are written behind another: if the connection
   /// ends before their answer they are sent again, and nothing is lost by the upstream
   /// having seen them. Without a body nothing else must follow the head on the wire.
