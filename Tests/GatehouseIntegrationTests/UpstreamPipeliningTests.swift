@@ -75,6 +75,20 @@ import Testing
     return clients
   }
 
+  private func withAdminToken(_ config: [String: Any]) -> [String: Any] {
+    var config = config
+    config["admin"] = ["listen": "127.0.0.1:0", "token": TestConfig.adminToken]
+    return config
+  }
+
+  /// `gatehouse_upstream_pipelined_total` and `gatehouse_upstream_pipeline_resent_total`.
+  private func pipelineMetrics(_ gateway: GatewayProcess) throws -> (pipelined: Double, resent: Double) {
+    let admin = try gateway.admin(token: TestConfig.adminToken)
+    let page = try MetricsPage(try admin.request("GET", "/metrics").text)
+    #expect(page.types["gatehouse_upstream_pipelined_total"] == "counter")
+    return (page.value("gatehouse_upstream_pipelined_total"), page.value("gatehouse_upstream_pipeline_resent_total"))
+  }
+
   private func batchRequests(_ backend: TestBackend) -> [ReceivedRequest] {
     backend.requests.filter { $0.path.hasPrefix("/b/") }
   }
@@ -84,7 +98,7 @@ import Testing
       .respond(.text("answer for \(request.method) \(request.target)"))
     }
     defer { backend.stop() }
-    let gateway = try GatewayProcess(config: TestConfig.passThrough(to: backend.port))
+    let gateway = try GatewayProcess(config: withAdminToken(TestConfig.passThrough(to: backend.port)))
     defer { gateway.stopExpectingCleanExit() }
 
     let clients = try warmClients(4, gateway: gateway)
@@ -109,6 +123,10 @@ import Testing
     #expect(batch.count == 4)
     #expect(Set(batch.map(\.connectionIndex)).count == 1)
     #expect(batch.contains { $0.arrivedWithPrevious })
+    // One request started the batch, three were written behind it, none went again.
+    let metrics = try pipelineMetrics(gateway)
+    #expect(metrics.pipelined == 3)
+    #expect(metrics.resent == 0)
   }
 
   @Test func requestsWithABodyAreNeverPipelined() throws {
@@ -146,7 +164,7 @@ import Testing
       return .respond(answer)
     }
     defer { backend.stop() }
-    let gateway = try GatewayProcess(config: TestConfig.passThrough(to: backend.port))
+    let gateway = try GatewayProcess(config: withAdminToken(TestConfig.passThrough(to: backend.port)))
     defer { gateway.stopExpectingCleanExit() }
 
     let clients = try warmClients(4, gateway: gateway)
@@ -162,6 +180,7 @@ import Testing
     let batch = batchRequests(backend)
     #expect(Set(batch.map(\.target)) == Set((0..<4).map { "/b/\($0)" }))
     #expect(Set(batch.map(\.connectionIndex)).count > 1)
+    #expect(try pipelineMetrics(gateway).resent >= 1)
   }
 
   @Test func aClientLeavingWhileItsRequestWaitsDoesNotDisturbTheOthers() throws {

@@ -71,6 +71,14 @@ public struct PrometheusText {
       "gatehouse_cache_collapsed_total", "counter",
       "Requests answered by another request's upstream exchange for the same cache key.")
     self.sample("gatehouse_cache_collapsed_total", [], Double(sample.collapsed))
+    header(
+      "gatehouse_upstream_pipelined_total", "counter",
+      "Requests written behind another on an upstream connection (pipelining).")
+    self.sample("gatehouse_upstream_pipelined_total", [], Double(sample.pipelined))
+    header(
+      "gatehouse_upstream_pipeline_resent_total", "counter",
+      "Pipelined requests sent again alone: their connection ended before their answer, or they waited too long.")
+    self.sample("gatehouse_upstream_pipeline_resent_total", [], Double(sample.pipelineResent))
   }
 
   /// A gauge or counter family with one sample per label set.

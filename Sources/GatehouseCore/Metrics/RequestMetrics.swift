@@ -60,6 +60,10 @@ final class LoopMetrics {
   var cacheResults: [String: UInt64] = [:]
   /// Requests that waited for another's upstream exchange (collapsed forwarding).
   var collapsed: UInt64 = 0
+  /// Requests written behind another on an upstream connection (pipelining), and those of
+  /// them sent again alone (their connection ended first, or they waited too long).
+  var pipelined: UInt64 = 0
+  var pipelineResent: UInt64 = 0
 
   var upstreamOutcomes: [UpstreamOutcomeKey: UInt64] {
     var all = talliedOutcomes
@@ -103,6 +107,8 @@ final class LoopMetrics {
     sample.upstreamOutcomes = upstreamOutcomes
     sample.cacheResults = cacheResults
     sample.collapsed = collapsed
+    sample.pipelined = pipelined
+    sample.pipelineResent = pipelineResent
     return sample
   }
 }
@@ -142,6 +148,8 @@ public struct MetricsSample: Sendable {
   var upstreamOutcomes: [UpstreamOutcomeKey: UInt64] = [:]
   var cacheResults: [String: UInt64] = [:]
   var collapsed: UInt64 = 0
+  var pipelined: UInt64 = 0
+  var pipelineResent: UInt64 = 0
 
   public init() {}
 
@@ -150,6 +158,8 @@ public struct MetricsSample: Sendable {
     for (key, value) in other.upstreamOutcomes { upstreamOutcomes[key, default: 0] &+= value }
     for (key, value) in other.cacheResults { cacheResults[key, default: 0] &+= value }
     collapsed &+= other.collapsed
+    pipelined &+= other.pipelined
+    pipelineResent &+= other.pipelineResent
   }
 
   /// Requests answered, by status, over all routes.

@@ -287,6 +287,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
         let joined: Bool
         (upstream, joined) = try pool.leaseForPipelining(for: self)
         exchange.waitedBehindAnother = joined
+        if joined { context.metrics.pipelined &+= 1 }
       } else {
         upstream = try pool.lease(for: self, fresh: fresh)
       }
@@ -596,6 +597,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
   /// with it, or given up while waiting): not a failure of this request nor of the
   /// upstream, and not an attempt. It goes again, alone this time.
   private func sendAgainAlone(_ exchange: Exchange) {
+    context.metrics.pipelineResent &+= 1
     exchange.pipelineDropped = true
     exchange.waitedBehindAnother = false
     exchange.attempts -= 1
