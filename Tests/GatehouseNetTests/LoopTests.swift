@@ -301,108 +301,99 @@ import Testing
   }
 
   @Test func pausedReadingDeliversNothingUntilResumed() throws {
-    let group = try EventLoopGroup(loopCount: 1)
-    defer { group.shutdown() }
-    let loop = group.next()
-    let log = EventLog()
-    let server = try RecordingServer(loop: loop, log: log)
-    try server.start { $0.pauseReading() }
-    let client = try BlockingClient(port: server.port)
-    try client.send(Array("abc".utf8))
-    client.shutdownWrite()
-    #expect(waitUntil { log.count("accept") == 1 })
-    sleep(milliseconds: 300)
-    #expect(log.all == ["accept"])
-    #expect(log.receivedCount == 0)
+    try withRecordingServer { server in
+      let loop = server.loop
+      let log = server.log
+      try server.start { $0.pauseReading() }
+      let client = try BlockingClient(port: server.port)
+      try client.send(Array("abc".utf8))
+      client.shutdownWrite()
+      #expect(waitUntil { log.count("accept") == 1 })
+      sleep(milliseconds: 300)
+      #expect(log.all == ["accept"])
+      #expect(log.receivedCount == 0)
 
-    try onLoop(loop) { server.accepted.value?.resumeReading() }
-    #expect(waitUntil { log.count(prefix: "close:") == 1 })
-    #expect(log.receivedBytes == Array("abc".utf8))
-    #expect(log.all == ["accept", "eof", "close:owner"])
-    #expect(client.drainUntilEOF() == (0, true))
-    try server.stop()
+      try onLoop(loop) { server.accepted.value?.resumeReading() }
+      #expect(waitUntil { log.count(prefix: "close:") == 1 })
+      #expect(log.receivedBytes == Array("abc".utf8))
+      #expect(log.all == ["accept", "eof", "close:owner"])
+      #expect(client.drainUntilEOF() == (0, true))
+    }
   }
 
   /// Data and FIN in the kernel before the first read: the short read that takes the data is not the end of
   /// the input (edge-triggered epoll would not report the EOF again; EPOLLRDHUP says it is there).
   @Test func dataAndFINArrivingTogetherAreBothDelivered() throws {
-    let group = try EventLoopGroup(loopCount: 1)
-    defer { group.shutdown() }
-    let loop = group.next()
-    let log = EventLog()
-    let server = try RecordingServer(loop: loop, log: log)
-    // Accepting waits until both are in, so they are in the kernel before the connection registers.
-    let client = try BlockingClient(port: server.port)
-    try client.send(Array("abc".utf8))
-    client.shutdownWrite()
-    sleep(milliseconds: 100)
-    try server.start()
-    #expect(waitUntil { log.count(prefix: "close:") == 1 })
-    #expect(log.receivedBytes == Array("abc".utf8))
-    #expect(log.all == ["accept", "eof", "close:owner"])
-    try server.stop()
+    try withRecordingServer { server in
+      let log = server.log
+      // Accepting waits until both are in, so they are in the kernel before the connection registers.
+      let client = try BlockingClient(port: server.port)
+      try client.send(Array("abc".utf8))
+      client.shutdownWrite()
+      sleep(milliseconds: 100)
+      try server.start()
+      #expect(waitUntil { log.count(prefix: "close:") == 1 })
+      #expect(log.receivedBytes == Array("abc".utf8))
+      #expect(log.all == ["accept", "eof", "close:owner"])
+    }
   }
 
   /// More input than one event's reads take, with nothing arriving after it: the rest is read in later
   /// passes, not left until the peer sends again.
   @Test func inputBeyondOneEventsReadsIsReadToTheEnd() throws {
-    let group = try EventLoopGroup(loopCount: 1)
-    defer { group.shutdown() }
-    let loop = group.next()
-    let log = EventLog()
-    let server = try RecordingServer(loop: loop, log: log)
-    try server.start { $0.pauseReading() }
-    let client = try BlockingClient(port: server.port)
-    #expect(waitUntil { log.count("accept") == 1 })
-    // Sent from another thread: while reading is paused the kernel buffers fill and the send blocks.
-    let total = BufferedConnection.maxReadsPerEvent * EventLoop.readBufferSize * 3 + 1234
-    let payload = (0..<total).map { UInt8(truncatingIfNeeded: $0 &* 31) }
-    nonisolated(unsafe) let sendingClient = client  // used by the sender only until `sent` is done
-    let sent = DispatchGroup()
-    DispatchQueue.global().async(group: sent) { try? sendingClient.send(payload) }
-    sleep(milliseconds: 200)
-    try onLoop(loop) { server.accepted.value?.resumeReading() }
-    #expect(waitUntil { log.receivedCount == total })
-    #expect(log.receivedBytes == payload)
-    #expect(log.count(prefix: "close:") == 0)
-    #expect(sent.wait(timeout: .now() + 30) == .success)
-    client.shutdownWrite()
-    #expect(waitUntil { log.count(prefix: "close:") == 1 })
-    try server.stop()
+    try withRecordingServer { server in
+      let loop = server.loop
+      let log = server.log
+      try server.start { $0.pauseReading() }
+      let client = try BlockingClient(port: server.port)
+      #expect(waitUntil { log.count("accept") == 1 })
+      // Sent from another thread: while reading is paused the kernel buffers fill and the send blocks.
+      let total = BufferedConnection.maxReadsPerEvent * EventLoop.readBufferSize * 3 + 1234
+      let payload = (0..<total).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+      nonisolated(unsafe) let sendingClient = client  // used by the sender only until `sent` is done
+      let sent = DispatchGroup()
+      DispatchQueue.global().async(group: sent) { try? sendingClient.send(payload) }
+      sleep(milliseconds: 200)
+      try onLoop(loop) { server.accepted.value?.resumeReading() }
+      #expect(waitUntil { log.receivedCount == total })
+      #expect(log.receivedBytes == payload)
+      #expect(log.count(prefix: "close:") == 0)
+      #expect(sent.wait(timeout: .now() + 30) == .success)
+      client.shutdownWrite()
+      #expect(waitUntil { log.count(prefix: "close:") == 1 })
+    }
   }
 
   @Test func hangupWhilePausedWaitsForResume() throws {
-    let group = try EventLoopGroup(loopCount: 1)
-    defer { group.shutdown() }
-    let loop = group.next()
-    let log = EventLog()
-    let server = try RecordingServer(loop: loop, log: log)
-    try server.start { connection in
-      connection.pauseReading()
-      connection.write(Array("hi".utf8))
-      connection.closeOutputAfterFlush()  // our FIN; with the client's FIN below, epoll reports EPOLLHUP
-    }
-    let client = try BlockingClient(port: server.port)
-    try client.send(Array("abc".utf8))
-    #expect(client.receive(count: 2) == Array("hi".utf8))
-    #expect(client.drainUntilEOF() == (0, true))
-    client.shutdownWrite()
-    sleep(milliseconds: 300)
-    // Still paused: the unread input waits in the kernel, and nothing was delivered.
-    #expect(log.all == ["accept"])
-    #expect(try onLoop(loop) { server.accepted.value?.isClosed } == false)
-    // EPOLLHUP ignores the interest set: a level-triggered connection leaves epoll, an edge-triggered one
-    // hears it once; either way it is not woken again and again while it waits.
-    #expect(waitUntil { (try? onLoop(loop) { server.accepted.value?.holdsHangupUntilResume }) == true })
-    let events = try onLoop(loop) { server.accepted.value?.eventsHandled ?? 0 }
-    sleep(milliseconds: 300)
-    #expect(try onLoop(loop) { server.accepted.value?.eventsHandled ?? 0 } == events)
+    try withRecordingServer { server in
+      let loop = server.loop
+      let log = server.log
+      try server.start { connection in
+        connection.pauseReading()
+        connection.write(Array("hi".utf8))
+        connection.closeOutputAfterFlush()  // our FIN; with the client's FIN below, epoll reports EPOLLHUP
+      }
+      let client = try BlockingClient(port: server.port)
+      try client.send(Array("abc".utf8))
+      #expect(client.receive(count: 2) == Array("hi".utf8))
+      #expect(client.drainUntilEOF() == (0, true))
+      client.shutdownWrite()
+      sleep(milliseconds: 300)
+      // Still paused: the unread input waits in the kernel, and nothing was delivered.
+      #expect(log.all == ["accept"])
+      #expect(try onLoop(loop) { server.accepted.value?.isClosed } == false)
+      // EPOLLHUP ignores the interest set: a level-triggered connection leaves epoll, an edge-triggered one
+      // hears it once; either way it is not woken again and again while it waits.
+      #expect(waitUntil { (try? onLoop(loop) { server.accepted.value?.holdsHangupUntilResume }) == true })
+      let events = try onLoop(loop) { server.accepted.value?.eventsHandled ?? 0 }
+      sleep(milliseconds: 300)
+      #expect(try onLoop(loop) { server.accepted.value?.eventsHandled ?? 0 } == events)
 
-    try onLoop(loop) { server.accepted.value?.resumeReading() }
-    #expect(waitUntil { log.count(prefix: "close:") == 1 })
-    #expect(log.receivedBytes == Array("abc".utf8))
-    #expect(log.all == ["accept", "eof", "close:owner"])
-    try server.stop()
+      try onLoop(loop) { server.accepted.value?.resumeReading() }
+      #expect(waitUntil { log.count(prefix: "close:") == 1 })
+      #expect(log.receivedBytes == Array("abc".utf8))
+      #expect(log.all == ["accept", "eof", "close:owner"])
+    }
   }
 
   @Test func twoReusePortListenersOnOnePortBothAccept() throws {

@@ -260,6 +260,16 @@ func startEchoServer(on loop: EventLoop, log: EventLog) throws -> (
 /// A listener on one loop whose accepted connections record into a log, the last one kept in
 /// `accepted` (loop thread only). Accepting starts with `start`, so a test can first have a
 /// client connect and send into the backlog.
+/// Runs `body` with a `RecordingServer` on a loop of its own; stops it and shuts the loop down
+/// afterwards.
+func withRecordingServer(_ body: (RecordingServer) throws -> Void) throws {
+  let group = try EventLoopGroup(loopCount: 1)
+  defer { group.shutdown() }
+  let server = try RecordingServer(loop: group.next(), log: EventLog())
+  defer { try? server.stop() }
+  try body(server)
+}
+
 final class RecordingServer: Sendable {
   let loop: EventLoop
   let log: EventLog

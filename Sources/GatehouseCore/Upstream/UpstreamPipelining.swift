@@ -49,7 +49,6 @@ public struct PipelineQueue<Owner> {
   public init() {}
 
   public var isEmpty: Bool { waiting.isEmpty }
-  public var count: Int { waiting.count }
 
   public mutating func append(_ owner: Owner) {
     waiting.append(owner)
