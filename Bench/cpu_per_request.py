@@ -8,9 +8,15 @@ Same set-up as the shared side-by-side benchmark (one worker each, one nginx bac
 fixed JSON body, the proxy adds Accept and a bearer token). For each proxy in turn, in
 interleaved rounds, wrk drives 64 connections and `perf stat -e task-clock` reads the proxy
 process's CPU time; the figure is CPU microseconds per request, median over rounds. The same
-window also gives the backend's CPU per request (a proxy that pipelines saves the backend
-receives) and the whole machine's busy time per request and idle share (/proc/stat): rps is
-about (cores - idle) / busy time per request.
+window also gives the backend's and wrk's CPU per request (a proxy that pipelines saves the
+backend receives) and the whole machine's busy time per request and idle share (/proc/stat):
+rps is about (cores - idle) / busy time per request.
+
+"bound" is the rps that two cores allow when each of the three single-threaded processes can
+only use one: the proxy on one core, wrk and the backend sharing the other, so rps is at most
+1 / max(proxy, wrk + backend) CPU per request. Once the proxy needs less than wrk plus the
+backend, the second term decides and a lighter proxy no longer raises rps on this machine;
+"of bound" is the measured rps as a share of it.
 
 Requests per second move with whatever else the machine runs, and on a small machine wrk and
 the backend compete with the proxy for the same cores; CPU per request is the proxy's own
@@ -128,12 +134,12 @@ def cpu_times():
 
 def measure(setup, name, seconds):
     """Runs wrk for `seconds` + 2 and perf over the middle `seconds`; returns (rps, proxy µs per
-    request, backend µs per request, machine busy µs per request, idle %)."""
+    request, backend µs per request, machine busy µs per request, idle %, wrk µs per request)."""
     url = f"http://127.0.0.1:{PORTS[name]}/pass/users"
     wrk = subprocess.Popen(["wrk", "-t1", "-c64", f"-d{seconds + 2}s", url], stdout=subprocess.PIPE, text=True)
     time.sleep(1)
-    outs = {who: os.path.join(setup.dir, f"perf-{who}.txt") for who in ("proxy", "backend")}
-    pids = {"proxy": setup.worker_pid(name), "backend": setup.worker_pid("backend")}
+    outs = {who: os.path.join(setup.dir, f"perf-{who}.txt") for who in ("proxy", "backend", "wrk")}
+    pids = {"proxy": setup.worker_pid(name), "backend": setup.worker_pid("backend"), "wrk": wrk.pid}
     before = cpu_times()
     perfs = [subprocess.Popen(["perf", "stat", "-e", "task-clock", "-p", str(pids[who]), "-o", outs[who],
                                "--", "sleep", str(seconds)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -152,7 +158,7 @@ def measure(setup, name, seconds):
     hz = os.sysconf("SC_CLK_TCK")
     busy, idle = after[0] - before[0], after[1] - before[1]
     return (rps, per_request["proxy"], per_request["backend"], busy / hz * 1e6 / requests,
-            100 * idle / max(1, busy + idle))
+            100 * idle / max(1, busy + idle), per_request["wrk"])
 
 
 def main():
@@ -177,9 +183,12 @@ def main():
     medians = {n: statistics.median(run[1] for run in runs) for n, runs in results.items()}
     for name, runs in results.items():
         cpus = ", ".join(f"{run[1]:.2f}" for run in runs)
-        rps, backend, busy, idle = (statistics.median(run[i] for run in runs) for i in (0, 2, 3, 4))
+        rps, backend, busy, idle, wrk = (statistics.median(run[i] for run in runs) for i in (0, 2, 3, 4, 5))
+        bound = statistics.median(1e6 / max(run[1], run[2] + run[5]) for run in runs)
         print(f"{name:10} CPU/request median {medians[name]:6.2f} µs  (rounds: {cpus})  rps median {rps:.0f}  "
-              f"backend {backend:.2f} µs  machine busy {busy:.2f} µs/request, idle {idle:.1f} %")
+              f"backend {backend:.2f} µs  wrk {wrk:.2f} µs  machine busy {busy:.2f} µs/request, idle {idle:.1f} %  "
+              f"bound {bound:.0f} rps ({'proxy' if medians[name] > backend + wrk else 'wrk + backend'}), "
+              f"of bound {100 * rps / bound:.0f} %")
     for peer in ("nginx", "haproxy"):
         print(f"ratio cpu {peer}/gatehouse = {medians[peer] / medians['gatehouse']:.3f}")
 
