@@ -3,7 +3,10 @@
 /// accesses. Not Sendable: create it on the thread that uses it, with `Store.makeReader()`.
 ///
 /// `lookup` never throws: a busy database, an I/O error or a damaged row is answered as a
-/// miss and counted in `StoreStats.readErrors`.
+/// miss and counted in `StoreStats.readErrors`. A row is damaged when its headers do not
+/// decode or its body no longer has the SHA-256 it was stored with (SQLite keeps no
+/// checksums of its own): such a row is never served, and the writer removes it so the
+/// next good answer is stored whole.
 public final class StoreReader {
   private let db: SQLiteConnection
   private let queue: WriterQueue
@@ -37,18 +40,22 @@ public final class StoreReader {
     let found: CachedResponse?
     do {
       let statement = try db.cachedStatement(
-        "SELECT status, headers, body, stored_at FROM cache_entries WHERE id = ?")
+        "SELECT status, headers, body, stored_at, body_sha256 FROM cache_entries WHERE id = ?")
       // Reset at once so this connection does not keep its read snapshot open (an open
       // snapshot would hold back checkpoints).
       defer { statement.reset() }
       try statement.bind(id, at: 1)
       if try statement.step() {
-        guard let headers = HeaderBlock.decode(statement.blob(1)) else {
+        let status = statement.int64(0)
+        let body = statement.blob(2)
+        let digest = statement.blob(4)
+        guard let headers = HeaderBlock.decode(statement.blob(1)), StoreCrypto.sha256(body) == digest else {
           counters.readErrors.wrappingAdd(1, ordering: .relaxed)
+          // Dropped when the queue is full: the next read finds the damage again.
+          _ = queue.enqueue(.discardDamaged(DamagedEntry(id: id, bodySHA256: digest, status: status)))
           return nil
         }
-        found = CachedResponse(
-          status: Int(statement.int64(0)), headers: headers, body: statement.blob(2), storedAtMs: statement.int64(3))
+        found = CachedResponse(status: Int(status), headers: headers, body: body, storedAtMs: statement.int64(3))
       } else {
         found = nil
       }

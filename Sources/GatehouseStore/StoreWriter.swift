@@ -97,6 +97,8 @@ final class StoreWriter: @unchecked Sendable {
             try applyCache(write, now: now, counts: &counts)
           case .touches(let touches):
             try applyTouches(touches)
+          case .discardDamaged(let entry):
+            try applyDiscardDamaged(entry)
           case .token(let token):
             counts.dataItems += 1
             try applyToken(token)
@@ -233,6 +235,21 @@ final class StoreWriter: @unchecked Sendable {
     try statement.bind(token.state, at: 8)
     try statement.bind(token.lastError, at: 9)
     try statement.run()
+  }
+
+  /// Removes a row a reader found damaged, unless it has been rewritten since. Without
+  /// this a damaged row would stay: an answer with the same body and status only refreshes
+  /// the row's time (the digest matches), it does not rewrite the bytes.
+  private func applyDiscardDamaged(_ entry: DamagedEntry) throws(StoreError) {
+    let statement = try db.cachedStatement(
+      "DELETE FROM cache_entries WHERE id = ?1 AND body_sha256 = ?2 AND status = ?3 RETURNING bytes")
+    try statement.bind(entry.id, at: 1)
+    try statement.bind(blob: entry.bodySHA256, at: 2)
+    try statement.bind(entry.status, at: 3)
+    while try statement.step() {
+      totalBytes -= statement.int64(0)
+      entryCount -= 1
+    }
   }
 
   private func applyPurge(_ target: PurgeTarget) throws(StoreError) -> Int {

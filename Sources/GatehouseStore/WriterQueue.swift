@@ -33,6 +33,15 @@ struct PendingCacheWrite: Sendable {
   var body: [UInt8]
 }
 
+/// A stored row whose body no longer matches its digest, or whose headers do not decode,
+/// as a reader saw it: removed only while it is still that row (same digest and status),
+/// so an answer stored since is kept.
+struct DamagedEntry: Sendable {
+  var id: String
+  var bodySHA256: [UInt8]
+  var status: Int64
+}
+
 /// A token row ready to store (already encrypted when a key is configured).
 struct PendingToken: Sendable {
   var name: String
@@ -52,6 +61,8 @@ enum WriterItem: Sendable {
   case cache(PendingCacheWrite)
   /// Last-access times recorded by readers, id → ms (bounded).
   case touches([String: Int64])
+  /// A reader found this row damaged (bounded: when dropped, the next read finds it again).
+  case discardDamaged(DamagedEntry)
   /// Store a token (not bounded: rare, and losing one costs a fresh login).
   case token(PendingToken)
   case deleteToken(String)
@@ -102,7 +113,7 @@ final class WriterQueue: Sendable {
     switch item {
     case .cache(let write):
       return write.body.count + write.headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 8 }
-    case .touches, .token, .deleteToken, .purge, .barrier, .stop:
+    case .touches, .discardDamaged, .token, .deleteToken, .purge, .barrier, .stop:
       return 0
     }
   }
@@ -110,7 +121,7 @@ final class WriterQueue: Sendable {
   func enqueue(_ item: WriterItem) -> EnqueueResult {
     let bounded: Bool
     switch item {
-    case .cache, .touches: bounded = true
+    case .cache, .touches, .discardDamaged: bounded = true
     case .token, .deleteToken, .purge, .barrier, .stop: bounded = false
     }
     let weight = Self.weight(item)
@@ -153,7 +164,7 @@ final class WriterQueue: Sendable {
       }
       for item in batch {
         switch item {
-        case .cache, .touches:
+        case .cache, .touches, .discardDamaged:
           state.boundedCount -= 1
           state.pendingBytes -= Self.weight(item)
         case .token, .deleteToken, .purge, .barrier, .stop: break

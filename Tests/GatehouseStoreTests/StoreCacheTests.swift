@@ -141,6 +141,57 @@ import Testing
     let reader = try store.makeReader()
     #expect(reader.lookup(k) == nil)
     #expect(store.stats().readErrors == 1)
+    // The row is removed, so the same answer is stored whole again rather than only
+    // confirmed (same body and status) over damaged headers.
+    store.flush()
+    #expect(store.stats().entries == 0)
+    store.remember(key: k, status: 200, headers: [("A", "b")], body: [1])
+    store.flush()
+    #expect(try #require(reader.lookup(k)).headers.first?.value == "b")
+  }
+
+  @Test func bodyThatNoLongerMatchesItsDigestIsNeverServed() throws {
+    let directory = try TemporaryDirectory()
+    let store = try makeStore(directory)
+    defer { store.close() }
+    let k = key("/rotted")
+    let body = Array(#"{"balance":100}"#.utf8)
+    store.remember(key: k, status: 200, headers: [], body: body)
+    store.flush()
+    let db = try SQLiteConnection(path: directory.file("store.sqlite"), mode: .readWriteCreate)
+    // One digit flipped, as a bad disk block would: the row still reads without an error.
+    try db.execute(#"UPDATE cache_entries SET body = CAST('{"balance":900}' AS BLOB)"#)
+    let reader = try store.makeReader()
+    #expect(reader.lookup(k) == nil)
+    #expect(store.stats().readErrors == 1)
+    store.flush()
+    #expect(store.stats().entries == 0)
+    store.remember(key: k, status: 200, headers: [], body: body)
+    store.flush()
+    #expect(try #require(reader.lookup(k)).body == body)
+    #expect(store.stats().readErrors == 1)
+  }
+
+  @Test func damagedRowRewrittenSinceItWasReadIsKept() throws {
+    let directory = try TemporaryDirectory()
+    let store = try makeStore(directory)
+    defer { store.close() }
+    let k = key("/raced")
+    store.remember(key: k, status: 200, headers: [], body: [1, 2, 3])
+    store.flush()
+    let db = try SQLiteConnection(path: directory.file("store.sqlite"), mode: .readWriteCreate)
+    try db.execute("UPDATE cache_entries SET body = x'010209'")
+    // A new answer is queued before the reader reports the damage, and cannot be committed
+    // before the reader looks: another connection holds the write lock.
+    let blocker = try SQLiteConnection(path: directory.file("store.sqlite"), mode: .readWriteCreate)
+    try blocker.execute("BEGIN IMMEDIATE")
+    store.remember(key: k, status: 200, headers: [], body: [4, 5])
+    let reader = try store.makeReader()
+    #expect(reader.lookup(k) == nil)
+    try blocker.execute("COMMIT")
+    store.flush()
+    #expect(try #require(reader.lookup(k)).body == [4, 5])
+    #expect(store.stats().entries == 1)
   }
 
   @Test func readersOnManyThreadsWhileWriting() async throws {
