@@ -167,7 +167,9 @@ import Testing
     let stats = try setup.admin.json("/admin/cache")
 
     #expect(answers.map { $0.head.value("X-Gatehouse-Cache") } == ["MISS", "HIT", "HIT"])
-    for key in ["entries", "bytes", "max_bytes", "hits", "stale_served", "misses", "writes", "evictions"] {
+    for key in [
+      "entries", "bytes", "max_bytes", "hits", "stale_served", "misses", "writes", "evictions", "read_errors",
+    ] {
       #expect(stats[key] is Int, "\(key) in \(stats)")
     }
     #expect(stats["entries"] as? Int == 1)
@@ -178,6 +180,7 @@ import Testing
     #expect(stats["stale_served"] as? Int == 0)
     #expect((stats["writes"] as? Int).map { $0 >= 1 } == true)
     #expect(stats["evictions"] as? Int == 0)
+    #expect(stats["read_errors"] as? Int == 0)
   }
 
   @Test func entriesArePagedWithCursorsAndFilteredByPrefix() throws {

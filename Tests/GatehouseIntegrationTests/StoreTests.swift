@@ -352,6 +352,38 @@ import Testing
     backend.stop()
     Self.expectStale(try send("GET", "/after-corruption", to: gateway.port), body: first.text)
   }
+
+  @Test func storedBodyDamagedOnDiskIsNeverServed() throws {
+    let backend = try ModalBackend()
+    let config = Self.config(port: backend.port)
+    let directory = try GatewayProcess.makeTestDirectory()
+    let firstGateway = try GatewayProcess.start(config: config, in: directory)
+    let first = try Self.prime(
+      "/rotted", gateway: firstGateway, admin: try firstGateway.admin(token: TestConfig.adminToken))
+    firstGateway.stopExpectingCleanExit()  // checkpoints: the row is in the main file now
+    backend.stop()
+    // One bit of the stored body changes, as on a bad disk block: SQLite keeps no checksums
+    // of its own, so the row still reads without an error.
+    let file = directory.appendingPathComponent("var/store.sqlite")
+    var bytes = [UInt8](try Data(contentsOf: file))
+    let found = try #require(bytes.firstRange(of: first.body))
+    #expect(bytes[found.upperBound...].firstRange(of: first.body) == nil, "the body is stored once")
+    bytes[found.lowerBound + first.body.count / 2] ^= 0x01
+    try Data(bytes).write(to: file)
+
+    let gateway = try GatewayProcess.start(config: config, in: directory)
+    defer { gateway.stopExpectingCleanExit() }
+    let admin = try gateway.admin(token: TestConfig.adminToken)
+    let answer = try send("GET", "/rotted", to: gateway.port)
+
+    #expect(isErrorEnvelope(answer, status: 502, message: "upstream unavailable"))
+    #expect(Self.cacheHeader(answer) != "STALE")
+    let removed = waitUntil(timeout: 10, interval: .milliseconds(25)) {
+      guard let stats = try? admin.json("/admin/cache") else { return false }
+      return stats["entries"] as? Int == 0 && stats["read_errors"] as? Int == 1
+    }
+    #expect(removed, "\((try? admin.json("/admin/cache")) ?? [:])")
+  }
 }
 
 /// Stale answers in their other forms: HEAD, and a stored gzip body served through the

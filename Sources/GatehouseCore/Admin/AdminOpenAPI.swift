@@ -1257,6 +1257,11 @@ enum AdminOpenAPI {
               "evictions": {
                 "type": "integer",
                 "minimum": 0
+              },
+              "read_errors": {
+                "type": "integer",
+                "minimum": 0,
+                "description": "Reads from the store file that failed or found a damaged entry (its body no longer matches its SHA-256, or its headers do not decode); each was answered as a miss, and a damaged entry is removed."
               }
             }
           },

@@ -28,6 +28,7 @@ extension GatewayServer {
                 ("stale_served", .int(results["stale"] ?? 0)), ("misses", .int(results["miss"] ?? 0)),
                 ("bypass", .int(results["bypass"] ?? 0)), ("writes", .int(Int(stats.writes))),
                 ("dropped_writes", .int(Int(stats.droppedWrites))), ("evictions", .int(Int(stats.evictions))),
+                ("read_errors", .int(Int(stats.readErrors))),
               ])))
         }
       }
