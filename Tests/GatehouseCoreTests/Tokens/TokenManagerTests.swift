@@ -421,8 +421,11 @@ func oauth2Token(_ name: String = "partner", clientID: String = "gw", refreshBef
       name: "partner",
       source: .oauth2ClientCredentials(try oauth2Config(port: server.port, refreshBefore: .seconds(1))))
     let manager = UncheckedBox<TokenManager?>(nil)
+    // Kept until the manager has stopped: it owns the descriptor the manager logs to.
+    let pipeLogger = PipeLogger()
+    defer { withExtendedLifetime(pipeLogger) {} }
     try runOnLoop(loop) {
-      manager.value = TokenManager(tokens: [config], loop: loop, logger: PipeLogger().logger) { snapshot in
+      manager.value = TokenManager(tokens: [config], loop: loop, logger: pipeLogger.logger) { snapshot in
         values.append(snapshot["partner"]?.value.map { String(decoding: $0, as: UTF8.self) })
       }
       manager.value?.start()

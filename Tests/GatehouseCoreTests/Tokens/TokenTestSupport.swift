@@ -98,7 +98,7 @@ final class FakeTokenFetcher: TokenFetcher, @unchecked Sendable {
 
 /// A logger that writes into a pipe, and reads back what was written.
 final class PipeLogger {
-  let logger: Logger
+  private(set) var logger: Logger
   private let readFD: Int32
   private let writeFD: Int32
   private var collected: [UInt8] = []
@@ -117,7 +117,19 @@ final class PipeLogger {
 
   deinit {
     close(readFD)
-    close(writeFD)
+    // A logger still held elsewhere (by something on a loop that outlived this object)
+    // would go on writing to the descriptor's number, which the next socket or file of a
+    // test running alongside would get: its lines would land there. The number is pointed
+    // at /dev/null instead and stays taken, and the late lines go nowhere.
+    if isKnownUniquelyReferenced(&logger) {
+      close(writeFD)
+    } else {
+      let null = open("/dev/null", O_WRONLY | O_CLOEXEC)
+      if null >= 0 {
+        dup2(null, writeFD)
+        close(null)
+      }
+    }
   }
 
   /// Every complete line written so far.

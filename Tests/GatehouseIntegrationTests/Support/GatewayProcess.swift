@@ -88,7 +88,10 @@ final class GatewayProcess: @unchecked Sendable {
     do {
       try DescriptorCreation.lock.withLock { _ in try process.run() }
     } catch {
-      for descriptor in [out.read, out.write, err.read, err.write] { Glibc.close(descriptor) }
+      // The write ends belong to their FileHandles (closed here, not again when freed).
+      try? (process.standardOutput as? FileHandle)?.close()
+      try? (process.standardError as? FileHandle)?.close()
+      for descriptor in [out.read, err.read] { Glibc.close(descriptor) }
       throw error
     }
     try (process.standardOutput as? FileHandle)?.close()
