@@ -1,3 +1,4 @@
+import Dispatch
 import GatehouseHTTP
 import GatehouseNet
 
@@ -53,7 +54,7 @@ public final class OAuth2ClientCredentialsFetcher: TokenFetcher {
   /// Timeouts and size limit for every fetch. The defaults suit a token endpoint on a network: a login
   /// that takes longer than 10 s is better retried than waited for.
   public let limits: HTTPOneShotClient.Limits
-  private let resolve: (String, UInt16) throws -> SocketAddress
+  private let resolve: @Sendable (String, UInt16) throws -> SocketAddress
 
   public static let defaultLimits = HTTPOneShotClient.Limits(
     connectTimeout: .seconds(5), responseTimeout: .seconds(10), maxResponseBytes: 64 * 1024)
@@ -62,11 +63,14 @@ public final class OAuth2ClientCredentialsFetcher: TokenFetcher {
   /// system CA bundle).
   private var sharedClientTLS: TLSContext?
 
-  public init(limits: HTTPOneShotClient.Limits = OAuth2ClientCredentialsFetcher.defaultLimits) {
+  public convenience init(limits: HTTPOneShotClient.Limits = OAuth2ClientCredentialsFetcher.defaultLimits) {
+    self.init(limits: limits) { host, port in try UpstreamPlan.resolve(host: host, port: port) }
+  }
+
+  /// `resolve` turns the endpoint's host into an address; it runs on a helper thread, never on the loop.
+  init(limits: HTTPOneShotClient.Limits, resolve: @escaping @Sendable (String, UInt16) throws -> SocketAddress) {
     self.limits = limits
-    // A name lookup blocks the control loop for a moment; that loop serves no requests, and the token
-    // endpoint's address may change over the life of the process, so it is looked up for every fetch.
-    resolve = { host, port in try UpstreamPlan.resolve(host: host, port: port) }
+    self.resolve = resolve
   }
 
   public func fetch(
@@ -83,13 +87,35 @@ public final class OAuth2ClientCredentialsFetcher: TokenFetcher {
       .failure(TokenFetchError(redactor.redact(prefix + message)))
     }
 
-    let address: SocketAddress
-    do {
-      address = try resolve(url.host, url.port)
-    } catch {
-      let result = fail("cannot resolve host: \(error)")
-      loop.executeLater { completion(result) }
-      return
+    // The endpoint's address may change over the life of the process, so it is looked up for
+    // every fetch; and a lookup can take seconds (a slow or unreachable resolver), so it runs
+    // on a helper thread while the loop goes on serving the admin API and other tokens. If the
+    // loop has stopped by the time the lookup ends, the fetch ends with it.
+    let resolve = resolve
+    let (host, port) = (url.host, url.port)
+    let resume = LoopBound { [self] (resolved: Result<SocketAddress, any Error>) in
+      switch resolved {
+      case .success(let address):
+        send(to: address, config, on: loop, basic: basic, redactor: redactor, prefix: prefix, completion: completion)
+      case .failure(let error):
+        completion(fail("cannot resolve host: \(error)"))
+      }
+    }
+    DispatchQueue.global(qos: .utility).async {
+      let resolved = Result { try resolve(host, port) }
+      loop.execute { resume.value(resolved) }
+    }
+  }
+
+  /// The fetch once the endpoint's address is known; on the loop.
+  private func send(
+    to address: SocketAddress, _ config: OAuth2ClientCredentialsConfig, on loop: EventLoop,
+    basic: String, redactor: SecretRedactor, prefix: String,
+    completion: @escaping (Result<FetchedToken, TokenFetchError>) -> Void
+  ) {
+    let url = config.tokenURL
+    func fail(_ message: String) -> Result<FetchedToken, TokenFetchError> {
+      .failure(TokenFetchError(redactor.redact(prefix + message)))
     }
     var fields: [(name: String, value: String)] = [("grant_type", "client_credentials")]
     if let scope = config.scope { fields.append(("scope", scope)) }
@@ -111,8 +137,7 @@ public final class OAuth2ClientCredentialsFetcher: TokenFetcher {
         if sharedClientTLS == nil { sharedClientTLS = try TLSContext(client: TLSClientConfiguration()) }
         tls = TLSClientOptions(context: sharedClientTLS!, serverName: url.host, handshakeTimeout: limits.connectTimeout)
       } catch {
-        let result = fail("TLS setup failed: \(error)")
-        loop.executeLater { completion(result) }
+        completion(fail("TLS setup failed: \(error)"))
         return
       }
     }
@@ -179,4 +204,12 @@ public final class OAuth2ClientCredentialsFetcher: TokenFetcher {
     if case .string(let type)? = object["token_type"] { tokenType = type }
     return .success(FetchedToken(accessToken: SecretValue(accessToken), expiresIn: expiresIn, tokenType: tokenType))
   }
+}
+
+/// Carries a fetch's continuation through the resolver thread to the loop. Unchecked because
+/// the value is only ever called on the loop (handed there by `EventLoop.execute`); the
+/// resolver thread only holds it.
+private final class LoopBound<Value>: @unchecked Sendable {
+  let value: Value
+  init(_ value: Value) { self.value = value }
 }

@@ -1,5 +1,7 @@
+import Dispatch
 import GatehouseHTTP
 import GatehouseNet
+import Synchronization
 import Testing
 
 @testable import GatehouseCore
@@ -143,6 +145,50 @@ import Testing
     }()
     let message = try #require(failureMessage(try fetch(try oauth2Config(port: port))))
     #expect(message.hasSuffix("cannot connect: connection refused"))
+  }
+
+  @Test func aSlowNameLookupDoesNotHoldTheLoop() throws {
+    let server = try TestOAuth2Server()
+    defer { server.shutdown() }
+    server.mode = .issue(expiresIn: 120)
+    let group = try EventLoopGroup(loopCount: 1)
+    defer { group.shutdown() }
+    let loop = group.loops[0]
+    // The lookup waits until the test has seen the loop run other work: in order, not by time.
+    let lookupMayEnd = DispatchSemaphore(value: 0)
+    let lookups = Atomic<Int>(0)
+    let port = server.port
+    let fetcher = OAuth2ClientCredentialsFetcher(limits: OAuth2ClientCredentialsFetcher.defaultLimits) { _, _ in
+      lookups.add(1, ordering: .relaxed)
+      _ = lookupMayEnd.wait(timeout: .now() + 30)
+      return .loopback(port: port)
+    }
+    let outcome = UncheckedBox<Result<FetchedToken, TokenFetchError>?>(nil)
+    try runOnLoop(loop) {
+      fetcher.fetch(try oauth2Config(port: 1), on: loop) { outcome.value = $0 }
+    }
+    #expect(waitFor { lookups.load(ordering: .relaxed) == 1 })
+    #expect(try runOnLoop(loop) { outcome.value == nil })  // the loop answers while the lookup is pending
+    lookupMayEnd.signal()
+    #expect(waitFor { (try? runOnLoop(loop) { outcome.value != nil }) ?? false })
+    #expect(try runOnLoop(loop) { try outcome.value?.get().accessToken } == SecretValue("tok-1"))
+  }
+
+  @Test func aFailedNameLookupIsReported() throws {
+    let group = try EventLoopGroup(loopCount: 1)
+    defer { group.shutdown() }
+    let loop = group.loops[0]
+    struct NoSuchHost: Error, CustomStringConvertible { var description: String { "no such host" } }
+    let fetcher = OAuth2ClientCredentialsFetcher(limits: OAuth2ClientCredentialsFetcher.defaultLimits) { _, _ in
+      throw NoSuchHost()
+    }
+    let outcome = UncheckedBox<Result<FetchedToken, TokenFetchError>?>(nil)
+    try runOnLoop(loop) {
+      fetcher.fetch(try oauth2Config(port: 1), on: loop) { outcome.value = $0 }
+    }
+    #expect(waitFor { (try? runOnLoop(loop) { outcome.value != nil }) ?? false })
+    let message = try #require(try runOnLoop(loop) { outcome.value.flatMap(failureMessage) })
+    #expect(message.hasSuffix("cannot resolve host: no such host"))
   }
 
   // MARK: Interpreting answers without a socket
