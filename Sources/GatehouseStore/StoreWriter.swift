@@ -246,10 +246,18 @@ final class StoreWriter: @unchecked Sendable {
     try statement.bind(entry.id, at: 1)
     try statement.bind(blob: entry.bodySHA256, at: 2)
     try statement.bind(entry.status, at: 3)
+    _ = try removeRows(statement)
+  }
+
+  /// Steps a `DELETE … RETURNING bytes` and keeps the totals in step; returns the rows removed.
+  private func removeRows(_ statement: SQLiteStatement) throws(StoreError) -> Int {
+    var removed = 0
     while try statement.step() {
+      removed += 1
       totalBytes -= statement.int64(0)
-      entryCount -= 1
     }
+    entryCount -= Int64(removed)
+    return removed
   }
 
   private func applyPurge(_ target: PurgeTarget) throws(StoreError) -> Int {
@@ -263,13 +271,7 @@ final class StoreWriter: @unchecked Sendable {
     case .id(let id):
       let statement = try db.cachedStatement("DELETE FROM cache_entries WHERE id = ? RETURNING bytes")
       try statement.bind(id, at: 1)
-      var removed = 0
-      while try statement.step() {
-        removed += 1
-        totalBytes -= statement.int64(0)
-      }
-      entryCount -= Int64(removed)
-      return removed
+      return try removeRows(statement)
     case .prefix(let prefix):
       let range = PathPrefixRange(prefix)
       let statement: SQLiteStatement
@@ -281,13 +283,7 @@ final class StoreWriter: @unchecked Sendable {
         statement = try db.cachedStatement("DELETE FROM cache_entries WHERE path >= ?1 RETURNING bytes")
         try statement.bind(textBytes: range.lower, at: 1)
       }
-      var removed = 0
-      while try statement.step() {
-        removed += 1
-        totalBytes -= statement.int64(0)
-      }
-      entryCount -= Int64(removed)
-      return removed
+      return try removeRows(statement)
     }
   }
 

@@ -83,9 +83,6 @@ public final class OAuth2ClientCredentialsFetcher: TokenFetcher {
     var redactor = SecretRedactor([config.clientSecret.value])
     redactor.add(basic)
     let prefix = "token endpoint \(url): "
-    func fail(_ message: String) -> Result<FetchedToken, TokenFetchError> {
-      .failure(TokenFetchError(redactor.redact(prefix + message)))
-    }
 
     // The endpoint's address may change over the life of the process, so it is looked up for
     // every fetch; and a lookup can take seconds (a slow or unreachable resolver), so it runs
@@ -94,12 +91,7 @@ public final class OAuth2ClientCredentialsFetcher: TokenFetcher {
     let resolve = resolve
     let (host, port) = (url.host, url.port)
     let resume = LoopBound { [self] (resolved: Result<SocketAddress, any Error>) in
-      switch resolved {
-      case .success(let address):
-        send(to: address, config, on: loop, basic: basic, redactor: redactor, prefix: prefix, completion: completion)
-      case .failure(let error):
-        completion(fail("cannot resolve host: \(error)"))
-      }
+      send(to: resolved, config, on: loop, basic: basic, redactor: redactor, prefix: prefix, completion: completion)
     }
     DispatchQueue.global(qos: .utility).async {
       let resolved = Result { try resolve(host, port) }
@@ -107,15 +99,23 @@ public final class OAuth2ClientCredentialsFetcher: TokenFetcher {
     }
   }
 
-  /// The fetch once the endpoint's address is known; on the loop.
+  /// The fetch once the endpoint's name lookup has ended; on the loop.
   private func send(
-    to address: SocketAddress, _ config: OAuth2ClientCredentialsConfig, on loop: EventLoop,
+    to resolved: Result<SocketAddress, any Error>, _ config: OAuth2ClientCredentialsConfig, on loop: EventLoop,
     basic: String, redactor: SecretRedactor, prefix: String,
     completion: @escaping (Result<FetchedToken, TokenFetchError>) -> Void
   ) {
     let url = config.tokenURL
     func fail(_ message: String) -> Result<FetchedToken, TokenFetchError> {
       .failure(TokenFetchError(redactor.redact(prefix + message)))
+    }
+    let address: SocketAddress
+    switch resolved {
+    case .success(let resolvedAddress):
+      address = resolvedAddress
+    case .failure(let error):
+      completion(fail("cannot resolve host: \(error)"))
+      return
     }
     var fields: [(name: String, value: String)] = [("grant_type", "client_credentials")]
     if let scope = config.scope { fields.append(("scope", scope)) }
