@@ -63,7 +63,7 @@ public final class Store: Sendable {
   public let warnings: [String]
 
   private let queue: WriterQueue
-  private let counters = StoreCounters()
+  private let counters: StoreCounters
   private let tokenKey: [UInt8]?
   private let admin: Mutex<SQLiteConnection?>
   private let writerThread: Mutex<pthread_t?>
@@ -88,6 +88,7 @@ public final class Store: Sendable {
       tokenKey = nil
     }
     queue = WriterQueue(capacity: configuration.queueCapacity, maxPendingBytes: configuration.queueMaxBytes)
+    counters = StoreCounters(maxBytes: configuration.maxBytes)
     admin = Mutex(nil)
     let writer = try StoreWriter(
       db: opened.connection, queue: queue, counters: counters,
@@ -128,6 +129,16 @@ public final class Store: Sendable {
       touchIntervalMs: configuration.touchIntervalMs)
   }
 
+  /// Changes `max_bytes` (a config reload): least recently used entries are evicted down to
+  /// it on the writer thread, and larger answers are no longer stored. Returns false when
+  /// `bytes` is not positive or the store is closed.
+  @discardableResult
+  public func setMaxBytes(_ bytes: Int64) -> Bool {
+    guard bytes > 0 else { return false }
+    if case .accepted = queue.enqueue(.setMaxBytes(bytes)) { return true }
+    return false
+  }
+
   /// Waits until everything queued before the call is committed (tests, shutdown).
   public func flush() {
     let reply = WriterReply<Void>()
@@ -156,7 +167,7 @@ public final class Store: Sendable {
   public func stats() -> StoreStats {
     StoreStats(
       entries: counters.entries.load(ordering: .relaxed), bytes: counters.bytes.load(ordering: .relaxed),
-      maxBytes: configuration.maxBytes, writes: counters.writes.load(ordering: .relaxed),
+      maxBytes: counters.maxBytes.load(ordering: .relaxed), writes: counters.writes.load(ordering: .relaxed),
       unchangedWrites: counters.unchangedWrites.load(ordering: .relaxed),
       droppedWrites: counters.droppedWrites.load(ordering: .relaxed),
       evictions: counters.evictions.load(ordering: .relaxed),

@@ -22,7 +22,7 @@ final class StoreWriter: @unchecked Sendable {
   private let db: SQLiteConnection
   private let queue: WriterQueue
   private let counters: StoreCounters
-  private let settings: WriterSettings
+  private var settings: WriterSettings
   // Totals kept in memory so eviction and stats never scan the table; recomputed from the
   // table when a batch rolls back.
   private var totalBytes: Int64 = 0
@@ -110,6 +110,10 @@ final class StoreWriter: @unchecked Sendable {
             purgeReplies.append((reply, try applyPurge(target)))
           case .barrier(let reply):
             barriers.append(reply)
+          case .setMaxBytes(let bytes):
+            // Evicting down to it happens below, in this transaction.
+            settings.maxBytes = bytes
+            counters.maxBytes.store(bytes, ordering: .relaxed)
           case .stop:
             break
           }

@@ -70,6 +70,8 @@ enum WriterItem: Sendable {
   case purge(PurgeTarget, WriterReply<Result<Int, StoreError>>)
   /// Reply once everything queued before has been committed (not bounded).
   case barrier(WriterReply<Void>)
+  /// A new `max_bytes` from a config reload; evicts down to it (not bounded).
+  case setMaxBytes(Int64)
   /// Commit what is queued, checkpoint, close the connection and end the thread.
   case stop
 }
@@ -113,7 +115,7 @@ final class WriterQueue: Sendable {
     switch item {
     case .cache(let write):
       return write.body.count + write.headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 8 }
-    case .touches, .discardDamaged, .token, .deleteToken, .purge, .barrier, .stop:
+    case .touches, .discardDamaged, .token, .deleteToken, .purge, .barrier, .setMaxBytes, .stop:
       return 0
     }
   }
@@ -122,7 +124,7 @@ final class WriterQueue: Sendable {
     let bounded: Bool
     switch item {
     case .cache, .touches, .discardDamaged: bounded = true
-    case .token, .deleteToken, .purge, .barrier, .stop: bounded = false
+    case .token, .deleteToken, .purge, .barrier, .setMaxBytes, .stop: bounded = false
     }
     let weight = Self.weight(item)
     let (result, signal) = state.withLock { state -> (EnqueueResult, Bool) in
@@ -167,7 +169,7 @@ final class WriterQueue: Sendable {
         case .cache, .touches, .discardDamaged:
           state.boundedCount -= 1
           state.pendingBytes -= Self.weight(item)
-        case .token, .deleteToken, .purge, .barrier, .stop: break
+        case .token, .deleteToken, .purge, .barrier, .setMaxBytes, .stop: break
         }
       }
       return batch
@@ -195,4 +197,8 @@ final class StoreCounters: Sendable {
   let readErrors = Atomic<Int64>(0)
   let writeErrors = Atomic<Int64>(0)
   let droppedTouches = Atomic<Int64>(0)
+  /// The `max_bytes` in force (a reload may change it).
+  let maxBytes: Atomic<Int64>
+
+  init(maxBytes: Int64) { self.maxBytes = Atomic(maxBytes) }
 }

@@ -57,6 +57,38 @@ import Testing
     #expect(limiter.take(bucket: 0, nowMs: 1000) == .allowed)
   }
 
+  @Test func aReplacedLimiterCarriesEachKeysLevelOver() {
+    let old = RateLimiter(
+      limits: [.init(perSecond: 1, burst: 3, keyID: "ios"), .init(perSecond: 1, burst: 5, keyID: "web")], nowMs: 0)
+    for _ in 0..<3 { #expect(old.take(bucket: 0, nowMs: 0) == .allowed) }
+    for _ in 0..<5 { #expect(old.take(bucket: 1, nowMs: 0) == .allowed) }
+
+    // 1.5 s later: "web" now has a smaller burst and a new position, "tv" is new.
+    let new = RateLimiter(
+      limits: [
+        .init(perSecond: 1, burst: 1, keyID: "tv"), .init(perSecond: 1, burst: 2, keyID: "web"),
+        .init(perSecond: 1, burst: 3, keyID: "ios"),
+      ], nowMs: 1500, previous: old)
+
+    // "tv" starts full (its burst of 1).
+    #expect(new.take(bucket: 0, nowMs: 1500) == .allowed)
+    #expect(new.take(bucket: 0, nowMs: 1500) != .allowed)
+    // "web" and "ios" refilled 1.5 tokens since they emptied, not a fresh burst.
+    #expect(new.take(bucket: 1, nowMs: 1500) == .allowed)
+    #expect(new.take(bucket: 1, nowMs: 1500) != .allowed)
+    #expect(new.take(bucket: 2, nowMs: 1500) == .allowed)
+    #expect(new.take(bucket: 2, nowMs: 1500) != .allowed)
+  }
+
+  @Test func aCarriedLevelIsCappedAtTheNewBurst() {
+    let old = RateLimiter(limits: [.init(perSecond: 1, burst: 10, keyID: "ios")], nowMs: 0)
+    let new = RateLimiter(limits: [.init(perSecond: 1, burst: 2, keyID: "ios")], nowMs: 0, previous: old)
+
+    #expect(new.take(bucket: 0, nowMs: 0) == .allowed)
+    #expect(new.take(bucket: 0, nowMs: 0) == .allowed)
+    #expect(new.take(bucket: 0, nowMs: 0) != .allowed)
+  }
+
   @Test func clientKeysNeverReachTheBackend() throws {
     var parser = HTTPRequestParser()
     let events = try parser.parseAll(

@@ -137,6 +137,29 @@ import Testing
     #expect(backend.requests.count == 3)
   }
 
+  /// A reload keeps each client's bucket as it was: otherwise every reload (an operator's
+  /// routine change) would hand every client a fresh burst.
+  @Test func aReloadDoesNotRefillTheBuckets() throws {
+    let backend = try ModalBackend()
+    var config = StoreTests.config(port: backend.port, cache: [:], envelope: ["enabled": true])
+    config["clients"] = try Self.clients(required: true)
+    let gateway = try GatewayProcess(config: config)
+    defer { gateway.stopExpectingCleanExit() }
+    let slow = [("X-Api-Key", Self.slowKey)]
+
+    let burst = try (0..<2).map { _ in try send("GET", "/limited", to: gateway.port, headers: slow).status }
+    // The same limits under a changed config: a reload that really rebuilds everything.
+    config["headers"] = ["set": ["X-Reloaded": "1"]]
+    try gateway.rewriteConfig(config)
+    let reload = try gateway.admin().request("POST", "/admin/reload")
+    let afterReload = try send("GET", "/limited", to: gateway.port, headers: slow)
+
+    #expect(burst == [200, 200])
+    #expect(reload.status == 200)
+    expectJSONAnswer(afterReload, status: 429, body: errorEnvelope(429, "rate limit exceeded"))
+    #expect(backend.requests.count == 2)
+  }
+
   @Test func staleAnswersNeverLeakAcrossClients() throws {
     let backend = try ModalBackend()
     let gateway = try Self.gateway(port: backend.port, cache: ["stale_if_error_s": 3600])

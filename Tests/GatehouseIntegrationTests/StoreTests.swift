@@ -23,6 +23,39 @@ import Testing
     return config
   }
 
+  /// `store.max_bytes` applies on reload (least recently used entries go at once); the
+  /// store's file and token key are kept until a restart, and the log says so.
+  @Test func aReloadResizesTheStoreAndNamesWhatWaitsForARestart() throws {
+    let backend = try ModalBackend()
+    var config = Self.config(port: backend.port)
+    let gateway = try GatewayProcess(config: config)
+    defer { gateway.stopExpectingCleanExit() }
+    let admin = try gateway.admin()
+    for index in 0..<4 { _ = try send("GET", "/size/\(index)", to: gateway.port) }
+    let filled = waitUntil(timeout: 10) { (try? admin.json("/admin/cache")["entries"] as? Int) == 4 }
+    let before = try admin.json("/admin/cache")
+    let oneEntry = ((before["bytes"] as? Int) ?? 0) / 4
+
+    // Room for one entry (they are all the same size), and a new file and key.
+    config["store"] = ["path": "var/other.sqlite", "max_bytes": oneEntry + oneEntry / 2, "secret_key": "k"]
+    try gateway.rewriteConfig(config)
+    let reload = try admin.request("POST", "/admin/reload")
+    let resized = waitUntil(timeout: 10) { (try? admin.json("/admin/cache")["entries"] as? Int) == 1 }
+    let after = try admin.json("/admin/cache")
+
+    #expect(filled && oneEntry > 0)
+    #expect(reload.status == 200)
+    #expect(resized)
+    #expect(after["max_bytes"] as? Int == oneEntry + oneEntry / 2)
+    #expect((after["evictions"] as? Int) == 3)
+    #expect(!FileManager.default.fileExists(atPath: gateway.directory.appendingPathComponent("var/other.sqlite").path))
+    #expect(
+      gateway.waitForLogLine {
+        $0["msg"] as? String == "changed settings take effect at the next start"
+          && $0["keys"] as? String == "store.path, store.secret_key"
+      }, "\(gateway.logLines().filter { $0["level"] as? String != "info" })")
+  }
+
   static func cacheHeader(_ response: ReceivedResponse) -> String? { response.head.value("X-Gatehouse-Cache") }
 
   /// Checks a stale answer: 200, `STALE`, a whole-seconds `Age`, the stale `Warning`.

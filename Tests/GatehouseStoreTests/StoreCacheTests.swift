@@ -88,6 +88,33 @@ import Testing
     #expect(store.stats().oversizeSkipped == 1 && store.stats().entries == 5)
   }
 
+  @Test func aSmallerMaxBytesEvictsDownToItAtOnce() throws {
+    let directory = try TemporaryDirectory()
+    let clock = ManualClock()
+    let store = try makeStore(directory, maxBytes: 10_000, clock: clock)
+    defer { store.close() }
+    let reader = try store.makeReader()
+    for index in 0..<6 {
+      clock.advance(10)
+      store.remember(key: key("/size/\(index)"), status: 200, headers: [], body: [UInt8](repeating: 1, count: 1000))
+    }
+    store.flush()
+
+    #expect(!store.setMaxBytes(0))
+    #expect(store.setMaxBytes(2500))
+    store.flush()
+
+    let stats = store.stats()
+    #expect(stats.maxBytes == 2500 && stats.bytes <= 2500 && stats.entries == 2 && stats.evictions == 4)
+    // The least recently used went first.
+    #expect(reader.lookup(key("/size/3")) == nil)
+    #expect(reader.lookup(key("/size/4")) != nil && reader.lookup(key("/size/5")) != nil)
+    // Answers above the new size are no longer stored.
+    store.remember(key: key("/size/big"), status: 200, headers: [], body: [UInt8](repeating: 1, count: 3000))
+    store.flush()
+    #expect(store.stats().oversizeSkipped == 1)
+  }
+
   @Test func totalsSurviveReopen() throws {
     let directory = try TemporaryDirectory()
     var store = try makeStore(directory)

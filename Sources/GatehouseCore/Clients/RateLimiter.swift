@@ -12,6 +12,17 @@ public final class RateLimiter: Sendable {
   public struct Limit: Sendable, Equatable {
     public let perSecond: Double
     public let burst: Int
+    /// The client key the bucket belongs to: what a reload matches buckets by.
+    public let keyID: String
+
+    public init(perSecond: Double, burst: Int, keyID: String = "") {
+      self.perSecond = perSecond
+      self.burst = burst
+      self.keyID = keyID
+    }
+
+    /// The bucket's size in milli-tokens (bursts are capped so that it fits 32 bits).
+    var capacity: UInt64 { UInt64(min(burst, 4_000_000)) * 1000 }
   }
 
   /// One bucket's word; a class because `Atomic` cannot be copied into an array.
@@ -23,11 +34,29 @@ public final class RateLimiter: Sendable {
   private let limits: [Limit]
   private let buckets: [Bucket]
 
-  public init(limits: [Limit], nowMs: UInt32) {
+  /// New buckets start full. With `previous` (the limiter of the config being replaced by
+  /// a reload), a key that had a bucket keeps what was left in it, refilled up to `nowMs`
+  /// at its old rate and capped at its new burst: otherwise every reload would hand each
+  /// client a fresh burst.
+  public init(limits: [Limit], nowMs: UInt32, previous: RateLimiter? = nil) {
     self.limits = limits
     buckets = limits.map { limit in
-      Bucket(Self.pack(milliTokens: UInt32(min(limit.burst, 4_000_000)) * 1000, timeMs: nowMs))
+      let level = previous?.level(keyID: limit.keyID, nowMs: nowMs).map { min($0, limit.capacity) }
+      return Bucket(Self.pack(milliTokens: UInt32(level ?? limit.capacity), timeMs: nowMs))
     }
+  }
+
+  /// Milli-tokens in the bucket of `keyID` at `nowMs`; nil when that key has no bucket here.
+  private func level(keyID: String, nowMs: UInt32) -> UInt64? {
+    guard let index = limits.firstIndex(where: { $0.keyID == keyID }) else { return nil }
+    let (tokens, last) = Self.unpack(buckets[index].word.load(ordering: .relaxed))
+    return Self.refilled(tokens: tokens, since: last, now: nowMs, limit: limits[index])
+  }
+
+  private static func refilled(tokens: UInt32, since last: UInt32, now: UInt32, limit: Limit) -> UInt64 {
+    let elapsed = now &- last  // wraps correctly every 49 days
+    // limit.perSecond tokens per second are as many milli-tokens per millisecond.
+    return min(limit.capacity, UInt64(tokens) + UInt64(Double(elapsed) * limit.perSecond))
   }
 
   /// The outcome of asking for one token.
@@ -40,13 +69,11 @@ public final class RateLimiter: Sendable {
   /// Takes one token from bucket `index` at time `nowMs` (a wrapping millisecond clock).
   public func take(bucket index: Int, nowMs: UInt32) -> Decision {
     let limit = limits[index]
-    let capacity = UInt64(min(limit.burst, 4_000_000)) * 1000
     let refillPerMs = limit.perSecond  // milli-tokens per millisecond
     while true {
       let current = buckets[index].word.load(ordering: .relaxed)
       let (tokens, last) = Self.unpack(current)
-      let elapsed = nowMs &- last  // wraps correctly every 49 days
-      let refilled = min(capacity, UInt64(tokens) + UInt64(Double(elapsed) * refillPerMs))
+      let refilled = Self.refilled(tokens: tokens, since: last, now: nowMs, limit: limit)
       if refilled < 1000 {
         let missing = Double(1000 - refilled)
         let seconds = max(1, Int((missing / max(refillPerMs, 0.000_001) / 1000).rounded(.up)))

@@ -222,10 +222,11 @@ public final class GatewayServer: @unchecked Sendable {
       shared.logger.warn("reload refused: running on the embedded config")
       return .failure(ReloadFailure(errors: ["running on the embedded config; there is no file to reload"]))
     }
+    let previous = currentSnapshot
     let next: GatewaySnapshot
     do {
       let config = try ConfigLoader.load(contentsOf: configPath)
-      next = try GatewaySnapshot(config: config)
+      next = try GatewaySnapshot(config: config, previous: previous)
     } catch let error as ConfigLoadError {
       shared.logger.error(
         "reload refused; the running config stays", ["errors": .string(error.lines.joined(separator: "; "))])
@@ -280,9 +281,26 @@ public final class GatewayServer: @unchecked Sendable {
     shared.maxConnections.store(next.config.limits.maxConnections, ordering: .relaxed)
     tokenManager.apply(tokens: next.config.tokens)
     healthChecker.apply(next)
+    applyStoreChanges(from: previous.config.store, to: next.config.store)
     for context in contexts { context.loop.execute { context.install(next) } }
     shared.logger.info("config reloaded", ["path": .string(configPath)])
     return .success(())
+  }
+
+  /// `store.max_bytes` applies at once (eviction runs on the writer thread). The file and
+  /// the token key stay as opened: moving live data to another file, or re-encrypting
+  /// stored tokens, is a restart's job, so a change is logged rather than half-applied.
+  private func applyStoreChanges(from old: StoreConfig, to new: StoreConfig) {
+    if new.maxBytes != old.maxBytes, let store = shared.store, store.setMaxBytes(Int64(new.maxBytes)) {
+      shared.logger.info("store size changed", ["max_bytes": .int(new.maxBytes)])
+    }
+    var pending: [String] = []
+    if new.path != old.path { pending.append("store.path") }
+    if new.secretKey != old.secretKey { pending.append("store.secret_key") }
+    if !pending.isEmpty {
+      shared.logger.warn(
+        "changed settings take effect at the next start", ["keys": .string(pending.joined(separator: ", "))])
+    }
   }
 
   /// Stops accepting, lets in-flight requests finish (up to `drain_timeout_ms`), then stops.

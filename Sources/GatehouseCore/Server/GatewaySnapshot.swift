@@ -23,13 +23,14 @@ public final class GatewaySnapshot: Sendable {
   let idleTimeoutNanoseconds: UInt64
   let drainTimeout: Duration
   let accessLogEnabled: Bool
-  /// Client keys (SPEC §2 `clients`) and their shared token buckets. Buckets start full
-  /// again after a reload.
+  /// Client keys (SPEC §2 `clients`) and their shared token buckets. A reload carries each
+  /// key's bucket level over (see `RateLimiter.init`).
   let clients: ClientKeys
   let rateLimiter: RateLimiter
 
-  /// Builds the snapshot; fails when an upstream host name cannot be resolved.
-  public init(config: GatehouseConfig) throws(SnapshotError) {
+  /// Builds the snapshot; fails when an upstream host name cannot be resolved. `previous`
+  /// is the snapshot a reload replaces: state that must outlive a reload comes from it.
+  public init(config: GatehouseConfig, previous: GatewaySnapshot? = nil) throws(SnapshotError) {
     self.config = config
     routeTable = RouteTable(config: config)
     var upstreams: [UpstreamPlan] = []
@@ -60,8 +61,8 @@ public final class GatewaySnapshot: Sendable {
     clients = ClientKeys(config.clients)
     rateLimiter = RateLimiter(
       limits: config.clients.keys.compactMap { key in
-        key.rateLimit.map { RateLimiter.Limit(perSecond: $0.perSecond, burst: $0.burst) }
-      }, nowMs: RateLimiter.clockMs())
+        key.rateLimit.map { RateLimiter.Limit(perSecond: $0.perSecond, burst: $0.burst, keyID: key.id) }
+      }, nowMs: RateLimiter.clockMs(), previous: previous?.rateLimiter)
   }
 }
 
