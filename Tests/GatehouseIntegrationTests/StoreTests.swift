@@ -189,6 +189,8 @@ import Testing
     let answers = try (0..<3).map { _ in try send("GET", "/fresh", to: gateway.port) }
 
     #expect(answers.map(Self.cacheHeader) == ["MISS", "HIT", "HIT"])
+    // Answers from the store say how old they are (RFC 9111 §5.1).
+    #expect(answers.map { $0.head.value("Age").flatMap { Int($0) }.map { $0 >= 0 } } == [nil, true, true])
     #expect(Set(answers.map(\.text)).count == 1)
     #expect(answers.allSatisfy { $0.status == 200 && $0.head.contentLength == Int64($0.body.count) })
     #expect(backend.requests.count == 1)
@@ -362,7 +364,30 @@ import Testing
     #expect(purge.status == 200)
     #expect(try purge.jsonObject()["purged"] as? Int == 1)
     #expect(isErrorEnvelope(after, status: 502, message: "upstream unavailable"))
-    #expect(Self.cacheHeader(after) != "STALE")
+    // The gateway's own error on a cached route still says where the answer came from.
+    #expect(Self.cacheHeader(after) == "MISS")
+  }
+
+  /// A 2xx whose JSON is broken is the backend's failure: it never replaces the last good
+  /// answer, which stands in for it (SPEC §5 keeps the last *good* response).
+  @Test func invalidJSONIsNeverStoredAndTheLastGoodAnswerStandsIn() throws {
+    let backend = try ModalBackend()
+    let gateway = try GatewayProcess(config: Self.config(port: backend.port, envelope: ["enabled": true]))
+    defer { gateway.stopExpectingCleanExit() }
+    let admin = try gateway.admin(token: TestConfig.adminToken)
+    let first = try Self.prime("/ij", gateway: gateway, admin: admin)
+
+    backend.mode.value = .invalidJSON
+    let broken = try send("GET", "/ij", to: gateway.port)
+    let neverStored = try send("GET", "/ij-new", to: gateway.port)
+    backend.stop()
+    let outage = try send("GET", "/ij", to: gateway.port)
+
+    Self.expectStale(broken, body: first.text)
+    #expect(isErrorEnvelope(neverStored, status: 502, message: "upstream sent invalid JSON"))
+    #expect(Self.cacheHeader(neverStored) == "MISS")
+    Self.expectStale(outage, body: first.text)
+    #expect(try admin.json("/admin/cache")["entries"] as? Int == 1)
   }
 
   @Test func corruptStoreFileIsMovedAsideAndTheGatewayServes() throws {

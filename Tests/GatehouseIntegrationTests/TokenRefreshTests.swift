@@ -266,6 +266,94 @@ import Testing
     #expect(oauth.requestCount >= 2)
   }
 
+  /// A value fetched because of a rejection and rejected again is kept for a while: a
+  /// backend that rejects every token costs one login per episode, not two per request.
+  @Test func aRejectionEpisodeCostsOneLoginNotOnePerRequest() throws {
+    let oauth = try OAuth2TestServer()
+    let backend = try TestBackend(always: .respond(Self.json(#"{"message":"token rejected"}"#, 401)))
+    defer { backend.stop() }
+    let route = TestConfig.tokenRoute("all", match: "/*", token: "partner", extra: ["envelope": ["enabled": true]])
+    let gateway = try GatewayProcess(config: Self.config(backend: backend, oauth: oauth, routes: [route]))
+    defer { gateway.stopExpectingCleanExit() }
+
+    let answers = try (0..<5).map { index in try send("GET", "/always/\(index)", to: gateway.port) }
+    sleep(for: .milliseconds(300))  // time for any further login to arrive
+
+    for answer in answers {
+      #expect(isErrorEnvelope(answer, status: 401, message: "token rejected"), "\(answer.status) \(answer.text)")
+    }
+    // The first login, then one more for the first rejection; only the first request is retried.
+    #expect(oauth.requestCount == 2)
+    #expect(
+      backend.requests.map(\.path) == ["/always/0", "/always/0", "/always/1", "/always/2", "/always/3", "/always/4"])
+    #expect(backend.requests.dropFirst().allSatisfy { bearerToken(of: $0) == oauth.token(2) })
+  }
+
+  /// A body that still says "rejected" after the retry is no answer to keep or to wrap as
+  /// a success: the last good answer stands in, and without one the client gets a 401.
+  @Test func aBodyStillRejectingAfterTheRetryIsNeverStoredOrWrapped() throws {
+    let oauth = try OAuth2TestServer()
+    let rejecting = Shared(false)
+    let backend = try TestBackend { _ in
+      rejecting.value
+        ? .respond(Self.json(#"{"status":-1,"message":"token rejected"}"#))
+        : .respond(Self.json(#"{"status":0,"v":"good"}"#))
+    }
+    defer { backend.stop() }
+    let route = TestConfig.tokenRoute(
+      "all", match: "/*", token: "partner",
+      extra: [
+        "invalid_token": ["status": [401], "body_field": "status", "body_values": [-1]],
+        "envelope": ["enabled": true], "cache": ["stale_if_error_s": 600],
+      ])
+    let gateway = try GatewayProcess(
+      config: Self.config(backend: backend, oauth: oauth, routes: [route], store: ["path": "var/store.sqlite"]))
+    defer { gateway.stopExpectingCleanExit() }
+    let admin = try gateway.admin()
+    let good = try send("GET", "/bv", to: gateway.port)
+    try #require(admin.waitForStoredEntries(1))
+
+    rejecting.value = true
+    let standIn = try send("GET", "/bv", to: gateway.port)
+    let nothingStored = try send("GET", "/bv-new", to: gateway.port)
+    rejecting.value = false
+    sleep(for: .milliseconds(300))  // a write of the rejection, had there been one, lands
+
+    #expect(good.status == 200 && StoreTests.cacheHeader(good) == "MISS")
+    StoreTests.expectStale(standIn, body: good.text)
+    #expect(
+      isErrorEnvelope(nothingStored, status: 401, message: "upstream rejected the token"), "\(nothingStored.text)")
+    #expect(try admin.json("/admin/cache")["entries"] as? Int == 1)
+  }
+
+  /// `body_field` is looked for in the decoded body of a gzip answer, as the envelope sees it.
+  @Test func aRejectionInAGzipBodyIsRecognized() throws {
+    let oauth = try OAuth2TestServer()
+    let rejection = try ExternalTool.gzip(Array(#"{"status":-1}"#.utf8))
+    let backend = try TestBackend { request in
+      guard bearerToken(of: request) == oauth.token(1) else { return .respond(Self.json(#"{"status":0}"#)) }
+      return .respond(
+        BackendResponse(
+          status: 200, reason: "OK", headers: [("Content-Type", "application/json"), ("Content-Encoding", "gzip")],
+          body: .bytes(rejection)))
+    }
+    defer { backend.stop() }
+    let route = TestConfig.tokenRoute(
+      "all", match: "/*", token: "partner",
+      extra: [
+        "invalid_token": ["status": [401], "body_field": "status", "body_values": [-1]],
+        "envelope": ["enabled": true],
+      ])
+    let gateway = try GatewayProcess(config: Self.config(backend: backend, oauth: oauth, routes: [route]))
+    defer { gateway.stopExpectingCleanExit() }
+
+    let response = try send("GET", "/gz", to: gateway.port)
+
+    #expect(response.status == 200)
+    #expect(response.text == #"{"code":0,"datas":{"status":0},"message":""}"#)
+    #expect(backend.requests.compactMap(bearerToken) == [oauth.token(1), oauth.token(2)])
+  }
+
   @Test func smallPostIsRetriedWithTheSameBody() throws {
     let oauth = try OAuth2TestServer()
     let body = BodyPattern.bytes(4000)

@@ -289,4 +289,39 @@ import Testing
       for value in setup.values { #expect(!response.text.contains(value), "invalidate answer shows \(value)") }
     }
   }
+
+  // MARK: Rejection of a value that cannot be refreshed
+
+  /// One endpoint that answers 401 must not stop every route using a static token: the
+  /// client gets that endpoint's own answer, other requests still carry the token, and the
+  /// token shows `invalid` only until a backend takes it again.
+  @Test func aStaticTokenRefusedByOneEndpointStillServesTheOthers() throws {
+    let backend = try TestBackend { request in
+      request.path == "/forbidden"
+        ? jsonAnswer(#"{"message":"not for this client"}"#, status: 401, reason: "Unauthorized")
+        : .respond(.text("ok"))
+    }
+    defer { backend.stop() }
+    let config = TestConfig.withTokens(
+      upstreamPort: backend.port, tokens: ["api": ["type": "static", "value": "static-value-77c1"]],
+      routes: [TestConfig.tokenRoute("all", match: "/*", token: "api", extra: ["envelope": ["enabled": true]])])
+    let gateway = try GatewayProcess(config: config)
+    defer { gateway.stopExpectingCleanExit() }
+    #expect(try gateway.waitForValidTokens(["api"]))
+    let admin = try gateway.admin()
+
+    let refused = try send("GET", "/forbidden", to: gateway.port)
+    let markedInvalid = admin.waitForState("api", "invalid", timeout: 10)
+    let other = try send("GET", "/other", to: gateway.port)
+    let validAgain = admin.waitForState("api", "valid", timeout: 10)
+
+    #expect(isErrorEnvelope(refused, status: 401, message: "not for this client"), "\(refused.text)")
+    #expect(markedInvalid)
+    #expect(other.status == 200, "\(other.text)")
+    // The refused request was not sent again with the same value.
+    #expect(backend.requests.map(\.path) == ["/forbidden", "/other"])
+    #expect(backend.requests.map(bearerToken) == ["static-value-77c1", "static-value-77c1"])
+    #expect(validAgain)
+    #expect(gateway.waitForLogLine { $0["msg"] as? String == "token accepted by backend again" })
+  }
 }

@@ -32,6 +32,10 @@ public enum EnvelopeOutcome: Equatable, Sendable {
   case passThrough
   /// Send this JSON body with this HTTP status.
   case json(status: Int, body: [UInt8])
+  /// The upstream's answer cannot be used (invalid JSON, a corrupt gzip body, a success
+  /// too large to wrap): a failure of the upstream, so it is never stored, and a stored
+  /// answer stands in where the route allows. Otherwise this error body is sent.
+  case unusable(status: Int, body: [UInt8])
 }
 
 /// How an upstream head's body must be handled before the answer can be decided.
@@ -79,7 +83,7 @@ public enum EnvelopeRenderer {
       do {
         body = try GzipDecoder.decode(rawBody, maxOutputBytes: policy.maxBytes)
       } catch {
-        return failure(502, "upstream sent a corrupt gzip body", policy)
+        return unusable(502, "upstream sent a corrupt gzip body", policy)
       }
     }
     switch status {
@@ -89,9 +93,9 @@ public enum EnvelopeRenderer {
       }
       if let contentType, !JSONMediaType.isJSON(contentType) { return .passThrough }
       if contentType == nil { return .passThrough }
-      if truncated { return failure(502, "upstream answer too large", policy) }
+      if truncated { return unusable(502, "upstream answer too large", policy) }
       guard body.withUnsafeBytes({ JSONValidator.isValid($0) }) else {
-        return failure(502, "upstream sent invalid JSON", policy)
+        return unusable(502, "upstream sent invalid JSON", policy)
       }
       if JSONDocument.isEnvelope(body) { return .json(status: policy.httpStatus(status), body: body) }
       guard let keyPath = policy.keyPath else {
@@ -120,6 +124,10 @@ public enum EnvelopeRenderer {
 
   static func failure(_ status: Int, _ message: String, _ policy: EnvelopePolicy) -> EnvelopeOutcome {
     .json(status: policy.httpStatus(status), body: JSONEnvelopeWriter.failure(code: status, message: message))
+  }
+
+  static func unusable(_ status: Int, _ message: String, _ policy: EnvelopePolicy) -> EnvelopeOutcome {
+    .unusable(status: policy.httpStatus(status), body: JSONEnvelopeWriter.failure(code: status, message: message))
   }
 
   static func isGzip(_ value: ArraySlice<UInt8>) -> Bool {

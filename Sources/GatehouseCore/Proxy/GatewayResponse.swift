@@ -12,6 +12,8 @@ public enum GatewayResponse {
     case headerTimeout
     case methodNotAllowed
     case tokenUnavailable
+    /// The backend still rejected the token after it was refreshed (or cannot be refreshed).
+    case tokenRejected
     case clientKeyMissing
     case clientKeyInvalid
     case rateLimited
@@ -24,7 +26,7 @@ public enum GatewayResponse {
       case .badRequest(let error): return error.status
       case .headerTimeout: return 408
       case .methodNotAllowed: return 405
-      case .tokenUnavailable: return 401
+      case .tokenUnavailable, .tokenRejected: return 401
       case .clientKeyMissing, .clientKeyInvalid: return 401
       case .rateLimited: return 429
       }
@@ -39,6 +41,7 @@ public enum GatewayResponse {
       case .headerTimeout: return "request timeout"
       case .methodNotAllowed: return "method not allowed"
       case .tokenUnavailable: return "upstream token unavailable"
+      case .tokenRejected: return "upstream rejected the token"
       case .clientKeyMissing: return "client key required"
       case .clientKeyInvalid: return "client key not recognized"
       case .rateLimited: return "rate limit exceeded"

@@ -461,7 +461,20 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
   /// request once more with a fresh value when it can be replayed. Returns true when a retry
   /// is under way (the answer in hand is then dropped).
   private func tokenRejected(_ use: TokenUse, exchange: Exchange) -> Bool {
-    if let serial = exchange.tokenSerial { context.shared.tokens?.reportRejected(token: use.name, serial: serial) }
+    let entry = context.tokenEntry(use.name, index: use.index)
+    if let serial = exchange.tokenSerial {
+      // A value fetched because of a rejection, rejected again at once: neither reported
+      // nor retried (see `TokenLifecycle.rejectionHoldOff`); the client gets the answer.
+      if let entry, entry.serial == serial, let until = entry.rejectionsIgnoredUntil,
+        TokenInstant(millisecondsSinceEpoch: RFC3339.nowMilliseconds()) < until
+      {
+        return false
+      }
+      context.shared.tokens?.reportRejected(token: use.name, serial: serial)
+    }
+    // Sending the same value again would only be rejected again: a fixed or file token is
+    // retried only when its value has changed since the request went out.
+    guard let entry, entry.refreshable || entry.serial != exchange.tokenSerial else { return false }
     let replayable = !Self.hasBody(exchange.head) || exchange.requestBodyCopy != nil
     guard !exchange.tokenRetried, exchange.requestComplete, replayable,
       exchange.head.method.isIdempotent || exchange.requestBodyCopy != nil || !Self.hasBody(exchange.head)
@@ -470,6 +483,18 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     exchange.tokenGrant = nil
     waitForToken(use)
     return true
+  }
+
+  /// A fixed or file token that a backend refused shows `invalid` until a backend takes it
+  /// again: an answer below 400 sent with that very value says it did. Costs a comparison
+  /// per answer unless the token is in that state.
+  private func noteTokenAccepted(_ exchange: Exchange) {
+    guard let serial = exchange.tokenSerial, let status = exchange.upstreamStatus, status < 400,
+      let routeIndex = exchange.routeIndex, let use = exchange.snapshot.routePlans[routeIndex].token,
+      let entry = context.tokenEntry(use.name, index: use.index), entry.state == .invalid, entry.serial == serial,
+      !entry.refreshable
+    else { return }
+    context.shared.tokens?.reportAccepted(token: use.name, serial: serial)
   }
 
   // MARK: Answers made here
@@ -487,9 +512,11 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     // On `always_200` routes the gateway's own errors also travel as HTTP 200, the status
     // only in `code`.
     let status = exchange?.envelope?.httpStatus(failure.status) ?? failure.status
+    // On a route with a cache this answer did not come from the store: say so, as every
+    // answer of such a route does.
     respondLocally(
       status: status, body: GatewayResponse.errorBody(status: failure.status, message: failure.message),
-      extraHeaders: extraHeaders)
+      extraHeaders: Self.cacheLines(exchange?.cacheResult) + extraHeaders)
   }
 
   /// Writes a whole answer made by the gateway. The request's body, if not read yet, is
@@ -755,18 +782,43 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
         pool.circuit.recordSuccess()
       }
     }
+    // A body that says the token was rejected is sent again with a new value when it can
+    // be; when it cannot, it is no good answer: never stored, never wrapped as a success.
+    var tokenRefused = false
     if exchange.bodyPlan == .buffer, let routeIndex = exchange.routeIndex,
-      let use = exchange.snapshot.routePlans[routeIndex].token, use.bodyRejects(exchange.bufferedBody),
-      tokenRejectedAfterBody(use, exchange: exchange, upstreamReusable: upstreamReusable)
+      let use = exchange.snapshot.routePlans[routeIndex].token,
+      use.bodyRejects(
+        exchange.bufferedBody,
+        contentEncoding: exchange.bufferedHead.flatMap { Self.field($0.headers, "content-encoding") })
     {
-      return
+      if tokenRejectedAfterBody(use, exchange: exchange, upstreamReusable: upstreamReusable) { return }
+      tokenRefused = true
     }
-    let kept = storableAnswer(exchange)
+    var rendered = exchange.bodyPlan == .buffer ? renderBufferedAnswer(exchange) : nil
+    if tokenRefused, let policy = exchange.envelope {
+      rendered = .unusable(
+        status: policy.httpStatus(401),
+        body: GatewayResponse.errorBody(status: 401, message: GatewayResponse.Failure.tokenRejected.message))
+    }
+    var usable = !tokenRefused
+    if case .unusable = rendered { usable = false }
+    if usable {
+      noteTokenAccepted(exchange)
+    } else {
+      if exchange.collapseRole == .leading { exchange.collapseOutcome = .failed(.invalidResponse) }
+      // The last good answer is worth more than one the backend got wrong.
+      if let stale = staleAnswer(for: exchange) {
+        releaseUpstream(exchange, upstreamReusable: upstreamReusable)
+        exchange.bufferedBody = []
+        serveStored(stale, result: .stale)
+        return
+      }
+    }
+    let kept = usable ? storableAnswer(exchange) : nil
     if let kept { rememberAnswer(kept, exchange: exchange) }
-    var rendered: EnvelopeOutcome?
     switch exchange.bodyPlan {
     case .buffer:
-      rendered = writeBufferedAnswer(exchange)
+      writeBufferedAnswer(exchange, outcome: rendered ?? .passThrough)
     case .streamWrapped:
       do {
         try exchange.streamValidator?.finish()
@@ -784,13 +836,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     if exchange.rechunkResponse { HTTPSerializer.writeLastChunk(into: &context.output) }
     flushOutput()
     self.exchange?.responseComplete = true
-    if let upstream = exchange.upstream, let pool = exchange.pool {
-      self.exchange?.upstream = nil
-      let reusable =
-        upstreamReusable && exchange.upstreamKeepAlive && exchange.requestComplete
-        && !exchange.responseParser.isClosed
-      pool.release(upstream, reusable: reusable)
-    }
+    releaseUpstream(exchange, upstreamReusable: upstreamReusable)
     if !exchange.requestComplete {
       // The upstream answered before the request body was all read: the rest cannot be
       // forwarded any more, so the connection ends after this answer.
@@ -798,6 +844,16 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       self.exchange?.requestComplete = true
     }
     finishExchange()
+  }
+
+  /// Gives the upstream connection of a completely read answer back to its pool.
+  private func releaseUpstream(_ exchange: Exchange, upstreamReusable: Bool) {
+    guard let upstream = exchange.upstream, let pool = exchange.pool else { return }
+    exchange.upstream = nil
+    let reusable =
+      upstreamReusable && exchange.upstreamKeepAlive && exchange.requestComplete
+      && !exchange.responseParser.isClosed
+    pool.release(upstream, reusable: reusable)
   }
 
   /// A body said the token was rejected: the answer was read whole, so the connection goes
@@ -1082,10 +1138,10 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       status: stored.status, headers: HTTPHeaders(stored.headers.map { ($0.name, $0.value) }),
       bodyFraming: .contentLength(Int64(stored.body.count)))
     var extra = Self.cacheLines(result)
-    if result == .stale {
-      let age = max(0, (RFC3339.nowMilliseconds() - stored.storedAtMs) / 1000)
-      extra.append(contentsOf: "Age: \(age)\r\nWarning: 110 - \"Response is Stale\"\r\n".utf8)
-    }
+    // RFC 9111 §5.1: every answer from the store says how old it is.
+    let age = max(0, (RFC3339.nowMilliseconds() - stored.storedAtMs) / 1000)
+    extra.append(contentsOf: "Age: \(age)\r\n".utf8)
+    if result == .stale { extra.append(contentsOf: "Warning: 110 - \"Response is Stale\"\r\n".utf8) }
     var outcome = EnvelopeOutcome.passThrough
     if let policy = exchange.envelope {
       outcome = EnvelopeRenderer.render(
@@ -1107,7 +1163,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     exchange.responseStarted = true
     context.output.removeAll(keepingCapacity: true)
     switch outcome {
-    case .json(let status, let json):
+    case .json(let status, let json), .unusable(let status, let json):
       writeEnvelopedAnswer(
         status: status, body: json, upstream: head, exchange: exchange, close: close, headOnly: headOnly, extra: extra)
     case .passThrough:
@@ -1216,26 +1272,26 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
 
   /// The buffered body is complete: render the envelope (or pass the answer as it is).
   /// Returns the envelope rendered, if the route has one.
-  private func writeBufferedAnswer(_ exchange: Exchange) -> EnvelopeOutcome? {
-    guard let head = exchange.bufferedHead else { return nil }
-    let outcome: EnvelopeOutcome
-    if let policy = exchange.envelope {
-      outcome = EnvelopeRenderer.render(
-        status: head.status,
-        reason: head.reason.isEmpty ? HTTPStatusPhrase.reason(for: head.status) : head.reasonString,
-        contentType: Self.field(head.headers, "content-type"),
-        contentEncoding: Self.field(head.headers, "content-encoding"),
-        body: exchange.bufferedBody, truncated: exchange.bufferedTruncated, policy: policy)
-    } else {
-      outcome = .passThrough
-    }
+  private func renderBufferedAnswer(_ exchange: Exchange) -> EnvelopeOutcome? {
+    guard let head = exchange.bufferedHead, let policy = exchange.envelope else { return nil }
+    return EnvelopeRenderer.render(
+      status: head.status,
+      reason: head.reason.isEmpty ? HTTPStatusPhrase.reason(for: head.status) : head.reasonString,
+      contentType: Self.field(head.headers, "content-type"),
+      contentEncoding: Self.field(head.headers, "content-encoding"),
+      body: exchange.bufferedBody, truncated: exchange.bufferedTruncated, policy: policy)
+  }
+
+  /// Writes a buffered answer: `outcome` is its envelope (`passThrough` without one).
+  private func writeBufferedAnswer(_ exchange: Exchange, outcome: EnvelopeOutcome) {
+    guard let head = exchange.bufferedHead else { return }
     let headOnly = exchange.head.method == .head
     let close = closeAfterResponse || !exchange.head.keepAlive || context.draining
     exchange.closeClient = close
     exchange.responseStarted = true
     let before = context.output.count
     switch outcome {
-    case .json(let status, let body):
+    case .json(let status, let body), .unusable(let status, let body):
       writeEnvelopedAnswer(
         status: status, body: body, upstream: head, exchange: exchange, close: close, headOnly: headOnly,
         extra: Self.cacheLines(exchange.cacheResult))
@@ -1251,7 +1307,6 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     }
     exchange.bytesSent += Int64(context.output.count - before)
     exchange.bufferedBody = []
-    return exchange.envelope == nil ? nil : outcome
   }
 
   /// Writes a whole enveloped answer (gzip when the client takes it and it pays off).

@@ -1,3 +1,4 @@
+import GatehouseCompression
 import GatehouseHTTP
 import GatehouseJSON
 import GatehouseNet
@@ -146,10 +147,16 @@ final class TokenUse: Sendable {
     bodyValues = route.invalidToken.bodyValues.map { $0.serializedBytes() }
   }
 
-  /// Whether a JSON body says the token was rejected.
-  func bodyRejects(_ body: [UInt8]) -> Bool {
-    guard let bodyField, !bodyValues.isEmpty,
-      body.withUnsafeBytes({ JSONValidator.isValid($0) }),
+  /// Whether a JSON body says the token was rejected. A gzip body is looked at decoded
+  /// (up to `maxDecoded` bytes), as the envelope would see it.
+  func bodyRejects(_ raw: [UInt8], contentEncoding: ArraySlice<UInt8>? = nil, maxDecoded: Int = 1 << 20) -> Bool {
+    guard let bodyField, !bodyValues.isEmpty else { return false }
+    var body = raw
+    if let contentEncoding, EnvelopeRenderer.isGzip(contentEncoding), !raw.isEmpty {
+      guard let decoded = try? GzipDecoder.decode(raw, maxOutputBytes: maxDecoded) else { return false }
+      body = decoded
+    }
+    guard body.withUnsafeBytes({ JSONValidator.isValid($0) }),
       let range = JSONDocument.range(of: bodyField, in: body)
     else { return false }
     let value = Array(body[range])

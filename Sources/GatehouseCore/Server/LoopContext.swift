@@ -30,16 +30,7 @@ final class LoopContext: @unchecked Sendable {
 
   /// A usable value of `name` by the snapshot's own expiry, with its serial.
   func usableToken(_ name: String, index: Int? = nil) -> TokenGrant? {
-    // The route's index into the values is tried first (no hashing); a reload may have
-    // moved the token, so the name decides.
-    let entry: TokenValues.Entry
-    if let index, index < tokens.entries.count, tokens.entries[index].name == name {
-      entry = tokens.entries[index]
-    } else if let found = tokens[name] {
-      entry = found
-    } else {
-      return nil
-    }
+    guard let entry = tokenEntry(name, index: index) else { return nil }
     // A value without an expiry (static and file tokens) needs no clock reading.
     let value: [UInt8]?
     if entry.expiresAt == nil {
@@ -49,6 +40,15 @@ final class LoopContext: @unchecked Sendable {
     }
     guard let value else { return nil }
     return TokenGrant(bytes: value, serial: entry.serial)
+  }
+
+  /// The published entry of token `name`. The route's index into the values is tried first
+  /// (no hashing); a reload may have moved the token, so the name decides.
+  func tokenEntry(_ name: String, index: Int? = nil) -> TokenValues.Entry? {
+    if let index, index < tokens.entries.count, tokens.entries[index].name == name {
+      return tokens.entries[index]
+    }
+    return tokens[name]
   }
 
   /// This loop's view of the store, when there is one.

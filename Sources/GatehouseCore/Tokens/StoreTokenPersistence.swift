@@ -77,4 +77,10 @@ final class TokenBroker: @unchecked Sendable {
     nonisolated(unsafe) let manager = self.manager
     control.execute { manager.reportRejected(token: token, serial: serial) }
   }
+
+  /// A backend accepted the value with this serial.
+  func reportAccepted(token: String, serial: UInt64) {
+    nonisolated(unsafe) let manager = self.manager
+    control.execute { manager.reportAccepted(token: token, serial: serial) }
+  }
 }

@@ -75,6 +75,12 @@ public struct TokenLifecycle: Sendable {
     var refreshAt: TokenInstant?
     /// A backend or an operator said no: never handed out again.
     var rejected = false
+    /// A backend refused this fixed or file value. It is still sent (there is no other one
+    /// to send, and one endpoint's 401 must not stop every route that uses the token), and
+    /// shows as `invalid` until a backend takes it again or the value changes.
+    var refusedByBackend = false
+    /// The value was fetched because the one before it was rejected.
+    var fetchedAfterRejection = false
     /// False for values that come from the config or a file: those are the source of truth, so they are
     /// not copied into the store.
     var persistsValue: Bool
@@ -94,6 +100,10 @@ public struct TokenLifecycle: Sendable {
   /// The earliest a new value is refreshed again, whatever its lifetime: a guard against endpoints that
   /// issue already-expired tokens.
   public static let minimumRefreshInterval: Duration = .seconds(1)
+  /// How long a value fetched because of a rejection is kept although backends reject it too. Fetching
+  /// yet another one would not help (the backend refuses what the token endpoint hands out, or uses the
+  /// status for something else), and every rejected request would cost a token request.
+  public static let rejectionHoldOff: Duration = .seconds(10)
 
   public let kind: Kind
   private(set) var credential: Credential?
@@ -102,6 +112,8 @@ public struct TokenLifecycle: Sendable {
   /// Why the last refresh or read failed; cleared by a success or `set`. Never holds a token value.
   public private(set) var lastError: String?
   private(set) var inFlight: RefreshTicket?
+  /// The refresh in flight replaces a rejected value.
+  private var inFlightAfterRejection = false
   private(set) var consecutiveFailures = 0
   /// No automatic refresh before this instant (backoff after a failure).
   private(set) var retryAt: TokenInstant?
@@ -131,6 +143,18 @@ public struct TokenLifecycle: Sendable {
   public var currentValue: SecretValue? { credential?.value }
   /// The serial of the current value (0 before the first value).
   public var currentSerial: UInt64 { credential?.serial ?? 0 }
+  /// Whether the current value was rejected (by a backend or an operator).
+  public var isRejected: Bool { credential.map { $0.rejected || $0.refusedByBackend } ?? false }
+  /// Whether a rejection can lead to a new value (oauth2 tokens).
+  public var isRefreshable: Bool {
+    if case .oauth2 = kind { return true }
+    return false
+  }
+  /// Until then, a backend's rejection of the current value is not acted on (`rejectionHoldOff`).
+  public var rejectionsIgnoredUntil: TokenInstant? {
+    guard let credential, credential.fetchedAfterRejection else { return nil }
+    return credential.refreshedAt + Self.rejectionHoldOff
+  }
 
   /// The value a request may send now: present, not rejected, not expired.
   public func usableGrant(at now: TokenInstant) -> TokenGrant? {
@@ -144,7 +168,7 @@ public struct TokenLifecycle: Sendable {
     if inFlight != nil { return .refreshing }
     if failed { return .error }
     guard let credential else { return .missing }
-    if credential.rejected { return .invalid }
+    if credential.rejected || credential.refusedByBackend { return .invalid }
     if let expiresAt = credential.expiresAt {
       if now >= expiresAt { return .expired }
       if case .oauth2(let refreshBefore) = kind, now >= expiresAt - refreshBefore { return .expiring }
@@ -249,6 +273,7 @@ public struct TokenLifecycle: Sendable {
     case .oauth2: persists = true
     }
     replaceCredential(value: value, expiresAt: expiresIn.map { now + $0 }, now: now, persistsValue: persists)
+    credential?.fetchedAfterRejection = inFlightAfterRejection
     failed = false
     lastError = nil
     consecutiveFailures = 0
@@ -265,20 +290,33 @@ public struct TokenLifecycle: Sendable {
   }
 
   /// A backend rejected the value with this serial (nil: whatever the current value is). A report about an
-  /// older value is ignored: that value was already replaced.
+  /// older value is ignored: that value was already replaced. So is one inside `rejectionHoldOff`.
   public mutating func reportRejected(serial: UInt64?, now: TokenInstant) -> [Action] {
-    guard var current = credential, !current.rejected, serial == nil || serial == current.serial else {
+    guard var current = credential, !current.rejected, !current.refusedByBackend,
+      serial == nil || serial == current.serial
+    else {
       return finish(now: now)
     }
-    current.rejected = true
-    credential = current
-    failed = false
     switch kind {
     case .fixed, .file:
-      break
+      current.refusedByBackend = true
+      credential = current
     case .oauth2:
+      if let until = rejectionsIgnoredUntil, now < until { return finish(now: now) }
+      current.rejected = true
+      credential = current
+      failed = false
       // Within a backoff the retry timer refreshes; otherwise at once, so waiting requests get a new value.
       if inFlight == nil, retryAt.map({ now >= $0 }) ?? true { beginRefresh() }
+    }
+    return finish(now: now)
+  }
+
+  /// A backend accepted the value with this serial: a fixed or file value it had refused is `valid` again.
+  public mutating func reportAccepted(serial: UInt64, now: TokenInstant) -> [Action] {
+    if var current = credential, current.serial == serial, current.refusedByBackend {
+      current.refusedByBackend = false
+      credential = current
     }
     return finish(now: now)
   }
@@ -407,6 +445,7 @@ public struct TokenLifecycle: Sendable {
     lastTicket += 1
     let ticket = RefreshTicket(id: lastTicket)
     inFlight = ticket
+    inFlightAfterRejection = credential?.rejected ?? false
     refreshOnNextUseOnly = false
     pendingStart = ticket
   }

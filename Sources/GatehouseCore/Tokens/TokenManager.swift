@@ -213,10 +213,26 @@ public final class TokenManager {
     guard let slot = slotsByName[name], !stopped else { return }
     withEvent {
       let now = clock.now
-      let before = slot.lifecycle.usableGrant(at: now)
+      let before = slot.lifecycle.isRejected
       let actions = slot.lifecycle.reportRejected(serial: serial, now: now)
-      if let before, slot.lifecycle.usableGrant(at: now) == nil {
-        logger.info("token rejected by backend", ["token": .string(name), "serial": .int(Int(before.serial))])
+      if !before && slot.lifecycle.isRejected {
+        logger.info(
+          "token rejected by backend", ["token": .string(name), "serial": .int(Int(slot.lifecycle.currentSerial))])
+      }
+      perform(actions, on: slot)
+    }
+  }
+
+  /// A backend accepted the value with `serial`: a fixed or file token it had refused is `valid` again.
+  public func reportAccepted(token name: String, serial: UInt64) {
+    loop.assertInEventLoop()
+    guard let slot = slotsByName[name], !stopped else { return }
+    withEvent {
+      let now = clock.now
+      let before = slot.lifecycle.isRejected
+      let actions = slot.lifecycle.reportAccepted(serial: serial, now: now)
+      if before && !slot.lifecycle.isRejected {
+        logger.info("token accepted by backend again", ["token": .string(name), "serial": .int(Int(serial))])
       }
       perform(actions, on: slot)
     }
@@ -481,6 +497,7 @@ public final class TokenManager {
         return TokenValues.Entry(
           name: slot.name, index: slot.index, value: grant?.bytes, serial: slot.lifecycle.currentSerial,
           state: slot.lifecycle.state(at: now), expiresAt: grant == nil ? nil : slot.lifecycle.expiresAt,
+          refreshable: slot.lifecycle.isRefreshable, rejectionsIgnoredUntil: slot.lifecycle.rejectionsIgnoredUntil,
           refreshSuccesses: slot.counts.success, refreshFailures: slot.counts.failure)
       })
   }

@@ -16,6 +16,10 @@ public struct TokenValues: Sendable, CustomStringConvertible, CustomDebugStringC
     /// When `value` stops being usable. A loop may compare it with its own clock, because the next
     /// snapshot (published at expiry) can arrive a moment later.
     public let expiresAt: TokenInstant?
+    /// Whether a backend's rejection can lead to a new value (oauth2 tokens).
+    public let refreshable: Bool
+    /// Until then a rejection of this value is not reported or retried (`TokenLifecycle.rejectionHoldOff`).
+    public let rejectionsIgnoredUntil: TokenInstant?
     public let refreshSuccesses: Int
     public let refreshFailures: Int
 

@@ -109,6 +109,64 @@ import Testing
     #expect(lifecycle.state(at: at(1)) == .invalid)
   }
 
+  /// One endpoint's 401 must not stop every route that uses a static token: the value is
+  /// still sent, shown `invalid` until a backend takes it again.
+  @Test func aStaticValueRefusedByABackendIsStillSentAndRecovers() {
+    var lifecycle = TokenLifecycle(kind: .fixed(SecretValue("abc")))
+    _ = lifecycle.start(restoring: nil, now: at(0))
+    #expect(!lifecycle.isRefreshable)
+    let refused = lifecycle.reportRejected(serial: 1, now: at(1))
+
+    #expect(refused.first == .publish)
+    #expect(lifecycle.state(at: at(1)) == .invalid)
+    #expect(value(lifecycle, at: at(1)) == "abc")
+    // Accepted with another serial: no change; with its own: valid again.
+    _ = lifecycle.reportAccepted(serial: 7, now: at(2))
+    #expect(lifecycle.state(at: at(2)) == .invalid)
+    let accepted = lifecycle.reportAccepted(serial: 1, now: at(3))
+    #expect(accepted.first == .publish)
+    #expect(lifecycle.state(at: at(3)) == .valid)
+  }
+
+  @Test func anOperatorsInvalidationOfAStaticValueStillStopsIt() {
+    var lifecycle = TokenLifecycle(kind: .fixed(SecretValue("abc")))
+    _ = lifecycle.start(restoring: nil, now: at(0))
+    _ = lifecycle.invalidate(now: at(1))
+    _ = lifecycle.reportAccepted(serial: 1, now: at(2))
+
+    #expect(lifecycle.usableGrant(at: at(2)) == nil)
+    #expect(lifecycle.state(at: at(2)) == .invalid)
+  }
+
+  /// A value fetched because of a rejection and rejected again at once is kept for
+  /// `rejectionHoldOff`: one rejection episode costs one token request, not one per request.
+  @Test func aValueFetchedAfterARejectionIsNotRefreshedAgainAtOnce() {
+    var lifecycle = oauth2()
+    #expect(lifecycle.rejectionsIgnoredUntil == nil)
+    let refresh = try! #require(ticket(lifecycle.reportRejected(serial: 1, now: at(10))))
+    _ = lifecycle.refreshSucceeded(refresh, value: SecretValue("B"), expiresIn: .seconds(3600), now: at(11))
+    let holdOff = Int(TokenLifecycle.rejectionHoldOff.components.seconds)
+    #expect(lifecycle.rejectionsIgnoredUntil == at(11 + holdOff))
+
+    let again = lifecycle.reportRejected(serial: 2, now: at(12))
+    #expect(ticket(again) == nil)
+    #expect(lifecycle.state(at: at(12)) == .valid)
+    #expect(value(lifecycle, at: at(12)) == "B")
+
+    // After the hold-off a rejection refreshes again.
+    let later = lifecycle.reportRejected(serial: 2, now: at(11 + holdOff))
+    #expect(ticket(later) != nil)
+  }
+
+  @Test func aValueFromAnOrdinaryRefreshIsRefreshedAtItsFirstRejection() {
+    var lifecycle = oauth2()
+    let refresh = ticket(lifecycle.refreshNow(now: at(5)).1)!
+    _ = lifecycle.refreshSucceeded(refresh, value: SecretValue("B"), expiresIn: .seconds(3600), now: at(5))
+
+    #expect(lifecycle.rejectionsIgnoredUntil == nil)
+    #expect(ticket(lifecycle.reportRejected(serial: 2, now: at(6))) != nil)
+  }
+
   // MARK: oauth2: first fetch, background refresh
 
   @Test func oauth2StartsWithAFetchAndPublishesTheValue() {

@@ -10,6 +10,8 @@ enum BackendMode: Sendable, Equatable {
   case hanging
   /// Resets each connection after reading the request.
   case resetting
+  /// 200 with a JSON content type and a body that is not JSON.
+  case invalidJSON
 }
 
 /// A `TestBackend` whose behaviour the test switches between healthy and the failures a
@@ -50,6 +52,8 @@ final class ModalBackend: Sendable {
         return .respond(answer)
       case .resetting:
         return .reset
+      case .invalidJSON:
+        return jsonAnswer(#"{"v": "cut sho"#)
       }
     }
   }
