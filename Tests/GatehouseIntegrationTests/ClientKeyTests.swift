@@ -39,7 +39,52 @@ import Testing
     let response = try send("GET", "/me", to: gateway.port)
 
     expectJSONAnswer(response, status: 401, body: errorEnvelope(401, "client key required"))
+    #expect(response.head.value("WWW-Authenticate") == "ApiKey")
     #expect(backend.requests.isEmpty)
+  }
+
+  /// A key sent twice (two fields, or both forms) is ambiguous: refused, even when one of
+  /// the two is right.
+  @Test func aKeySentTwiceIsRefused() throws {
+    let backend = try ModalBackend()
+    let gateway = try Self.gateway(port: backend.port)
+    defer { gateway.stopExpectingCleanExit() }
+
+    let attempts: [[(String, String)]] = [
+      [("X-Api-Key", Self.iosKey), ("X-Api-Key", "not-a-key")],
+      [("X-Api-Key", "not-a-key"), ("X-Api-Key", Self.iosKey)],
+      [("X-Api-Key", Self.iosKey), ("Authorization", "ApiKey " + Self.webKey)],
+    ]
+    let answers = try attempts.map { try send("GET", "/twice", to: gateway.port, headers: $0) }
+    let once = try send("GET", "/once", to: gateway.port, headers: [("X-Api-Key", Self.iosKey)])
+
+    for response in answers {
+      expectJSONAnswer(response, status: 401, body: errorEnvelope(401, "client key not recognized"))
+      #expect(response.head.value("WWW-Authenticate") == "ApiKey")
+    }
+    #expect(once.status == 200)
+    #expect(backend.requests.map(\.path) == ["/once"])
+  }
+
+  /// `always_200` covers the client checks too: HTTP 200, the status only in `code`.
+  @Test func alwaysOKRoutesAnswerClientKeyErrorsWith200() throws {
+    let backend = try ModalBackend()
+    var config = StoreTests.config(port: backend.port, cache: [:], envelope: ["enabled": true, "status": "always_200"])
+    if var routes = config["routes"] as? [[String: Any]] {
+      routes[0]["cache"] = nil
+      config["routes"] = routes
+    }
+    config["clients"] = try Self.clients(required: true)
+    let gateway = try GatewayProcess(config: config)
+    defer { gateway.stopExpectingCleanExit() }
+    let slow = [("X-Api-Key", Self.slowKey)]
+
+    let missing = try send("GET", "/a", to: gateway.port)
+    let limited = try (0..<3).map { _ in try send("GET", "/a", to: gateway.port, headers: slow) }.last!
+
+    expectJSONAnswer(missing, status: 200, body: errorEnvelope(401, "client key required"))
+    expectJSONAnswer(limited, status: 200, body: errorEnvelope(429, "rate limit exceeded"))
+    #expect(limited.head.value("Retry-After") != nil)
   }
 
   @Test func wrongKeyIs401EnvelopeInEitherForm() throws {

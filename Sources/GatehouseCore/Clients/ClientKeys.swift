@@ -52,17 +52,35 @@ public struct ClientKeys: Sendable {
     return .client(index: found)
   }
 
-  /// The key bytes the client sent, if any.
+  /// The key bytes the client sent, if any. A key sent more than once (two `X-Api-Key`
+  /// fields, or both forms) is refused as an empty key, which matches no client: which of
+  /// them would count is exactly what a confused or crafted request leaves open.
   static func presentedKey(_ headers: HTTPHeaders) -> ArraySlice<UInt8>? {
-    if let index = headers.firstIndex(lowercaseName: "x-api-key") {
-      let value = headers.valueBytes(at: index)
-      return value.isEmpty ? nil : value
+    var found: ArraySlice<UInt8>?
+    var sources = 0
+    for index in 0..<headers.count {
+      let name = headers.nameBytes(at: index)
+      if Self.isName(name, "x-api-key") {
+        let value = headers.valueBytes(at: index)
+        if value.isEmpty { continue }
+        sources += 1
+        found = value
+      } else if Self.isName(name, "authorization") {
+        let value = headers.valueBytes(at: index)
+        guard isAPIKeyScheme(value) else { continue }
+        sources += 1
+        found = value.dropFirst(7).drop { $0 == 0x20 }
+      }
     }
-    if let index = headers.firstIndex(lowercaseName: "authorization") {
-      let value = headers.valueBytes(at: index)
-      if isAPIKeyScheme(value) { return value.dropFirst(7).drop { $0 == 0x20 } }
+    return sources > 1 ? ArraySlice() : found
+  }
+
+  /// Whether a field name is `lowercase` (field names are case-insensitive).
+  static func isName(_ name: ArraySlice<UInt8>, _ lowercase: StaticString) -> Bool {
+    guard name.count == lowercase.utf8CodeUnitCount else { return false }
+    return lowercase.withUTF8Buffer { expected in
+      zip(name, expected).allSatisfy { byte, wanted in (byte &- 0x41 < 26 ? byte | 0x20 : byte) == wanted }
     }
-    return nil
   }
 
   /// `ApiKey ` (scheme names are case-insensitive).

@@ -172,6 +172,9 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     exchange = Exchange(
       head: head, requestID: requestID, snapshot: snapshot, routeIndex: match?.routeIndex,
       startedAt: loop.iterationTime)
+    // Known before the client checks, so their 401 and 429 follow the route's envelope
+    // settings (`always_200`) like every other answer of the route.
+    if let match { exchange?.envelope = snapshot.routePlans[match.routeIndex].envelope }
     deadline = 0
     if head.expectsContinue && Self.hasBody(head) {
       _ = connection?.write(Array("HTTP/1.1 100 Continue\r\n\r\n".utf8))
@@ -181,10 +184,10 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       case .anonymous:
         break
       case .missing:
-        respondLocally(failure: .clientKeyMissing)
+        respondLocally(failure: .clientKeyMissing, extraHeaders: Self.apiKeyChallenge)
         return
       case .invalid:
-        respondLocally(failure: .clientKeyInvalid)
+        respondLocally(failure: .clientKeyInvalid, extraHeaders: Self.apiKeyChallenge)
         return
       case .client(let index):
         let client = snapshot.clients.clients[index]
@@ -203,7 +206,6 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       return
     }
     let plan = snapshot.routePlans[match.routeIndex]
-    exchange?.envelope = plan.envelope
     if plan.envelope != nil, let index = head.headers.firstIndex(lowercaseName: "accept-encoding") {
       exchange?.acceptsGzip = AcceptEncoding.acceptsGzip(head.headers.valueBytes(at: index))
     }
@@ -1497,6 +1499,10 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
   }
 
   // MARK: Pure decisions
+
+  /// RFC 9110 §11.6.1: a 401 names the scheme that would get through; client keys are also
+  /// accepted as `Authorization: ApiKey <key>`.
+  static let apiKeyChallenge = Array("WWW-Authenticate: ApiKey\r\n".utf8)
 
   static func hasBody(_ head: HTTPRequestHead) -> Bool {
     switch head.bodyFraming {
