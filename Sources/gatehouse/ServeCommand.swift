@@ -31,6 +31,7 @@ enum ServeCommand {
 
     let config: GatehouseConfig
     var embeddedAdminToken: String?
+    var ignoredEnvironmentToken = false
     if let configPath {
       do {
         config = try ConfigLoader.load(contentsOf: configPath)
@@ -40,7 +41,8 @@ enum ServeCommand {
       }
     } else {
       do {
-        (config, embeddedAdminToken) = try DefaultConfig.makeForServe()
+        (config, embeddedAdminToken, ignoredEnvironmentToken) = try DefaultConfig.makeForServe(
+          environmentToken: getenv("GATEHOUSE_ADMIN_TOKEN").map { String(cString: $0) })
       } catch {
         FileHandleStandardError.write("gatehouse serve: cannot prepare the embedded config: \(error)\n")
         return 1
@@ -54,11 +56,18 @@ enum ServeCommand {
       logger.error("cannot start", ["error": .string("\(error)")])
       return 1
     }
+    let tryIt = "curl http://\(server.boundAddresses[0])/users"
+    if ignoredEnvironmentToken {
+      logger.warn("GATEHOUSE_ADMIN_TOKEN is empty or has spaces or control characters; a random admin token is used")
+    }
     if let embeddedAdminToken {
       // Shown once so a newcomer can open the admin API; never logged again.
       logger.info(
+        "running on the embedded demo config", ["admin_token": .string(embeddedAdminToken), "try": .string(tryIt)])
+    } else if configPath == nil {
+      logger.info(
         "running on the embedded demo config",
-        ["admin_token": .string(embeddedAdminToken), "try": .string("curl http://\(server.boundAddresses[0])/users")])
+        ["admin_token": .string("from GATEHOUSE_ADMIN_TOKEN"), "try": .string(tryIt)])
     }
     return server.run()
   }

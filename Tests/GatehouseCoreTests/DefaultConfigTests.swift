@@ -36,13 +36,30 @@ import Testing
   }
 
   @Test func serveDefaultsUseAFreshPrivateTempDirectory() throws {
-    let (config, token) = try DefaultConfig.makeForServe()
-    #expect(config.admin.token?.value == token)
+    let (config, token, ignored) = try DefaultConfig.makeForServe()
+    #expect(token != nil && config.admin.token?.value == token)
+    #expect(!ignored)
     let directory = (config.store.path as NSString).deletingLastPathComponent
     defer { try? FileManager.default.removeItem(atPath: directory) }
     let attributes = try FileManager.default.attributesOfItem(atPath: directory)
     #expect((attributes[.posixPermissions] as? Int) == 0o700)
     #expect(config.store.path.hasSuffix("/gatehouse.sqlite"))
+  }
+
+  /// `GATEHOUSE_ADMIN_TOKEN`, when usable, is the admin token (not printed); otherwise a
+  /// random one is made and returned for printing.
+  @Test func serveDefaultsTakeTheAdminTokenFromTheEnvironment() throws {
+    var directories: [String] = []
+    defer { for directory in directories { try? FileManager.default.removeItem(atPath: directory) } }
+    for (variable, expectUsed) in [("env-admin-token-5d", true), ("", false), ("has space", false), ("a\nb", false)] {
+      let (config, generated, ignored) = try DefaultConfig.makeForServe(environmentToken: variable)
+      directories.append((config.store.path as NSString).deletingLastPathComponent)
+      if expectUsed {
+        #expect(config.admin.token?.value == variable && generated == nil && !ignored)
+      } else {
+        #expect(generated != nil && config.admin.token?.value == generated && ignored, "\(variable)")
+      }
+    }
   }
 
   /// Every example in `Config/` must pass `gatehouse check` with nothing set in the environment.

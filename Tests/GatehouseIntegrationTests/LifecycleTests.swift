@@ -283,9 +283,11 @@ import Testing
     #expect(result.status == 2)
     #expect(result.err.contains("usage"))
   }
+}
 
-  // MARK: serve without a config
-
+/// `serve` without a config (SPEC §9). Both tests bind the fixed 127.0.0.1:8080 and :9901,
+/// so they run one after the other.
+@Suite(.serialized) struct EmbeddedConfigTests {
   /// The embedded config listens on the fixed 127.0.0.1:8080 (SPEC §9); skipped when
   /// something else already listens there, since the test could not tell the two apart.
   @Test(.enabled(if: !TestSocket.isListening(port: 8080), "127.0.0.1:8080 is busy on this machine"))
@@ -312,5 +314,27 @@ import Testing
     #expect((oneObject["datas"] as? [String: Any])?["id"] != nil)
     #expect(isErrorEnvelope(missing, status: 404, message: "no route for GET /nothing"))
     #expect(gateway.stop() == .success)
+  }
+
+  /// Without a config, `GATEHOUSE_ADMIN_TOKEN` (what `gatehouse admin` reads) is the admin
+  /// token, and it is not printed.
+  @Test(
+    .enabled(
+      if: !TestSocket.isListening(port: 8080) && !TestSocket.isListening(port: 9901),
+      "127.0.0.1:8080 or :9901 is busy on this machine"))
+  func serveWithoutConfigTakesTheAdminTokenFromTheEnvironment() throws {
+    let token = "env-admin-token-CANARY-61ae"
+    let gateway = try GatewayProcess(arguments: ["serve"], environment: ["GATEHOUSE_ADMIN_TOKEN": token])
+    defer { gateway.kill() }
+    try #require(gateway.port == 8080)
+
+    let status = try AdminClient(port: 9901, token: token).request("GET", "/admin/status")
+    let other = try AdminClient(port: 9901, token: "something-else").request("GET", "/admin/status")
+
+    #expect(status.status == 200)
+    #expect(other.status == 401)
+    #expect(gateway.stop() == .success)
+    #expect(!gateway.logLines().isEmpty)
+    #expect(!gateway.logLines().contains { "\($0)".contains(token) })
   }
 }

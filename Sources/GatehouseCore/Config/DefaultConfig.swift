@@ -47,12 +47,26 @@ public enum DefaultConfig {
     }
   }
 
-  /// What `serve` runs without a config file: a random admin token (the caller prints it
-  /// once) and a new private temp directory for the store.
-  public static func makeForServe() throws -> (config: GatehouseConfig, adminToken: String) {
-    let token = randomAdminToken()
+  /// What `serve` runs without a config file: a new private temp directory for the store,
+  /// and as admin token `environmentToken` (`GATEHOUSE_ADMIN_TOKEN`, so `gatehouse admin`
+  /// works with the variable it already reads) when it is usable, else a random one that
+  /// the caller prints once (`generatedToken`). `ignoredEnvironmentToken` says a set
+  /// variable was not usable (empty, or not printable ASCII without spaces).
+  public static func makeForServe(environmentToken: String? = nil) throws -> (
+    config: GatehouseConfig, generatedToken: String?, ignoredEnvironmentToken: Bool
+  ) {
     let directory = try makeTemporaryDirectory()
-    return (make(adminToken: token, storePath: directory + "/gatehouse.sqlite"), token)
+    let usable = environmentToken.flatMap { isUsableAdminToken($0) ? $0 : nil }
+    let token = usable ?? randomAdminToken()
+    return (
+      make(adminToken: token, storePath: directory + "/gatehouse.sqlite"), usable == nil ? token : nil,
+      environmentToken != nil && usable == nil
+    )
+  }
+
+  /// A bearer token the admin API can compare: visible ASCII only (no spaces, no controls).
+  static func isUsableAdminToken(_ token: String) -> Bool {
+    !token.isEmpty && token.utf8.allSatisfy { $0 > 0x20 && $0 < 0x7F }
   }
 
   /// 32 random bytes as 64 hex digits, from the system's cryptographic generator.
