@@ -67,6 +67,35 @@ import Testing
     return (process.terminationStatus, String(decoding: data, as: UTF8.self))
   }
 
+  /// `check` reads the certificate, key and CA files `serve` would load, so a pre-flight
+  /// `check` catches a file that would stop the gateway from starting.
+  @Test func checkLoadsTheCertificateFilesServeWould() throws {
+    let certificates = try Certificates()
+    func check(listenTLS: [String: String]?, upstreamCA: String? = nil) throws -> (Int32, String) {
+      var config = TestConfig.passThrough(to: 3000)
+      var listen: [String: Any] = ["address": "127.0.0.1:0"]
+      if let listenTLS { listen["tls"] = listenTLS }
+      config["listen"] = [listen]
+      if let upstreamCA {
+        config["upstreams"] = ["api": ["url": "https://127.0.0.1:3000", "tls": ["ca": upstreamCA]]]
+      }
+      let text = String(decoding: try JSONSerialization.data(withJSONObject: config), as: UTF8.self)
+      let result = try LifecycleTests.runCheck(["--config", "config.json"], config: text)
+      return (result.status, result.err)
+    }
+    let good = ["cert": certificates.path + "/server.pem", "key": certificates.path + "/server.key"]
+
+    let valid = try check(listenTLS: good, upstreamCA: certificates.path + "/ca.pem")
+    let missing = try check(listenTLS: ["cert": certificates.path + "/none.pem", "key": good["key"]!])
+    let mismatched = try check(listenTLS: ["cert": good["cert"]!, "key": certificates.path + "/alt.key"])
+    let missingCA = try check(listenTLS: nil, upstreamCA: certificates.path + "/no-ca.pem")
+
+    #expect(valid.0 == 0, "\(valid.1)")
+    #expect(missing.0 == 1 && missing.1.hasPrefix("listen[0].tls: "), "\(missing.1)")
+    #expect(mismatched.0 == 1 && mismatched.1.hasPrefix("listen[0].tls: "), "\(mismatched.1)")
+    #expect(missingCA.0 == 1 && missingCA.1.hasPrefix("upstreams.api.tls: "), "\(missingCA.1)")
+  }
+
   @Test func tlsListenerServesAndPlaintextToItIsClosedCleanly() throws {
     let certificates = try Certificates()
     let backend = try TestBackend(always: .respond(.text("hello over tls")))

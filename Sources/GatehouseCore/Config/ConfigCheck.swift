@@ -16,7 +16,9 @@ public struct ConfigCheckResult: Sendable, Equatable {
     configPath path: String, environment: [String: String] = ProcessInfo.processInfo.environment
   ) -> ConfigCheckResult {
     do {
-      _ = try ConfigLoader.load(contentsOf: path, environment: environment)
+      let config = try ConfigLoader.load(contentsOf: path, environment: environment)
+      let problems = fileProblems(config)
+      guard problems.isEmpty else { return ConfigCheckResult(exitCode: 1, output: [], errors: problems) }
       return ConfigCheckResult(exitCode: 0, output: ["ok"], errors: [])
     } catch .invalidJSON(let error) {
       return ConfigCheckResult(
@@ -25,5 +27,28 @@ public struct ConfigCheckResult: Sendable, Equatable {
     } catch {
       return ConfigCheckResult(exitCode: 1, output: [], errors: error.lines)
     }
+  }
+
+  /// The files a valid config names that `serve` would fail to load: certificates, keys and
+  /// CA bundles, read and parsed as `serve` does (so `check` in a pre-flight catches them).
+  /// Host names are not resolved here: that needs the network `serve` runs in.
+  static func fileProblems(_ config: GatehouseConfig) -> [String] {
+    var problems: [String] = []
+    for (index, listen) in config.listen.enumerated() {
+      guard let tls = listen.tls else { continue }
+      do {
+        _ = try GatewayServer.serverTLS(tls)
+      } catch {
+        problems.append("listen[\(index)].tls: \(error)")
+      }
+    }
+    for upstream in config.upstreams where upstream.url.scheme == .https {
+      do {
+        _ = try UpstreamPlan.clientTLS(upstream.tls, host: upstream.url.host, handshakeTimeout: .seconds(1))
+      } catch {
+        problems.append("upstreams.\(upstream.name).tls: \(error)")
+      }
+    }
+    return problems
   }
 }

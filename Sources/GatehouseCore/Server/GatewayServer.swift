@@ -40,18 +40,23 @@ public final class GatewayServer: @unchecked Sendable {
   static func serverTLS(_ listen: ListenerConfig) throws -> TLSContext? {
     guard let tls = listen.tls else { return nil }
     do {
-      var named: [String: TLSContext] = [:]
-      for entry in tls.sni {
-        let context = try TLSContext(
-          server: TLSServerConfiguration(certificateChainPath: entry.certificatePath, privateKeyPath: entry.keyPath))
-        for name in entry.names { named[name] = context }
-      }
-      return try TLSContext(
-        server: TLSServerConfiguration(certificateChainPath: tls.certificatePath, privateKeyPath: tls.keyPath),
-        serverNames: named)
+      return try serverTLS(tls)
     } catch {
       throw SnapshotError(description: "listen \(listen.address): \(error)")
     }
+  }
+
+  /// A listener's TLS context with its SNI certificates; reads and checks every file.
+  static func serverTLS(_ tls: ListenerTLSConfig) throws -> TLSContext {
+    var named: [String: TLSContext] = [:]
+    for entry in tls.sni {
+      let context = try TLSContext(
+        server: TLSServerConfiguration(certificateChainPath: entry.certificatePath, privateKeyPath: entry.keyPath))
+      for name in entry.names { named[name] = context }
+    }
+    return try TLSContext(
+      server: TLSServerConfiguration(certificateChainPath: tls.certificatePath, privateKeyPath: tls.keyPath),
+      serverNames: named)
   }
 
   /// One SO_REUSEPORT listener per loop for a configured `host:port`.
