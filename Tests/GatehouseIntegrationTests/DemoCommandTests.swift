@@ -22,6 +22,8 @@ import Testing
     // 1. the enveloped list with key_path
     #expect(text.contains(#"{"code":0,"datas":[{"id":1,"name":"hoge"},{"id":2,"name":"fuga"}],"message":""}"#))
     // 2. the injected token the backend saw
+    // Step 2 shows the client's own Authorization going in and the gateway's coming out.
+    #expect(text.contains("  Authorization: Bearer what-the-app-sent\n< 200 OK"))
     #expect(text.contains("backend saw Authorization: Bearer demo-token-1"))
     // 3. the expired token refreshed
     #expect(text.contains("backend saw Bearer demo-token-2"))

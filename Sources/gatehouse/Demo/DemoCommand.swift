@@ -83,10 +83,16 @@ struct DemoClient {
     self.token = token
   }
 
-  func call(_ method: HTTPMethod, _ target: String) -> AdminHTTPResponse? {
+  /// Sends one request and prints it with its answer. `clientAuthorization` is an
+  /// `Authorization` the client itself sends (shown; the admin token never is).
+  func call(_ method: HTTPMethod, _ target: String, clientAuthorization: String? = nil) -> AdminHTTPResponse? {
     let client = AdminHTTPClient(host: host, port: port, hostHeader: "\(host):\(port)", timeoutSeconds: 10)
     print("$ \(method) http://\(host):\(port)\(target)")
-    let headers = token.map { [("Authorization", "Bearer \($0)")] } ?? []
+    var headers = token.map { [("Authorization", "Bearer \($0)")] } ?? []
+    if let clientAuthorization {
+      print("  Authorization: \(clientAuthorization)")
+      headers.append(("Authorization", clientAuthorization))
+    }
     do {
       let response = try client.send(method: method, target: target, headers: headers)
       var notes: [String] = []
@@ -123,7 +129,8 @@ struct DemoWalkthrough {
 
     section(
       "2. The client holds no backend credential",
-      "The request above carried no token. Gatehouse logged in to the token endpoint and sent:")
+      "Whatever a client sends as Authorization is replaced by the token Gatehouse logged in for:")
+    ok = gateway.call(.get, "/users", clientAuthorization: "Bearer what-the-app-sent")?.status == 200 && ok
     let seen = backend.record.withLock { $0.lastAuthorization } ?? "(nothing)"
     print("  backend saw Authorization: \(seen)")
     ok = seen.hasPrefix("Bearer demo-token-") && ok
