@@ -95,6 +95,10 @@ import Testing
 
     #expect(gateway.waitForExit() == .success)
     #expect(client.waitForEnd() != .stillOpen)
+    // The request cut without an answer still has its access line: 444, nginx's "closed
+    // without a response".
+    let line = gateway.logLines().first { $0["path"] as? String == "/held" }
+    #expect(line?["status"] as? Int == 444, "\(String(describing: line))")
   }
 
   @Test func sigintDrainsAndExitsZeroLikeSigterm() throws {

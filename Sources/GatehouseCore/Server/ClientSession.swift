@@ -956,18 +956,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     // use the loop's output buffer too).
     let waiters = detachWaiters(of: exchange)
     defer { waiters?.release() }
-    let elapsed = EventLoop.monotonicNanoseconds() &- exchange.startedAt
-    if let result = exchange.cacheResult { context.metrics.cacheResults[result.metricLabel, default: 0] &+= 1 }
-    context.recordRequest(
-      snapshot: exchange.snapshot, routeIndex: exchange.routeIndex, status: exchange.status, nanoseconds: elapsed)
-    if context.snapshot.accessLogEnabled {
-      context.logAccess(
-        AccessRecord(
-          requestID: exchange.requestID, method: exchange.head.method, path: exchange.head.path,
-          route: exchange.routeIndex.map { exchange.snapshot.routePlans[$0].name }, status: exchange.status,
-          upstreamStatus: exchange.upstreamStatus, cache: exchange.cacheResult?.rawValue,
-          durationNanoseconds: elapsed, bytes: exchange.bytesSent))
-    }
+    record(exchange, status: exchange.status)
     self.exchange = nil
     // Pausing for the upstream's sake ends with the exchange, whoever was told to resume.
     setClientReadingPaused(false, reason: .upstreamBackpressure)
@@ -1482,11 +1471,34 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       self.exchange?.upstream = nil
       exchange.pool?.discard(upstream, by: self)
     }
+    if let exchange {
+      // A request the connection ended under still gets its access line and its count:
+      // with the status already sent, else nginx's 499 (the client went away first) or
+      // 444 (the gateway closed without an answer: drain timeout, a cut stream).
+      let unanswered = reason == .closedByOwner ? 444 : 499
+      record(exchange, status: exchange.responseStarted || exchange.responseComplete ? exchange.status : unanswered)
+    }
     let waiters = exchange.flatMap(detachWaiters)
     exchange = nil
     defer { waiters?.release() }
     self.connection = nil
     context.sessionClosed(self)
+  }
+
+  /// Counts a finished (or abandoned) exchange and writes its access line.
+  private func record(_ exchange: Exchange, status: Int) {
+    let elapsed = EventLoop.monotonicNanoseconds() &- exchange.startedAt
+    if let result = exchange.cacheResult { context.metrics.cacheResults[result.metricLabel, default: 0] &+= 1 }
+    context.recordRequest(
+      snapshot: exchange.snapshot, routeIndex: exchange.routeIndex, status: status, nanoseconds: elapsed)
+    if context.snapshot.accessLogEnabled {
+      context.logAccess(
+        AccessRecord(
+          requestID: exchange.requestID, method: exchange.head.method, path: exchange.head.path,
+          route: exchange.routeIndex.map { exchange.snapshot.routePlans[$0].name }, status: status,
+          upstreamStatus: exchange.upstreamStatus, cache: exchange.cacheResult?.rawValue,
+          durationNanoseconds: elapsed, bytes: exchange.bytesSent))
+    }
   }
 
   private func logLocal(status: Int, requestID: [UInt8], head: HTTPRequestHead?, bytes: Int) {
