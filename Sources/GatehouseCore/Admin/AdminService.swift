@@ -5,7 +5,8 @@ import GatehouseNet
 /// `GatewayServer`; every completion runs on the admin loop.
 protocol AdminBackend: AnyObject, Sendable {
   var isReady: Bool { get }
-  var metricsPublic: Bool { get }
+  /// The admin token and `metrics_public` of the running config (they follow reloads).
+  var adminAccess: AdminAccess { get }
   func statusDocument(completion: @escaping @Sendable (JSONValue) -> Void)
   func routesDocument() -> JSONValue
   func upstreamsDocument(completion: @escaping @Sendable (JSONValue) -> Void)
@@ -29,14 +30,12 @@ final class AdminService: @unchecked Sendable {
   let loop: EventLoop
   /// The gateway; weak because the gateway owns this service.
   weak var backend: (any AdminBackend)?
-  let authorizer: AdminAuthorizer
   private var sessions: [ObjectIdentifier: AdminSession] = [:]
   private var requestIDs = RequestIDGenerator()
   var listener: TCPListener?
 
-  init(loop: EventLoop, authorizer: AdminAuthorizer) {
+  init(loop: EventLoop) {
     self.loop = loop
-    self.authorizer = authorizer
   }
 
   func accept(_ socket: TCPSocket) {
@@ -72,10 +71,10 @@ final class AdminService: @unchecked Sendable {
     }
     let endpoint: AdminEndpoint
     let routing = AdminRouter.route(method: head.method, path: path)
-    let authorized = authorizer.isAuthorized(authorizationHeader: head.headers["authorization"])
     // Without the token, anything but the open endpoints gets 401 and nothing else: not
-    // even whether the path or method exists.
-    if !authorized, !Self.isOpen(routing, metricsPublic: backend.metricsPublic) {
+    // even whether the path or method exists. The access rules are read per request from
+    // the running config, so a reloaded `admin.token` replaces the old one at once.
+    if !backend.adminAccess.allows(routing, authorizationHeader: head.headers["authorization"]) {
       completion(Self.unauthorized)
       return
     }
@@ -136,11 +135,6 @@ final class AdminService: @unchecked Sendable {
 
   static let unauthorized = AdminResponse(
     status: 401, body: Array(#"{"error":"unauthorized"}"#.utf8), extraHeaders: [("WWW-Authenticate", "Bearer")])
-
-  static func isOpen(_ routing: AdminRouting, metricsPublic: Bool) -> Bool {
-    guard case .endpoint(let endpoint) = routing else { return false }
-    return !endpoint.requiresToken(metricsPublic: metricsPublic)
-  }
 
   /// Wraps a completion so it runs on the admin loop whatever thread calls it.
   private func onLoop(_ completion: @escaping (AdminResponse) -> Void) -> @Sendable (AdminResponse) -> Void {

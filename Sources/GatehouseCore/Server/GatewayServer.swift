@@ -120,8 +120,7 @@ public final class GatewayServer: @unchecked Sendable {
       for context in loopContexts { context.loop.execute { context.upstreamHealthy = healthy } }
     }
     let adminContext = contexts[0]
-    let service = AdminService(
-      loop: adminContext.loop, authorizer: AdminAuthorizer(token: config.admin.token?.value))
+    let service = AdminService(loop: adminContext.loop)
     admin = service
     service.backend = self
     // The loops start accepting from `run`, once the token manager has published its first
@@ -282,24 +281,23 @@ public final class GatewayServer: @unchecked Sendable {
     tokenManager.apply(tokens: next.config.tokens)
     healthChecker.apply(next)
     applyStoreChanges(from: previous.config.store, to: next.config.store)
+    let change = ConfigChange(from: previous.config, to: next.config)
+    if !change.awaitingRestart.isEmpty {
+      shared.logger.warn(
+        "changed settings take effect at the next start",
+        ["keys": .string(change.awaitingRestart.joined(separator: ", "))])
+    }
     for context in contexts { context.loop.execute { context.install(next) } }
     shared.logger.info("config reloaded", ["path": .string(configPath)])
     return .success(())
   }
 
   /// `store.max_bytes` applies at once (eviction runs on the writer thread). The file and
-  /// the token key stay as opened: moving live data to another file, or re-encrypting
-  /// stored tokens, is a restart's job, so a change is logged rather than half-applied.
+  /// the token key stay as opened; `ConfigChange` names them when they change, rather than
+  /// half-applying them.
   private func applyStoreChanges(from old: StoreConfig, to new: StoreConfig) {
     if new.maxBytes != old.maxBytes, let store = shared.store, store.setMaxBytes(Int64(new.maxBytes)) {
       shared.logger.info("store size changed", ["max_bytes": .int(new.maxBytes)])
-    }
-    var pending: [String] = []
-    if new.path != old.path { pending.append("store.path") }
-    if new.secretKey != old.secretKey { pending.append("store.secret_key") }
-    if !pending.isEmpty {
-      shared.logger.warn(
-        "changed settings take effect at the next start", ["keys": .string(pending.joined(separator: ", "))])
     }
   }
 

@@ -1,0 +1,19 @@
+/// What a reload means beyond the new snapshot: the settings the running process keeps until
+/// it restarts. A pure value of the two configs, so the rules are unit-tested without a
+/// gateway; `GatewayServer` logs what it says.
+struct ConfigChange: Equatable {
+  /// Config keys whose new value waits for the next start, in a fixed order, so one log line
+  /// names them all.
+  let awaitingRestart: [String]
+
+  init(from old: GatehouseConfig, to new: GatehouseConfig) {
+    var keys: [String] = []
+    // The admin listener keeps its socket: moving it would drop the connection that may
+    // have asked for this reload, and a failed bind would leave no admin API at all.
+    if new.admin.listen != old.admin.listen { keys.append("admin.listen") }
+    // Moving live data to another file, or re-encrypting stored tokens, is a restart's job.
+    if new.store.path != old.store.path { keys.append("store.path") }
+    if new.store.secretKey != old.store.secretKey { keys.append("store.secret_key") }
+    awaitingRestart = keys
+  }
+}
