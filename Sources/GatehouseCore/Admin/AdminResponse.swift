@@ -24,6 +24,11 @@ public struct AdminResponse: Sendable {
     json(.object([("error", .string(message))]), status: status)
   }
 
+  /// 400 about one query parameter, named in `parameter` so a client need not parse `error`.
+  public static func badParameter(_ name: String, _ message: String) -> AdminResponse {
+    json(.object([("error", .string(message)), ("parameter", .string(name))]), status: 400)
+  }
+
   /// Serializes the whole response for `method` (HEAD answers carry no body).
   func serialized(requestID: [UInt8], headOnly: Bool, close: Bool) -> [UInt8] {
     var headers = HTTPHeaders()

@@ -90,6 +90,14 @@ final class AdminService: @unchecked Sendable {
     case .endpoint(let matched):
       endpoint = matched
     }
+    let parameters: [String: String]
+    switch AdminRouter.queryParameters(query, accepted: endpoint.queryParameters) {
+    case .success(let parsed):
+      parameters = parsed
+    case .failure(let problem):
+      completion(.badParameter(problem.parameter, problem.message))
+      return
+    }
     let respond = onLoop(completion)
     switch endpoint {
     case .healthz:
@@ -127,7 +135,7 @@ final class AdminService: @unchecked Sendable {
     case .openAPI:
       completion(AdminResponse(status: 200, body: Array(AdminOpenAPI.document.utf8)))
     case .cacheStats, .cacheEntries, .cacheEntry, .purgeCacheEntry, .purgeCacheEntries, .purgeCache:
-      backend.cache(endpoint, query: AdminRouter.queryItems(query)) { respond($0) }
+      backend.cache(endpoint, query: parameters) { respond($0) }
     case .tokens, .setToken, .refreshToken, .invalidateToken:
       backend.tokens(endpoint, body: body) { respond($0) }
     }
