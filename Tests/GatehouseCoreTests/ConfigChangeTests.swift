@@ -35,6 +35,17 @@ import Testing
     #expect(ConfigChange(from: old, to: new).awaitingRestart == [])
   }
 
+  @Test func aMissingAdminTokenIsSaidAtStartAndWhenAReloadRemovesIt() throws {
+    let withToken = try Self.config(admin: #""token": "a""#)
+    let withoutToken = try Self.config(admin: #""token": """#)
+    #expect(ConfigChange(from: nil, to: withoutToken).adminTokenMissing)
+    #expect(!ConfigChange(from: nil, to: withToken).adminTokenMissing)
+    #expect(ConfigChange(from: withToken, to: withoutToken).adminTokenMissing)
+    #expect(!ConfigChange(from: withoutToken, to: withoutToken).adminTokenMissing)
+    #expect(!ConfigChange(from: withoutToken, to: withToken).adminTokenMissing)
+    #expect(ConfigChange(from: nil, to: withoutToken).awaitingRestart == [])
+  }
+
   @Test func adminAccessLetsTheRightTokenInAndOpenEndpointsThrough() throws {
     let access = AdminAccess(try Self.config(admin: #""token": "right""#).admin)
     let status = AdminRouter.route(method: .get, path: "/admin/status")

@@ -51,6 +51,28 @@ import Testing
     #expect(try setup.admin.request("GET", "/admin/openapi.json", credential: .none).status == 200)
   }
 
+  /// With no admin token (allowed on loopback) the protected endpoints answer 401 to
+  /// everything, so the start-up log says why; the open endpoints still answer.
+  @Test func noAdminTokenIsWarnedAtStart() throws {
+    let backend = try ModalBackend()
+    defer { backend.stop() }
+    // `TestConfig.make` configures the admin listener without a token.
+    let gateway = try GatewayProcess(config: TestConfig.passThrough(to: backend.port))
+    defer { gateway.stopExpectingCleanExit() }
+    let admin = try gateway.admin(token: nil)
+    let address = gateway.logLines().first { $0["msg"] as? String == "admin listening" }?["address"] as? String
+
+    #expect(
+      gateway.waitForLogLine {
+        $0["level"] as? String == "warn"
+          && $0["msg"] as? String == "the admin API's protected endpoints are unusable until admin.token is set"
+          && $0["address"] as? String == address
+      })
+    #expect(try admin.request("GET", "/admin/status", credential: .header("Bearer ")).status == 401)
+    #expect(try admin.request("GET", "/admin/status").status == 401)
+    #expect(try admin.request("GET", "/healthz").status == 200)
+  }
+
   // MARK: Errors
 
   static let protectedEndpoints: [(String, String)] = [

@@ -168,6 +168,42 @@ import Testing
     #expect(!gateway.stderrText.contains("CANARY"))
   }
 
+  /// A reload that removes the admin token succeeds, closes the protected endpoints (never
+  /// opens them) and says so once; a later reload that keeps no token does not repeat it.
+  @Test func aReloadThatRemovesTheAdminTokenWarnsOnce() throws {
+    let backend = try Self.echoBackend()
+    defer { backend.stop() }
+    var config = Self.config(port: backend.port, routes: [TestConfig.route("all", match: "/*")])
+    let gateway = try GatewayProcess(config: config)
+    defer { gateway.stopExpectingCleanExit() }
+    let admin = try gateway.admin(token: TestConfig.adminToken)
+    func isWarning(_ line: [String: Any]) -> Bool {
+      line["level"] as? String == "warn"
+        && line["msg"] as? String == "the admin API's protected endpoints are unusable until admin.token is set"
+    }
+    let warnedAtStart = gateway.logLines().contains(where: isWarning)
+
+    config["admin"] = ["listen": "127.0.0.1:0"]
+    try gateway.rewriteConfig(config)
+    let reload = try admin.request("POST", "/admin/reload")
+    let warned = gateway.waitForLogLine(isWarning)
+    let refused = try admin.request("GET", "/admin/status")
+    let anonymous = try admin.request("GET", "/admin/status", credential: .none)
+    gateway.send(signal: SIGHUP)
+    let reloadedAgain = waitUntil {
+      gateway.logLines().filter { $0["msg"] as? String == "config reloaded" }.count == 2
+    }
+
+    #expect(!warnedAtStart)
+    #expect(reload.status == 200, "\(reload.text)")
+    #expect(warned)
+    #expect(refused.status == 401)
+    #expect(anonymous.status == 401)
+    #expect(reloadedAgain)
+    #expect(gateway.logLines().filter(isWarning).count == 1)
+    #expect(try send("GET", "/still", to: gateway.port).text == "backend saw /still")
+  }
+
   /// A changed `admin.listen` does not move the running admin listener: the reload succeeds,
   /// the old address keeps answering, and one warning names it with the other settings that
   /// wait for a restart.

@@ -146,6 +146,7 @@ public final class GatewayServer: @unchecked Sendable {
       shared.logger.info("listening", ["address": .string(address), "workers": .int(contexts.count)])
     }
     if let adminAddress { shared.logger.info("admin listening", ["address": .string(adminAddress)]) }
+    if ConfigChange(from: nil, to: currentSnapshot.config).adminTokenMissing { warnAdminTokenMissing() }
     nonisolated(unsafe) let groups = pendingListeners
     pendingListeners = []
     control.execute { [self] in
@@ -287,9 +288,18 @@ public final class GatewayServer: @unchecked Sendable {
         "changed settings take effect at the next start",
         ["keys": .string(change.awaitingRestart.joined(separator: ", "))])
     }
+    if change.adminTokenMissing { warnAdminTokenMissing() }
     for context in contexts { context.loop.execute { context.install(next) } }
     shared.logger.info("config reloaded", ["path": .string(configPath)])
     return .success(())
+  }
+
+  /// Without a token the admin API stays closed (never open: SPEC §6) but answers 401 to
+  /// everything, which looks like a wrong token; this line says why.
+  private func warnAdminTokenMissing() {
+    shared.logger.warn(
+      "the admin API's protected endpoints are unusable until admin.token is set",
+      ["address": adminAddress.map { .string($0) } ?? .null])
   }
 
   /// `store.max_bytes` applies at once (eviction runs on the writer thread). The file and
