@@ -6,6 +6,9 @@ public struct AdminResponse: Sendable {
   public var contentType: String
   public var body: [UInt8]
   public var extraHeaders: [(String, String)]
+  /// Facts for the admin action's log line (`AdminAudit`), such as how many entries a purge
+  /// removed; never sent.
+  var auditFacts: [LogField] = []
 
   public init(
     status: Int, contentType: String = "application/json", body: [UInt8], extraHeaders: [(String, String)] = []

@@ -28,14 +28,16 @@ public struct ReloadFailure: Error, Sendable {
 /// Confined to the admin loop.
 final class AdminService: @unchecked Sendable {
   let loop: EventLoop
+  let logger: Logger
   /// The gateway; weak because the gateway owns this service.
   weak var backend: (any AdminBackend)?
   private var sessions: [ObjectIdentifier: AdminSession] = [:]
   private var requestIDs = RequestIDGenerator()
   var listener: TCPListener?
 
-  init(loop: EventLoop) {
+  init(loop: EventLoop, logger: Logger) {
     self.loop = loop
+    self.logger = logger
   }
 
   func accept(_ socket: TCPSocket) {
@@ -60,8 +62,11 @@ final class AdminService: @unchecked Sendable {
     for session in sessions.values { session.connection?.close() }
   }
 
-  /// Answers one request; `completion` runs on the admin loop, possibly later.
-  func handle(head: HTTPRequestHead, body: [UInt8], completion: @escaping (AdminResponse) -> Void) {
+  /// Answers one request; `completion` runs on the admin loop, possibly later. `requestID`
+  /// is the answer's `X-Request-Id`, named in the log line of a state-changing call.
+  func handle(
+    head: HTTPRequestHead, body: [UInt8], requestID: [UInt8], completion: @escaping (AdminResponse) -> Void
+  ) {
     let target = head.targetString
     let path = String(target.prefix { $0 != "?" })
     let query = target.firstIndex(of: "?").map { String(target[target.index(after: $0)...]) } ?? ""
@@ -90,14 +95,31 @@ final class AdminService: @unchecked Sendable {
     case .endpoint(let matched):
       endpoint = matched
     }
-    let parameters: [String: String]
-    switch AdminRouter.queryParameters(query, accepted: endpoint.queryParameters) {
-    case .success(let parsed):
-      parameters = parsed
-    case .failure(let problem):
-      completion(.badParameter(problem.parameter, problem.message))
-      return
+    let parsed = AdminRouter.queryParameters(query, accepted: endpoint.queryParameters)
+    var finish = completion
+    // Every authorized call to a state-changing endpoint gets one line once answered,
+    // refused ones included (a bad query, an unknown token): that is what was attempted.
+    if let audit = AdminAudit(endpoint, parameters: (try? parsed.get()) ?? [:]) {
+      let logger = self.logger
+      let id = String(decoding: requestID, as: UTF8.self)
+      finish = { response in
+        logger.log(.info, "admin action", fields: audit.fields(requestID: id, response: response))
+        completion(response)
+      }
     }
+    switch parsed {
+    case .success(let parameters):
+      answer(endpoint, parameters: parameters, body: body, backend: backend, completion: finish)
+    case .failure(let problem):
+      finish(.badParameter(problem.parameter, problem.message))
+    }
+  }
+
+  /// Answers an authorized request for `endpoint` whose query was accepted.
+  private func answer(
+    _ endpoint: AdminEndpoint, parameters: [String: String], body: [UInt8], backend: any AdminBackend,
+    completion: @escaping (AdminResponse) -> Void
+  ) {
     let respond = onLoop(completion)
     switch endpoint {
     case .healthz:

@@ -121,11 +121,15 @@ extension GatewayServer {
     onControl {
       do {
         guard let count = try body() else {
-          completion(.error(404, notFound()))
+          var response = AdminResponse.error(404, notFound())
+          response.auditFacts = [("purged", .int(0))]
+          completion(response)
           return
         }
         self.gather({ context in context.store?.forgetRecent() }) { _ in
-          completion(.json(.object([("purged", .int(count))])))
+          var response = AdminResponse.json(.object([("purged", .int(count))]))
+          response.auditFacts = [("purged", .int(count))]
+          completion(response)
         }
       } catch let error as StoreError {
         completion(.error(500, "\(error.kind)"))

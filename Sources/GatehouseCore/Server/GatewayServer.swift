@@ -120,7 +120,7 @@ public final class GatewayServer: @unchecked Sendable {
       for context in loopContexts { context.loop.execute { context.upstreamHealthy = healthy } }
     }
     let adminContext = contexts[0]
-    let service = AdminService(loop: adminContext.loop)
+    let service = AdminService(loop: adminContext.loop, logger: logger)
     admin = service
     service.backend = self
     // The loops start accepting from `run`, once the token manager has published its first
