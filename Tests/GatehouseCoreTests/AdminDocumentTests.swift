@@ -82,6 +82,16 @@ import Testing
         let responses = operation["responses"]
         if !open { #expect(responses?["401"] != nil, "\(method) \(path) lacks 401") }
         #expect(responses?["200"] != nil, "\(method) \(path) lacks 200")
+        // The documented query parameters are exactly those the server accepts (any
+        // other is refused with 400).
+        var queryNames: [String] = []
+        if case .array(let parameters)? = operation["parameters"] {
+          for parameter in parameters where parameter["in"] == .string("query") {
+            if case .string(let name)? = parameter["name"] { queryNames.append(name) }
+          }
+        }
+        #expect(queryNames == endpoint.queryParameters, "\(method) \(path) query parameters")
+        if !queryNames.isEmpty { #expect(responses?["400"] != nil, "\(method) \(path) lacks 400") }
       }
     }
     let all: [AdminEndpoint] = [

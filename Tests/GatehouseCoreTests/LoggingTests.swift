@@ -51,6 +51,8 @@ import Testing
     let logger = Logger(level: .warn, fileDescriptor: fds[1])
     logger.info("hidden")
     logger.warn("shown", ["count": .int(3), "name": .string("a\nb")])
+    logger.log(.info, "hidden too", fields: [("x", .int(1))])
+    logger.log(.error, "built", fields: [("target", .string("all")), ("id", .null)])
     close(fds[1])
     var bytes: [UInt8] = []
     var chunk = [UInt8](repeating: 0, count: 4096)
@@ -61,11 +63,16 @@ import Testing
     }
     close(fds[0])
     let lines = String(decoding: bytes, as: UTF8.self).split(separator: "\n")
-    #expect(lines.count == 1)
+    #expect(lines.count == 2)
     let object = try #require(JSONSerialization.jsonObject(with: Data(lines[0].utf8)) as? [String: Any])
     #expect(object["msg"] as? String == "shown")
     #expect(object["level"] as? String == "warn")
     #expect(object["count"] as? Int == 3)
     #expect(object["name"] as? String == "a\nb")
+    let built = try #require(JSONSerialization.jsonObject(with: Data(lines[1].utf8)) as? [String: Any])
+    #expect(built["msg"] as? String == "built")
+    #expect(built["level"] as? String == "error")
+    #expect(built["target"] as? String == "all")
+    #expect(built["id"] is NSNull)
   }
 }

@@ -51,6 +51,28 @@ import Testing
     #expect(try setup.admin.request("GET", "/admin/openapi.json", credential: .none).status == 200)
   }
 
+  /// With no admin token (allowed on loopback) the protected endpoints answer 401 to
+  /// everything, so the start-up log says why; the open endpoints still answer.
+  @Test func noAdminTokenIsWarnedAtStart() throws {
+    let backend = try ModalBackend()
+    defer { backend.stop() }
+    // `TestConfig.make` configures the admin listener without a token.
+    let gateway = try GatewayProcess(config: TestConfig.passThrough(to: backend.port))
+    defer { gateway.stopExpectingCleanExit() }
+    let admin = try gateway.admin(token: nil)
+    let address = gateway.logLines().first { $0["msg"] as? String == "admin listening" }?["address"] as? String
+
+    #expect(
+      gateway.waitForLogLine {
+        $0["level"] as? String == "warn"
+          && $0["msg"] as? String == "the admin API's protected endpoints are unusable until admin.token is set"
+          && $0["address"] as? String == address
+      })
+    #expect(try admin.request("GET", "/admin/status", credential: .header("Bearer ")).status == 401)
+    #expect(try admin.request("GET", "/admin/status").status == 401)
+    #expect(try admin.request("GET", "/healthz").status == 200)
+  }
+
   // MARK: Errors
 
   static let protectedEndpoints: [(String, String)] = [
@@ -112,6 +134,83 @@ import Testing
     let setup = try Setup()
     let response = try setup.admin.request("GET", "/admin/cache/entries?limit=abc")
     #expect(response.status == 400)
+  }
+
+  /// A query parameter an endpoint does not take is refused before anything is done, on
+  /// every endpoint: `DELETE /admin/cache?prefix=...` must not purge everything.
+  @Test func unknownOrRepeatedQueryParametersAre400AndChangeNothing() throws {
+    let setup = try Setup()
+    try setup.fill(["/api/k/1", "/api/other/1"])
+    let id = try #require(try setup.admin.allEntries().first?["id"] as? String)
+    let refused: [(String, String, String)] = [
+      ("DELETE", "/admin/cache?prefix=/api/k/", "prefix"),
+      ("DELETE", "/admin/cache?all", "all"),
+      ("DELETE", "/admin/cache/entries?prefix=/api/k/&prefx=/api/", "prefx"),
+      ("DELETE", "/admin/cache/entries?prefix=/api/k/&prefix=/", "prefix"),
+      ("DELETE", "/admin/cache/entries/\(id)?dry_run=1", "dry_run"),
+      ("POST", "/admin/reload?force=1", "force"),
+      ("PUT", "/admin/tokens/api?value=x", "value"),
+      ("POST", "/admin/tokens/api/refresh?now", "now"),
+      ("POST", "/admin/tokens/api/invalidate?x=1", "x"),
+      ("GET", "/admin/cache/entries?limit=5&limit=6", "limit"),
+      ("GET", "/admin/cache/entries?prefix=/api/&offset=2", "offset"),
+      ("GET", "/admin/cache/entries/\(id)?full=1", "full"),
+      ("GET", "/admin/status?verbose=1", "verbose"),
+      ("GET", "/admin/cache?x=", "x"),
+      ("GET", "/admin/tokens?name=api", "name"),
+      ("GET", "/admin/routes?x=1", "x"),
+      ("GET", "/admin/upstreams?x=1", "x"),
+      ("GET", "/metrics?x=1", "x"),
+      ("GET", "/healthz?x=1", "x"),
+      ("GET", "/readyz?x=1", "x"),
+      ("GET", "/admin/?x=1", "x"),
+      ("GET", "/admin/openapi.json?x=1", "x"),
+    ]
+    for (method, path, parameter) in refused {
+      let body: [UInt8]? = method == "PUT" ? Array(#"{"value":"v"}"#.utf8) : nil
+      let response = try setup.admin.request(method, path, body: body)
+      #expect(response.status == 400, "\(method) \(path): \(response.status) \(response.text)")
+      let object = try? response.jsonObject()
+      #expect(object?["parameter"] as? String == parameter, "\(method) \(path): \(response.text)")
+      #expect((object?["error"] as? String)?.contains(parameter) == true, "\(method) \(path): \(response.text)")
+    }
+    // Without the token the answer is still 401 and nothing else.
+    let anonymous = try setup.admin.request("DELETE", "/admin/cache?prefix=/api/k/", credential: .none)
+    // Nothing was purged or reloaded; the right call then purges only its prefix.
+    let countAfterRefusals = try setup.admin.cacheEntryCount()
+    let byPrefix = try setup.admin.request("DELETE", "/admin/cache/entries?prefix=/api/k/")
+    let left = try setup.admin.allEntries().compactMap { $0["path"] as? String }
+
+    #expect(anonymous.status == 401)
+    #expect(anonymous.text == #"{"error":"unauthorized"}"#)
+    #expect(countAfterRefusals == 2)
+    #expect(!setup.gateway.logLines().contains { $0["msg"] as? String == "config reloaded" })
+    #expect(byPrefix.text == #"{"purged":1}"#)
+    #expect(left == ["/api/other/1"])
+  }
+
+  /// A query that is not valid percent-encoding is refused (naming the parameter), never
+  /// read as an empty value: an empty `prefix` would list or purge every entry.
+  @Test func badPercentEncodingInAQueryIs400() throws {
+    let setup = try Setup()
+    try setup.fill(["/api/p/1", "/api/q/1"])
+    let refused: [(String, String, String)] = [
+      ("GET", "/admin/cache/entries?prefix=/api/p/%ZZ", "prefix"),
+      ("GET", "/admin/cache/entries?prefix=/api/p/%E2%82", "prefix"),
+      ("GET", "/admin/cache/entries?limit=1&cursor=%G0", "cursor"),
+      ("GET", "/admin/cache/entries?limit=%3", "limit"),
+      ("DELETE", "/admin/cache/entries?prefix=/api/p/%ZZ", "prefix"),
+      ("DELETE", "/admin/cache/entries?pre%ZZfix=/api/p/", "pre%ZZfix"),
+    ]
+    for (method, path, parameter) in refused {
+      let response = try setup.admin.request(method, path)
+      #expect(response.status == 400, "\(method) \(path): \(response.status) \(response.text)")
+      #expect((try? response.jsonObject())?["parameter"] as? String == parameter, "\(method) \(path)")
+    }
+    let encoded = try setup.admin.json("/admin/cache/entries?prefix=%2Fapi%2Fp%2F")["entries"] as? [[String: Any]]
+
+    #expect(try setup.admin.cacheEntryCount() == 2)
+    #expect(encoded?.compactMap { $0["path"] as? String } == ["/api/p/1"])
   }
 
   @Test func wrongMethodsAre405WithAllow() throws {

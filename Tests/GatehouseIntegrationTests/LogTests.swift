@@ -37,6 +37,64 @@ import Testing
     }
   }
 
+  /// Each state-changing admin call leaves one `admin action` line with its request id,
+  /// what it aimed at and how it ended (a purge: how many); reads and refused tokens leave
+  /// none, and no token value or request body is written.
+  @Test func everyStateChangingAdminCallLogsOneLine() throws {
+    let backend = try ModalBackend()
+    defer { backend.stop() }
+    var config = StoreTests.config(port: backend.port, cache: ["fresh_s": 60])
+    config["tokens"] = ["api": ["type": "static", "value": "upstream-token-CANARY-5a5a"]]
+    let gateway = try GatewayProcess(config: config)
+    defer { gateway.stopExpectingCleanExit() }
+    let admin = try gateway.admin()
+    for path in ["/a/1", "/a/2", "/b/1", "/c/1"] { _ = try send("GET", path, to: gateway.port) }
+    try #require(admin.waitForStoredEntries(4))
+    let cID = try #require(try admin.allEntries().first { $0["path"] as? String == "/c/1" }?["id"] as? String)
+
+    let answers = [
+      try admin.request("DELETE", "/admin/cache/entries/\(cID)"),
+      try admin.request("DELETE", "/admin/cache/entries?prefix=/a/"),
+      try admin.request("DELETE", "/admin/cache"),
+      try admin.request("DELETE", "/admin/cache?prefix=/b/"),
+      try admin.request("POST", "/admin/reload"),
+      try admin.setToken("api", value: "set-token-CANARY-6b6b"),
+      try admin.refresh("api"),
+      try admin.invalidate("api"),
+    ]
+    // Reads and unauthorized calls leave no such line.
+    for path in ["/admin/cache", "/admin/tokens", "/admin/cache/entries?prefix=/b/"] {
+      _ = try admin.request("GET", path)
+    }
+    _ = try admin.request("DELETE", "/admin/cache", credential: .none)
+    _ = try admin.request("POST", "/admin/reload", credential: .header("Bearer wrong"))
+    let marker = try admin.request("DELETE", "/admin/cache/entries?prefix=/marker/")
+    let expectedCount = answers.count + 1
+    #expect(
+      waitUntil { gateway.logLines().filter { $0["msg"] as? String == "admin action" }.count >= expectedCount })
+    let lines = gateway.logLines().filter { $0["msg"] as? String == "admin action" }
+
+    #expect(lines.count == expectedCount)
+    #expect(lines.allSatisfy { $0["level"] as? String == "info" })
+    #expect(
+      lines.map { $0["action"] as? String } == [
+        "cache purge", "cache purge", "cache purge", "cache purge", "reload", "token set", "token refresh",
+        "token invalidate", "cache purge",
+      ])
+    #expect(lines.map { $0["target"] as? String } == ["id", "prefix", "all", "all", nil, nil, nil, nil, "prefix"])
+    #expect(lines[0]["id"] as? String == cID)
+    #expect(lines[1]["prefix"] as? String == "/a/")
+    #expect(lines.map { $0["purged"] as? Int } == [1, 2, 1, nil, nil, nil, nil, nil, 0])
+    #expect(lines[5...7].allSatisfy { $0["token"] as? String == "api" })
+    for (line, answer) in zip(lines, answers + [marker]) {
+      #expect(line["status"] as? Int == answer.status, "\(line)")
+      #expect(line["request_id"] as? String == answer.head.value("X-Request-Id"), "\(line)")
+    }
+    #expect(answers[3].status == 400)
+    #expect(!gateway.stdoutText.contains("CANARY"))
+    #expect(!gateway.stdoutText.contains(#""value""#))
+  }
+
   @Test func credentialsNeverReachTheLogs() throws {
     let canaries = [
       "upstreamToken": "upstream-token-CANARY-11aa",

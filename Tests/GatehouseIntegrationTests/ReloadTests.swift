@@ -128,6 +128,113 @@ import Testing
     #expect(try send("GET", "/kept", to: gateway.port).text == "backend saw /kept")
   }
 
+  /// The admin token follows reloads (SIGHUP and `POST /admin/reload`): after each one the
+  /// new token is accepted and the old one gets 401. No token reaches the log.
+  @Test func theAdminTokenFollowsReloads() throws {
+    let backend = try Self.echoBackend()
+    defer { backend.stop() }
+    let routes = [TestConfig.route("all", match: "/*")]
+    let second = "admin-token-CANARY-second-41d2"
+    let third = "admin-token-CANARY-third-9e07"
+    func config(token: String) -> [String: Any] {
+      var config = Self.config(port: backend.port, routes: routes)
+      config["admin"] = ["listen": "127.0.0.1:0", "token": token]
+      return config
+    }
+    let gateway = try GatewayProcess(config: config(token: TestConfig.adminToken))
+    defer { gateway.stopExpectingCleanExit() }
+    let first = try gateway.admin(token: TestConfig.adminToken)
+    let port = first.port
+    func status(_ token: String) throws -> Int {
+      try AdminClient(port: port, token: token).request("GET", "/admin/status").status
+    }
+
+    try gateway.rewriteConfig(config(token: second))
+    let reload = try first.request("POST", "/admin/reload")
+    let afterAdminReload = try [TestConfig.adminToken, second].map(status)
+
+    try gateway.rewriteConfig(config(token: third))
+    gateway.send(signal: SIGHUP)
+    let reloadedTwice = waitUntil {
+      gateway.logLines().filter { $0["msg"] as? String == "config reloaded" }.count == 2
+    }
+    let afterSighup = try [TestConfig.adminToken, second, third].map(status)
+
+    #expect(reload.status == 200, "\(reload.text)")
+    #expect(afterAdminReload == [401, 200])
+    #expect(reloadedTwice)
+    #expect(afterSighup == [401, 401, 200])
+    #expect(!gateway.stdoutText.contains("CANARY"))
+    #expect(!gateway.stderrText.contains("CANARY"))
+  }
+
+  /// A reload that removes the admin token succeeds, closes the protected endpoints (never
+  /// opens them) and says so once; a later reload that keeps no token does not repeat it.
+  @Test func aReloadThatRemovesTheAdminTokenWarnsOnce() throws {
+    let backend = try Self.echoBackend()
+    defer { backend.stop() }
+    var config = Self.config(port: backend.port, routes: [TestConfig.route("all", match: "/*")])
+    let gateway = try GatewayProcess(config: config)
+    defer { gateway.stopExpectingCleanExit() }
+    let admin = try gateway.admin(token: TestConfig.adminToken)
+    func isWarning(_ line: [String: Any]) -> Bool {
+      line["level"] as? String == "warn"
+        && line["msg"] as? String == "the admin API's protected endpoints are unusable until admin.token is set"
+    }
+    let warnedAtStart = gateway.logLines().contains(where: isWarning)
+
+    config["admin"] = ["listen": "127.0.0.1:0"]
+    try gateway.rewriteConfig(config)
+    let reload = try admin.request("POST", "/admin/reload")
+    let warned = gateway.waitForLogLine(isWarning)
+    let refused = try admin.request("GET", "/admin/status")
+    let anonymous = try admin.request("GET", "/admin/status", credential: .none)
+    gateway.send(signal: SIGHUP)
+    let reloadedAgain = waitUntil {
+      gateway.logLines().filter { $0["msg"] as? String == "config reloaded" }.count == 2
+    }
+
+    #expect(!warnedAtStart)
+    #expect(reload.status == 200, "\(reload.text)")
+    #expect(warned)
+    #expect(refused.status == 401)
+    #expect(anonymous.status == 401)
+    #expect(reloadedAgain)
+    #expect(gateway.logLines().filter(isWarning).count == 1)
+    #expect(try send("GET", "/still", to: gateway.port).text == "backend saw /still")
+  }
+
+  /// A changed `admin.listen` does not move the running admin listener: the reload succeeds,
+  /// the old address keeps answering, and one warning names it with the other settings that
+  /// wait for a restart.
+  @Test func aChangedAdminListenWaitsForARestart() throws {
+    let backend = try Self.echoBackend()
+    defer { backend.stop() }
+    let routes = [TestConfig.route("all", match: "/*")]
+    var config = Self.config(port: backend.port, routes: routes)
+    let gateway = try GatewayProcess(config: config)
+    defer { gateway.stopExpectingCleanExit() }
+    let admin = try gateway.admin(token: TestConfig.adminToken)
+    let newPort = try TestSocket.unusedPort()
+
+    config["admin"] = ["listen": "127.0.0.1:\(newPort)", "token": TestConfig.adminToken]
+    config["store"] = ["path": "var/elsewhere.sqlite"]
+    try gateway.rewriteConfig(config)
+    let reload = try admin.request("POST", "/admin/reload")
+    let stillServed = try admin.request("GET", "/admin/status")
+
+    #expect(reload.status == 200, "\(reload.text)")
+    #expect(stillServed.status == 200)
+    #expect(!TestSocket.isListening(port: newPort))
+    func isRestartWarning(_ line: [String: Any]) -> Bool {
+      line["level"] as? String == "warn" && line["msg"] as? String == "changed settings take effect at the next start"
+    }
+    #expect(gateway.waitForLogLine(isRestartWarning))
+    let warnings = gateway.logLines().filter(isRestartWarning)
+    #expect(warnings.count == 1)
+    #expect(warnings.first?["keys"] as? String == "admin.listen, store.path", "\(warnings)")
+  }
+
   /// Requests in a loop on a thread, alternating a keep-alive connection and new ones,
   /// until stopped or its time is up; records every failure.
   final class LoadLoop: Sendable {

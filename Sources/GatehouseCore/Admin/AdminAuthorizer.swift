@@ -1,5 +1,25 @@
 import CGatehouseOpenSSL
 
+/// Who may call the admin API under one config: the token check and whether `/metrics` is
+/// open. Built with each `GatewaySnapshot`, so both follow a reload together and one request
+/// is judged against one config.
+public struct AdminAccess: Sendable {
+  public let authorizer: AdminAuthorizer
+  public let metricsPublic: Bool
+
+  public init(_ config: AdminConfig) {
+    authorizer = AdminAuthorizer(token: config.token?.value)
+    metricsPublic = config.metricsPublic
+  }
+
+  /// Whether a request routed to `routing` may go on: the open endpoints always, anything
+  /// else (unknown paths and wrong methods included) only with the right token.
+  public func allows(_ routing: AdminRouting, authorizationHeader: String?) -> Bool {
+    if case .endpoint(let endpoint) = routing, !endpoint.requiresToken(metricsPublic: metricsPublic) { return true }
+    return authorizer.isAuthorized(authorizationHeader: authorizationHeader)
+  }
+}
+
 /// Checks `Authorization: Bearer <admin token>` in constant time: both sides are hashed
 /// with SHA-256 and the digests compared with `CRYPTO_memcmp`, so neither the token's
 /// length nor the position of the first wrong byte shows in the timing.

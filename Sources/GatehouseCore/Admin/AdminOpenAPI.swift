@@ -10,7 +10,7 @@ enum AdminOpenAPI {
       "info": {
         "title": "Gatehouse admin API",
         "version": "1",
-        "description": "The admin API of the Gatehouse gateway (SPEC §6), served on `admin.listen` only. Answers are JSON (never enveloped) except `/metrics` and the dashboard page. Every endpoint except `/healthz`, `/readyz`, `/admin/`, `/admin/openapi.json` (and `/metrics` with `admin.metrics_public`) needs `Authorization: Bearer <admin token>`, else 401 `{\"error\":\"unauthorized\"}`. An unknown path answers 404 and a method a path does not support 405 with `Allow`, both before the token is checked; a request that cannot be parsed answers 400, 413 or 431 and closes the connection. While the gateway shuts down every endpoint may answer 503."
+        "description": "The admin API of the Gatehouse gateway (SPEC §6), served on `admin.listen` only. Answers are JSON (never enveloped) except `/metrics` and the dashboard page. Every endpoint except `/healthz`, `/readyz`, `/admin/`, `/admin/openapi.json` (and `/metrics` with `admin.metrics_public`) needs `Authorization: Bearer <admin token>`, else 401 `{\"error\":\"unauthorized\"}`. The token is checked first: without it, anything but those open endpoints answers 401 and nothing else, an unknown path and a method a path does not support included (so nothing shows which paths exist). With it, an unknown path answers 404 and a method a path does not support 405 with `Allow`. A query parameter an operation does not list, one given twice, or one that is not valid percent-encoded UTF-8 answers 400 with the parameter named in `parameter` (after the token check, and before anything is done). A request that cannot be parsed answers 400, 413 or 431 and closes the connection. While the gateway shuts down every endpoint may answer 503."
       },
       "servers": [
         {
@@ -380,7 +380,7 @@ enum AdminOpenAPI {
                 "name": "cursor",
                 "in": "query",
                 "required": false,
-                "description": "`next_cursor` of the previous page; omit it for the first page. Anything else is refused (400).",
+                "description": "`next_cursor` of the previous page; omit it for the first page. A cursor is a stateless position (hex of the last entry's path, a dot, its id), not something the server remembers: any well-formed cursor is accepted, and the listing goes on after that position, still within `prefix`. A malformed one is refused (400).",
                 "schema": {
                   "type": "string",
                   "pattern": "^(?:[0-9a-f]{2})*\\.[0-9a-f]{64}$"
@@ -415,7 +415,7 @@ enum AdminOpenAPI {
                 }
               },
               "400": {
-                "description": "`limit` is out of range or `cursor` is not one this API returned.",
+                "description": "`limit` is not a number from 1 to 1000, `cursor` is malformed, or a query parameter is unknown, given twice or not valid percent-encoding.",
                 "content": {
                   "application/json": {
                     "schema": {
@@ -465,7 +465,7 @@ enum AdminOpenAPI {
                 }
               },
               "400": {
-                "description": "`prefix` is missing or empty.",
+                "description": "`prefix` is missing or empty, or a query parameter is unknown, given twice or not valid percent-encoding.",
                 "content": {
                   "application/json": {
                     "schema": {
@@ -852,6 +852,10 @@ enum AdminOpenAPI {
               "error": {
                 "type": "string",
                 "description": "What went wrong."
+              },
+              "parameter": {
+                "type": "string",
+                "description": "With a 400 about a query parameter: its name."
               }
             }
           },

@@ -6,6 +6,9 @@ public struct AdminResponse: Sendable {
   public var contentType: String
   public var body: [UInt8]
   public var extraHeaders: [(String, String)]
+  /// Facts for the admin action's log line (`AdminAudit`), such as how many entries a purge
+  /// removed; never sent.
+  var auditFacts: [LogField] = []
 
   public init(
     status: Int, contentType: String = "application/json", body: [UInt8], extraHeaders: [(String, String)] = []
@@ -22,6 +25,11 @@ public struct AdminResponse: Sendable {
 
   public static func error(_ status: Int, _ message: String) -> AdminResponse {
     json(.object([("error", .string(message))]), status: status)
+  }
+
+  /// 400 about one query parameter, named in `parameter` so a client need not parse `error`.
+  public static func badParameter(_ name: String, _ message: String) -> AdminResponse {
+    json(.object([("error", .string(message)), ("parameter", .string(name))]), status: 400)
   }
 
   /// Serializes the whole response for `method` (HEAD answers carry no body).

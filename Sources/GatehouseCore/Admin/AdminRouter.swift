@@ -36,6 +36,51 @@ public enum AdminEndpoint: Equatable, Sendable {
   }
 }
 
+extension AdminEndpoint {
+  /// The query parameters the endpoint reads; any other is refused (400), so a mistyped or
+  /// misplaced one (`DELETE /admin/cache?prefix=...`) can never widen what a call does.
+  /// `Docs/admin-openapi.json` documents the same lists (a unit test compares them).
+  public var queryParameters: [String] {
+    switch self {
+    case .cacheEntries: return ["prefix", "limit", "cursor"]
+    case .purgeCacheEntries: return ["prefix"]
+    case .healthz, .readyz, .metrics, .status, .cacheStats, .cacheEntry, .purgeCacheEntry, .purgeCache, .tokens,
+      .setToken, .refreshToken, .invalidateToken, .routes, .upstreams, .reload, .dashboard, .openAPI:
+      return []
+    }
+  }
+}
+
+/// Why a query string was refused: the parameter it is about, and what is wrong with it.
+public struct AdminQueryProblem: Error, Equatable, Sendable {
+  public enum Kind: Equatable, Sendable {
+    /// The endpoint does not read this parameter.
+    case unknown(accepted: [String])
+    /// Given more than once (which one would count is not obvious, so neither does).
+    case repeated
+    /// Its name or value is not valid percent-encoded UTF-8.
+    case badEncoding
+  }
+
+  /// The parameter's name as decoded, or as sent when the name itself does not decode.
+  public let parameter: String
+  public let kind: Kind
+
+  public var message: String {
+    switch kind {
+    case .unknown(let accepted):
+      let takes =
+        accepted.isEmpty
+        ? "this endpoint takes no query parameters" : "this endpoint takes " + accepted.joined(separator: ", ")
+      return "unknown query parameter \"\(parameter)\" (\(takes))"
+    case .repeated:
+      return "query parameter \"\(parameter)\" is given more than once"
+    case .badEncoding:
+      return "query parameter \"\(parameter)\" is not valid percent-encoded UTF-8"
+    }
+  }
+}
+
 /// The outcome of matching a request against the admin endpoints.
 public enum AdminRouting: Equatable, Sendable {
   case endpoint(AdminEndpoint)
@@ -105,16 +150,29 @@ public enum AdminRouter {
     return String(validating: bytes, as: UTF8.self)
   }
 
-  /// Splits `a=1&b=x%20y` into decoded pairs (`+` is a space, as in forms).
-  public static func queryItems(_ query: String) -> [String: String] {
+  /// Splits `a=1&b=x%20y` into decoded pairs (`+` is a space, as in forms), accepting only
+  /// the names in `accepted`, each at most once, and only valid escapes: a value that does
+  /// not decode is refused rather than read as empty (an empty `prefix` would match every
+  /// entry). Empty pieces (`a=1&&b=2`, a trailing `&`) are skipped.
+  public static func queryParameters(_ query: String, accepted: [String]) -> Result<
+    [String: String], AdminQueryProblem
+  > {
     var items: [String: String] = [:]
     for pair in query.split(separator: "&") {
       let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-      let name = percentDecoded(String(parts[0]).replacingPlus()) ?? ""
-      let value = parts.count > 1 ? percentDecoded(String(parts[1]).replacingPlus()) ?? "" : ""
-      if !name.isEmpty && items[name] == nil { items[name] = value }
+      guard let name = percentDecoded(String(parts[0]).replacingPlus()) else {
+        return .failure(AdminQueryProblem(parameter: String(parts[0]), kind: .badEncoding))
+      }
+      guard accepted.contains(name) else {
+        return .failure(AdminQueryProblem(parameter: name, kind: .unknown(accepted: accepted)))
+      }
+      guard items[name] == nil else { return .failure(AdminQueryProblem(parameter: name, kind: .repeated)) }
+      guard let value = parts.count > 1 ? percentDecoded(String(parts[1]).replacingPlus()) : "" else {
+        return .failure(AdminQueryProblem(parameter: name, kind: .badEncoding))
+      }
+      items[name] = value
     }
-    return items
+    return .success(items)
   }
 
   static func hexValue(_ byte: UInt8) -> UInt8? {

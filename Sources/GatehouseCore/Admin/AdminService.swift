@@ -5,7 +5,8 @@ import GatehouseNet
 /// `GatewayServer`; every completion runs on the admin loop.
 protocol AdminBackend: AnyObject, Sendable {
   var isReady: Bool { get }
-  var metricsPublic: Bool { get }
+  /// The admin token and `metrics_public` of the running config (they follow reloads).
+  var adminAccess: AdminAccess { get }
   func statusDocument(completion: @escaping @Sendable (JSONValue) -> Void)
   func routesDocument() -> JSONValue
   func upstreamsDocument(completion: @escaping @Sendable (JSONValue) -> Void)
@@ -27,16 +28,16 @@ public struct ReloadFailure: Error, Sendable {
 /// Confined to the admin loop.
 final class AdminService: @unchecked Sendable {
   let loop: EventLoop
+  let logger: Logger
   /// The gateway; weak because the gateway owns this service.
   weak var backend: (any AdminBackend)?
-  let authorizer: AdminAuthorizer
   private var sessions: [ObjectIdentifier: AdminSession] = [:]
   private var requestIDs = RequestIDGenerator()
   var listener: TCPListener?
 
-  init(loop: EventLoop, authorizer: AdminAuthorizer) {
+  init(loop: EventLoop, logger: Logger) {
     self.loop = loop
-    self.authorizer = authorizer
+    self.logger = logger
   }
 
   func accept(_ socket: TCPSocket) {
@@ -61,8 +62,11 @@ final class AdminService: @unchecked Sendable {
     for session in sessions.values { session.connection?.close() }
   }
 
-  /// Answers one request; `completion` runs on the admin loop, possibly later.
-  func handle(head: HTTPRequestHead, body: [UInt8], completion: @escaping (AdminResponse) -> Void) {
+  /// Answers one request; `completion` runs on the admin loop, possibly later. `requestID`
+  /// is the answer's `X-Request-Id`, named in the log line of a state-changing call.
+  func handle(
+    head: HTTPRequestHead, body: [UInt8], requestID: [UInt8], completion: @escaping (AdminResponse) -> Void
+  ) {
     let target = head.targetString
     let path = String(target.prefix { $0 != "?" })
     let query = target.firstIndex(of: "?").map { String(target[target.index(after: $0)...]) } ?? ""
@@ -72,10 +76,10 @@ final class AdminService: @unchecked Sendable {
     }
     let endpoint: AdminEndpoint
     let routing = AdminRouter.route(method: head.method, path: path)
-    let authorized = authorizer.isAuthorized(authorizationHeader: head.headers["authorization"])
     // Without the token, anything but the open endpoints gets 401 and nothing else: not
-    // even whether the path or method exists.
-    if !authorized, !Self.isOpen(routing, metricsPublic: backend.metricsPublic) {
+    // even whether the path or method exists. The access rules are read per request from
+    // the running config, so a reloaded `admin.token` replaces the old one at once.
+    if !backend.adminAccess.allows(routing, authorizationHeader: head.headers["authorization"]) {
       completion(Self.unauthorized)
       return
     }
@@ -91,6 +95,31 @@ final class AdminService: @unchecked Sendable {
     case .endpoint(let matched):
       endpoint = matched
     }
+    let parsed = AdminRouter.queryParameters(query, accepted: endpoint.queryParameters)
+    var finish = completion
+    // Every authorized call to a state-changing endpoint gets one line once answered,
+    // refused ones included (a bad query, an unknown token): that is what was attempted.
+    if let audit = AdminAudit(endpoint, parameters: (try? parsed.get()) ?? [:]) {
+      let logger = self.logger
+      let id = String(decoding: requestID, as: UTF8.self)
+      finish = { response in
+        logger.log(.info, "admin action", fields: audit.fields(requestID: id, response: response))
+        completion(response)
+      }
+    }
+    switch parsed {
+    case .success(let parameters):
+      answer(endpoint, parameters: parameters, body: body, backend: backend, completion: finish)
+    case .failure(let problem):
+      finish(.badParameter(problem.parameter, problem.message))
+    }
+  }
+
+  /// Answers an authorized request for `endpoint` whose query was accepted.
+  private func answer(
+    _ endpoint: AdminEndpoint, parameters: [String: String], body: [UInt8], backend: any AdminBackend,
+    completion: @escaping (AdminResponse) -> Void
+  ) {
     let respond = onLoop(completion)
     switch endpoint {
     case .healthz:
@@ -128,7 +157,7 @@ final class AdminService: @unchecked Sendable {
     case .openAPI:
       completion(AdminResponse(status: 200, body: Array(AdminOpenAPI.document.utf8)))
     case .cacheStats, .cacheEntries, .cacheEntry, .purgeCacheEntry, .purgeCacheEntries, .purgeCache:
-      backend.cache(endpoint, query: AdminRouter.queryItems(query)) { respond($0) }
+      backend.cache(endpoint, query: parameters) { respond($0) }
     case .tokens, .setToken, .refreshToken, .invalidateToken:
       backend.tokens(endpoint, body: body) { respond($0) }
     }
@@ -136,11 +165,6 @@ final class AdminService: @unchecked Sendable {
 
   static let unauthorized = AdminResponse(
     status: 401, body: Array(#"{"error":"unauthorized"}"#.utf8), extraHeaders: [("WWW-Authenticate", "Bearer")])
-
-  static func isOpen(_ routing: AdminRouting, metricsPublic: Bool) -> Bool {
-    guard case .endpoint(let endpoint) = routing else { return false }
-    return !endpoint.requiresToken(metricsPublic: metricsPublic)
-  }
 
   /// Wraps a completion so it runs on the admin loop whatever thread calls it.
   private func onLoop(_ completion: @escaping (AdminResponse) -> Void) -> @Sendable (AdminResponse) -> Void {

@@ -53,7 +53,7 @@ final class AdminSession: ConnectionDelegate {
         if !head.keepAlive { closeAfter = true }
         if offset < bytes.count { held.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[offset...])) }
         let requestID = service.nextRequestID()
-        service.handle(head: head, body: body) { [self] response in
+        service.handle(head: head, body: body, requestID: requestID) { [self] response in
           send(response, headOnly: head.method == .head, requestID: requestID)
           busy = false
           if !closeAfter && !held.isEmpty {

@@ -19,6 +19,9 @@ public enum LogValue: Sendable {
   case null
 }
 
+/// One member of a log line after `ts`, `level` and `msg`.
+public typealias LogField = (key: String, value: LogValue)
+
 /// Writes one JSON object per line (SPEC §8) to a file descriptor (stdout by default).
 /// Lines are assembled off the lock and written with one `write` each, so lines from
 /// several threads never interleave.
@@ -40,6 +43,15 @@ public final class Logger: Sendable {
   public func error(_ msg: String, _ fields: KeyValuePairs<String, LogValue> = [:]) { log(.error, msg, fields) }
 
   public func log(_ level: LogLevel, _ msg: String, _ fields: KeyValuePairs<String, LogValue>) {
+    write(level, msg, fields)
+  }
+
+  /// `log` with fields built at run time (a `KeyValuePairs` can only be a literal).
+  public func log(_ level: LogLevel, _ msg: String, fields: [LogField]) {
+    write(level, msg, fields)
+  }
+
+  private func write<Fields: Sequence<LogField>>(_ level: LogLevel, _ msg: String, _ fields: Fields) {
     guard isEnabled(level) else { return }
     var line: [UInt8] = []
     line.reserveCapacity(128)

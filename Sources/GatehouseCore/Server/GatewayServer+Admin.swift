@@ -5,7 +5,7 @@ import GatehouseNet
 extension GatewayServer: AdminBackend {
   var isReady: Bool { stateIsReady }
 
-  var metricsPublic: Bool { currentSnapshot.config.admin.metricsPublic }
+  var adminAccess: AdminAccess { currentSnapshot.adminAccess }
 
   func statusDocument(completion: @escaping @Sendable (JSONValue) -> Void) {
     let snapshot = currentSnapshot

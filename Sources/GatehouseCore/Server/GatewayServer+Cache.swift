@@ -35,7 +35,7 @@ extension GatewayServer {
     case .cacheEntries:
       let limitText = query["limit"]
       guard let limit = limitText == nil ? 100 : limitText.flatMap({ Int($0) }), (1...1000).contains(limit) else {
-        completion(.error(400, "limit must be a number from 1 to 1000"))
+        completion(.badParameter("limit", "limit must be a number from 1 to 1000"))
         return
       }
       onControl {
@@ -51,7 +51,8 @@ extension GatewayServer {
         } catch let error as StoreError {
           completion(
             error.kind == .invalidCursor
-              ? .error(400, "cursor is not one this API handed out") : .error(500, "store error: \(error.kind)"))
+              ? .badParameter("cursor", "cursor is malformed (pass a page's next_cursor as it was given)")
+              : .error(500, "store error: \(error.kind)"))
         } catch {
           completion(.error(500, "\(error)"))
         }
@@ -92,7 +93,7 @@ extension GatewayServer {
       }
     case .purgeCacheEntries:
       guard let prefix = query["prefix"], !prefix.isEmpty else {
-        completion(.error(400, "prefix is required (DELETE /admin/cache purges everything)"))
+        completion(.badParameter("prefix", "prefix is required (DELETE /admin/cache purges everything)"))
         return
       }
       purge(completion: completion) {
@@ -120,11 +121,15 @@ extension GatewayServer {
     onControl {
       do {
         guard let count = try body() else {
-          completion(.error(404, notFound()))
+          var response = AdminResponse.error(404, notFound())
+          response.auditFacts = [("purged", .int(0))]
+          completion(response)
           return
         }
         self.gather({ context in context.store?.forgetRecent() }) { _ in
-          completion(.json(.object([("purged", .int(count))])))
+          var response = AdminResponse.json(.object([("purged", .int(count))]))
+          response.auditFacts = [("purged", .int(count))]
+          completion(response)
         }
       } catch let error as StoreError {
         completion(.error(500, "\(error.kind)"))

@@ -125,8 +125,7 @@ public final class GatewayServer: @unchecked Sendable {
       for context in loopContexts { context.loop.execute { context.upstreamHealthy = healthy } }
     }
     let adminContext = contexts[0]
-    let service = AdminService(
-      loop: adminContext.loop, authorizer: AdminAuthorizer(token: config.admin.token?.value))
+    let service = AdminService(loop: adminContext.loop, logger: logger)
     admin = service
     service.backend = self
     // The loops start accepting from `run`, once the token manager has published its first
@@ -152,6 +151,7 @@ public final class GatewayServer: @unchecked Sendable {
       shared.logger.info("listening", ["address": .string(address), "workers": .int(contexts.count)])
     }
     if let adminAddress { shared.logger.info("admin listening", ["address": .string(adminAddress)]) }
+    if ConfigChange(from: nil, to: currentSnapshot.config).adminTokenMissing { warnAdminTokenMissing() }
     nonisolated(unsafe) let groups = pendingListeners
     pendingListeners = []
     control.execute { [self] in
@@ -287,24 +287,32 @@ public final class GatewayServer: @unchecked Sendable {
     tokenManager.apply(tokens: next.config.tokens)
     healthChecker.apply(next)
     applyStoreChanges(from: previous.config.store, to: next.config.store)
+    let change = ConfigChange(from: previous.config, to: next.config)
+    if !change.awaitingRestart.isEmpty {
+      shared.logger.warn(
+        "changed settings take effect at the next start",
+        ["keys": .string(change.awaitingRestart.joined(separator: ", "))])
+    }
+    if change.adminTokenMissing { warnAdminTokenMissing() }
     for context in contexts { context.loop.execute { context.install(next) } }
     shared.logger.info("config reloaded", ["path": .string(configPath)])
     return .success(())
   }
 
+  /// Without a token the admin API stays closed (never open: SPEC §6) but answers 401 to
+  /// everything, which looks like a wrong token; this line says why.
+  private func warnAdminTokenMissing() {
+    shared.logger.warn(
+      "the admin API's protected endpoints are unusable until admin.token is set",
+      ["address": adminAddress.map { .string($0) } ?? .null])
+  }
+
   /// `store.max_bytes` applies at once (eviction runs on the writer thread). The file and
-  /// the token key stay as opened: moving live data to another file, or re-encrypting
-  /// stored tokens, is a restart's job, so a change is logged rather than half-applied.
+  /// the token key stay as opened; `ConfigChange` names them when they change, rather than
+  /// half-applying them.
   private func applyStoreChanges(from old: StoreConfig, to new: StoreConfig) {
     if new.maxBytes != old.maxBytes, let store = shared.store, store.setMaxBytes(Int64(new.maxBytes)) {
       shared.logger.info("store size changed", ["max_bytes": .int(new.maxBytes)])
-    }
-    var pending: [String] = []
-    if new.path != old.path { pending.append("store.path") }
-    if new.secretKey != old.secretKey { pending.append("store.secret_key") }
-    if !pending.isEmpty {
-      shared.logger.warn(
-        "changed settings take effect at the next start", ["keys": .string(pending.joined(separator: ", "))])
     }
   }
 

@@ -28,6 +28,9 @@ public final class GatewaySnapshot: Sendable {
   /// key's bucket level over (see `RateLimiter.init`).
   let clients: ClientKeys
   let rateLimiter: RateLimiter
+  /// The admin token (as a digest) and `metrics_public`: the admin API reads them from the
+  /// current snapshot per request, so they follow reloads.
+  let adminAccess: AdminAccess
 
   /// Builds the snapshot; fails when an upstream host name cannot be resolved. `previous`
   /// is the snapshot a reload replaces: state that must outlive a reload comes from it.
@@ -60,6 +63,7 @@ public final class GatewaySnapshot: Sendable {
     drainTimeout = config.limits.drainTimeout
     accessLogEnabled = config.log.access == .stdout
     clients = ClientKeys(config.clients)
+    adminAccess = AdminAccess(config.admin)
     rateLimiter = RateLimiter(
       limits: config.clients.keys.compactMap { key in
         key.rateLimit.map { RateLimiter.Limit(perSecond: $0.perSecond, burst: $0.burst, keyID: key.id) }

@@ -1,0 +1,28 @@
+/// What a config means for the running process beyond its snapshot, at start (`old` nil) or
+/// on a reload: the settings kept until a restart, and whether to say that the admin API has
+/// no token. A pure value of the two configs, so the rules are unit-tested without a
+/// gateway; `GatewayServer` logs what it says.
+struct ConfigChange: Equatable {
+  /// Config keys whose new value waits for the next start, in a fixed order, so one log line
+  /// names them all.
+  let awaitingRestart: [String]
+  /// True when the admin API has no token now and had one before (or this is the start):
+  /// every protected endpoint then answers 401. Said once, not on every reload without one.
+  let adminTokenMissing: Bool
+
+  init(from old: GatehouseConfig?, to new: GatehouseConfig) {
+    adminTokenMissing = new.admin.token == nil && (old.map { $0.admin.token != nil } ?? true)
+    guard let old else {
+      awaitingRestart = []
+      return
+    }
+    var keys: [String] = []
+    // The admin listener keeps its socket: moving it would drop the connection that may
+    // have asked for this reload, and a failed bind would leave no admin API at all.
+    if new.admin.listen != old.admin.listen { keys.append("admin.listen") }
+    // Moving live data to another file, or re-encrypting stored tokens, is a restart's job.
+    if new.store.path != old.store.path { keys.append("store.path") }
+    if new.store.secretKey != old.store.secretKey { keys.append("store.secret_key") }
+    awaitingRestart = keys
+  }
+}

@@ -1,0 +1,71 @@
+import Testing
+
+@testable import GatehouseCore
+
+/// What a reload reports beyond the new snapshot (`ConfigChange`), and who the admin API
+/// lets in under a config (`AdminAccess`).
+@Suite struct ConfigChangeTests {
+  static func config(admin: String = "", store: String = "") throws -> GatehouseConfig {
+    var members: [String] = []
+    if !admin.isEmpty { members.append(#""admin": {\#(admin)}"#) }
+    if !store.isEmpty { members.append(#""store": {\#(store)}"#) }
+    return try loadConfig(configJSON(extra: members.joined(separator: ", ")))
+  }
+
+  @Test func anUnchangedConfigWaitsForNothing() throws {
+    let config = try Self.config(admin: #""listen": "127.0.0.1:9901", "token": "a""#)
+    #expect(ConfigChange(from: config, to: config).awaitingRestart == [])
+  }
+
+  @Test func settingsThatNeedARestartAreNamedTogetherInOrder() throws {
+    let old = try Self.config(
+      admin: #""listen": "127.0.0.1:9901""#, store: #""path": "var/a.sqlite", "secret_key": "k1""#)
+    let new = try Self.config(
+      admin: #""listen": "127.0.0.1:9902""#, store: #""path": "var/b.sqlite", "secret_key": "k2""#)
+    #expect(ConfigChange(from: old, to: new).awaitingRestart == ["admin.listen", "store.path", "store.secret_key"])
+    let onlyListen = try Self.config(
+      admin: #""listen": "localhost:9901""#, store: #""path": "var/a.sqlite", "secret_key": "k1""#)
+    #expect(ConfigChange(from: old, to: onlyListen).awaitingRestart == ["admin.listen"])
+  }
+
+  /// The admin token, `metrics_public` and `store.max_bytes` apply at once: not listed.
+  @Test func settingsThatApplyAtOnceAreNotListed() throws {
+    let old = try Self.config(admin: #""token": "a", "metrics_public": false"#, store: #""max_bytes": 1000000"#)
+    let new = try Self.config(admin: #""token": "b", "metrics_public": true"#, store: #""max_bytes": 2000000"#)
+    #expect(ConfigChange(from: old, to: new).awaitingRestart == [])
+  }
+
+  @Test func aMissingAdminTokenIsSaidAtStartAndWhenAReloadRemovesIt() throws {
+    let withToken = try Self.config(admin: #""token": "a""#)
+    let withoutToken = try Self.config(admin: #""token": """#)
+    #expect(ConfigChange(from: nil, to: withoutToken).adminTokenMissing)
+    #expect(!ConfigChange(from: nil, to: withToken).adminTokenMissing)
+    #expect(ConfigChange(from: withToken, to: withoutToken).adminTokenMissing)
+    #expect(!ConfigChange(from: withoutToken, to: withoutToken).adminTokenMissing)
+    #expect(!ConfigChange(from: withoutToken, to: withToken).adminTokenMissing)
+    #expect(ConfigChange(from: nil, to: withoutToken).awaitingRestart == [])
+  }
+
+  @Test func adminAccessLetsTheRightTokenInAndOpenEndpointsThrough() throws {
+    let access = AdminAccess(try Self.config(admin: #""token": "right""#).admin)
+    let status = AdminRouter.route(method: .get, path: "/admin/status")
+    let unknown = AdminRouter.route(method: .get, path: "/admin/nothing")
+    #expect(access.allows(status, authorizationHeader: "Bearer right"))
+    #expect(access.allows(status, authorizationHeader: "bearer right"))
+    #expect(!access.allows(status, authorizationHeader: "Bearer wrong"))
+    #expect(!access.allows(status, authorizationHeader: nil))
+    #expect(access.allows(unknown, authorizationHeader: "Bearer right"))
+    #expect(!access.allows(unknown, authorizationHeader: nil))
+    #expect(access.allows(AdminRouter.route(method: .get, path: "/healthz"), authorizationHeader: nil))
+    #expect(!access.allows(AdminRouter.route(method: .get, path: "/metrics"), authorizationHeader: nil))
+  }
+
+  @Test func withoutATokenOnlyTheOpenEndpointsAnswer() throws {
+    let access = AdminAccess(try Self.config(admin: #""metrics_public": true"#).admin)
+    #expect(!access.allows(AdminRouter.route(method: .get, path: "/admin/status"), authorizationHeader: nil))
+    #expect(!access.allows(AdminRouter.route(method: .get, path: "/admin/status"), authorizationHeader: "Bearer "))
+    #expect(!access.allows(AdminRouter.route(method: .post, path: "/admin/reload"), authorizationHeader: "Bearer x"))
+    #expect(access.allows(AdminRouter.route(method: .get, path: "/metrics"), authorizationHeader: nil))
+    #expect(access.allows(AdminRouter.route(method: .get, path: "/readyz"), authorizationHeader: nil))
+  }
+}
