@@ -49,6 +49,18 @@ extension AdminEndpoint {
       return []
     }
   }
+
+  /// Endpoints that read nothing from the query and change nothing ignore it: health
+  /// probes and browsers add cache-busting parameters, and Prometheus scrape configs add
+  /// `params`; refusing those would break a probe for no gain.
+  public var ignoresQuery: Bool {
+    switch self {
+    case .healthz, .readyz, .metrics, .dashboard, .openAPI: return true
+    case .status, .cacheStats, .cacheEntries, .cacheEntry, .purgeCacheEntry, .purgeCacheEntries, .purgeCache,
+      .tokens, .setToken, .refreshToken, .invalidateToken, .routes, .upstreams, .reload:
+      return false
+    }
+  }
 }
 
 /// Why a query string was refused: the parameter it is about, and what is wrong with it.

@@ -95,7 +95,8 @@ final class AdminService: @unchecked Sendable {
     case .endpoint(let matched):
       endpoint = matched
     }
-    let parsed = AdminRouter.queryParameters(query, accepted: endpoint.queryParameters)
+    let parsed: Result<[String: String], AdminQueryProblem> =
+      endpoint.ignoresQuery ? .success([:]) : AdminRouter.queryParameters(query, accepted: endpoint.queryParameters)
     var finish = completion
     // Every authorized call to a state-changing endpoint gets one line once answered,
     // refused ones included (a bad query, an unknown token): that is what was attempted.
