@@ -231,6 +231,20 @@ import Testing
       ])
   }
 
+  /// The parser answers CONNECT and TRACE with 501 before routing, so a route for them
+  /// could never match.
+  @Test func connectAndTraceCannotBeRouted() {
+    let route = { (methods: String) in
+      configJSON().replacingOccurrences(
+        of: #""match": { "path": "/users/:id" }"#, with: #""match": { "path": "/", "methods": \#(methods) }"#)
+    }
+    #expect(
+      issueLines(route(#"["GET", "CONNECT", "TRACE"]"#)) == [
+        "routes[0].match.methods[1]: CONNECT requests are never routed (the gateway answers them with 501)",
+        "routes[0].match.methods[2]: TRACE requests are never routed (the gateway answers them with 501)",
+      ])
+  }
+
   @Test func headerNamesAndValues() {
     let withHeaders = { (headers: String) in issueLines(configJSON(extra: #""headers": \#(headers)"#)) }
     #expect(

@@ -132,6 +132,9 @@ extension ConfigDecoder {
         } else if method != method.uppercased() {
           // Methods are case-sensitive (RFC 9110 §9.1); "get" would never match a real GET.
           element.report("methods are case-sensitive; write \"\(method.uppercased())\"")
+        } else if method == "CONNECT" || method == "TRACE" {
+          // The request parser refuses both before routing (see RequestTarget).
+          element.report("\(method) requests are never routed (the gateway answers them with 501)")
         } else if list.contains(method) {
           element.report("\(method) is listed twice")
         } else {
