@@ -62,6 +62,34 @@ import Testing
     #expect(text.contains("X-Client: gatehouse\r\n"))
   }
 
+  func fieldLines(_ text: String, _ lowercaseName: String) -> [Substring] {
+    text.split(separator: "\r\n").filter { $0.lowercased().hasPrefix(lowercaseName + ":") }
+  }
+
+  /// A configured Host used to be sent next to the gateway's (two Hosts: an invalid
+  /// request); it now replaces the upstream URL's, the route's over the top level's.
+  @Test func configuredHostReplacesTheUpstreamsAndIsSentOnce() throws {
+    let plan = HeaderPlan(layers: [
+      .init(set: [("Host", "global.internal")]), .init(set: [("host", "tenant-a.internal:8443")]),
+    ])
+    let text = try upstreamHead("GET / HTTP/1.1\r\nHost: gw\r\n\r\n", plan: plan)
+    #expect(text.hasPrefix("GET /api/v1/ HTTP/1.1\r\nHost: tenant-a.internal:8443\r\n"))
+    #expect(fieldLines(text, "host").count == 1)
+    let topLevelOnly = try upstreamHead(
+      "GET / HTTP/1.1\r\nHost: gw\r\n\r\n", plan: HeaderPlan(layers: [.init(set: [("Host", "global.internal")])]))
+    #expect(fieldLines(topLevelOnly, "host") == ["Host: global.internal"])
+    let unset = try upstreamHead("GET / HTTP/1.1\r\nHost: gw\r\n\r\n")
+    #expect(fieldLines(unset, "host") == ["Host: backend:3000"])
+  }
+
+  /// Removing X-Forwarded-For drops the client's list: the backend sees only the peer.
+  @Test func removedForwardedForKeepsOnlyThePeerAddress() throws {
+    let text = try upstreamHead(
+      "GET / HTTP/1.1\r\nHost: gw\r\nX-Forwarded-For: 6.6.6.6\r\n\r\n",
+      plan: HeaderPlan(layers: [.init(remove: ["X-Forwarded-For"])]))
+    #expect(fieldLines(text, "x-forwarded-for") == ["X-Forwarded-For: 10.1.2.3"])
+  }
+
   @Test func bodyFramingIsTheOneActuallySent() throws {
     let chunked = try upstreamHead(
       "POST / HTTP/1.1\r\nHost: gw\r\nTransfer-Encoding: chunked\r\n\r\n", framing: .chunked)

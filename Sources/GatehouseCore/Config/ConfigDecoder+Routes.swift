@@ -60,7 +60,7 @@ extension ConfigDecoder {
     }
     let tokenHeaderField = object.field("token_header")
     let tokenHeader = tokenHeaderField.flatMap(headerName) ?? "Authorization"
-    if let tokenHeaderField, HTTPSyntax.gatewayManagedHeaders.contains(tokenHeader.lowercased()) {
+    if let tokenHeaderField, HTTPSyntax.ManagedHeader(canonicalName: HTTPSyntax.canonicalName(tokenHeader)) != nil {
       tokenHeaderField.report("\(tokenHeader) is managed by the gateway and cannot carry a token")
     }
     let tokenFormatField = object.field("token_format")

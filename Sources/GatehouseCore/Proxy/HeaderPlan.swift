@@ -10,6 +10,10 @@ public struct HeaderPlan: Sendable {
   public let setLines: [UInt8]
   /// Drop `Authorization` when it carries a client key (`ApiKey …`), keep it otherwise.
   public let dropsAPIKeyAuthorization: Bool
+  /// The `Host` value the rules set, written in place of the upstream URL's host and port
+  /// (virtual hosting behind the gateway); nil when no rule sets it. Never in `setLines`,
+  /// so the upstream always gets exactly one Host.
+  public let host: [UInt8]?
 
   /// One header rule list: `set` pairs and `remove` names, in config order.
   public struct Rules: Sendable {
@@ -42,8 +46,13 @@ public struct HeaderPlan: Sendable {
     var dropped = HeaderNameSet(order)
     for name in alsoDropped { dropped.insert(name) }
     var lines: [UInt8] = []
+    var host: [UInt8]?
     for key in order {
       guard let entry = final[key], let value = entry.value else { continue }
+      if key == "host" {
+        host = Array(value.utf8)
+        continue
+      }
       lines.append(contentsOf: entry.name.utf8)
       lines.append(contentsOf: ": ".utf8)
       lines.append(contentsOf: value.utf8)
@@ -51,5 +60,6 @@ public struct HeaderPlan: Sendable {
     }
     self.dropped = dropped
     self.setLines = lines
+    self.host = host
   }
 }
