@@ -354,6 +354,30 @@ import Testing
     #expect(withHeaders(#"{"set": {"X-A": "tab\tinside ok"}}"#) == ["loaded"])
   }
 
+  /// The injected token is the only value of its header: a route with a token may not set
+  /// that header itself (in any spelling); a top-level `set` of it is fine, and replaced
+  /// on that route.
+  @Test func routeWithATokenCannotSetItsTokenHeader() {
+    #expect(
+      issueLines(configJSON(route: #""token": "api", "headers": {"set": {"authorization": "Basic eA=="}}"#)) == [
+        "routes[0].headers.set.authorization: this route sends its token in Authorization,"
+          + " so it cannot also set authorization"
+      ])
+    #expect(
+      issueLines(
+        configJSON(
+          route: #""token": "api", "token_header": "X-Backend-Token", "headers": {"set": {"X_Backend_Token": "t"}}"#))
+        == [
+          "routes[0].headers.set.X_Backend_Token: this route sends its token in X-Backend-Token,"
+            + " so it cannot also set X_Backend_Token"
+        ])
+    #expect(
+      issueLines(
+        configJSON(route: #""token": "api""#, extra: #""headers": {"set": {"Authorization": "Basic eA=="}}"#))
+        == ["loaded"])
+    #expect(issueLines(configJSON(route: #""headers": {"set": {"Authorization": "Basic eA=="}}"#)) == ["loaded"])
+  }
+
   @Test func urls() {
     let withURL = { (url: String) in
       issueLines(configJSON().replacingOccurrences(of: "http://127.0.0.1:3000/api/v1", with: url))

@@ -90,6 +90,52 @@ import Testing
     #expect(fieldLines(text, "x-forwarded-for") == ["X-Forwarded-For: 10.1.2.3"])
   }
 
+  /// The upstream head a route of `json` (a config) writes for `request`, with the token
+  /// line the route's token would add.
+  func routeHead(_ json: String, route index: Int = 0, _ request: String) throws -> String {
+    let config = try loadConfig(json)
+    let route = config.routes[index]
+    let plan = RoutePlan(
+      route, upstreamIndex: 0, globalRules: HeaderPlan.Rules(config.headers), tokenIndex: 0, alsoDropped: [])
+    let token = plan.token.map {
+      UpstreamRequestWriter.TokenLine(prefix: $0.linePrefix, value: Array("injected".utf8), suffix: $0.lineSuffix)
+    }
+    let head = try parse(request)
+    var out: [UInt8] = []
+    UpstreamRequestWriter.write(
+      head: head, target: Array(head.target), hostHeader: Array("backend:3000".utf8), plan: plan.headerPlan,
+      token: token, clientAddress: Array("10.1.2.3".utf8), forwardedProto: "http", requestID: Array("rid".utf8),
+      framing: .none, into: &out)
+    return String(decoding: out, as: UTF8.self)
+  }
+
+  /// A top-level `set` of the token's header used to be sent next to the injected token
+  /// (two Authorization fields); on a token route the token replaces it, elsewhere it holds.
+  @Test func injectedTokenIsTheOnlyValueOfItsHeader() throws {
+    let json = """
+      {
+        "upstreams": { "api": { "url": "http://127.0.0.1:3000" } },
+        "tokens": { "api": { "type": "static", "value": "v" } },
+        "headers": { "set": { "Authorization": "Basic Z2xvYmFs", "X_Backend_Token": "global" } },
+        "routes": [
+          { "name": "bearer", "match": { "path": "/b" }, "upstream": "api", "token": "api" },
+          { "name": "custom", "match": { "path": "/c" }, "upstream": "api", "token": "api",
+            "token_header": "X-Backend-Token", "token_format": "{token}" },
+          { "name": "plain", "match": { "path": "/p" }, "upstream": "api" }
+        ]
+      }
+      """
+    let request = "GET /b HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer client\r\nX-Backend-Token: client\r\n\r\n"
+    let bearer = try routeHead(json, route: 0, request)
+    #expect(fieldLines(bearer, "authorization") == ["Authorization: Bearer injected"])
+    let custom = try routeHead(json, route: 1, request)
+    #expect(fieldLines(custom, "x-backend-token") == ["X-Backend-Token: injected"])
+    #expect(fieldLines(custom, "x_backend_token").isEmpty)
+    #expect(fieldLines(custom, "authorization") == ["Authorization: Basic Z2xvYmFs"])
+    let plain = try routeHead(json, route: 2, request)
+    #expect(fieldLines(plain, "authorization") == ["Authorization: Basic Z2xvYmFs"])
+  }
+
   @Test func bodyFramingIsTheOneActuallySent() throws {
     let chunked = try upstreamHead(
       "POST / HTTP/1.1\r\nHost: gw\r\nTransfer-Encoding: chunked\r\n\r\n", framing: .chunked)

@@ -77,6 +77,16 @@ extension ConfigDecoder {
     }
 
     let headers = object.field("headers").map(decodeHeaderRules) ?? .empty
+    // The injected token must be the only value of its header; a top-level `set` of it is
+    // replaced on this route, but the route's own would contradict its token.
+    if token != nil {
+      let canonicalTokenHeader = HTTPSyntax.canonicalName(tokenHeader)
+      for field in headers.set where HTTPSyntax.canonicalName(field.name) == canonicalTokenHeader {
+        diagnostics.report(
+          object.path.appending(key: "headers").appending(key: "set").appending(key: field.name),
+          "this route sends its token in \(tokenHeader), so it cannot also set \(field.name)")
+      }
+    }
     let envelope = decodeEnvelope(object.field("envelope"))
     let cache = object.field("cache").flatMap(decodeCache)
     object.finishReading()

@@ -3,8 +3,12 @@
 ///
 /// Top-level rules apply first, then the route's (SPEC §2), so for each name the last rule
 /// wins: a name set globally and removed by the route is removed, and the reverse is set.
+/// Names are compared ignoring case and reading `_` as `-`, the way CGI-style backends
+/// read them: `X_Token` and `X-Token` are one name here, as they are one variable there.
 public struct HeaderPlan: Sendable {
-  /// Client fields not forwarded (besides the hop-by-hop table): every name a rule touches.
+  /// Client fields not forwarded (besides the hop-by-hop table): every name a rule touches,
+  /// as written and with `_` read as `-`. A client name with `_` that reads as one of them
+  /// is dropped too (`HopByHop.isUnderscoreLookAlike`).
   public let dropped: HeaderNameSet
   /// Pre-serialized `Name: value\r\n` lines for the names that end up set.
   public let setLines: [UInt8]
@@ -31,20 +35,26 @@ public struct HeaderPlan: Sendable {
     self.dropsAPIKeyAuthorization = dropsAPIKeyAuthorization
     var order: [String] = []
     var final: [String: (name: String, value: String?)] = [:]
+    var dropped = HeaderNameSet([])
+    func drop(_ name: String) {
+      dropped.insert(name)
+      dropped.insert(HTTPSyntax.canonicalName(name))
+    }
     for layer in layers {
       for (name, value) in layer.set {
-        let key = name.lowercased()
+        let key = HTTPSyntax.canonicalName(name)
         if final[key] == nil { order.append(key) }
         final[key] = (name, value)
+        drop(name)
       }
       for name in layer.remove {
-        let key = name.lowercased()
+        let key = HTTPSyntax.canonicalName(name)
         if final[key] == nil { order.append(key) }
         final[key] = (name, nil)
+        drop(name)
       }
     }
-    var dropped = HeaderNameSet(order)
-    for name in alsoDropped { dropped.insert(name) }
+    for name in alsoDropped { drop(name) }
     var lines: [UInt8] = []
     var host: [UInt8]?
     for key in order {
