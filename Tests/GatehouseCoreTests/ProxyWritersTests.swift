@@ -136,6 +136,35 @@ import Testing
     #expect(fieldLines(plain, "authorization") == ["Authorization: Basic Z2xvYmFs"])
   }
 
+  /// Every `Proxy-*` field is hop-by-hop (SPEC §2), not only the registered ones; so are
+  /// `Proxy_…` and `Proxy` (httpoxy). Names that only start alike pass.
+  @Test func everyProxyFieldIsDroppedBothWays() throws {
+    let request = try upstreamHead(
+      "GET / HTTP/1.1\r\nHost: gw\r\nProxy-Foo: 1\r\nproxy-bar: 2\r\nPROXY-AUTHORIZATION: Basic x\r\n"
+        + "Proxy: http://evil:3128\r\nProxy_Baz: 3\r\nProxy-: 4\r\nProxyish: kept\r\nX-Proxy-Foo: kept\r\n"
+        + "Prox: kept\r\n\r\n")
+    let names = request.split(separator: "\r\n").dropFirst().map { $0.prefix { $0 != ":" }.lowercased() }
+    #expect(!names.contains { $0 == "proxy" || $0.hasPrefix("proxy-") || $0.hasPrefix("proxy_") }, "\(names)")
+    #expect(request.contains("Proxyish: kept\r\nX-Proxy-Foo: kept\r\nProx: kept\r\n"))
+
+    var parser = HTTPResponseParser()
+    let events = try parser.parseAll(
+      Array(
+        ("HTTP/1.1 200 OK\r\nProxy-Foo: 1\r\nProxy-Status: backend; error=x\r\nproxy-authenticate: Basic\r\n"
+          + "Proxy: x\r\nX-Proxy-Foo: kept\r\nContent-Length: 0\r\n\r\n").utf8))
+    guard case .head(let head) = events[0] else {
+      Issue.record("no head")
+      return
+    }
+    var out: [UInt8] = []
+    ClientResponseWriter.write(
+      head: head, requestID: Array("rid".utf8), framing: .contentLength(0), headContentLength: nil,
+      closeConnection: false, into: &out)
+    #expect(
+      String(decoding: out, as: UTF8.self)
+        == "HTTP/1.1 200 OK\r\nX-Proxy-Foo: kept\r\nX-Request-Id: rid\r\nContent-Length: 0\r\n\r\n")
+  }
+
   @Test func bodyFramingIsTheOneActuallySent() throws {
     let chunked = try upstreamHead(
       "POST / HTTP/1.1\r\nHost: gw\r\nTransfer-Encoding: chunked\r\n\r\n", framing: .chunked)

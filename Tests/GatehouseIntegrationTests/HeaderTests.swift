@@ -82,6 +82,35 @@ import Testing
     #expect(head.values("X-End-To-End") == ["yes"])
   }
 
+  /// SPEC §2: every Proxy-* field is hop-by-hop, in both directions; only a fixed list of
+  /// them used to be dropped, so `Proxy-Foo` crossed both ways. `Proxy` (httpoxy) and
+  /// `Proxy_…` (read as `Proxy-…` by CGI-style backends) are dropped too.
+  @Test func everyProxyFieldIsDroppedInBothDirections() throws {
+    let backend = try TestBackend(
+      always: .respond(
+        .text("ok", headers: [("Proxy-Foo", "from-backend"), ("Proxy-Status", "origin"), ("X-Kept", "yes")])))
+    defer { backend.stop() }
+    let gateway = try GatewayProcess(config: TestConfig.passThrough(to: backend.port))
+    defer { gateway.stopExpectingCleanExit() }
+
+    let response = try send(
+      "GET", "/proxy", to: gateway.port,
+      headers: [
+        ("Proxy-Foo", "1"), ("proxy-bar", "2"), ("Proxy", "http://attacker:3128"), ("Proxy_Baz", "3"),
+        ("X-Proxy-Id", "kept"),
+      ])
+
+    #expect(response.status == 200)
+    let head = try #require(backend.requests.first).head
+    for name in ["Proxy-Foo", "Proxy-Bar", "Proxy", "Proxy_Baz"] {
+      #expect(!head.has(name), "\(name) reached the backend")
+    }
+    #expect(head.values("X-Proxy-Id") == ["kept"])
+    #expect(!response.head.has("Proxy-Foo"))
+    #expect(!response.head.has("Proxy-Status"))
+    #expect(response.head.values("X-Kept") == ["yes"])
+  }
+
   @Test func fieldNamesMatchWhateverTheirCase() throws {
     let backend = try TestBackend(always: .respond(.text("ok")))
     defer { backend.stop() }

@@ -49,7 +49,7 @@ public enum UpstreamRequestWriter {
       var sawForwardedFor = false
       let connectionNamed = connectionListedNames(headers)
       headers.withEachField { name, value in
-        if HopByHop.fields.contains(name) || plan.dropped.contains(name) { return }
+        if HopByHop.isHopByHop(name) || plan.dropped.contains(name) { return }
         if HopByHop.isUnderscoreLookAlike(name) { return }
         if HopByHop.gatewayRequestFields.contains(name) {
           if isForwardedFor(name) && !value.isEmpty { sawForwardedFor = true }
