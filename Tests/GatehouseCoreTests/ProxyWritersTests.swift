@@ -92,11 +92,11 @@ import Testing
 
   /// The upstream head a route of `json` (a config) writes for `request`, with the token
   /// line the route's token would add.
-  func routeHead(_ json: String, route index: Int = 0, _ request: String) throws -> String {
+  func routeHead(_ json: String, route index: Int = 0, _ request: String, alsoDropped: [String] = []) throws -> String {
     let config = try loadConfig(json)
     let route = config.routes[index]
     let plan = RoutePlan(
-      route, upstreamIndex: 0, globalRules: HeaderPlan.Rules(config.headers), tokenIndex: 0, alsoDropped: [])
+      route, upstreamIndex: 0, globalRules: HeaderPlan.Rules(config.headers), tokenIndex: 0, alsoDropped: alsoDropped)
     let token = plan.token.map {
       UpstreamRequestWriter.TokenLine(prefix: $0.linePrefix, value: Array("injected".utf8), suffix: $0.lineSuffix)
     }
@@ -134,6 +134,40 @@ import Testing
     #expect(fieldLines(custom, "authorization") == ["Authorization: Basic Z2xvYmFs"])
     let plain = try routeHead(json, route: 2, request)
     #expect(fieldLines(plain, "authorization") == ["Authorization: Basic Z2xvYmFs"])
+  }
+
+  /// CGI, WSGI and PHP backends read `_` as `-`, so a client's `X_Backend_Token` would sit
+  /// next to (or be merged with) the injected `X-Backend-Token`. Look-alikes of the token
+  /// header, the client-key header and every name a rule sets or removes are dropped, as
+  /// those of framing and gateway fields were; other names with `_` pass.
+  @Test func underscoreLookAlikesOfTokenKeyAndRuleNamesAreDropped() throws {
+    let json = """
+      {
+        "upstreams": { "api": { "url": "http://127.0.0.1:3000" } },
+        "tokens": { "api": { "type": "static", "value": "v" } },
+        "headers": { "set": { "X-Client": "gatehouse" }, "remove": ["X-Internal-User"] },
+        "routes": [
+          { "name": "custom", "match": { "path": "/c" }, "upstream": "api", "token": "api",
+            "token_header": "X-Backend-Token", "token_format": "{token}" },
+          { "name": "underscored", "match": { "path": "/u" }, "upstream": "api", "token": "api",
+            "token_header": "X_Legacy_Token", "token_format": "{token}" }
+        ]
+      }
+      """
+    let request =
+      "GET /c HTTP/1.1\r\nHost: gw\r\nX_Backend_Token: forged\r\nx_BACKEND-token: forged2\r\n"
+      + "X_Api_Key: key\r\nX_Client: forged3\r\nX_Internal_User: root\r\nX-Legacy-Token: other4\r\n"
+      + "X_Trace_Id: kept\r\nX_Forwarded_For: 6.6.6.6\r\n\r\n"
+    let custom = try routeHead(json, route: 0, request, alsoDropped: ["X-Api-Key"])
+    #expect(!custom.contains("forged") && !custom.contains("root") && !custom.contains("X_Api_Key"), "\(custom)")
+    #expect(!custom.contains("6.6.6.6"))
+    #expect(fieldLines(custom, "x-backend-token") == ["X-Backend-Token: injected"])
+    #expect(fieldLines(custom, "x_trace_id") == ["X_Trace_Id: kept"])
+    #expect(fieldLines(custom, "x-legacy-token") == ["X-Legacy-Token: other4"])
+    // A token header written with `_` drops the client's `-` spelling too.
+    let underscored = try routeHead(json, route: 1, request)
+    #expect(fieldLines(underscored, "x-legacy-token").isEmpty)
+    #expect(fieldLines(underscored, "x_legacy_token") == ["X_Legacy_Token: injected"])
   }
 
   /// Every `Proxy-*` field is hop-by-hop (SPEC §2), not only the registered ones; so are

@@ -76,6 +76,31 @@ import Testing
     #expect(backend.requests[1].head.values("Authorization") == ["Basic Z2F0ZXdheTpwYXNz"])
   }
 
+  /// A client's `X_Backend_Key` used to reach the backend next to the injected
+  /// `X-Backend-Key`; CGI, WSGI and PHP backends read both as HTTP_X_BACKEND_KEY and may
+  /// take the client's. Underscore look-alikes of the token header are dropped.
+  @Test func underscoreLookAlikeOfTheTokenHeaderIsNotForwarded() throws {
+    let backend = try TestBackend(always: Self.okBackend)
+    defer { backend.stop() }
+    let route = TestConfig.tokenRoute(
+      "all", match: "/*", token: "api", extra: ["token_header": "X-Backend-Key", "token_format": "{token}"])
+    let config = TestConfig.withTokens(
+      upstreamPort: backend.port, tokens: ["api": ["type": "static", "value": "real-token-7d2"]], routes: [route])
+    let gateway = try GatewayProcess(config: config)
+    defer { gateway.stopExpectingCleanExit() }
+    #expect(try gateway.waitForValidTokens(["api"]))
+
+    let response = try send(
+      "GET", "/items", to: gateway.port,
+      headers: [("X_Backend_Key", "forged-one"), ("x_backend_KEY", "forged-two"), ("X_Other_Thing", "kept")])
+
+    #expect(response.status == 200)
+    let request = try #require(backend.requests.first)
+    #expect(request.head.values("X-Backend-Key") == ["real-token-7d2"])
+    #expect(!String(decoding: request.raw, as: UTF8.self).contains("forged"))
+    #expect(request.head.values("X_Other_Thing") == ["kept"])
+  }
+
   @Test func fileTokenIsReadAtStartAndAgainWhenTheFileChanges() throws {
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("gatehouse-file-token-\(UUID())")
     try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)

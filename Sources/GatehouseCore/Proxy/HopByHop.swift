@@ -39,15 +39,17 @@ public enum HopByHop {
   /// Fields of an upstream response that the gateway sets itself on the client response.
   public static let gatewayResponseFields: HeaderNameSet = HeaderNameSet(["x-request-id"])
 
-  /// A name like `Transfer_Encoding` or `Content_Length`: not the field itself, but some
-  /// servers and frameworks read `_` as `-`, so forwarding it could make a backend see a
-  /// framing or gateway field the gateway never checked. Such names are dropped (nginx
-  /// drops every name with `_` by default; this keeps the harmless ones).
-  public static func isUnderscoreLookAlike(_ name: UnsafeBufferPointer<UInt8>) -> Bool {
-    guard name.contains(0x5F), name.count <= 64 else { return false }
-    var normalized = [UInt8](repeating: 0, count: name.count)
-    for (index, byte) in name.enumerated() { normalized[index] = byte == 0x5F ? 0x2D : byte }
-    return normalized.withUnsafeBufferPointer { fields.contains($0) || gatewayRequestFields.contains($0) }
+  /// A name like `Transfer_Encoding` or `X_Backend_Token`: not the field itself, but CGI,
+  /// WSGI and PHP backends read `_` as `-`, so forwarding it could make a backend see a
+  /// framing or gateway field the gateway never checked, or merge a client's value into
+  /// one the gateway sets, removes or injects (the route's token header, the client-key
+  /// header, any `set` or `remove` name: all in `dropped`). Such names are dropped (nginx
+  /// drops every name with `_` by default; this keeps the harmless ones). Costs a scan for
+  /// `_` per field; the lookups run only for the rare names that have one.
+  public static func isUnderscoreLookAlike(_ name: UnsafeBufferPointer<UInt8>, of dropped: HeaderNameSet) -> Bool {
+    guard name.contains(0x5F) else { return false }
+    return fields.containsReadingUnderscoreAsDash(name) || gatewayRequestFields.containsReadingUnderscoreAsDash(name)
+      || dropped.containsReadingUnderscoreAsDash(name)
   }
 
   /// Other field names listed in a Connection header: hop-by-hop for this message only.
