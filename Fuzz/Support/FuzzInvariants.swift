@@ -835,23 +835,75 @@ extension FuzzInvariants {
       return head
     }
 
-    /// RFC 9112 §3.2: origin form as is; absolute form `http(s)://authority[/path…]` read as
-    /// its path (`/` when empty); `*` only for OPTIONS; any target for CONNECT. Anything else
-    /// must have been refused.
+    /// RFC 9112 §3.2 as the gateway serves it: origin form as is; absolute form
+    /// `http(s)://authority[/path…]` (the authority made of host characters) read as its path
+    /// (`/` when empty). CONNECT, TRACE, `*` and anything else must have been refused. The
+    /// path must be RFC 3986 `pchar`s and `/` with well-formed escapes, and no segment may
+    /// decode to `.` or `..` (a segment ending at `;`, `%2F` or `%5C` counts as ending there).
     static func originForm(method: [UInt8], target: [UInt8]) throws(FuzzViolation) -> [UInt8] {
-      if target.first == 0x2F { return target }
-      if method == Array("CONNECT".utf8) { return target }
-      if target == [0x2A] && method == Array("OPTIONS".utf8) { return target }
-      let lower = target.map { $0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0 }
-      for scheme in ["http://", "https://"] where lower.starts(with: scheme.utf8) && target.count > scheme.utf8.count {
-        let rest = target[scheme.utf8.count...]
-        guard let end = rest.firstIndex(where: { $0 == 0x2F || $0 == 0x3F }) else {
-          return [0x2F]
-        }
-        guard end > rest.startIndex, target[end] == 0x2F else { break }
-        return Array(target[end...])
+      if method == Array("CONNECT".utf8) || method == Array("TRACE".utf8) {
+        throw FuzzViolation("the parser accepted method \(describe(method))")
       }
-      throw FuzzViolation("the parser accepted request target \(describe(target))")
+      var origin: [UInt8]?
+      if target.first == 0x2F { origin = target }
+      let lower = target.map { $0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0 }
+      for scheme in ["http://", "https://"] where origin == nil && lower.starts(with: scheme.utf8) {
+        let rest = target[scheme.utf8.count...]
+        let end = rest.firstIndex(where: { $0 == 0x2F || $0 == 0x3F }) ?? rest.endIndex
+        guard end > rest.startIndex, rest[..<end].allSatisfy(isHostByte) else { break }
+        if end == rest.endIndex { return [0x2F] }
+        if target[end] == 0x2F { origin = Array(target[end...]) }
+      }
+      guard let origin else { throw FuzzViolation("the parser accepted request target \(describe(target))") }
+      let path = origin.prefix { $0 != 0x3F }
+      try checkPath(Array(path))
+      return origin
+    }
+
+    static func checkPath(_ path: [UInt8]) throws(FuzzViolation) {
+      let pchars = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~!$&'()*+,;=:@/%".utf8)
+      var index = 0
+      while index < path.count {
+        guard pchars.contains(path[index]) else {
+          throw FuzzViolation("the parser accepted byte \(path[index]) in path \(describe(path))")
+        }
+        if path[index] == 0x25 {
+          guard index + 2 < path.count, isHexDigit(path[index + 1]), isHexDigit(path[index + 2]) else {
+            throw FuzzViolation("the parser accepted a broken escape in path \(describe(path))")
+          }
+          index += 2
+        }
+        index += 1
+      }
+      // Decode dots and separators only, cut each segment at ";", then compare whole segments.
+      var decoded: [UInt8] = []
+      index = 0
+      while index < path.count {
+        if path[index] == 0x25 {
+          let escape = (path[index + 1], path[index + 2] | 0x20)
+          if escape == (0x32, 0x65) {
+            decoded.append(0x2E)
+          } else if escape == (0x32, 0x66) || escape == (0x35, 0x63) {
+            decoded.append(0x2F)
+          } else {
+            decoded += path[index...(index + 2)]
+          }
+          index += 3
+        } else {
+          decoded.append(path[index])
+          index += 1
+        }
+      }
+      for segment in decoded.split(separator: 0x2F, omittingEmptySubsequences: false) {
+        let name = Array(segment.prefix { $0 != 0x3B })
+        if name == [0x2E] || name == [0x2E, 0x2E] {
+          throw FuzzViolation("the parser accepted a dot segment in \(describe(path))")
+        }
+      }
+    }
+
+    static func isHostByte(_ byte: UInt8) -> Bool {
+      Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~!$&'()*+,;=:[]%".utf8).contains(byte)
     }
 
     /// `*( CRLF ) HTTP-version SP 3DIGIT [ SP reason-phrase ] CRLF *( field-line CRLF ) CRLF`.
@@ -1039,6 +1091,8 @@ extension FuzzInvariants {
     try require(
       !head.target.isEmpty && head.target.allSatisfy { $0 > 0x20 && $0 < 0x7F },
       "target \(describe(head.target)) is not visible ASCII")
+    // Routing only ever sees paths: `*`, authority-form and CONNECT/TRACE are refused.
+    try require(head.target.first == 0x2F, "target \(describe(head.target)) is not a path")
     try require(head.version.major == 1, "version \(head.version)")
     try checkFields(head.headers, "request headers")
 

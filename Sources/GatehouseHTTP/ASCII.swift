@@ -36,6 +36,16 @@ enum ASCII {
     (byte >= 0x20 && byte != 0x7F) || byte == tab
   }
 
+  /// RFC 3986 `pchar` without `%` (checked with the two hex digits after it): unreserved,
+  /// sub-delims, ":" and "@". Not `` "<>[\]^`{|} ``, which no URI may hold unencoded: `\` is a
+  /// path separator to some servers, and the rest only ever show up in probes.
+  @inlinable @inline(__always)
+  static func isPathChar(_ byte: UInt8) -> Bool {
+    if byte < 64 { return (0x2fff_7fd2_0000_0000 as UInt64) >> UInt64(byte) & 1 == 1 }
+    if byte < 128 { return (0x47ff_fffe_87ff_ffff as UInt64) >> UInt64(byte - 64) & 1 == 1 }
+    return false
+  }
+
   /// Visible ASCII but "#": a fragment never belongs in a request target (RFC 9112 §3.2).
   @inlinable @inline(__always)
   static func isTargetByte(_ byte: UInt8) -> Bool {

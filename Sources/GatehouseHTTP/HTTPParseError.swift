@@ -15,6 +15,7 @@ public struct HTTPParseError: Error, Hashable, Sendable, CustomStringConvertible
     case invalidChunkSize, chunkSizeOverflow, invalidChunkExtension, chunkExtensionTooLong
     case missingChunkCRLF, forbiddenTrailer, bodyTooLarge, unexpectedEOF
     case unexpectedInformational, invalidMessageAfterClose
+    case dotSegment, asteriskForm, methodNotSupported
   }
 
   @usableFromInline let code: Code
@@ -57,6 +58,12 @@ public struct HTTPParseError: Error, Hashable, Sendable, CustomStringConvertible
   public static let unexpectedEOF = Self(.unexpectedEOF)
   public static let unexpectedInformational = Self(.unexpectedInformational)
   public static let invalidMessageAfterClose = Self(.invalidMessageAfterClose)
+  /// A `.` or `..` segment in the request path, plain or percent-encoded.
+  public static let dotSegment = Self(.dotSegment)
+  /// `OPTIONS *`: a server-wide request, which has no route to go to.
+  public static let asteriskForm = Self(.asteriskForm)
+  /// CONNECT or TRACE, which the gateway never forwards.
+  public static let methodNotSupported = Self(.methodNotSupported)
 
   /// The status a server sends for this error before closing the connection.
   public var status: Int {
@@ -64,7 +71,7 @@ public struct HTTPParseError: Error, Hashable, Sendable, CustomStringConvertible
     case .headersTooLarge, .tooManyHeaders: return 431
     case .bodyTooLarge: return 413
     case .requestLineTooLong: return 414
-    case .unsupportedTransferEncoding: return 501
+    case .unsupportedTransferEncoding, .methodNotSupported: return 501
     case .unsupportedVersion: return 505
     case .invalidLeadingLine, .invalidMethod, .invalidTarget, .invalidVersion, .invalidStatusLine,
       .invalidHeaderName, .whitespaceBeforeColon, .missingColon, .obsoleteLineFolding, .bareCR,
@@ -72,7 +79,8 @@ public struct HTTPParseError: Error, Hashable, Sendable, CustomStringConvertible
       .contentLengthWithTransferEncoding, .duplicateTransferEncoding, .invalidTransferEncoding,
       .transferEncodingInHTTP10, .missingHost, .duplicateHost, .invalidHost, .invalidChunkSize,
       .chunkSizeOverflow, .invalidChunkExtension, .chunkExtensionTooLong, .missingChunkCRLF,
-      .forbiddenTrailer, .unexpectedEOF, .unexpectedInformational, .invalidMessageAfterClose:
+      .forbiddenTrailer, .unexpectedEOF, .unexpectedInformational, .invalidMessageAfterClose, .dotSegment,
+      .asteriskForm:
       return 400
     }
   }
@@ -115,6 +123,9 @@ public struct HTTPParseError: Error, Hashable, Sendable, CustomStringConvertible
     case .unexpectedEOF: return "connection closed inside a message"
     case .unexpectedInformational: return "unexpected informational response"
     case .invalidMessageAfterClose: return "data after the last message"
+    case .dotSegment: return "the request path has a . or .. segment"
+    case .asteriskForm: return "OPTIONS * is not supported (send OPTIONS to a path)"
+    case .methodNotSupported: return "CONNECT and TRACE are not supported"
     }
   }
 }

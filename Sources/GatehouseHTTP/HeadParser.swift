@@ -18,11 +18,7 @@ enum HeadParser {
       guard i > methodStart, p[i] == ASCII.space else { throw .invalidMethod }
       let method = HTTPMethod.parse(p, methodStart, i)
       i += 1
-      let targetStart = i
-      while ASCII.isTargetByte(p[i]) { i += 1 }
-      guard i > targetStart, p[i] == ASCII.space else { throw .invalidTarget }
-      let targetEnd = i
-      let origin = try originForm(p, targetStart, targetEnd, method: method)
+      let origin = try RequestTarget.read(p, &i, method: method)
       i += 1
       let version = try parseVersion(p, &i)
       guard p[i] == ASCII.cr else { throw p[i] == ASCII.lf ? .bareLF : .invalidVersion }
@@ -37,34 +33,6 @@ enum HeadParser {
         headers: headers, bodyFraming: framing.body, keepAlive: framing.keepAlive,
         expectsContinue: framing.expectsContinue)
     }
-  }
-
-  /// Where the origin-form part of a request target is (RFC 9112 §3.2): the target itself
-  /// for `/path?query`; the part after the authority for absolute-form `http(s)://host/path`
-  /// (nil when the path is empty, meaning `/`); the target for `*` (OPTIONS) and
-  /// authority-form (CONNECT). Anything else is refused.
-  static func originForm(_ p: UnsafeBufferPointer<UInt8>, _ start: Int, _ end: Int, method: HTTPMethod)
-    throws(HTTPParseError) -> Range<Int>?
-  {
-    if p[start] == 0x2F { return start..<end }
-    if end - start == 1 && p[start] == 0x2A && method == .options { return start..<end }
-    if method == .connect { return start..<end }
-    var schemeEnd = start
-    if end - start > 7 && ASCII.equalsLowercase(p, start, start + 7, "http://") {
-      schemeEnd = start + 7
-    } else if end - start > 8 && ASCII.equalsLowercase(p, start, start + 8, "https://") {
-      schemeEnd = start + 8
-    } else {
-      throw .invalidTarget
-    }
-    var i = schemeEnd
-    while i < end && p[i] != 0x2F && p[i] != ASCII.question { i += 1 }
-    guard i > schemeEnd else { throw .invalidTarget }
-    if i == end { return nil }
-    // `http://host?q` has an empty path: the origin form is `/?q`, which has no slice in
-    // the head's bytes; such targets are refused rather than rebuilt.
-    guard p[i] == 0x2F else { throw .invalidTarget }
-    return i..<end
   }
 
   // MARK: Responses

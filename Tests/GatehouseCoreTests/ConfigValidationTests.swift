@@ -231,6 +231,96 @@ import Testing
       ])
   }
 
+  /// The parser answers CONNECT and TRACE with 501 before routing, so a route for them
+  /// could never match.
+  @Test func connectAndTraceCannotBeRouted() {
+    let route = { (methods: String) in
+      configJSON().replacingOccurrences(
+        of: #""match": { "path": "/users/:id" }"#, with: #""match": { "path": "/", "methods": \#(methods) }"#)
+    }
+    #expect(
+      issueLines(route(#"["GET", "CONNECT", "TRACE"]"#)) == [
+        "routes[0].match.methods[1]: CONNECT requests are never routed (the gateway answers them with 501)",
+        "routes[0].match.methods[2]: TRACE requests are never routed (the gateway answers them with 501)",
+      ])
+  }
+
+  /// Headers whose value the gateway controls could only be sent twice (or in place of the
+  /// gateway's): `set` refuses them, and a name that reads as one of them to CGI-style
+  /// backends (`_` for `-`). `Host` may be set: it replaces the upstream URL's.
+  @Test func managedHeadersCannotBeSet() {
+    let withHeaders = { (headers: String) in issueLines(configJSON(extra: #""headers": \#(headers)"#)) }
+    for name in [
+      "Host-Not", "X-Forwarded-Host", "Proxyish",
+    ] {
+      #expect(withHeaders(#"{"set": {"\#(name)": "v"}}"#) == ["loaded"], "\(name)")
+    }
+    for name in [
+      "X-Forwarded-For", "x-forwarded-proto", "X-Request-Id", "Expect", "Proxy-Authorization", "Proxy-Foo", "Proxy",
+      "Connection", "TE", "Keep-Alive", "Upgrade", "Trailer", "Transfer-Encoding", "Content-Length",
+      "Proxy-Connection",
+    ] {
+      #expect(
+        withHeaders(#"{"set": {"\#(name)": "v"}}"#) == [
+          "headers.set.\(name): \(name) is managed by the gateway and cannot be set"
+        ])
+    }
+    #expect(
+      withHeaders(#"{"set": {"X_Forwarded_For": "1.2.3.4"}}"#) == [
+        "headers.set.X_Forwarded_For: X_Forwarded_For is managed by the gateway and cannot be set"
+          + " ('_' reads as '-' to many backends)"
+      ])
+    #expect(
+      issueLines(configJSON(route: #""headers": {"set": {"X-Request-Id": "fixed"}}"#)) == [
+        "routes[0].headers.set.X-Request-Id: X-Request-Id is managed by the gateway and cannot be set"
+      ])
+  }
+
+  @Test func hostMayBeSetToAHostAndPort() {
+    let withHeaders = { (headers: String) in issueLines(configJSON(extra: #""headers": \#(headers)"#)) }
+    for host in ["api.internal", "api.internal:8443", "10.0.0.7:80", "[::1]:8080"] {
+      #expect(withHeaders(#"{"set": {"Host": "\#(host)"}}"#) == ["loaded"], "\(host)")
+    }
+    #expect(issueLines(configJSON(route: #""headers": {"set": {"host": "tenant-a.internal"}}"#)) == ["loaded"])
+    for host in ["two words", "a/b", "user@host", "a,b"] {
+      #expect(
+        withHeaders(#"{"set": {"Host": "\#(host)"}}"#) == [
+          "headers.set.Host: must be a host with an optional port, as in api.example.com:8443"
+        ], "\(host)")
+    }
+    #expect(
+      withHeaders(#"{"set": {"Host": ""}}"#) == [
+        "headers.set.Host: must be a host with an optional port, as in api.example.com:8443"
+      ])
+  }
+
+  /// `remove` drops the client's field. Managed fields are never forwarded or always
+  /// written by the gateway, so removing them would not do what it says; X-Forwarded-For is
+  /// the exception (the client's list is not relayed, only the address the gateway saw).
+  @Test func managedHeadersCannotBeRemovedButForwardedForCan() {
+    let withHeaders = { (headers: String) in issueLines(configJSON(extra: #""headers": \#(headers)"#)) }
+    #expect(withHeaders(#"{"remove": ["X-Forwarded-For", "Cookie", "X_Forwarded_Proto"]}"#) == ["loaded"])
+    #expect(
+      withHeaders(#"{"remove": ["Connection", "Proxy-Authorization", "Expect", "Content-Length", "proxy-foo"]}"#) == [
+        "headers.remove[0]: Connection is never forwarded (the gateway manages it); leave it out of remove",
+        "headers.remove[1]: Proxy-Authorization is never forwarded (the gateway manages it); leave it out of remove",
+        "headers.remove[2]: Expect is never forwarded (the gateway manages it); leave it out of remove",
+        "headers.remove[3]: Content-Length is never forwarded (the gateway manages it); leave it out of remove",
+        "headers.remove[4]: proxy-foo is never forwarded (the gateway manages it); leave it out of remove",
+      ])
+    #expect(
+      withHeaders(#"{"remove": ["X-Request-Id", "X-Forwarded-Proto", "host"]}"#) == [
+        "headers.remove[0]: X-Request-Id is always sent by the gateway and cannot be removed",
+        "headers.remove[1]: X-Forwarded-Proto is always sent by the gateway and cannot be removed",
+        "headers.remove[2]: Host is always sent by the gateway and cannot be removed (set it to choose its value)",
+      ])
+    #expect(
+      issueLines(configJSON(route: #""headers": {"remove": ["Host"]}"#)) == [
+        "routes[0].headers.remove[0]: Host is always sent by the gateway and cannot be removed"
+          + " (set it to choose its value)"
+      ])
+  }
+
   @Test func headerNamesAndValues() {
     let withHeaders = { (headers: String) in issueLines(configJSON(extra: #""headers": \#(headers)"#)) }
     #expect(
@@ -247,7 +337,11 @@ import Testing
     )
     #expect(
       withHeaders(#"{"set": {"X-A": "a", "x-a": "b"}}"#) == [
-        "headers.set.x-a: header x-a is already set as X-A (header names ignore case)"
+        "headers.set.x-a: header x-a is already set as X-A (header names ignore case, and '_' reads as '-')"
+      ])
+    #expect(
+      withHeaders(#"{"set": {"X-A": "a", "X_a": "b"}}"#) == [
+        "headers.set.X_a: header X_a is already set as X-A (header names ignore case, and '_' reads as '-')"
       ])
     #expect(
       withHeaders(#"{"set": {"Content-Length": "5"}}"#) == [
@@ -258,6 +352,30 @@ import Testing
         "headers.remove[1]: invalid header name (letters, digits and !#$%&'*+-.^_`|~ only)"
       ])
     #expect(withHeaders(#"{"set": {"X-A": "tab\tinside ok"}}"#) == ["loaded"])
+  }
+
+  /// The injected token is the only value of its header: a route with a token may not set
+  /// that header itself (in any spelling); a top-level `set` of it is fine, and replaced
+  /// on that route.
+  @Test func routeWithATokenCannotSetItsTokenHeader() {
+    #expect(
+      issueLines(configJSON(route: #""token": "api", "headers": {"set": {"authorization": "Basic eA=="}}"#)) == [
+        "routes[0].headers.set.authorization: this route sends its token in Authorization,"
+          + " so it cannot also set authorization"
+      ])
+    #expect(
+      issueLines(
+        configJSON(
+          route: #""token": "api", "token_header": "X-Backend-Token", "headers": {"set": {"X_Backend_Token": "t"}}"#))
+        == [
+          "routes[0].headers.set.X_Backend_Token: this route sends its token in X-Backend-Token,"
+            + " so it cannot also set X_Backend_Token"
+        ])
+    #expect(
+      issueLines(
+        configJSON(route: #""token": "api""#, extra: #""headers": {"set": {"Authorization": "Basic eA=="}}"#))
+        == ["loaded"])
+    #expect(issueLines(configJSON(route: #""headers": {"set": {"Authorization": "Basic eA=="}}"#)) == ["loaded"])
   }
 
   @Test func urls() {
@@ -342,6 +460,11 @@ import Testing
     #expect(
       issueLines(configJSON(route: #""token": "api", "token_header": "Content-Length""#))
         == ["routes[0].token_header: Content-Length is managed by the gateway and cannot carry a token"])
+    for name in ["Host", "X-Forwarded-For", "X-Request-Id", "Proxy-Authorization", "X_Forwarded_Proto"] {
+      #expect(
+        issueLines(configJSON(route: #""token": "api", "token_header": "\#(name)""#))
+          == ["routes[0].token_header: \(name) is managed by the gateway and cannot carry a token"])
+    }
   }
 
   @Test func invalidTokenRule() {

@@ -62,6 +62,143 @@ import Testing
     #expect(text.contains("X-Client: gatehouse\r\n"))
   }
 
+  func fieldLines(_ text: String, _ lowercaseName: String) -> [Substring] {
+    text.split(separator: "\r\n").filter { $0.lowercased().hasPrefix(lowercaseName + ":") }
+  }
+
+  /// A configured Host used to be sent next to the gateway's (two Hosts: an invalid
+  /// request); it now replaces the upstream URL's, the route's over the top level's.
+  @Test func configuredHostReplacesTheUpstreamsAndIsSentOnce() throws {
+    let plan = HeaderPlan(layers: [
+      .init(set: [("Host", "global.internal")]), .init(set: [("host", "tenant-a.internal:8443")]),
+    ])
+    let text = try upstreamHead("GET / HTTP/1.1\r\nHost: gw\r\n\r\n", plan: plan)
+    #expect(text.hasPrefix("GET /api/v1/ HTTP/1.1\r\nHost: tenant-a.internal:8443\r\n"))
+    #expect(fieldLines(text, "host").count == 1)
+    let topLevelOnly = try upstreamHead(
+      "GET / HTTP/1.1\r\nHost: gw\r\n\r\n", plan: HeaderPlan(layers: [.init(set: [("Host", "global.internal")])]))
+    #expect(fieldLines(topLevelOnly, "host") == ["Host: global.internal"])
+    let unset = try upstreamHead("GET / HTTP/1.1\r\nHost: gw\r\n\r\n")
+    #expect(fieldLines(unset, "host") == ["Host: backend:3000"])
+  }
+
+  /// Removing X-Forwarded-For drops the client's list: the backend sees only the peer.
+  @Test func removedForwardedForKeepsOnlyThePeerAddress() throws {
+    let text = try upstreamHead(
+      "GET / HTTP/1.1\r\nHost: gw\r\nX-Forwarded-For: 6.6.6.6\r\n\r\n",
+      plan: HeaderPlan(layers: [.init(remove: ["X-Forwarded-For"])]))
+    #expect(fieldLines(text, "x-forwarded-for") == ["X-Forwarded-For: 10.1.2.3"])
+  }
+
+  /// The upstream head a route of `json` (a config) writes for `request`, with the token
+  /// line the route's token would add.
+  func routeHead(_ json: String, route index: Int = 0, _ request: String, alsoDropped: [String] = []) throws -> String {
+    let config = try loadConfig(json)
+    let route = config.routes[index]
+    let plan = RoutePlan(
+      route, upstreamIndex: 0, globalRules: HeaderPlan.Rules(config.headers), tokenIndex: 0, alsoDropped: alsoDropped)
+    let token = plan.token.map {
+      UpstreamRequestWriter.TokenLine(prefix: $0.linePrefix, value: Array("injected".utf8), suffix: $0.lineSuffix)
+    }
+    let head = try parse(request)
+    var out: [UInt8] = []
+    UpstreamRequestWriter.write(
+      head: head, target: Array(head.target), hostHeader: Array("backend:3000".utf8), plan: plan.headerPlan,
+      token: token, clientAddress: Array("10.1.2.3".utf8), forwardedProto: "http", requestID: Array("rid".utf8),
+      framing: .none, into: &out)
+    return String(decoding: out, as: UTF8.self)
+  }
+
+  /// A top-level `set` of the token's header used to be sent next to the injected token
+  /// (two Authorization fields); on a token route the token replaces it, elsewhere it holds.
+  @Test func injectedTokenIsTheOnlyValueOfItsHeader() throws {
+    let json = """
+      {
+        "upstreams": { "api": { "url": "http://127.0.0.1:3000" } },
+        "tokens": { "api": { "type": "static", "value": "v" } },
+        "headers": { "set": { "Authorization": "Basic Z2xvYmFs", "X_Backend_Token": "global" } },
+        "routes": [
+          { "name": "bearer", "match": { "path": "/b" }, "upstream": "api", "token": "api" },
+          { "name": "custom", "match": { "path": "/c" }, "upstream": "api", "token": "api",
+            "token_header": "X-Backend-Token", "token_format": "{token}" },
+          { "name": "plain", "match": { "path": "/p" }, "upstream": "api" }
+        ]
+      }
+      """
+    let request = "GET /b HTTP/1.1\r\nHost: gw\r\nAuthorization: Bearer client\r\nX-Backend-Token: client\r\n\r\n"
+    let bearer = try routeHead(json, route: 0, request)
+    #expect(fieldLines(bearer, "authorization") == ["Authorization: Bearer injected"])
+    let custom = try routeHead(json, route: 1, request)
+    #expect(fieldLines(custom, "x-backend-token") == ["X-Backend-Token: injected"])
+    #expect(fieldLines(custom, "x_backend_token").isEmpty)
+    #expect(fieldLines(custom, "authorization") == ["Authorization: Basic Z2xvYmFs"])
+    let plain = try routeHead(json, route: 2, request)
+    #expect(fieldLines(plain, "authorization") == ["Authorization: Basic Z2xvYmFs"])
+  }
+
+  /// CGI, WSGI and PHP backends read `_` as `-`, so a client's `X_Backend_Token` would sit
+  /// next to (or be merged with) the injected `X-Backend-Token`. Look-alikes of the token
+  /// header, the client-key header and every name a rule sets or removes are dropped, as
+  /// those of framing and gateway fields were; other names with `_` pass.
+  @Test func underscoreLookAlikesOfTokenKeyAndRuleNamesAreDropped() throws {
+    let json = """
+      {
+        "upstreams": { "api": { "url": "http://127.0.0.1:3000" } },
+        "tokens": { "api": { "type": "static", "value": "v" } },
+        "headers": { "set": { "X-Client": "gatehouse" }, "remove": ["X-Internal-User"] },
+        "routes": [
+          { "name": "custom", "match": { "path": "/c" }, "upstream": "api", "token": "api",
+            "token_header": "X-Backend-Token", "token_format": "{token}" },
+          { "name": "underscored", "match": { "path": "/u" }, "upstream": "api", "token": "api",
+            "token_header": "X_Legacy_Token", "token_format": "{token}" }
+        ]
+      }
+      """
+    let request =
+      "GET /c HTTP/1.1\r\nHost: gw\r\nX_Backend_Token: forged\r\nx_BACKEND-token: forged2\r\n"
+      + "X_Api_Key: key\r\nX_Client: forged3\r\nX_Internal_User: root\r\nX-Legacy-Token: other4\r\n"
+      + "X_Trace_Id: kept\r\nX_Forwarded_For: 6.6.6.6\r\n\r\n"
+    let custom = try routeHead(json, route: 0, request, alsoDropped: ["X-Api-Key"])
+    #expect(!custom.contains("forged") && !custom.contains("root") && !custom.contains("X_Api_Key"), "\(custom)")
+    #expect(!custom.contains("6.6.6.6"))
+    #expect(fieldLines(custom, "x-backend-token") == ["X-Backend-Token: injected"])
+    #expect(fieldLines(custom, "x_trace_id") == ["X_Trace_Id: kept"])
+    #expect(fieldLines(custom, "x-legacy-token") == ["X-Legacy-Token: other4"])
+    // A token header written with `_` drops the client's `-` spelling too.
+    let underscored = try routeHead(json, route: 1, request)
+    #expect(fieldLines(underscored, "x-legacy-token").isEmpty)
+    #expect(fieldLines(underscored, "x_legacy_token") == ["X_Legacy_Token: injected"])
+  }
+
+  /// Every `Proxy-*` field is hop-by-hop (SPEC §2), not only the registered ones; so are
+  /// `Proxy_…` and `Proxy` (httpoxy). Names that only start alike pass.
+  @Test func everyProxyFieldIsDroppedBothWays() throws {
+    let request = try upstreamHead(
+      "GET / HTTP/1.1\r\nHost: gw\r\nProxy-Foo: 1\r\nproxy-bar: 2\r\nPROXY-AUTHORIZATION: Basic x\r\n"
+        + "Proxy: http://evil:3128\r\nProxy_Baz: 3\r\nProxy-: 4\r\nProxyish: kept\r\nX-Proxy-Foo: kept\r\n"
+        + "Prox: kept\r\n\r\n")
+    let names = request.split(separator: "\r\n").dropFirst().map { $0.prefix { $0 != ":" }.lowercased() }
+    #expect(!names.contains { $0 == "proxy" || $0.hasPrefix("proxy-") || $0.hasPrefix("proxy_") }, "\(names)")
+    #expect(request.contains("Proxyish: kept\r\nX-Proxy-Foo: kept\r\nProx: kept\r\n"))
+
+    var parser = HTTPResponseParser()
+    let events = try parser.parseAll(
+      Array(
+        ("HTTP/1.1 200 OK\r\nProxy-Foo: 1\r\nProxy-Status: backend; error=x\r\nproxy-authenticate: Basic\r\n"
+          + "Proxy: x\r\nX-Proxy-Foo: kept\r\nContent-Length: 0\r\n\r\n").utf8))
+    guard case .head(let head) = events[0] else {
+      Issue.record("no head")
+      return
+    }
+    var out: [UInt8] = []
+    ClientResponseWriter.write(
+      head: head, requestID: Array("rid".utf8), framing: .contentLength(0), headContentLength: nil,
+      closeConnection: false, into: &out)
+    #expect(
+      String(decoding: out, as: UTF8.self)
+        == "HTTP/1.1 200 OK\r\nX-Proxy-Foo: kept\r\nX-Request-Id: rid\r\nContent-Length: 0\r\n\r\n")
+  }
+
   @Test func bodyFramingIsTheOneActuallySent() throws {
     let chunked = try upstreamHead(
       "POST / HTTP/1.1\r\nHost: gw\r\nTransfer-Encoding: chunked\r\n\r\n", framing: .chunked)

@@ -84,6 +84,16 @@ private func upstreamTarget(_ table: RouteTable, _ target: String, method: Strin
     #expect(table.match(method: "GET", path: "/a/b")?.remainder == 0..<4)
   }
 
+  /// `OPTIONS *` or `CONNECT host:port` once reached a `/*` route and went upstream as
+  /// `/api/v1*`; the parser refuses them now, and the table never matches a non-path.
+  @Test func onlyPathsStartingWithASlashMatch() throws {
+    let table = try routeTable([#"{"match": {"path": "/*"}}"#], base: "/api/v1")
+    #expect(upstreamTarget(table, "*", method: "OPTIONS") == nil)
+    #expect(upstreamTarget(table, "example.com:443", method: "CONNECT") == nil)
+    #expect(matchedIndex(table, "GET", "") == nil)
+    #expect(upstreamTarget(table, "/x") == "/api/v1/x")
+  }
+
   @Test func parametersAndWildcardTogether() throws {
     let table = try routeTable([#"{"match": {"path": "/t/:tenant/*"}, "path": "/tenants/:tenant/*"}"#])
     let match = try #require(table.match(method: "GET", path: "/t/acme/x/y"))

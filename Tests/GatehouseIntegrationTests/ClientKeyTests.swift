@@ -131,6 +131,20 @@ import Testing
     }
   }
 
+  /// `X_Api_Key` is not a key to the gateway, and is not forwarded either: a CGI-style
+  /// backend would read it as the X-Api-Key the gateway keeps from it.
+  @Test func underscoreLookAlikeOfTheKeyHeaderIsNotForwarded() throws {
+    let backend = try ModalBackend()
+    let gateway = try Self.gateway(port: backend.port, required: false)
+    defer { gateway.stopExpectingCleanExit() }
+
+    let response = try send("GET", "/me", to: gateway.port, headers: [("X_Api_Key", Self.iosKey)])
+
+    #expect(response.status == 200)
+    let request = try #require(backend.requests.first)
+    #expect(!String(decoding: request.raw, as: UTF8.self).contains(Self.iosKey))
+  }
+
   @Test func otherAuthorizationIsForwardedAlongsideAKey() throws {
     let backend = try ModalBackend()
     let gateway = try Self.gateway(port: backend.port)

@@ -82,6 +82,35 @@ import Testing
     #expect(head.values("X-End-To-End") == ["yes"])
   }
 
+  /// SPEC §2: every Proxy-* field is hop-by-hop, in both directions; only a fixed list of
+  /// them used to be dropped, so `Proxy-Foo` crossed both ways. `Proxy` (httpoxy) and
+  /// `Proxy_…` (read as `Proxy-…` by CGI-style backends) are dropped too.
+  @Test func everyProxyFieldIsDroppedInBothDirections() throws {
+    let backend = try TestBackend(
+      always: .respond(
+        .text("ok", headers: [("Proxy-Foo", "from-backend"), ("Proxy-Status", "origin"), ("X-Kept", "yes")])))
+    defer { backend.stop() }
+    let gateway = try GatewayProcess(config: TestConfig.passThrough(to: backend.port))
+    defer { gateway.stopExpectingCleanExit() }
+
+    let response = try send(
+      "GET", "/proxy", to: gateway.port,
+      headers: [
+        ("Proxy-Foo", "1"), ("proxy-bar", "2"), ("Proxy", "http://attacker:3128"), ("Proxy_Baz", "3"),
+        ("X-Proxy-Id", "kept"),
+      ])
+
+    #expect(response.status == 200)
+    let head = try #require(backend.requests.first).head
+    for name in ["Proxy-Foo", "Proxy-Bar", "Proxy", "Proxy_Baz"] {
+      #expect(!head.has(name), "\(name) reached the backend")
+    }
+    #expect(head.values("X-Proxy-Id") == ["kept"])
+    #expect(!response.head.has("Proxy-Foo"))
+    #expect(!response.head.has("Proxy-Status"))
+    #expect(response.head.values("X-Kept") == ["yes"])
+  }
+
   @Test func fieldNamesMatchWhateverTheirCase() throws {
     let backend = try TestBackend(always: .respond(.text("ok")))
     defer { backend.stop() }
@@ -254,6 +283,73 @@ import Testing
 
     let upstream = try #require(backend.requests.first).head.values("X-Request-Id")
     #expect(response.head.values("X-Request-Id") == upstream)
+  }
+
+  /// A configured Host replaces the upstream's (virtual hosting behind the gateway): one
+  /// Host reaches the backend, the route's over the top level's. It used to be sent as a
+  /// second Host line.
+  @Test func configuredHostReplacesTheUpstreams() throws {
+    let backend = try TestBackend(always: .respond(.text("ok")))
+    defer { backend.stop() }
+    let config = TestConfig.make(
+      routes: [
+        TestConfig.route("tenant", match: "/tenant/*", extra: ["headers": ["set": ["Host": "tenant-a.internal"]]]),
+        TestConfig.route("rest", match: "/*"),
+      ],
+      upstreams: ["api": TestConfig.upstream(port: backend.port)],
+      headers: ["set": ["host": "api.internal:8443"]])
+    let gateway = try GatewayProcess(config: config)
+    defer { gateway.stopExpectingCleanExit() }
+
+    _ = try send("GET", "/tenant/x", to: gateway.port)
+    _ = try send("GET", "/other", to: gateway.port)
+
+    try #require(backend.requests.count == 2)
+    #expect(backend.requests[0].head.values("Host") == ["tenant-a.internal"])
+    #expect(backend.requests[1].head.values("Host") == ["api.internal:8443"])
+  }
+
+  /// `gatehouse check` refuses `headers.set` of what the gateway writes itself (these were
+  /// accepted and sent twice, or sent though the gateway had handled them), and `remove`
+  /// of what it never forwards or always sends.
+  @Test func checkRefusesSettingOrRemovingManagedHeaders() throws {
+    var config = TestConfig.passThrough(to: 3000)
+    config["headers"] = [
+      "set": [
+        "X-Forwarded-For": "1.2.3.4", "X-Forwarded-Proto": "https", "X-Request-Id": "fixed", "Expect": "100-continue",
+        "Proxy-Authorization": "Basic eA==",
+      ],
+      "remove": ["Host", "Connection"],
+    ]
+    let json = try JSONSerialization.data(withJSONObject: config)
+    let result = try LifecycleTests.runCheck(
+      ["--config", "config.json"], config: String(decoding: json, as: UTF8.self))
+
+    #expect(result.status == 1)
+    let lines = Set(result.err.split(separator: "\n").map(String.init))
+    for name in ["X-Forwarded-For", "X-Forwarded-Proto", "X-Request-Id", "Expect", "Proxy-Authorization"] {
+      #expect(lines.contains("headers.set.\(name): \(name) is managed by the gateway and cannot be set"), "\(name)")
+    }
+    #expect(
+      lines.contains(
+        "headers.remove[0]: Host is always sent by the gateway and cannot be removed (set it to choose its value)"))
+    #expect(
+      lines.contains(
+        "headers.remove[1]: Connection is never forwarded (the gateway manages it); leave it out of remove"))
+  }
+
+  @Test func removingForwardedForRelaysOnlyThePeerAddress() throws {
+    let backend = try TestBackend(always: .respond(.text("ok")))
+    defer { backend.stop() }
+    let config = TestConfig.make(
+      routes: [TestConfig.route("all", match: "/*")], upstreams: ["api": TestConfig.upstream(port: backend.port)],
+      headers: ["remove": ["X-Forwarded-For"]])
+    let gateway = try GatewayProcess(config: config)
+    defer { gateway.stopExpectingCleanExit() }
+
+    _ = try send("GET", "/spoof", to: gateway.port, headers: [("X-Forwarded-For", "203.0.113.7")])
+
+    #expect(backend.requests.first?.head.values("X-Forwarded-For") == ["127.0.0.1"])
   }
 
   @Test func hostIsTheUpstreams() throws {

@@ -150,6 +150,53 @@ import Testing
     }
   }
 
+  /// With a catch-all route, `OPTIONS *` once went upstream as `OPTIONS /api/v1*`, and
+  /// `CONNECT example.com:443` as `CONNECT /api/v1example.com:443`. This is not a forward
+  /// proxy: CONNECT is 501, and so is TRACE (the backend would echo the credentials the
+  /// gateway injected); `OPTIONS *` has no route to go to and is 400. Each closes the
+  /// connection like any refused request, and nothing reaches the backend.
+  @Test(arguments: [
+    ("OPTIONS", "*", 400), ("CONNECT", "example.com:443", 501), ("CONNECT", "/x", 501), ("TRACE", "/x", 501),
+  ])
+  func nonPathTargetsAndTunnelMethodsNeverReachTheBackend(method: String, target: String, status: Int) throws {
+    let backend = try TestBackend { request in .respond(.text("\(request.method) \(request.target)")) }
+    defer { backend.stop() }
+    let gateway = try GatewayProcess(
+      config: TestConfig.make(
+        routes: [TestConfig.route("all", match: "/*")],
+        upstreams: ["api": TestConfig.upstream(port: backend.port, basePath: "/api/v1")]))
+    defer { gateway.stopExpectingCleanExit() }
+
+    let client = try RawClient(port: gateway.port)
+    let response = try client.exchange(httpRequest(method, target))
+
+    #expect(isErrorEnvelope(response, status: status))
+    #expect(response.head.value("Connection")?.lowercased() == "close")
+    #expect(client.waitForEnd() != .stillOpen)
+    #expect(backend.requests.isEmpty)
+    // OPTIONS with a path is an ordinary request.
+    #expect(try send("OPTIONS", "/x", to: gateway.port).text == "OPTIONS /api/v1/x")
+  }
+
+  /// Bytes RFC 3986 does not allow in a path are refused there (nginx and HAProxy let the
+  /// printable ones through; `\` is a separator to some backends, the rest only shows up in
+  /// probes); the query, which the gateway does not read, keeps their rule.
+  @Test func pathBytesOutsideRFC3986Are400ButTheQueryKeepsThem() throws {
+    let backend = try TestBackend { request in .respond(.text(request.target)) }
+    defer { backend.stop() }
+    let gateway = try GatewayProcess(config: TestConfig.passThrough(to: backend.port))
+    defer { gateway.stopExpectingCleanExit() }
+
+    for target in ["/a\"b", "/a\\b", "/a<b>", "/a^b", "/a`b", "/a{b}", "/a|b", "/a[0]", "/a%zz"] {
+      let client = try RawClient(port: gateway.port)
+      let response = try client.exchange(httpRequest("GET", target))
+      #expect(isErrorEnvelope(response, status: 400, message: "bad request: invalid request target"), "\(target)")
+    }
+    #expect(backend.requests.isEmpty)
+    let query = "/a?json={\"k\":[1,2]}&p=a|b&x=<y>^`\\"
+    #expect(try send("GET", query, to: gateway.port).text == query)
+  }
+
   @Test func backendSpeakingSomethingElseIs502() throws {
     var answer = BackendResponse()
     answer.rawReplacement = Array("SSH-2.0-OpenSSH_9.6\r\n\r\n".utf8)

@@ -150,6 +150,34 @@ import Testing
     #expect(setup.backend.requests.isEmpty)
   }
 
+  /// The routes are an allow-list: a `.` or `..` segment would let the backend resolve a
+  /// path no route allowed (with the matched route's headers and token), and once went
+  /// upstream as sent (`/pass/../../admin/secret` as `/v2/../../admin/secret`) or filled a
+  /// parameter with `..`. It is refused before routing, plain or percent-encoded.
+  @Test(arguments: [
+    "/pass/../../admin/secret", "/users/..", "/users/%2e%2e", "/users/.%2E", "/pass/a/./b", "/b/7/..%2Fadmin",
+    "/plain/..;x/admin", "http://gateway.test/pass/../x",
+  ])
+  func dotSegmentIs400AndNeverForwarded(target: String) throws {
+    let setup = try Setup()
+    defer { setup.finish() }
+    let client = try RawClient(port: setup.gateway.port)
+    let response = try client.exchange(httpRequest("GET", target))
+    #expect(isErrorEnvelope(response, status: 400, message: "bad request: the request path has a . or .. segment"))
+    #expect(response.head.value("Connection")?.lowercased() == "close")
+    #expect(client.waitForEnd() != .stillOpen)
+    #expect(setup.backend.requests.isEmpty)
+  }
+
+  /// Dots inside a segment, in the query, and escapes other than `%2E` are left alone.
+  @Test func dotsThatAreNotSegmentsAndOtherEscapesPassAsSent() throws {
+    let setup = try Setup()
+    defer { setup.finish() }
+    #expect(try setup.upstreamTarget("/users/v1.2") == "/accounts/v1.2")
+    #expect(try setup.upstreamTarget("/users/...") == "/accounts/...")
+    #expect(try setup.upstreamTarget("/pass/a%2Fb/%2E%2Ex?next=../..") == "/v2/a%2Fb/%2E%2Ex?next=../..")
+  }
+
   @Test func queryIsForwardedUnchanged() throws {
     let setup = try Setup()
     defer { setup.finish() }

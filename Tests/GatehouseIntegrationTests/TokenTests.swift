@@ -51,6 +51,56 @@ import Testing
     #expect(!request.head.values("Authorization").contains { $0.contains("literal-token-3a") })
   }
 
+  /// A top-level `headers.set` of the token's header used to reach the backend next to the
+  /// injected token (two Authorization fields). On a token route the token replaces it; on
+  /// a route without a token the configured value holds.
+  @Test func topLevelSetOfTheTokenHeaderGivesWayToTheToken() throws {
+    let backend = try TestBackend(always: Self.okBackend)
+    defer { backend.stop() }
+    var config = TestConfig.withTokens(
+      upstreamPort: backend.port, tokens: ["api": ["type": "static", "value": "only-token-5c1"]],
+      routes: [
+        TestConfig.tokenRoute("tokened", match: "/t/*", token: "api"),
+        TestConfig.route("plain", match: "/*"),
+      ])
+    config["headers"] = ["set": ["Authorization": "Basic Z2F0ZXdheTpwYXNz"]]
+    let gateway = try GatewayProcess(config: config)
+    defer { gateway.stopExpectingCleanExit() }
+    #expect(try gateway.waitForValidTokens(["api"]))
+
+    _ = try send("GET", "/t/x", to: gateway.port, headers: [("Authorization", "Bearer from-client")])
+    _ = try send("GET", "/plain", to: gateway.port)
+
+    try #require(backend.requests.count == 2)
+    #expect(backend.requests[0].head.values("Authorization") == ["Bearer only-token-5c1"])
+    #expect(backend.requests[1].head.values("Authorization") == ["Basic Z2F0ZXdheTpwYXNz"])
+  }
+
+  /// A client's `X_Backend_Key` used to reach the backend next to the injected
+  /// `X-Backend-Key`; CGI, WSGI and PHP backends read both as HTTP_X_BACKEND_KEY and may
+  /// take the client's. Underscore look-alikes of the token header are dropped.
+  @Test func underscoreLookAlikeOfTheTokenHeaderIsNotForwarded() throws {
+    let backend = try TestBackend(always: Self.okBackend)
+    defer { backend.stop() }
+    let route = TestConfig.tokenRoute(
+      "all", match: "/*", token: "api", extra: ["token_header": "X-Backend-Key", "token_format": "{token}"])
+    let config = TestConfig.withTokens(
+      upstreamPort: backend.port, tokens: ["api": ["type": "static", "value": "real-token-7d2"]], routes: [route])
+    let gateway = try GatewayProcess(config: config)
+    defer { gateway.stopExpectingCleanExit() }
+    #expect(try gateway.waitForValidTokens(["api"]))
+
+    let response = try send(
+      "GET", "/items", to: gateway.port,
+      headers: [("X_Backend_Key", "forged-one"), ("x_backend_KEY", "forged-two"), ("X_Other_Thing", "kept")])
+
+    #expect(response.status == 200)
+    let request = try #require(backend.requests.first)
+    #expect(request.head.values("X-Backend-Key") == ["real-token-7d2"])
+    #expect(!String(decoding: request.raw, as: UTF8.self).contains("forged"))
+    #expect(request.head.values("X_Other_Thing") == ["kept"])
+  }
+
   @Test func fileTokenIsReadAtStartAndAgainWhenTheFileChanges() throws {
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("gatehouse-file-token-\(UUID())")
     try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)

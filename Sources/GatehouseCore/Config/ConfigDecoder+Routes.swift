@@ -60,7 +60,7 @@ extension ConfigDecoder {
     }
     let tokenHeaderField = object.field("token_header")
     let tokenHeader = tokenHeaderField.flatMap(headerName) ?? "Authorization"
-    if let tokenHeaderField, HTTPSyntax.gatewayManagedHeaders.contains(tokenHeader.lowercased()) {
+    if let tokenHeaderField, HTTPSyntax.ManagedHeader(canonicalName: HTTPSyntax.canonicalName(tokenHeader)) != nil {
       tokenHeaderField.report("\(tokenHeader) is managed by the gateway and cannot carry a token")
     }
     let tokenFormatField = object.field("token_format")
@@ -77,6 +77,16 @@ extension ConfigDecoder {
     }
 
     let headers = object.field("headers").map(decodeHeaderRules) ?? .empty
+    // The injected token must be the only value of its header; a top-level `set` of it is
+    // replaced on this route, but the route's own would contradict its token.
+    if token != nil {
+      let canonicalTokenHeader = HTTPSyntax.canonicalName(tokenHeader)
+      for field in headers.set where HTTPSyntax.canonicalName(field.name) == canonicalTokenHeader {
+        diagnostics.report(
+          object.path.appending(key: "headers").appending(key: "set").appending(key: field.name),
+          "this route sends its token in \(tokenHeader), so it cannot also set \(field.name)")
+      }
+    }
     let envelope = decodeEnvelope(object.field("envelope"))
     let cache = object.field("cache").flatMap(decodeCache)
     object.finishReading()
@@ -132,6 +142,9 @@ extension ConfigDecoder {
         } else if method != method.uppercased() {
           // Methods are case-sensitive (RFC 9110 §9.1); "get" would never match a real GET.
           element.report("methods are case-sensitive; write \"\(method.uppercased())\"")
+        } else if method == "CONNECT" || method == "TRACE" {
+          // The request parser refuses both before routing (see RequestTarget).
+          element.report("\(method) requests are never routed (the gateway answers them with 501)")
         } else if list.contains(method) {
           element.report("\(method) is listed twice")
         } else {

@@ -240,25 +240,40 @@ struct ConfigDecoder {
           valueField.report("invalid header name (letters, digits and !#$%&'*+-.^_`|~ only)")
           continue
         }
-        if HTTPSyntax.gatewayManagedHeaders.contains(name.lowercased()) {
-          valueField.report("\(name) is managed by the gateway and cannot be set")
-          continue
-        }
-        if let earlier = seen[name.lowercased()] {
-          valueField.report("header \(name) is already set as \(earlier) (header names ignore case)")
-          continue
-        }
-        if let problem = HTTPSyntax.headerValueProblem(value) {
+        if let problem = HTTPSyntax.setProblem(name) {
           valueField.report(problem)
           continue
         }
-        seen[name.lowercased()] = name
+        // `X-A` and `x_a` would reach a CGI-style backend as one variable: say which wins.
+        let canonical = HTTPSyntax.canonicalName(name)
+        if let earlier = seen[canonical] {
+          valueField.report(
+            "header \(name) is already set as \(earlier) (header names ignore case, and '_' reads as '-')")
+          continue
+        }
+        if let problem = HTTPSyntax.headerValueProblem(value) ?? hostProblem(name, value) {
+          valueField.report(problem)
+          continue
+        }
+        seen[canonical] = name
         set.append(HeaderField(name: name, value: value))
       }
     }
-    let remove = object.field("remove")?.array()?.compactMap(headerName) ?? []
+    var remove: [String] = []
+    for element in object.field("remove")?.array() ?? [] {
+      guard let name = headerName(element) else { continue }
+      if let problem = HTTPSyntax.removeProblem(name) {
+        element.report(problem)
+        continue
+      }
+      remove.append(name)
+    }
     object.finishReading()
     return HeaderRules(set: set, remove: remove)
+  }
+
+  private func hostProblem(_ name: String, _ value: String) -> String? {
+    name.lowercased() == "host" ? HTTPSyntax.hostValueProblem(value) : nil
   }
 
   func headerName(_ field: ConfigField) -> String? {

@@ -80,7 +80,7 @@ public enum ClientResponseWriter {
   static func writeForwardedFields(_ headers: HTTPHeaders, except: HeaderNameSet?, into out: inout ByteCursor) {
     let connectionNamed = UpstreamRequestWriter.connectionListedNames(headers)
     headers.withEachField { name, value in
-      if HopByHop.fields.contains(name) || HopByHop.gatewayResponseFields.contains(name) { return }
+      if HopByHop.isHopByHop(name) || HopByHop.gatewayResponseFields.contains(name) { return }
       if let except, except.contains(name) { return }
       if let connectionNamed, connectionNamed.contains(name) { return }
       out.write(name)

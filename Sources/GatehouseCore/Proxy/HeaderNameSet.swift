@@ -55,6 +55,27 @@ public struct HeaderNameSet: Sendable {
     }
   }
 
+  /// Whether `name`, with each `_` read as `-`, equals a member ignoring case: how CGI,
+  /// WSGI and PHP backends compare names (both become `HTTP_X_NAME`). Byte by byte and
+  /// allocation-free; callers ask only for names that contain `_`, which are rare.
+  public func containsReadingUnderscoreAsDash(_ name: UnsafeBufferPointer<UInt8>) -> Bool {
+    guard lengthMask & Self.lengthBit(name.count) != 0 else { return false }
+    return bytes.withUnsafeBufferPointer { stored in
+      members.withUnsafeBufferPointer { members in
+        for member in members where member.count == name.count {
+          var index = 0
+          while index < name.count {
+            let byte = name[index] == 0x5F ? 0x2D : Self.lower(name[index])
+            if byte != stored[member.start + index] { break }
+            index += 1
+          }
+          if index == name.count { return true }
+        }
+        return false
+      }
+    }
+  }
+
   public func contains(_ name: String) -> Bool {
     var name = name
     return name.withUTF8 { contains($0) }

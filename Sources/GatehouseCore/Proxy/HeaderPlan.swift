@@ -3,13 +3,21 @@
 ///
 /// Top-level rules apply first, then the route's (SPEC §2), so for each name the last rule
 /// wins: a name set globally and removed by the route is removed, and the reverse is set.
+/// Names are compared ignoring case and reading `_` as `-`, the way CGI-style backends
+/// read them: `X_Token` and `X-Token` are one name here, as they are one variable there.
 public struct HeaderPlan: Sendable {
-  /// Client fields not forwarded (besides the hop-by-hop table): every name a rule touches.
+  /// Client fields not forwarded (besides the hop-by-hop table): every name a rule touches,
+  /// as written and with `_` read as `-`. A client name with `_` that reads as one of them
+  /// is dropped too (`HopByHop.isUnderscoreLookAlike`).
   public let dropped: HeaderNameSet
   /// Pre-serialized `Name: value\r\n` lines for the names that end up set.
   public let setLines: [UInt8]
   /// Drop `Authorization` when it carries a client key (`ApiKey …`), keep it otherwise.
   public let dropsAPIKeyAuthorization: Bool
+  /// The `Host` value the rules set, written in place of the upstream URL's host and port
+  /// (virtual hosting behind the gateway); nil when no rule sets it. Never in `setLines`,
+  /// so the upstream always gets exactly one Host.
+  public let host: [UInt8]?
 
   /// One header rule list: `set` pairs and `remove` names, in config order.
   public struct Rules: Sendable {
@@ -27,23 +35,34 @@ public struct HeaderPlan: Sendable {
     self.dropsAPIKeyAuthorization = dropsAPIKeyAuthorization
     var order: [String] = []
     var final: [String: (name: String, value: String?)] = [:]
+    var dropped = HeaderNameSet([])
+    func drop(_ name: String) {
+      dropped.insert(name)
+      dropped.insert(HTTPSyntax.canonicalName(name))
+    }
     for layer in layers {
       for (name, value) in layer.set {
-        let key = name.lowercased()
+        let key = HTTPSyntax.canonicalName(name)
         if final[key] == nil { order.append(key) }
         final[key] = (name, value)
+        drop(name)
       }
       for name in layer.remove {
-        let key = name.lowercased()
+        let key = HTTPSyntax.canonicalName(name)
         if final[key] == nil { order.append(key) }
         final[key] = (name, nil)
+        drop(name)
       }
     }
-    var dropped = HeaderNameSet(order)
-    for name in alsoDropped { dropped.insert(name) }
+    for name in alsoDropped { drop(name) }
     var lines: [UInt8] = []
+    var host: [UInt8]?
     for key in order {
       guard let entry = final[key], let value = entry.value else { continue }
+      if key == "host" {
+        host = Array(value.utf8)
+        continue
+      }
       lines.append(contentsOf: entry.name.utf8)
       lines.append(contentsOf: ": ".utf8)
       lines.append(contentsOf: value.utf8)
@@ -51,5 +70,6 @@ public struct HeaderPlan: Sendable {
     }
     self.dropped = dropped
     self.setLines = lines
+    self.host = host
   }
 }

@@ -1,7 +1,8 @@
 import GatehouseHTTP
 
 /// Writes the request head the upstream receives: the rewritten target, the client's fields
-/// less the hop-by-hop table and the route's dropped names, the route's set lines, `Host`,
+/// less the hop-by-hop table and the route's dropped names, the route's set lines, `Host`
+/// (the upstream's, or the one the config sets),
 /// `X-Forwarded-For`, `X-Forwarded-Proto`, `X-Request-Id`, and the framing of the body that
 /// is actually sent. Byte in, byte out: nothing here builds a String per request.
 public enum UpstreamRequestWriter {
@@ -29,10 +30,12 @@ public enum UpstreamRequestWriter {
     // Names of the common methods are string literals: no allocation, UTF-8 already.
     var methodName = (method ?? head.method).name
     let headers = head.headers
+    // A configured Host replaces the upstream URL's (it is never among the set lines).
+    let host = plan.host ?? hostHeader
     // Every piece below is counted here: the client's fields (and the separators joining
     // its X-Forwarded-For lines) within `serializedFieldsLength`, the rest by length.
     var bound =
-      fixedBound + methodName.utf8.count + target.count + hostHeader.count + headers.serializedFieldsLength
+      fixedBound + methodName.utf8.count + target.count + host.count + headers.serializedFieldsLength
       + plan.setLines.count + clientAddress.count + requestID.count
     if let token { bound += token.prefix.count + token.value.count + token.suffix.count }
     out.appendBytes(upTo: bound) { out in
@@ -40,14 +43,14 @@ public enum UpstreamRequestWriter {
       out.write(0x20)
       out.write(target)
       out.write(" HTTP/1.1\r\nHost: ")
-      out.write(hostHeader)
+      out.write(host)
       out.write("\r\n")
 
       var sawForwardedFor = false
       let connectionNamed = connectionListedNames(headers)
       headers.withEachField { name, value in
-        if HopByHop.fields.contains(name) || plan.dropped.contains(name) { return }
-        if HopByHop.isUnderscoreLookAlike(name) { return }
+        if HopByHop.isHopByHop(name) || plan.dropped.contains(name) { return }
+        if HopByHop.isUnderscoreLookAlike(name, of: plan.dropped) { return }
         if HopByHop.gatewayRequestFields.contains(name) {
           if isForwardedFor(name) && !value.isEmpty { sawForwardedFor = true }
           return

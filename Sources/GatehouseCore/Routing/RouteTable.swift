@@ -16,6 +16,9 @@
 ///   it captures starts with the `/` after `pass` (or is empty for `/pass`), so a rewrite to
 ///   `/v2/*` sends `/pass` as `/v2`, `/pass/` as `/v2/` and `/pass/a/b` as `/v2/a/b`.
 /// - Bytes are compared as they are: `%2F` is not a separator and `%41` is not `A`.
+/// - Only paths starting with `/` match. Paths with `.` or `..` segments (`%2e` included)
+///   never get here: the request parser refuses them, since a backend resolving them would
+///   reach a path no route allowed.
 public struct RouteTable: Sendable {
   /// The routes in config order; `RouteMatch.routeIndex` indexes this array.
   public let routes: [RouteConfig]
@@ -118,7 +121,11 @@ public struct RouteTable: Sendable {
   /// The first route that takes `method` and `path` (the request target's path, without the
   /// query), or nil for "no route". Ranges in the match are offsets into `path`.
   public func match(method: UnsafeRawBufferPointer, path: UnsafeRawBufferPointer) -> RouteMatch? {
-    bytePool.withUnsafeBytes { pool in
+    // Only a path can match. The request parser already refuses `*` and authority-form
+    // targets; this keeps `/*` from taking one from any other caller (it would be appended
+    // to the upstream's base path as `/api/v1*`).
+    guard path.first == UInt8(ascii: "/") else { return nil }
+    return bytePool.withUnsafeBytes { pool in
       for index in compiledRoutes.indices {
         let route = compiledRoutes[index]
         guard Self.methodAllowed(method, route: route, pool: pool) else { continue }

@@ -108,11 +108,12 @@ final class RoutePlan: Sendable {
   ) {
     name = route.name
     self.upstreamIndex = upstreamIndex
-    // A route with a token replaces whatever credential the client sent in that header.
-    let tokenHeader = route.token == nil ? [] : [route.tokenHeader]
-    headerPlan = HeaderPlan(
-      layers: [globalRules, HeaderPlan.Rules(route.headers)], alsoDropped: tokenHeader + alsoDropped,
-      dropsAPIKeyAuthorization: !alsoDropped.isEmpty)
+    var layers = [globalRules, HeaderPlan.Rules(route.headers)]
+    // A route with a token sends it as the only value of its header: what the client sent
+    // there, and a top-level `set` of it, give way to the token (a route's own `set` of it
+    // is refused by `check`). Removing it last does both; the token line is added after.
+    if route.token != nil { layers.append(HeaderPlan.Rules(remove: [route.tokenHeader])) }
+    headerPlan = HeaderPlan(layers: layers, alsoDropped: alsoDropped, dropsAPIKeyAuthorization: !alsoDropped.isEmpty)
     stubMode = route.stub.mode
     stub = StubAnswer(route.stub, envelope: route.envelope)
     envelopeEnabled = route.envelope.enabled

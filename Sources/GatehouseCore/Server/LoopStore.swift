@@ -97,7 +97,7 @@ final class LoopStore {
     var stored: StoredHeaders = []
     stored.reserveCapacity(headers.count)
     headers.withEachField { name, value in
-      if HopByHop.fields.contains(name) { return }
+      if HopByHop.isHopByHop(name) { return }
       stored.append((String(decoding: name, as: UTF8.self), String(decoding: value, as: UTF8.self)))
     }
     guard store.remember(key: key, status: status, headers: stored, body: body) else { return }
