@@ -46,7 +46,7 @@ import Testing
     #expect(upstream.connectTimeout == .seconds(1))
     #expect(upstream.responseTimeout == .seconds(10))
     #expect(upstream.maxIdleConnections == 64)
-    #expect(upstream.pipelineDepth == 8)
+    #expect(upstream.pipelineDepth == 1)
     #expect(upstream.tls == nil && upstream.health == nil && upstream.circuit == nil)
   }
 

@@ -209,6 +209,13 @@ import Testing
     let response = try send("GET", "/not-http", to: gateway.port)
 
     #expect(isErrorEnvelope(response, status: 502, message: "upstream unavailable"))
+    // The operator learns why, without the upstream's bytes.
+    #expect(
+      gateway.waitForLogLine {
+        $0["msg"] as? String == "upstream sent an invalid answer" && $0["error"] as? String == "invalid HTTP version"
+          && $0["upstream"] as? String == "api"
+      }, "\(gateway.logLines().filter { $0["level"] as? String == "warn" })")
+    #expect(!gateway.logLines().contains { "\($0)".contains("OpenSSH") })
   }
 
   @Test func backendHeadTooLargeIs502() throws {

@@ -15,7 +15,9 @@ extension ConfigDecoder {
     let connectTimeout = object.field("connect_timeout_ms")?.milliseconds() ?? .milliseconds(1000)
     let responseTimeout = object.field("response_timeout_ms")?.milliseconds() ?? .milliseconds(10_000)
     let maxIdle = object.field("max_idle_connections")?.integer(in: 0...100_000) ?? 64
-    let pipelineDepth = object.field("pipeline_depth")?.integer(in: 0...64) ?? 8
+    // Off unless asked for: HTTP/1.1 cannot tie an answer to its request, so an upstream
+    // that sends an answer nobody asked for would shift pipelined answers between clients.
+    let pipelineDepth = object.field("pipeline_depth")?.integer(in: 0...64) ?? 1
     let tlsField = object.field("tls")
     let tls = tlsField.flatMap(decodeUpstreamTLS)
     let health = object.field("health").flatMap(decodeHealthCheck)

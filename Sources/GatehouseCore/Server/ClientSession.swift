@@ -276,14 +276,13 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       return
     }
     let upstream: UpstreamConnection
-    // A bodiless GET or HEAD may be written behind another request on a busy connection
-    // (see `PipelinePolicy`); a retry goes alone on a fresh connection.
+    // A bodiless GET may be written behind another request on a busy connection (see
+    // `PipelinePolicy`); a retry goes alone on a fresh connection.
     let method = exchange.head.method
     let pipelined =
       !fresh && pool.plan.pipelineDepth > 1
       && PipelinePolicy.mayJoin(
-        safeMethod: method == .get || method == .head, hasBody: Self.hasBody(exchange.head),
-        alreadyDropped: exchange.pipelineDropped)
+        method: exchange.head.method, hasBody: Self.hasBody(exchange.head), alreadyDropped: exchange.pipelineDropped)
     do {
       if pipelined {
         let joined: Bool
@@ -560,7 +559,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       do {
         step = try exchange!.responseParser.next(UnsafeRawBufferPointer(rebasing: bytes[offset...]))
       } catch {
-        upstreamFailed(.invalidResponse)
+        upstreamSentInvalidAnswer(upstream, error)
         return bytes.count
       }
       let start = offset
@@ -580,8 +579,17 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
         guard self.exchange?.upstream === upstream else { return bytes.count }
       case .end:
         // Bytes after a complete answer belong to the next pipelined request; without one
-        // they were never asked for, and the connection is spoiled.
-        completeResponse(upstreamReusable: offset == bytes.count || !upstream.pipeline.isEmpty)
+        // they were never asked for, and the connection is spoiled. An answer whose end
+        // only its status marks (204, 304) cannot show that the bytes after it are not a
+        // body the upstream should not have sent: requests written behind it go again,
+        // alone, rather than take those bytes for their answers.
+        let reusable: Bool
+        if upstream.pipeline.isEmpty {
+          reusable = offset == bytes.count
+        } else {
+          reusable = HTTPSerializer.statusAllowsBody(exchange?.upstreamStatus ?? 200)
+        }
+        completeResponse(upstreamReusable: reusable)
         return offset
       }
     }
@@ -596,8 +604,21 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
         completeResponse(upstreamReusable: false)
         return
       }
+    } catch  where exchange?.responseBytesReceived == true {
+      upstreamSentInvalidAnswer(upstream, error)
+      return
     } catch {}
     upstreamFailed(exchange?.responseBytesReceived == true ? .invalidResponse : .closed)
+  }
+
+  /// The upstream's bytes are no HTTP answer: logged with what was wrong (fixed texts, never
+  /// the upstream's bytes), kept as the upstream's last error, and failed like a reset.
+  private func upstreamSentInvalidAnswer(_ upstream: UpstreamConnection, _ error: HTTPParseError) {
+    context.shared.logger.warn(
+      "upstream sent an invalid answer",
+      ["upstream": .string(upstream.pool.plan.name), "error": .string(error.description)])
+    upstreamFailed(.invalidResponse)
+    upstream.pool.lastError = "invalid answer: \(error.description)"
   }
 
   func upstreamDidClose(_ upstream: UpstreamConnection, reason: ConnectionCloseReason) {
@@ -630,6 +651,10 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     exchange.pipelineDropped = true
     exchange.waitedBehindAnother = false
     exchange.attempts -= 1
+    // The parser may have seen the end of the old connection (or bytes that were no
+    // answer): the answer on the new one starts from scratch.
+    exchange.responseParser = HTTPResponseParser(limits: Exchange.upstreamResponseLimits)
+    exchange.responseBytesReceived = false
     sendUpstream(fresh: false)
   }
 
@@ -896,10 +921,13 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
 
   private func upstreamFailed(_ failure: UpstreamFailure) {
     guard let exchange else { return }
-    // The connection ended before a byte of this answer while the request was pipelined
-    // behind another: the upstream may never have read it (it closed after the answer in
-    // front, or reset because requests were left unread).
-    if failure == .closed, exchange.waitedBehindAnother, !exchange.responseBytesReceived {
+    // The connection ended, or sent what is not an answer, before this request's answer
+    // began while it was pipelined behind another: the upstream may never have read it
+    // (it closed after the answer in front, or reset because requests were left unread),
+    // or the bytes were left over from the answer in front. A safe request goes again alone.
+    if failure == .closed || failure == .invalidResponse, exchange.waitedBehindAnother,
+      exchange.upstreamStatus == nil
+    {
       if let upstream = exchange.upstream {
         exchange.upstream = nil
         exchange.pool?.discard(upstream, by: self)

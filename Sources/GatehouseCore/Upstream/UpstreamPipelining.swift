@@ -1,3 +1,5 @@
+import GatehouseHTTP
+
 /// Upstream pipelining, as pure decisions: which requests may be written on a connection
 /// behind another one, which connection they join, and what happens to the waiting ones
 /// when the answer in front of them ends.
@@ -21,11 +23,13 @@ public enum PipelinePolicy {
   /// then sees them twice, which is harmless for the safe methods that are pipelined).
   public static let queuePatienceNanoseconds: UInt64 = 50_000_000
 
-  /// Only requests that may be repeated are written behind another: if the connection
-  /// ends before their answer they are sent again, and nothing is lost by the upstream
-  /// having seen them. Without a body nothing else must follow the head on the wire.
-  public static func mayJoin(safeMethod: Bool, hasBody: Bool, alreadyDropped: Bool) -> Bool {
-    safeMethod && !hasBody && !alreadyDropped
+  /// Only GETs are written behind another: if the connection ends before their answer
+  /// they are sent again, and nothing is lost by the upstream having seen them; without a
+  /// body nothing else must follow the head on the wire. Not HEAD: its answer's end is
+  /// implied, so a body the upstream sends anyway (a common bug) would be read as the
+  /// next request's answer, and every answer after it would go to the wrong client.
+  public static func mayJoin(method: HTTPMethod, hasBody: Bool, alreadyDropped: Bool) -> Bool {
+    method == .get && !hasBody && !alreadyDropped
   }
 }
 
