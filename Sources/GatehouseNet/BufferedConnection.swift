@@ -127,9 +127,12 @@ public final class BufferedConnection: IOEventHandler {
   private var tlsCloseNotifyPending = false
   /// A read pass is scheduled for input OpenSSL already holds (epoll cannot report it).
   private var tlsBufferedReadScheduled = false
-  /// Graceful TLS close in its last phase: close_notify and FIN sent, input read and dropped until the peer's
+  /// Graceful close in its last phase: (close_notify and) FIN sent, input read and dropped until the peer's
   /// EOF (see `startLingering`).
-  private var tlsLingering = false
+  private var lingering = false
+  /// `closeDrainingInput` was asked for: a plain connection lingers on close too (TLS
+  /// connections always do).
+  private var lingerOnClose = false
 
   /// Plain TCP runs edge-triggered: registered once for both directions and never modified. That spares
   /// the kernel re-checking every socket it reported at the next epoll_wait (level-triggered items go back
@@ -430,6 +433,9 @@ public final class BufferedConnection: IOEventHandler {
         startLingering()
         return
       }
+    } else if lingerOnClose && !inputEnded {
+      startLingering()
+      return
     }
     finishClose(.closedByOwner, abortive: false)
   }
@@ -501,6 +507,15 @@ public final class BufferedConnection: IOEventHandler {
     }
   }
 
+  /// Like `close()`, for a connection whose peer may still be sending (a request body the
+  /// answer came before): after the queue is flushed the socket sends FIN, then reads and
+  /// drops input until the peer's EOF or `lingerTimeout`, and only then closes, so the
+  /// unread input does not make the kernel answer with an RST that destroys the answer.
+  public func closeDrainingInput() {
+    lingerOnClose = true
+    close()
+  }
+
   /// Closes at once with RST (SO_LINGER 0), dropping queued bytes: for errors and timeouts.
   public func abort() {
     finishClose(.closedByOwner, abortive: true)
@@ -543,6 +558,7 @@ public final class BufferedConnection: IOEventHandler {
       return tlsWantsWrite ? .write : .read
     case .active:
       if tls != nil { return desiredTLSInterest }
+      if lingering { return .read }
       var interest: IOInterest = []
       if !readingPaused, !inputEnded, !closeRequested { interest.insert(.read) }
       if !queue.isEmpty { interest.insert(.write) }
@@ -613,6 +629,10 @@ public final class BufferedConnection: IOEventHandler {
   }
 
   private func handleActiveEvents(_ events: IOEvents) {
+    if lingering {
+      discardInputUntilEOF()
+      return
+    }
     let failing = events.contains(.error) || events.contains(.hangup)
     if edgeTriggered {
       if events.contains(.readable) || failing { inputMayBeWaiting = true }
@@ -878,7 +898,7 @@ extension BufferedConnection {
   /// pending alert or key update, SSL_write reading) swaps what its direction waits for, and only while that
   /// direction is wanted, so a paused reader is never woken for a write it does not want.
   private var desiredTLSInterest: IOInterest {
-    if tlsLingering { return .read }
+    if lingering { return .read }
     let readWanted = !readingPaused && !inputEnded && !closeRequested
     let writeWanted = !queue.isEmpty
     var interest: IOInterest = []
@@ -890,7 +910,7 @@ extension BufferedConnection {
   }
 
   private func handleTLSActiveEvents(_ events: IOEvents, _ tls: TLSStream) {
-    if tlsLingering {
+    if lingering {
       discardInputUntilEOF()
       return
     }
@@ -967,17 +987,17 @@ extension BufferedConnection {
     }
   }
 
-  /// How long a gracefully closing TLS connection waits for the peer's EOF.
-  static let tlsLingerTimeout: Duration = .seconds(2)
+  /// How long a lingering close (TLS, or `closeDrainingInput`) waits for the peer's EOF.
+  static let lingerTimeout: Duration = .seconds(2)
 
   /// Closing a socket that has unread input makes the kernel send RST, and an RST makes the peer's kernel
   /// drop whatever it has not yet delivered, including our last bytes. With TLS 1.3 there is nearly always
   /// unread input (the server's session tickets), so after close_notify the connection sends FIN, then reads
-  /// and drops input until the peer's EOF or `tlsLingerTimeout`, and only then closes (nginx's
+  /// and drops input until the peer's EOF or `lingerTimeout`, and only then closes (nginx's
   /// lingering close). The owner hears `didCloseWith(.closedByOwner)` at the end of it.
   private func startLingering() {
-    guard !tlsLingering else { return }
-    tlsLingering = true
+    guard !lingering else { return }
+    lingering = true
     if !outputShutDown {
       outputShutDown = true
       do {
@@ -987,8 +1007,8 @@ extension BufferedConnection {
         return
       }
     }
-    connectTimer = loop.scheduleTimer(after: BufferedConnection.tlsLingerTimeout) { [weak self] in
-      guard let self, self.tlsLingering, self.state == .active else { return }
+    connectTimer = loop.scheduleTimer(after: BufferedConnection.lingerTimeout) { [weak self] in
+      guard let self, self.lingering, self.state == .active else { return }
       self.connectTimer = nil
       self.finishClose(.closedByOwner, abortive: false)
     }

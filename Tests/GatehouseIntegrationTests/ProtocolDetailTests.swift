@@ -197,6 +197,58 @@ import Testing
     #expect(try send("GET", query, to: gateway.port).text == query)
   }
 
+  /// An upstream that answers before the request body is all sent (a 413 after the head):
+  /// the rest cannot reach it, so the answer says `Connection: close`, and the gateway
+  /// reads and drops what the client still sends before closing with a FIN, not a reset
+  /// that could destroy the answer.
+  @Test func anAnswerBeforeTheWholeBodySaysCloseAndEndsWithoutAReset() throws {
+    let listener = try TestSocket.listen()
+    let backendDone = Gate()
+    let backend = Thread {
+      defer { backendDone.open() }
+      guard let connection = try? listener.accept(deadline: Deadline(seconds: 20)) else { return }
+      var buffer = [UInt8](repeating: 0, count: 65536)
+      var seen: [UInt8] = []
+      let blankLine = Array("\r\n\r\n".utf8)
+      while !seen.indices.contains(where: { seen[$0...].starts(with: blankLine) }) {
+        let count =
+          (try? buffer.withUnsafeMutableBytes { try connection.receive(into: $0, deadline: Deadline(seconds: 10)) })
+          ?? 0
+        if count <= 0 { return }
+        seen.append(contentsOf: buffer[0..<count])
+      }
+      let body = #"{"message":"too big"}"#
+      let answer =
+        "HTTP/1.1 413 Payload Too Large\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n\(body)"
+      try? connection.send(Array(answer.utf8), deadline: Deadline(seconds: 10))
+      connection.close()
+    }
+    backend.start()
+    defer { listener.close() }
+    let gateway = try GatewayProcess(config: TestConfig.passThrough(to: listener.localPort))
+    defer { gateway.stopExpectingCleanExit() }
+
+    let client = try RawClient(port: gateway.port)
+    let size = 256 * 1024
+    try client.send(Array("POST /upload HTTP/1.1\r\nHost: g\r\nContent-Length: \(size)\r\n\r\n".utf8))
+    let answer = try client.readResponse(timeout: 20)
+    // The client goes on sending the body it announced; the gateway drops it.
+    var sendFailed = false
+    for _ in 0..<(size / 16384) {
+      do { try client.send([UInt8](repeating: 0x61, count: 16384)) } catch {
+        sendFailed = true
+        break
+      }
+    }
+
+    #expect(answer.status == 413)
+    #expect(answer.head.value("Connection")?.lowercased() == "close")
+    #expect(answer.text == #"{"message":"too big"}"#)
+    #expect(!sendFailed)
+    #expect(client.waitForEnd(timeout: 20) == .closed)
+    #expect(backendDone.wait(timeout: 20))
+  }
+
   @Test func backendSpeakingSomethingElseIs502() throws {
     var answer = BackendResponse()
     answer.rawReplacement = Array("SSH-2.0-OpenSSH_9.6\r\n\r\n".utf8)

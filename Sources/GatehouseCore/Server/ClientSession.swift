@@ -742,8 +742,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
         framing = .contentLength(0)
       }
     }
-    let close =
-      closeAfterResponse || !exchange.head.keepAlive || context.draining || framing == .untilClose
+    let close = answerEndsConnection(exchange) || framing == .untilClose
     self.exchange?.closeClient = close
     self.exchange?.rechunkResponse = rechunk
     self.exchange?.status = head.status
@@ -866,11 +865,20 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     releaseUpstream(exchange, upstreamReusable: upstreamReusable)
     if !exchange.requestComplete {
       // The upstream answered before the request body was all read: the rest cannot be
-      // forwarded any more, so the connection ends after this answer.
+      // forwarded any more, so the connection ends after this answer (which said so), and
+      // lingers while the client finishes sending.
       self.exchange?.closeClient = true
+      self.exchange?.bodyLeftUnread = true
       self.exchange?.requestComplete = true
     }
     finishExchange()
+  }
+
+  /// Whether the answer now being written ends the connection: the client asked for it,
+  /// the gateway is draining, or the request's body is still coming (an upstream answering
+  /// early cannot be sent the rest, so the connection cannot carry another request).
+  private func answerEndsConnection(_ exchange: Exchange) -> Bool {
+    closeAfterResponse || !exchange.head.keepAlive || context.draining || !exchange.requestComplete
   }
 
   /// Gives the upstream connection of a completely read answer back to its pool.
@@ -990,7 +998,11 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     setClientReadingPaused(false, reason: .upstreamBackpressure)
     if exchange.closeClient || closeAfterResponse {
       closeAfterResponse = true
-      connection?.close()
+      if exchange.bodyLeftUnread {
+        connection?.closeDrainingInput()
+      } else {
+        connection?.close()
+      }
       return
     }
     setDeadline(.idle, nanoseconds: context.snapshot.idleTimeoutNanoseconds)
@@ -1260,7 +1272,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     if exchange.suppressBody {
       // HEAD: the same head a GET gets, with the wrapped length when the upstream's is known,
       // and no body at all (the upstream's is read and dropped).
-      let close = closeAfterResponse || !exchange.head.keepAlive || context.draining
+      let close = answerEndsConnection(exchange)
       exchange.closeClient = close
       exchange.bodyPlan = .passThrough
       let length = Self.declaredLength(head).map { Int64(JSONEnvelopeWriter.successLength(datasCount: Int($0))) }
@@ -1305,7 +1317,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
   private func writeBufferedAnswer(_ exchange: Exchange, outcome: EnvelopeOutcome) {
     guard let head = exchange.bufferedHead else { return }
     let headOnly = exchange.head.method == .head
-    let close = closeAfterResponse || !exchange.head.keepAlive || context.draining
+    let close = answerEndsConnection(exchange)
     exchange.closeClient = close
     exchange.responseStarted = true
     let before = context.output.count
@@ -1596,6 +1608,8 @@ final class Exchange {
   var rechunkRequest = false
   var responseStarted = false
   var responseComplete = false
+  /// The answer went out before the request's body was all read (the connection ends).
+  var bodyLeftUnread = false
   var rechunkResponse = false
   var upstreamKeepAlive = false
   var closeClient = false
