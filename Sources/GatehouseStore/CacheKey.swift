@@ -31,9 +31,11 @@ public struct CacheKey: Sendable, Hashable, CustomStringConvertible {
   ///     Names are lowercased, pairs sorted; a header the client did not send is simply
   ///     absent (which differs from sending it empty).
   ///   - clientID: the client key id when `clients.required` is on, else nil.
+  ///   - host: the `Host` a route sets for the upstream (virtual hosting), else nil. Added
+  ///     to the key only when set, so keys without one are what they always were.
   public init(
     method: String, upstream: String, path: String, query: String, vary: [(name: String, value: String)] = [],
-    clientID: String? = nil
+    clientID: String? = nil, host: String? = nil
   ) {
     self.method = method
     self.upstream = upstream
@@ -49,6 +51,7 @@ public struct CacheKey: Sendable, Hashable, CustomStringConvertible {
       varyPart += " " + Self.field(pair.name) + " " + Self.field(pair.value)
     }
     varyPart += " client=" + (clientID.map(Self.field) ?? "-")
+    if let host { varyPart += " host=" + Self.field(Self.asciiLowercased(host)) }
     self.varyPart = varyPart
 
     canonical =

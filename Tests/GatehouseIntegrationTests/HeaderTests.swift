@@ -309,6 +309,37 @@ import Testing
     #expect(backend.requests[1].head.values("Host") == ["api.internal:8443"])
   }
 
+  /// Routes that set their own Host to one upstream are virtual hosts: the same path on
+  /// each is a different resource, so one's stored answer never answers the other.
+  @Test func routesWithTheirOwnHostNeverShareStoredAnswers() throws {
+    let backend = try TestBackend { request in
+      .respond(.text("answer of \(request.head.value("Host") ?? "-") for \(request.path)"))
+    }
+    defer { backend.stop() }
+    var config = TestConfig.make(
+      routes: [
+        TestConfig.route(
+          "a", match: "/a/*", rewrite: "/*",
+          extra: ["headers": ["set": ["Host": "a.internal"]], "cache": ["fresh_s": 60]]),
+        TestConfig.route(
+          "b", match: "/b/*", rewrite: "/*",
+          extra: ["headers": ["set": ["Host": "b.internal"]], "cache": ["fresh_s": 60]]),
+      ],
+      upstreams: ["api": TestConfig.upstream(port: backend.port)])
+    config["store"] = ["path": "var/store.sqlite"]
+    let gateway = try GatewayProcess(config: config)
+    defer { gateway.stopExpectingCleanExit() }
+
+    let a = try send("GET", "/a/users", to: gateway.port)
+    let b = try send("GET", "/b/users", to: gateway.port)
+    let aAgain = try send("GET", "/a/users", to: gateway.port)
+
+    #expect(a.text == "answer of a.internal for /users")
+    #expect(b.text == "answer of b.internal for /users")
+    #expect(b.head.value("X-Gatehouse-Cache") == "MISS")
+    #expect(aAgain.text == a.text)
+  }
+
   /// `gatehouse check` refuses `headers.set` of what the gateway writes itself (these were
   /// accepted and sent twice, or sent though the gateway had handled them), and `remove`
   /// of what it never forwards or always sends.

@@ -46,6 +46,19 @@ import Testing
     #expect(base.id != CacheKey(method: "GET", upstream: "api", path: "/u", query: "a=2").id)
   }
 
+  /// Two virtual hosts behind one upstream are two resources; without a Host the key is
+  /// what it always was (stored entries stay reachable).
+  @Test func aRoutesHostCountsOnlyWhenSet() {
+    let base = CacheKey(method: "GET", upstream: "api", path: "/u", query: "")
+    let a = CacheKey(method: "GET", upstream: "api", path: "/u", query: "", host: "a.internal")
+    let b = CacheKey(method: "GET", upstream: "api", path: "/u", query: "", host: "b.internal")
+    let upperA = CacheKey(method: "GET", upstream: "api", path: "/u", query: "", host: "A.Internal")
+
+    #expect(Set([base.id, a.id, b.id]).count == 3)
+    #expect(a.id == upperA.id)
+    #expect(base.canonical == "gatehouse-cache-v1 3:GET 3:api 2:/u 0: vary=0 client=-")
+  }
+
   @Test func fieldsCannotBleedIntoEachOther() {
     // Without length prefixes these two would share a canonical string.
     let a = CacheKey(method: "GET", upstream: "api", path: "/a 1:b", query: "")

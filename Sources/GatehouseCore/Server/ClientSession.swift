@@ -1220,7 +1220,11 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     }
     // With keys required, answers are per client: one client's data never serves another.
     let client = exchange.snapshot.clients.required ? exchange.clientID : nil
-    return LoopStore.KeyInputs(upstream: upstream, target: exchange.upstreamTarget, vary: values, clientID: client)
+    // Two routes to one upstream with their own Host are two virtual hosts: their answers
+    // for the same path are different resources.
+    let host = exchange.routeIndex.flatMap { exchange.snapshot.routePlans[$0].headerPlan.host }
+    return LoopStore.KeyInputs(
+      upstream: upstream, target: exchange.upstreamTarget, vary: values, clientID: client, host: host)
   }
 
   static func cacheLines(_ result: CacheResult?) -> [UInt8] {

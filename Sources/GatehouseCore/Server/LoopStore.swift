@@ -21,6 +21,8 @@ final class LoopStore {
     let target: [UInt8]
     let vary: [String]
     let clientID: String?
+    /// The route's own `Host` for the upstream, if it sets one.
+    let host: [UInt8]?
   }
 
   /// An answer read (or written) here, trusted for `recentTTLMs` before it is read again,
@@ -59,7 +61,8 @@ final class LoopStore {
     }
     // HEAD is answered from GET entries: the same resource, without the body.
     let key = CacheKey(
-      method: "GET", upstream: inputs.upstream, path: path, query: query, vary: varyPairs, clientID: inputs.clientID)
+      method: "GET", upstream: inputs.upstream, path: path, query: query, vary: varyPairs, clientID: inputs.clientID,
+      host: inputs.host.map { String(decoding: $0, as: UTF8.self) })
     if keys.count >= 4 * Self.recentLimit { keys.removeAll(keepingCapacity: true) }
     keys[inputs] = key
     return key
