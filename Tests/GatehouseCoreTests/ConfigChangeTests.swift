@@ -28,6 +28,17 @@ import Testing
     #expect(ConfigChange(from: old, to: onlyListen).awaitingRestart == ["admin.listen"])
   }
 
+  /// Compared with what runs (the config the process started with), not the last reload:
+  /// a change still waiting is named again, one reverted to what runs is not.
+  @Test func restartSettingsAreComparedWithWhatRuns() throws {
+    let started = try Self.config(admin: #""listen": "127.0.0.1:9901""#)
+    let moved = try Self.config(admin: #""listen": "127.0.0.1:9902""#)
+    let otherChange = try Self.config(admin: #""listen": "127.0.0.1:9902", "token": "t""#)
+
+    #expect(ConfigChange(from: moved, to: started, running: started).awaitingRestart == [])
+    #expect(ConfigChange(from: moved, to: otherChange, running: started).awaitingRestart == ["admin.listen"])
+  }
+
   /// The admin token, `metrics_public` and `store.max_bytes` apply at once: not listed.
   @Test func settingsThatApplyAtOnceAreNotListed() throws {
     let old = try Self.config(admin: #""token": "a", "metrics_public": false"#, store: #""max_bytes": 1000000"#)

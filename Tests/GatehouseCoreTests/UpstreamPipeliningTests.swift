@@ -7,12 +7,12 @@ import Testing
   // MARK: Which requests may be pipelined
 
   @Test func onlyBodilessGETsNotDroppedBeforeMayJoin() {
-    #expect(PipelinePolicy.mayJoin(method: .get, hasBody: false, alreadyDropped: false))
-    #expect(!PipelinePolicy.mayJoin(method: .post, hasBody: false, alreadyDropped: false))
-    #expect(!PipelinePolicy.mayJoin(method: .get, hasBody: true, alreadyDropped: false))
-    #expect(!PipelinePolicy.mayJoin(method: .get, hasBody: false, alreadyDropped: true))
+    #expect(PipelinePolicy.mayJoin(method: .get, hasBody: false, isResend: false))
+    #expect(!PipelinePolicy.mayJoin(method: .post, hasBody: false, isResend: false))
+    #expect(!PipelinePolicy.mayJoin(method: .get, hasBody: true, isResend: false))
+    #expect(!PipelinePolicy.mayJoin(method: .get, hasBody: false, isResend: true))
     // HEAD's answer has no body to mark its end: a body sent anyway would shift answers.
-    #expect(!PipelinePolicy.mayJoin(method: .head, hasBody: false, alreadyDropped: false))
+    #expect(!PipelinePolicy.mayJoin(method: .head, hasBody: false, isResend: false))
   }
 
   // MARK: The queue behind an answer

@@ -43,6 +43,29 @@ import Testing
     #expect(backend.requests.isEmpty)
   }
 
+  /// The gateway answers 401 while the body is still coming; when the rest of the body is
+  /// then malformed, the client gets no second answer, and the request has one access line
+  /// with the status it got.
+  @Test func aBadBodyAfterALocalAnswerGetsNoSecondAnswer() throws {
+    let backend = try ModalBackend()
+    let gateway = try Self.gateway(port: backend.port)
+    defer { gateway.stopExpectingCleanExit() }
+    let client = try RawClient(port: gateway.port)
+
+    try client.send(
+      Array("POST /upload HTTP/1.1\r\nHost: g\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n".utf8))
+    let first = try client.readResponse(timeout: 10)
+    try client.send(Array("zz-not-a-chunk-size\r\n".utf8))
+    let second = try? client.readResponse(timeout: 5)
+
+    expectJSONAnswer(first, status: 401, body: errorEnvelope(401, "client key required"))
+    #expect(second == nil, "\(second?.status ?? 0) \(second?.text ?? "")")
+    #expect(gateway.waitForLogLine { $0["msg"] as? String == "access" && $0["status"] as? Int == 401 })
+    let lines = gateway.logLines().filter { $0["msg"] as? String == "access" }
+    #expect(lines.count == 1 && lines.first?["status"] as? Int == 401 && lines.first?["path"] as? String == "/upload")
+    #expect(backend.requests.isEmpty)
+  }
+
   /// A key sent twice (two fields, or both forms) is ambiguous: refused, even when one of
   /// the two is right.
   @Test func aKeySentTwiceIsRefused() throws {

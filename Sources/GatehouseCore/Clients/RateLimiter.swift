@@ -38,17 +38,23 @@ public final class RateLimiter: Sendable {
   /// a reload), a key that had a bucket keeps what was left in it, refilled up to `nowMs`
   /// at its old rate and capped at its new burst: otherwise every reload would hand each
   /// client a fresh burst.
+  ///
+  /// Tokens taken from the old buckets between this copy and the moment every loop uses the
+  /// new limiter (one loop turn) are not carried over: a client may get that much extra.
   public init(limits: [Limit], nowMs: UInt32, previous: RateLimiter? = nil) {
     self.limits = limits
+    var previousIndex: [String: Int] = [:]
+    if let previous {
+      for (index, limit) in previous.limits.enumerated() { previousIndex[limit.keyID] = index }
+    }
     buckets = limits.map { limit in
-      let level = previous?.level(keyID: limit.keyID, nowMs: nowMs).map { min($0, limit.capacity) }
-      return Bucket(Self.pack(milliTokens: UInt32(level ?? limit.capacity), timeMs: nowMs))
+      let level = previousIndex[limit.keyID].flatMap { previous?.level(at: $0, nowMs: nowMs) }
+      return Bucket(Self.pack(milliTokens: UInt32(min(level ?? limit.capacity, limit.capacity)), timeMs: nowMs))
     }
   }
 
-  /// Milli-tokens in the bucket of `keyID` at `nowMs`; nil when that key has no bucket here.
-  private func level(keyID: String, nowMs: UInt32) -> UInt64? {
-    guard let index = limits.firstIndex(where: { $0.keyID == keyID }) else { return nil }
+  /// Milli-tokens in bucket `index` at `nowMs`.
+  private func level(at index: Int, nowMs: UInt32) -> UInt64 {
     let (tokens, last) = Self.unpack(buckets[index].word.load(ordering: .relaxed))
     return Self.refilled(tokens: tokens, since: last, now: nowMs, limit: limits[index])
   }

@@ -17,6 +17,11 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
   private var tooBig = false
   private var timer: TimerHandle?
   private var finished = false
+  /// The route the refresh is for: its envelope and token rules decide whether the answer
+  /// is good enough to store.
+  private var plan: RoutePlan?
+  /// The serial of the token value sent, reported back if the answer rejects it.
+  private var tokenSerial: UInt64?
 
   init(context: LoopContext, key: CacheKey) {
     self.context = context
@@ -27,6 +32,7 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
     request: HTTPRequestHead, target: [UInt8], snapshot: GatewaySnapshot, routeIndex: Int, clientAddress: [UInt8]
   ) {
     let plan = snapshot.routePlans[routeIndex]
+    self.plan = plan
     guard let upstreamIndex = plan.upstreamIndex, let pool = context.pool(upstreamIndex, of: snapshot) else {
       finish()
       return
@@ -39,6 +45,7 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
         return
       }
       token = UpstreamRequestWriter.TokenLine(prefix: use.linePrefix, value: grant.bytes, suffix: use.lineSuffix)
+      tokenSerial = grant.serial
     }
     self.pool = pool
     do {
@@ -112,7 +119,9 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
   }
 
   private func complete(reusable: Bool) {
-    if let head, !tooBig, CacheStorability.isStorable(status: head.status, headers: head.headers) {
+    if let head, !tooBig, CacheStorability.isStorable(status: head.status, headers: head.headers),
+      isGoodAnswer(head)
+    {
       context.store?.remember(
         key: key, status: head.status, headers: head.headers, body: body, nowMs: RFC3339.nowMilliseconds())
     }
@@ -121,6 +130,26 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
       pool.release(upstream, reusable: reusable && head?.keepAlive == true)
     }
     finish()
+  }
+
+  /// What a client's request would not store is not stored from a refresh either: a body
+  /// that says the token was rejected (reported, so the token is refreshed), or one the
+  /// route's envelope finds unusable (invalid JSON, a corrupt gzip body).
+  private func isGoodAnswer(_ head: HTTPResponseHead) -> Bool {
+    guard let plan else { return false }
+    let encoding = ClientSession.field(head.headers, "content-encoding")
+    if let use = plan.token, use.bodyRejects(body, contentEncoding: encoding) {
+      if let tokenSerial { context.shared.tokens?.reportRejected(token: use.name, serial: tokenSerial) }
+      return false
+    }
+    if let policy = plan.envelope {
+      let outcome = EnvelopeRenderer.render(
+        status: head.status, reason: HTTPStatusPhrase.reason(for: head.status),
+        contentType: ClientSession.field(head.headers, "content-type"), contentEncoding: encoding, body: body,
+        truncated: false, policy: policy)
+      if case .unusable = outcome { return false }
+    }
+    return true
   }
 
   private func fail() {

@@ -144,18 +144,37 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
   private func refuse(_ error: HTTPParseError) {
     closeAfterResponse = true
     if exchange?.responseStarted == true {
+      // Part of an answer is out: cutting the connection is the only honest signal left
+      // (the exchange is recorded when the connection reports its end).
       abort()
+      return
+    }
+    if let exchange, exchange.responseComplete {
+      // The gateway already answered (a 401, a 429) while the body was still coming: a
+      // second answer would be one too many; the exchange ends with the one it got.
+      let waiters = detachWaiters(of: exchange)
+      self.exchange = nil
+      defer { waiters?.release() }
+      record(exchange, status: exchange.status)
+      connection?.close()
       return
     }
     let requestID = exchange?.requestID ?? context.requestIDs.next()
     var out: [UInt8] = []
     GatewayResponse.writeFailure(.badRequest(error), requestID: requestID, closeConnection: true, into: &out)
     if let upstream = exchange?.upstream { exchange?.pool?.discard(upstream, by: self) }
+    let dropped = exchange
     let waiters = exchange.flatMap(detachWaiters)
     exchange = nil
     defer { waiters?.release() }
     _ = connection?.write(out)
-    logLocal(status: error.status, requestID: requestID, head: nil, bytes: out.count)
+    if let dropped {
+      // A body that failed to parse: the request's own line, with the status it got.
+      dropped.bytesSent = Int64(out.count)
+      record(dropped, status: error.status)
+    } else {
+      logLocal(status: error.status, requestID: requestID, head: nil, bytes: out.count)
+    }
     connection?.close()
   }
 
@@ -282,7 +301,8 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     let pipelined =
       !fresh && pool.plan.pipelineDepth > 1
       && PipelinePolicy.mayJoin(
-        method: exchange.head.method, hasBody: Self.hasBody(exchange.head), alreadyDropped: exchange.pipelineDropped)
+        method: exchange.head.method, hasBody: Self.hasBody(exchange.head),
+        isResend: exchange.pipelineDropped || exchange.tokenRetried)
     do {
       if pipelined {
         let joined: Bool
@@ -301,8 +321,11 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     exchange.pool = pool
     exchange.upstream = upstream
     if exchange.attempts > 0 {
-      // A retry: the parser may hold part of the earlier answer. (A new exchange's is new.)
+      // A retry: the parser may hold part of the earlier answer, and what was learnt from
+      // it belongs to that attempt. (A new exchange's are new.)
       exchange.responseParser = HTTPResponseParser(limits: Exchange.upstreamResponseLimits)
+      exchange.upstreamStatus = nil
+      exchange.responseBytesReceived = false
     }
     exchange.attempts += 1
     exchange.upstreamWasReused = upstream.useCount > 0
@@ -471,7 +494,10 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       {
         return false
       }
-      context.shared.tokens?.reportRejected(token: use.name, serial: serial)
+      // A refused fixed or file value already shows `invalid`: nothing new to report.
+      let alreadyRefused =
+        use.index.map { $0 < context.refusedTokenSerials.count && context.refusedTokenSerials[$0] == serial } ?? false
+      if !alreadyRefused { context.shared.tokens?.reportRejected(token: use.name, serial: serial) }
     }
     // Sending the same value again would only be rejected again: a fixed or file token is
     // retried only when its value has changed since the request went out.
@@ -487,13 +513,13 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
   }
 
   /// A fixed or file token that a backend refused shows `invalid` until a backend takes it
-  /// again: an answer below 400 sent with that very value says it did. Costs a comparison
+  /// again: an answer below 400 sent with that very value says it did. Costs an array read
   /// per answer unless the token is in that state.
   private func noteTokenAccepted(_ exchange: Exchange) {
     guard let serial = exchange.tokenSerial, let status = exchange.upstreamStatus, status < 400,
       let routeIndex = exchange.routeIndex, let use = exchange.snapshot.routePlans[routeIndex].token,
-      let entry = context.tokenEntry(use.name, index: use.index), entry.state == .invalid, entry.serial == serial,
-      !entry.refreshable
+      let index = use.index, index < context.refusedTokenSerials.count, context.refusedTokenSerials[index] == serial,
+      context.tokenEntry(use.name, index: index) != nil
     else { return }
     context.shared.tokens?.reportAccepted(token: use.name, serial: serial)
   }
@@ -812,7 +838,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     // be; when it cannot, it is no good answer: never stored, never wrapped as a success.
     var tokenRefused = false
     if exchange.bodyPlan == .buffer, let routeIndex = exchange.routeIndex,
-      let use = exchange.snapshot.routePlans[routeIndex].token,
+      let use = exchange.snapshot.routePlans[routeIndex].token, use.bodyField != nil,
       use.bodyRejects(
         exchange.bufferedBody,
         contentEncoding: exchange.bufferedHead.flatMap { Self.field($0.headers, "content-encoding") })
@@ -830,8 +856,12 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     if case .unusable = rendered { usable = false }
     if usable {
       noteTokenAccepted(exchange)
-    } else {
-      if exchange.collapseRole == .leading { exchange.collapseOutcome = .failed(.invalidResponse) }
+    } else if exchange.collapseRole == .leading {
+      // Waiters answer as an upstream failure would, except after a token rejection: that
+      // is about the token, not the upstream, and each waiter asks with the current value.
+      exchange.collapseOutcome = tokenRefused ? .retry : .failed(.invalidResponse)
+    }
+    if !usable {
       // The last good answer is worth more than one the backend got wrong.
       if let stale = staleAnswer(for: exchange) {
         releaseUpstream(exchange, upstreamReusable: upstreamReusable)
@@ -1165,8 +1195,14 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
   private func serveStored(_ stored: CachedResponse, result: CacheResult) {
     guard let exchange else { return }
     exchange.cacheResult = result
+    // The gateway says how old the answer is now: the Age and Warning the upstream sent
+    // with it (from a cache in front of it) described it then.
+    let fields = stored.headers.filter { field in
+      let name = field.name.lowercased()
+      return name != "age" && name != "warning"
+    }
     let head = HTTPResponseHead(
-      status: stored.status, headers: HTTPHeaders(stored.headers.map { ($0.name, $0.value) }),
+      status: stored.status, headers: HTTPHeaders(fields.map { ($0.name, $0.value) }),
       bodyFraming: .contentLength(Int64(stored.body.count)))
     var extra = Self.cacheLines(result)
     // RFC 9111 §5.1: every answer from the store says how old it is.
@@ -1287,7 +1323,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       return
     }
     let framing = HTTPSerializer.framing(bodyLength: nil, allowsBody: true, peerVersion: exchange.head.version)
-    let close = closeAfterResponse || !exchange.head.keepAlive || context.draining || framing == .untilClose
+    let close = answerEndsConnection(exchange) || framing == .untilClose
     exchange.closeClient = close
     exchange.rechunkResponse = framing == .chunked
     exchange.bodyPlan = .streamWrapped

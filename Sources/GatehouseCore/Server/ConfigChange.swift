@@ -10,9 +10,12 @@ struct ConfigChange: Equatable {
   /// every protected endpoint then answers 401. Said once, not on every reload without one.
   let adminTokenMissing: Bool
 
-  init(from old: GatehouseConfig?, to new: GatehouseConfig) {
+  /// `running` is what the process runs with for the settings kept until a restart (the
+  /// config it started with); without it, `old`. A change still waiting is named again on
+  /// each reload, and one reverted to what runs is not named.
+  init(from old: GatehouseConfig?, to new: GatehouseConfig, running: GatehouseConfig? = nil) {
     adminTokenMissing = new.admin.token == nil && (old.map { $0.admin.token != nil } ?? true)
-    guard let old else {
+    guard let old = running ?? old else {
       awaitingRestart = []
       return
     }

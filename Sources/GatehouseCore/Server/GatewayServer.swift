@@ -71,12 +71,16 @@ public final class GatewayServer: @unchecked Sendable {
     var ready = false
   }
   private let state: Mutex<State>
+  /// The config the process started with: what the admin listener and the store were opened
+  /// with, which settings that wait for a restart are compared against.
+  private let startedConfig: GatehouseConfig
 
   /// Binds every listener; throws with a readable message when one cannot be bound.
   public init(config: GatehouseConfig, configPath: String?, logger: Logger) throws {
     // Signals are blocked before any loop thread starts, so only the control loop sees them.
     signals = try SignalReceiver(signals: [.terminate, .interrupt, .hangup])
     self.configPath = configPath
+    startedConfig = config
     let snapshot = try GatewaySnapshot(config: config)
     for plan in snapshot.upstreamPlans where plan.tlsVerifyDisabled {
       logger.warn("TLS certificate verification is off for an upstream", ["upstream": .string(plan.name)])
@@ -287,7 +291,7 @@ public final class GatewayServer: @unchecked Sendable {
     tokenManager.apply(tokens: next.config.tokens)
     healthChecker.apply(next)
     applyStoreChanges(from: previous.config.store, to: next.config.store)
-    let change = ConfigChange(from: previous.config, to: next.config)
+    let change = ConfigChange(from: previous.config, to: next.config, running: startedConfig)
     if !change.awaitingRestart.isEmpty {
       shared.logger.warn(
         "changed settings take effect at the next start",

@@ -26,7 +26,16 @@ final class LoopContext: @unchecked Sendable {
   var upstreamHealthy: [String: Bool] = [:]
 
   /// The token values, as last published by the token manager.
-  var tokens = TokenValues.empty
+  var tokens = TokenValues.empty {
+    didSet {
+      refusedTokenSerials = tokens.entries.map { entry in
+        entry.state == .invalid && entry.value != nil && !entry.refreshable ? entry.serial : 0
+      }
+    }
+  }
+  /// By token index: the serial of a fixed or file value a backend refused (still sent,
+  /// shown `invalid`), else 0. Answers check it per request, so it is a plain array.
+  private(set) var refusedTokenSerials: [UInt64] = []
 
   /// A usable value of `name` by the snapshot's own expiry, with its serial.
   func usableToken(_ name: String, index: Int? = nil) -> TokenGrant? {

@@ -81,6 +81,8 @@ public struct TokenLifecycle: Sendable {
     var refusedByBackend = false
     /// The value was fetched because the one before it was rejected.
     var fetchedAfterRejection = false
+    /// When a backend refused it (`refusedByBackend`).
+    var refusedAt: TokenInstant?
     /// False for values that come from the config or a file: those are the source of truth, so they are
     /// not copied into the store.
     var persistsValue: Bool
@@ -104,6 +106,10 @@ public struct TokenLifecycle: Sendable {
   /// yet another one would not help (the backend refuses what the token endpoint hands out, or uses the
   /// status for something else), and every rejected request would cost a token request.
   public static let rejectionHoldOff: Duration = .seconds(10)
+  /// How long a refused fixed or file value stays `invalid` at least, whatever is accepted
+  /// meanwhile: one endpoint refusing it and others taking it would otherwise flip the state
+  /// (a publish to every loop, a log line) on every request.
+  public static let refusalHoldOff: Duration = .seconds(1)
 
   public let kind: Kind
   private(set) var credential: Credential?
@@ -300,6 +306,7 @@ public struct TokenLifecycle: Sendable {
     switch kind {
     case .fixed, .file:
       current.refusedByBackend = true
+      current.refusedAt = now
       credential = current
     case .oauth2:
       if let until = rejectionsIgnoredUntil, now < until { return finish(now: now) }
@@ -313,9 +320,13 @@ public struct TokenLifecycle: Sendable {
   }
 
   /// A backend accepted the value with this serial: a fixed or file value it had refused is `valid` again.
+  /// Inside `refusalHoldOff` of the refusal it stays `invalid`.
   public mutating func reportAccepted(serial: UInt64, now: TokenInstant) -> [Action] {
-    if var current = credential, current.serial == serial, current.refusedByBackend {
+    if var current = credential, current.serial == serial, current.refusedByBackend,
+      current.refusedAt.map({ now >= $0 + Self.refusalHoldOff }) ?? true
+    {
       current.refusedByBackend = false
+      current.refusedAt = nil
       credential = current
     }
     return finish(now: now)

@@ -23,13 +23,15 @@ public enum PipelinePolicy {
   /// then sees them twice, which is harmless for the safe methods that are pipelined).
   public static let queuePatienceNanoseconds: UInt64 = 50_000_000
 
-  /// Only GETs are written behind another: if the connection ends before their answer
-  /// they are sent again, and nothing is lost by the upstream having seen them; without a
-  /// body nothing else must follow the head on the wire. Not HEAD: its answer's end is
-  /// implied, so a body the upstream sends anyway (a common bug) would be read as the
-  /// next request's answer, and every answer after it would go to the wrong client.
-  public static func mayJoin(method: HTTPMethod, hasBody: Bool, alreadyDropped: Bool) -> Bool {
-    method == .get && !hasBody && !alreadyDropped
+  /// Only GETs are written behind another, and only on their first sending (a resend
+  /// follows a failure or a token rejection and goes alone). If the connection ends before
+  /// their answer they are sent again, and nothing is lost by the upstream having seen
+  /// them; without a body nothing else must follow the head on the wire. Not HEAD: its
+  /// answer's end is implied, so a body the upstream sends anyway (a common bug) would be
+  /// read as the next request's answer, and every answer after it would go to the wrong
+  /// client.
+  public static func mayJoin(method: HTTPMethod, hasBody: Bool, isResend: Bool) -> Bool {
+    method == .get && !hasBody && !isResend
   }
 }
 

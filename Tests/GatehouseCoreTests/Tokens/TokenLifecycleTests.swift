@@ -120,9 +120,14 @@ import Testing
     #expect(refused.first == .publish)
     #expect(lifecycle.state(at: at(1)) == .invalid)
     #expect(value(lifecycle, at: at(1)) == "abc")
-    // Accepted with another serial: no change; with its own: valid again.
-    _ = lifecycle.reportAccepted(serial: 7, now: at(2))
-    #expect(lifecycle.state(at: at(2)) == .invalid)
+    // Accepted with another serial: no change; with its own inside the hold-off: no change
+    // either (one endpoint refusing and others accepting must not flip it per request);
+    // after it: valid again.
+    _ = lifecycle.reportAccepted(serial: 7, now: at(3))
+    #expect(lifecycle.state(at: at(3)) == .invalid)
+    let early = lifecycle.reportAccepted(serial: 1, now: at(1))
+    #expect(!early.contains(.publish))
+    #expect(lifecycle.state(at: at(1)) == .invalid)
     let accepted = lifecycle.reportAccepted(serial: 1, now: at(3))
     #expect(accepted.first == .publish)
     #expect(lifecycle.state(at: at(3)) == .valid)
