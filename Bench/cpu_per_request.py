@@ -3,6 +3,10 @@
 
 Usage (from the project root, after `swift build -c release`):
     Bench/cpu_per_request.py [--bin .build/release/gatehouse] [--rounds 5] [--seconds 4]
+                             [--pipeline-depth N]
+
+`--pipeline-depth` sets the upstream's `pipeline_depth` (default: none, so the product's
+default, off); the side-by-side benchmark uses the default too.
 
 Same set-up as the shared side-by-side benchmark (one worker each, one nginx backend with a
 fixed JSON body, the proxy adds Accept and a bearer token). For each proxy in turn, in
@@ -40,10 +44,11 @@ def wait_port(port, timeout=10.0):
 
 
 class Setup:
-    def __init__(self, binary):
+    def __init__(self, binary, pipeline_depth=None):
         self.dir = tempfile.mkdtemp(prefix="gh-cpu-")
         os.chmod(self.dir, 0o755)
         self.binary = binary
+        self.pipeline_depth = pipeline_depth
         self.procs = {}
 
     def write(self, name, text):
@@ -93,13 +98,16 @@ backend be
   server s1 127.0.0.1:{b}
 """)
         self.start("haproxy", ["haproxy", "-f", haproxy], PORTS["haproxy"])
+        upstream = {"url": f"http://127.0.0.1:{b}", "max_idle_connections": 128}
+        if self.pipeline_depth is not None:
+            upstream["pipeline_depth"] = self.pipeline_depth
         config = self.write("gatehouse.json", json.dumps({
             "listen": [{"address": f"127.0.0.1:{PORTS['gatehouse']}"}],
             "workers": 1,
             "admin": {"listen": f"127.0.0.1:{PORTS['admin']}", "token": "bench-admin"},
             "store": {"path": f"{self.dir}/gatehouse.sqlite"},
             "headers": {"set": {"Accept": "application/json"}},
-            "upstreams": {"api": {"url": f"http://127.0.0.1:{b}", "max_idle_connections": 128}},
+            "upstreams": {"api": upstream},
             "tokens": {"bench": {"type": "static", "value": "bench-token"}},
             "routes": [{"name": "pass", "match": {"path": "/pass/*"}, "upstream": "api", "path": "/*",
                         "token": "bench", "envelope": {"enabled": False}}],
@@ -166,11 +174,12 @@ def main():
     ap.add_argument("--bin", default=".build/release/gatehouse")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--seconds", type=int, default=4)
+    ap.add_argument("--pipeline-depth", type=int, default=None)
     args = ap.parse_args()
     missing = [t for t in ("nginx", "haproxy", "wrk", "perf") if not shutil.which(t) and not os.path.exists("/usr/sbin/" + t)]
     if missing:
         raise SystemExit("missing tools: " + ", ".join(missing) + " (apt-get install nginx-light haproxy wrk linux-perf)")
-    setup = Setup(os.path.abspath(args.bin))
+    setup = Setup(os.path.abspath(args.bin), args.pipeline_depth)
     names = ("gatehouse", "nginx", "haproxy")
     results = {n: [] for n in names}
     try:

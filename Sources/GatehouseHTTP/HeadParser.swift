@@ -18,7 +18,7 @@ enum HeadParser {
       guard i > methodStart, p[i] == ASCII.space else { throw .invalidMethod }
       let method = HTTPMethod.parse(p, methodStart, i)
       i += 1
-      let origin = try RequestTarget.read(p, &i, method: method)
+      let origin = try RequestTarget.read(p, &i, method: method, refusingConnectAndTrace: limits.refusesConnectAndTrace)
       i += 1
       let version = try parseVersion(p, &i)
       guard p[i] == ASCII.cr else { throw p[i] == ASCII.lf ? .bareLF : .invalidVersion }

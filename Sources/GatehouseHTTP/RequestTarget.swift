@@ -23,14 +23,16 @@ enum RequestTarget {
   /// Reads the target that starts at `i` and leaves `i` on the space after it. Returns where
   /// the origin-form path and query are in `p`, or nil for an absolute-form target with an
   /// empty path (which means `/`).
-  static func read(_ p: UnsafeBufferPointer<UInt8>, _ i: inout Int, method: HTTPMethod) throws(HTTPParseError)
-    -> Range<Int>?
-  {
+  static func read(
+    _ p: UnsafeBufferPointer<UInt8>, _ i: inout Int, method: HTTPMethod, refusingConnectAndTrace: Bool = true
+  ) throws(HTTPParseError) -> Range<Int>? {
     // CONNECT asks for a tunnel and TRACE echoes the request back, with whatever credential
     // the gateway injected for the backend: neither is ever forwarded (nginx refuses both).
-    switch method {
-    case .connect, .trace: throw .methodNotSupported
-    case .get, .head, .post, .put, .delete, .options, .patch, .other: break
+    if refusingConnectAndTrace {
+      switch method {
+      case .connect, .trace: throw .methodNotSupported
+      case .get, .head, .post, .put, .delete, .options, .patch, .other: break
+      }
     }
     if p[i] != slash {
       if p[i] == asterisk && p[i + 1] == ASCII.space { throw method == .options ? .asteriskForm : .invalidTarget }

@@ -6,7 +6,10 @@ import GatehouseNet
 final class AdminSession: ConnectionDelegate {
   unowned let service: AdminService
   var connection: BufferedConnection?
-  private var parser = HTTPRequestParser(limits: HTTPLimits(maxHeaderBytes: 16384, maxBodyBytes: 1 << 20))
+  /// CONNECT and TRACE reach the router, which answers them like any method a path does
+  /// not take (401 without the token, else 405 with `Allow`).
+  private var parser = HTTPRequestParser(
+    limits: HTTPLimits(maxHeaderBytes: 16384, maxBodyBytes: 1 << 20, refusesConnectAndTrace: false))
   private var head: HTTPRequestHead?
   private var body: [UInt8] = []
   private var busy = false
