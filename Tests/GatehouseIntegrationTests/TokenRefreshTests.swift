@@ -218,6 +218,17 @@ import Testing
     #expect(gateway.logLines().contains { $0["msg"] as? String == "token rejected by backend" })
   }
 
+  /// A catch-all route with token `partner` whose backend says "rejected" with
+  /// `{"status":-1}` in the body, as well as with 401.
+  static func bodyFieldRoute(enveloped: Bool, extra: [String: Any] = [:]) -> [String: Any] {
+    var members: [String: Any] = [
+      "invalid_token": ["status": [401], "body_field": "status", "body_values": [-1]],
+      "envelope": ["enabled": enveloped],
+    ]
+    for (key, value) in extra { members[key] = value }
+    return TestConfig.tokenRoute("all", match: "/*", token: "partner", extra: members)
+  }
+
   @Test(arguments: [false, true])
   func rejectedBodyFieldRefreshesAndRetriesOnce(enveloped: Bool) throws {
     let oauth = try OAuth2TestServer()
@@ -225,12 +236,7 @@ import Testing
       rejecting: [oauth.token(1)], with: Self.json(#"{"status":-1}"#),
       accepted: Self.json(#"{"status":0,"name":"fresh"}"#))
     defer { backend.stop() }
-    let route = TestConfig.tokenRoute(
-      "all", match: "/*", token: "partner",
-      extra: [
-        "invalid_token": ["status": [401], "body_field": "status", "body_values": [-1]],
-        "envelope": ["enabled": enveloped],
-      ])
+    let route = Self.bodyFieldRoute(enveloped: enveloped)
     let gateway = try GatewayProcess(config: Self.config(backend: backend, oauth: oauth, routes: [route]))
     defer { gateway.stopExpectingCleanExit() }
 
@@ -300,12 +306,7 @@ import Testing
         : .respond(Self.json(#"{"status":0,"v":"good"}"#))
     }
     defer { backend.stop() }
-    let route = TestConfig.tokenRoute(
-      "all", match: "/*", token: "partner",
-      extra: [
-        "invalid_token": ["status": [401], "body_field": "status", "body_values": [-1]],
-        "envelope": ["enabled": true], "cache": ["stale_if_error_s": 600],
-      ])
+    let route = Self.bodyFieldRoute(enveloped: true, extra: ["cache": ["stale_if_error_s": 600]])
     let gateway = try GatewayProcess(
       config: Self.config(backend: backend, oauth: oauth, routes: [route], store: ["path": "var/store.sqlite"]))
     defer { gateway.stopExpectingCleanExit() }
@@ -338,12 +339,7 @@ import Testing
           body: .bytes(rejection)))
     }
     defer { backend.stop() }
-    let route = TestConfig.tokenRoute(
-      "all", match: "/*", token: "partner",
-      extra: [
-        "invalid_token": ["status": [401], "body_field": "status", "body_values": [-1]],
-        "envelope": ["enabled": true],
-      ])
+    let route = Self.bodyFieldRoute(enveloped: true)
     let gateway = try GatewayProcess(config: Self.config(backend: backend, oauth: oauth, routes: [route]))
     defer { gateway.stopExpectingCleanExit() }
 

@@ -191,43 +191,29 @@ import Testing
   /// The upstream closes a connection after an answer (keep-alive, no `Connection: close`)
   /// with requests written behind it: those go again alone and get their answers.
   @Test func requestsBehindAnAnswerAfterWhichTheUpstreamClosesAreSentAgain() throws {
-    let closedOne = Atomic<Bool>(false)
-    let backend = try TestBackend(options: fast) { request in
-      guard request.path.hasPrefix("/b/"), !closedOne.exchange(true, ordering: .relaxed) else {
-        return .respond(.text("answer for \(request.target)"))
-      }
-      let body = "answer for \(request.target)"
-      var answer = BackendResponse()
-      answer.rawReplacement = Array("HTTP/1.1 200 OK\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)".utf8)
-      answer.closeAfter = true
-      return .respond(answer)
-    }
-    defer { backend.stop() }
-    let gateway = try GatewayProcess(config: withAdminToken(pipelining(TestConfig.passThrough(to: backend.port))))
-    defer { gateway.stopExpectingCleanExit() }
-
-    let clients = try warmClients(4, gateway: gateway)
-    try sendTogether((0..<4).map { httpRequest("GET", "/b/\($0)") }, on: clients, gateway: gateway)
-    let answers = try clients.map { try $0.readResponse() }
-
-    for (index, answer) in answers.enumerated() {
-      #expect(answer.status == 200, "client \(index): \(answer.text)")
-      #expect(answer.text == "answer for /b/\(index)")
-    }
+    try expectEachAnsweredAfterAFaultyFirstAnswer(trailing: "", closeAfter: true)
   }
 
   /// An answer with more bytes than its Content-Length says: what follows is no answer,
   /// and the requests written behind it go again alone instead of failing.
   @Test func requestsBehindAnAnswerWithTrailingGarbageAreSentAgain() throws {
-    let spoiledOne = Atomic<Bool>(false)
+    try expectEachAnsweredAfterAFaultyFirstAnswer(trailing: "\u{e9}\u{e9}\"}\r\n", closeAfter: false)
+  }
+
+  /// Four GETs sent together from warm clients; the first of them to reach the backend is
+  /// answered with `trailing` bytes after its body (and the connection closed when
+  /// `closeAfter`). Every client must still get its own answer.
+  private func expectEachAnsweredAfterAFaultyFirstAnswer(trailing: String, closeAfter: Bool) throws {
+    let faultyOne = Atomic<Bool>(false)
     let backend = try TestBackend(options: fast) { request in
-      guard request.path.hasPrefix("/b/"), !spoiledOne.exchange(true, ordering: .relaxed) else {
+      guard request.path.hasPrefix("/b/"), !faultyOne.exchange(true, ordering: .relaxed) else {
         return .respond(.text("answer for \(request.target)"))
       }
       let body = "answer for \(request.target)"
       var answer = BackendResponse()
       answer.rawReplacement = Array(
-        "HTTP/1.1 200 OK\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)\u{e9}\u{e9}\"}\r\n".utf8)
+        "HTTP/1.1 200 OK\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)\(trailing)".utf8)
+      answer.closeAfter = closeAfter
       return .respond(answer)
     }
     defer { backend.stop() }
