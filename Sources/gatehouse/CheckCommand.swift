@@ -28,7 +28,7 @@ enum CheckCommand {
       FileHandleStandardError.write("usage: gatehouse check --config FILE\n")
       return 2
     }
-    let result = ConfigCheckResult.checking(configPath: configPath)
+    let result = ConfigCheckResult.checking(configPath: configPath, moreChecks: ConfigFileCheck.problems)
     for line in result.output { print(line) }
     for line in result.errors { FileHandleStandardError.write(line + "\n") }
     return result.exitCode
