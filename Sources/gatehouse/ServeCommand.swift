@@ -60,14 +60,12 @@ enum ServeCommand {
     if ignoredEnvironmentToken {
       logger.warn("GATEHOUSE_ADMIN_TOKEN is empty or has spaces or control characters; a random admin token is used")
     }
-    if let embeddedAdminToken {
-      // Shown once so a newcomer can open the admin API; never logged again.
-      logger.info(
-        "running on the embedded demo config", ["admin_token": .string(embeddedAdminToken), "try": .string(tryIt)])
-    } else if configPath == nil {
+    if configPath == nil {
+      // A generated token is shown once so a newcomer can open the admin API; never logged
+      // again. One taken from GATEHOUSE_ADMIN_TOKEN is not shown.
       logger.info(
         "running on the embedded demo config",
-        ["admin_token": .string("from GATEHOUSE_ADMIN_TOKEN"), "try": .string(tryIt)])
+        ["admin_token": .string(embeddedAdminToken ?? "from GATEHOUSE_ADMIN_TOKEN"), "try": .string(tryIt)])
     }
     return server.run()
   }

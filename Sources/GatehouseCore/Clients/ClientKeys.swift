@@ -59,13 +59,12 @@ public struct ClientKeys: Sendable {
     var found: ArraySlice<UInt8>?
     var sources = 0
     for index in 0..<headers.count {
-      let name = headers.nameBytes(at: index)
-      if Self.isName(name, "x-api-key") {
+      if headers.nameEquals(at: index, "x-api-key") {
         let value = headers.valueBytes(at: index)
         if value.isEmpty { continue }
         sources += 1
         found = value
-      } else if Self.isName(name, "authorization") {
+      } else if headers.nameEquals(at: index, "authorization") {
         let value = headers.valueBytes(at: index)
         guard isAPIKeyScheme(value) else { continue }
         sources += 1
@@ -73,14 +72,6 @@ public struct ClientKeys: Sendable {
       }
     }
     return sources > 1 ? ArraySlice() : found
-  }
-
-  /// Whether a field name is `lowercase` (field names are case-insensitive).
-  static func isName(_ name: ArraySlice<UInt8>, _ lowercase: StaticString) -> Bool {
-    guard name.count == lowercase.utf8CodeUnitCount else { return false }
-    return lowercase.withUTF8Buffer { expected in
-      zip(name, expected).allSatisfy { byte, wanted in (byte &- 0x41 < 26 ? byte | 0x20 : byte) == wanted }
-    }
   }
 
   /// `ApiKey ` (scheme names are case-insensitive).

@@ -495,9 +495,9 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
         return false
       }
       // A refused fixed or file value already shows `invalid`: nothing new to report.
-      let alreadyRefused =
-        use.index.map { $0 < context.refusedTokenSerials.count && context.refusedTokenSerials[$0] == serial } ?? false
-      if !alreadyRefused { context.shared.tokens?.reportRejected(token: use.name, serial: serial) }
+      if !context.tokenRefused(use.name, index: use.index, serial: serial) {
+        context.shared.tokens?.reportRejected(token: use.name, serial: serial)
+      }
     }
     // Sending the same value again would only be rejected again: a fixed or file token is
     // retried only when its value has changed since the request went out.
@@ -518,8 +518,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
   private func noteTokenAccepted(_ exchange: Exchange) {
     guard let serial = exchange.tokenSerial, let status = exchange.upstreamStatus, status < 400,
       let routeIndex = exchange.routeIndex, let use = exchange.snapshot.routePlans[routeIndex].token,
-      let index = use.index, index < context.refusedTokenSerials.count, context.refusedTokenSerials[index] == serial,
-      context.tokenEntry(use.name, index: index) != nil
+      context.tokenRefused(use.name, index: use.index, serial: serial)
     else { return }
     context.shared.tokens?.reportAccepted(token: use.name, serial: serial)
   }

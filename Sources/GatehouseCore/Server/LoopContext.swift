@@ -35,7 +35,15 @@ final class LoopContext: @unchecked Sendable {
   }
   /// By token index: the serial of a fixed or file value a backend refused (still sent,
   /// shown `invalid`), else 0. Answers check it per request, so it is a plain array.
-  private(set) var refusedTokenSerials: [UInt64] = []
+  private var refusedTokenSerials: [UInt64] = []
+
+  /// Whether token `name` (at `index` in the values) is a fixed or file value with `serial`
+  /// that a backend refused. An array read unless it is; then the name is checked too (a
+  /// reload may have moved the token).
+  func tokenRefused(_ name: String, index: Int?, serial: UInt64) -> Bool {
+    guard let index, index < refusedTokenSerials.count, refusedTokenSerials[index] == serial else { return false }
+    return tokens.entries[index].name == name
+  }
 
   /// A usable value of `name` by the snapshot's own expiry, with its serial.
   func usableToken(_ name: String, index: Int? = nil) -> TokenGrant? {
