@@ -72,7 +72,7 @@ public final class EventLoopGroup: Sendable {
 }
 
 /// Starts a joinable pthread that runs a closure (Foundation's Thread is not joinable).
-enum LoopThread {
+public enum LoopThread {
   private final class Body {
     let name: String
     let run: @Sendable () -> Void
@@ -82,7 +82,7 @@ enum LoopThread {
     }
   }
 
-  static func start(name: String, _ body: @escaping @Sendable () -> Void) throws(SystemError) -> pthread_t {
+  public static func start(name: String, _ body: @escaping @Sendable () -> Void) throws(SystemError) -> pthread_t {
     let context = Unmanaged.passRetained(Body(name: name, body)).toOpaque()
     var thread = pthread_t()
     let result = pthread_create(

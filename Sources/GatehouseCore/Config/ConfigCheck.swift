@@ -1,5 +1,3 @@
-import Foundation
-
 /// What `gatehouse check --config FILE` prints and how it exits, kept here (not in the
 /// executable) so tests can call it.
 public struct ConfigCheckResult: Sendable, Equatable {
@@ -15,7 +13,7 @@ public struct ConfigCheckResult: Sendable, Equatable {
   /// `moreChecks` looks further at a config that decoded cleanly (the files it names, see
   /// `ConfigFileCheck`); kept out of here so this stays free of anything but decoding.
   public static func checking(
-    configPath path: String, environment: [String: String] = ProcessInfo.processInfo.environment,
+    configPath path: String, environment: [String: String] = LocalFile.processEnvironment(),
     moreChecks: (GatehouseConfig) -> [String] = { _ in [] }
   ) -> ConfigCheckResult {
     do {

@@ -1,5 +1,3 @@
-import Foundation
-
 /// Why a config could not be loaded. `lines` gives what `gatehouse check` and
 /// `POST /admin/reload` print.
 public enum ConfigLoadError: Error, Sendable, Equatable {
@@ -27,20 +25,15 @@ public enum ConfigLoader {
   /// Loads the file at `path`, expanding variables from `environment` (the process
   /// environment unless a test passes its own).
   public static func load(
-    contentsOf path: String, environment: [String: String] = ProcessInfo.processInfo.environment
+    contentsOf path: String, environment: [String: String] = LocalFile.processEnvironment()
   ) throws(ConfigLoadError) -> GatehouseConfig {
     let bytes: [UInt8]
-    do {
-      let url = URL(fileURLWithPath: path)
-      let values = try url.resourceValues(forKeys: [.isDirectoryKey])
-      if values.isDirectory == true {
-        throw ConfigLoadError.unreadable(path: path, reason: "it is a directory")
-      }
-      bytes = Array(try Data(contentsOf: url))
-    } catch let error as ConfigLoadError {
-      throw error
-    } catch {
-      throw .unreadable(path: path, reason: Self.describe(error))
+    // Well above the JSON parser's own limit, so an oversized file is reported by the parser
+    // with its limit; this bound only keeps a wrong path (a device, a huge log) from being read.
+    switch LocalFile.read(path: path, maxBytes: JSONParser.Limits.config.maxBytes + 1) {
+    case .success(let contents): bytes = contents
+    case .failure(let failure):
+      throw .unreadable(path: path, reason: failure.reason)
     }
     return try load(json: bytes, environment: environment)
   }
@@ -77,22 +70,5 @@ public enum ConfigLoader {
       throw .invalid(diagnostics.issues)
     }
     return config
-  }
-
-  /// A short reason without Foundation's long error domains.
-  private static func describe(_ error: any Error) -> String {
-    let nsError = error as NSError
-    if let underlying = nsError.userInfo[NSUnderlyingErrorKey] as? NSError,
-      underlying.domain == NSPOSIXErrorDomain, let code = POSIXErrorCode(rawValue: Int32(underlying.code))
-    {
-      return String(cString: strerror(code.rawValue))
-    }
-    if nsError.domain == NSCocoaErrorDomain, nsError.code == NSFileReadNoSuchFileError {
-      return "no such file"
-    }
-    if nsError.domain == NSCocoaErrorDomain, nsError.code == NSFileReadNoPermissionError {
-      return "permission denied"
-    }
-    return nsError.localizedDescription
   }
 }

@@ -1,4 +1,6 @@
-import Foundation
+#if canImport(Glibc)
+  import Glibc
+#endif
 
 /// The config `gatehouse serve` uses when there is no config file (SPEC §9): loopback only,
 /// a fresh admin token, the store in a temp directory, and two stub routes so a newcomer sees
@@ -12,7 +14,7 @@ public enum DefaultConfig {
   public static func document(adminToken: String, storePath: String) -> JSONValue {
     // Inserted strings go through `${...}` expansion like any config string, so a '${' in
     // them is escaped; the token is hex and never has one.
-    let store = storePath.replacingOccurrences(of: "${", with: "$${")
+    let store = storePath.replacing("${", with: "$${")
     let text = """
       {
         "listen": [{ "address": "127.0.0.1:8080" }],
@@ -83,12 +85,15 @@ public enum DefaultConfig {
     return token
   }
 
-  /// A directory only this user can read (`mkdtemp` creates it with mode 0700).
-  private static func makeTemporaryDirectory() throws -> String {
-    let base = FileManager.default.temporaryDirectory.path
+  /// A new directory only this user can read (`mkdtemp` creates it with mode 0700), under
+  /// `TMPDIR` when that is set, as other programs do, else /tmp.
+  public static func makeTemporaryDirectory() throws -> String {
+    var base = getenv("TMPDIR").map { String(cString: $0) } ?? ""
+    if base.isEmpty { base = "/tmp" }
+    while base.utf8.count > 1 && base.hasSuffix("/") { base.removeLast() }
     var template = Array((base + "/gatehouse-XXXXXX").utf8CString)
     guard let result = mkdtemp(&template) else {
-      throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: base])
+      throw LocalFile.Failure("create a directory in", base, LocalFile.describe(errno))
     }
     return String(cString: result)
   }

@@ -124,7 +124,7 @@ public struct HTTPURL: Sendable, Equatable, CustomStringConvertible {
   /// belong in `tokens`, and a query on a base URL has no sound way to merge with the
   /// request's own query.
   public static func parse(_ text: String) -> Result<HTTPURL, AddressError> {
-    guard let schemeEnd = text.range(of: "://") else {
+    guard let schemeEnd = text.firstRange(of: "://") else {
       return .failure(AddressError("expected an absolute URL such as http://127.0.0.1:3000/api"))
     }
     let schemeText = text[..<schemeEnd.lowerBound].lowercased()

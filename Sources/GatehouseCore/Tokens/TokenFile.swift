@@ -39,22 +39,10 @@ enum TokenFile {
 
   /// The token in the file, or why it cannot be read. Messages name the path, never the content.
   static func read(path: String) -> Result<SecretValue, TokenFetchError> {
-    let fd = open(path, O_RDONLY | O_CLOEXEC)
-    guard fd >= 0 else { return .failure(TokenFetchError("cannot open \(path): \(describe(errno))")) }
-    defer { close(fd) }
-    var bytes: [UInt8] = []
-    var chunk = [UInt8](repeating: 0, count: 4096)
-    while bytes.count <= maxBytes {
-      let count = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
-      if count == 0 { break }
-      if count < 0 {
-        if errno == EINTR { continue }
-        return .failure(TokenFetchError("cannot read \(path): \(describe(errno))"))
-      }
-      bytes.append(contentsOf: chunk[0..<count])
-    }
-    guard bytes.count <= maxBytes else {
-      return .failure(TokenFetchError("\(path) is larger than \(maxBytes) bytes"))
+    var bytes: [UInt8]
+    switch LocalFile.read(path: path, maxBytes: maxBytes) {
+    case .success(let contents): bytes = contents
+    case .failure(let failure): return .failure(TokenFetchError(failure.description))
     }
     if bytes.last == 0x0A {
       bytes.removeLast()
@@ -64,16 +52,5 @@ enum TokenFile {
       return .failure(TokenFetchError("\(path) is not valid UTF-8"))
     }
     return .success(SecretValue(text))
-  }
-
-  private static func describe(_ code: Int32) -> String {
-    switch code {
-    case ENOENT: "no such file"
-    case EACCES, EPERM: "permission denied"
-    case EISDIR: "is a directory"
-    case ENOTDIR: "a path component is not a directory"
-    case ELOOP: "too many symbolic links"
-    default: "errno \(code)"
-    }
   }
 }

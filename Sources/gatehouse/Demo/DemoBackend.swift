@@ -1,4 +1,4 @@
-import Foundation
+import Dispatch
 import GatehouseHTTP
 import GatehouseNet
 import Synchronization
@@ -25,7 +25,7 @@ final class DemoBackend: @unchecked Sendable {
     listener = try TCPListener(address: .loopback(port: 0), reusePort: false)
     port = listener.localPort
     let loop = self.loop
-    Thread { loop.run() }.start()
+    _ = try LoopThread.start(name: "gh-demo-backend") { loop.run() }
     loop.execute { [self] in
       do {
         try listener.startAccepting(on: loop) { [self] socket in accept(socket) }

@@ -1,6 +1,10 @@
-import Foundation
 import GatehouseCore
 import GatehouseHTTP
+import GatehouseNet
+
+#if canImport(Glibc)
+  import Glibc
+#endif
 
 /// `gatehouse demo`: a sample backend and the gateway in one process on loopback, then a
 /// walk through the product, printing each request and answer.
@@ -15,8 +19,13 @@ enum DemoCommand {
       return 1
     }
     let adminToken = DefaultConfig.randomAdminToken()
-    let directory = NSTemporaryDirectory() + "gatehouse-demo-\(getpid())"
-    try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    let directory: String
+    do {
+      directory = try DefaultConfig.makeTemporaryDirectory()
+    } catch {
+      FileHandleStandardError.write("gatehouse demo: \(error)\n")
+      return 1
+    }
     let configText = """
       {
         "listen": [{ "address": "127.0.0.1:0" }],
@@ -49,7 +58,12 @@ enum DemoCommand {
       return 1
     }
     let running = server
-    Thread { _ = running.run() }.start()
+    do {
+      _ = try LoopThread.start(name: "gh-demo-gateway") { _ = running.run() }
+    } catch {
+      FileHandleStandardError.write("gatehouse demo: cannot start the gateway: \(error)\n")
+      return 1
+    }
     let gateway = DemoClient(address: server.boundAddresses[0])
     let admin = DemoClient(address: server.adminAddress ?? "", token: adminToken)
     let walkthrough = DemoWalkthrough(gateway: gateway, admin: admin, backend: backend)
