@@ -41,6 +41,16 @@ import Testing
     #expect(text(render(200, "", type: nil))?.1 == #"{"code":0,"datas":null,"message":""}"#)
   }
 
+  @Test func aJSONBodyOfOnlyWhitespaceIsAnEmptyBody() {
+    #expect(text(render(200, "\n"))?.0 == 200)
+    #expect(text(render(201, " \r\n\t"))?.1 == #"{"code":0,"datas":null,"message":""}"#)
+    #expect(text(render(201, " \r\n\t"))?.0 == 200)
+    // Only JSON bodies: a blank text body is content like any other and passes through.
+    #expect(render(200, "\n", type: "text/plain") == .passThrough)
+    // A lone non-whitespace byte is still invalid JSON.
+    #expect(unusable(render(200, " x "))?.0 == 502)
+  }
+
   @Test func existingEnvelopesPassUnchanged() {
     let body = #"{"code":7,"datas":[1],"message":"x"}"#
     #expect(text(render(200, body))?.1 == body)

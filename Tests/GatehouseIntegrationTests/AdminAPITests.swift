@@ -89,6 +89,10 @@ import Testing
       .none, .header("Bearer wrong"), .header("Bearer \(TestConfig.adminToken)x"),
       .header("Bearer \(TestConfig.adminToken.dropLast())"), .header(TestConfig.adminToken),
       .header("Basic \(TestConfig.adminToken)"), .header("Bearer "),
+      // The right token next to another value is not accepted, whichever comes first.
+      .headers(["Bearer \(TestConfig.adminToken)", "Bearer wrong"]),
+      .headers(["Bearer wrong", "Bearer \(TestConfig.adminToken)"]),
+      .headers(["Bearer \(TestConfig.adminToken)", "Bearer \(TestConfig.adminToken)"]),
     ]
     for (method, path) in Self.protectedEndpoints {
       for credential in credentials {

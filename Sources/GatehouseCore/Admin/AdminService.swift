@@ -79,7 +79,11 @@ final class AdminService: @unchecked Sendable {
     // Without the token, anything but the open endpoints gets 401 and nothing else: not
     // even whether the path or method exists. The access rules are read per request from
     // the running config, so a reloaded `admin.token` replaces the old one at once.
-    if !backend.adminAccess.allows(routing, authorizationHeader: head.headers["authorization"]) {
+    // Two Authorization headers are refused, not resolved: proxies in front disagree about
+    // which one counts (first, last, joined), and a token check must not depend on that.
+    let authorizations = head.headers.values(for: "authorization")
+    let authorization = authorizations.count == 1 ? authorizations[0] : nil
+    if !backend.adminAccess.allows(routing, authorizationHeader: authorization) {
       completion(Self.unauthorized)
       return
     }

@@ -94,6 +94,11 @@ public enum EnvelopeRenderer {
       if let contentType, !JSONMediaType.isJSON(contentType) { return .passThrough }
       if contentType == nil { return .passThrough }
       if truncated { return unusable(502, "upstream answer too large", policy) }
+      // A JSON body of only whitespace holds no value: the empty-body row, not invalid JSON
+      // (some frameworks write a lone newline for "nothing").
+      if body.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) {
+        return .json(status: 200, body: success(nil, in: []))
+      }
       guard body.withUnsafeBytes({ JSONValidator.isValid($0) }) else {
         return unusable(502, "upstream sent invalid JSON", policy)
       }

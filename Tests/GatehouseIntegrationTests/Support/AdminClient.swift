@@ -100,6 +100,8 @@ struct AdminClient: Sendable {
     case none
     /// This exact field value.
     case header(String)
+    /// One `Authorization` field per value, in this order.
+    case headers([String])
   }
 
   /// Sends `method path` with `credential`.
@@ -112,6 +114,7 @@ struct AdminClient: Sendable {
     case .configured: if let token { headers.append(("Authorization", "Bearer \(token)")) }
     case .none: break
     case .header(let value): headers.append(("Authorization", value))
+    case .headers(let values): headers += values.map { ("Authorization", $0) }
     }
     if body != nil { headers.append(("Content-Type", "application/json")) }
     return try send(method, path, to: port, headers: headers, body: body, timeout: timeout)
