@@ -28,6 +28,8 @@ enum ServeCommand {
       }
     }
     if configPath == nil && access(conventionalPath, R_OK) == 0 { configPath = conventionalPath }
+    // Kept absolute: `/admin/status` shows it, and it names the same file whoever reads it.
+    configPath = configPath.map { LocalFile.absolutePath($0, workingDirectory: LocalFile.workingDirectory()) }
 
     let config: GatehouseConfig
     var embeddedAdminToken: String?

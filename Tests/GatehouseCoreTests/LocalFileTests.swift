@@ -68,4 +68,12 @@ import Testing
     #expect(stat(directory, &info) == 0)
     #expect(info.st_mode & 0o777 == 0o700)
   }
+
+  @Test func configPathsAreMadeAbsoluteWithoutTouchingTheFileSystem() {
+    #expect(LocalFile.absolutePath("gh.json", workingDirectory: "/srv") == "/srv/gh.json")
+    #expect(LocalFile.absolutePath("./conf//gh.json", workingDirectory: "/srv/") == "/srv/conf/gh.json")
+    #expect(LocalFile.absolutePath("/etc/./gatehouse/gh.json", workingDirectory: "/srv") == "/etc/gatehouse/gh.json")
+    #expect(LocalFile.absolutePath("../gh.json", workingDirectory: "/srv/a") == "/srv/a/../gh.json")
+    #expect(LocalFile.absolutePath("gh.json", workingDirectory: "/") == "/gh.json")
+  }
 }

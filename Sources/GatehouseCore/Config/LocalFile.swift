@@ -61,6 +61,22 @@ public enum LocalFile {
     }
   }
 
+  /// `path` made absolute against `workingDirectory`, with empty and `.` segments dropped.
+  /// `..` is kept: resolving it without the file system would be wrong across symlinks
+  /// (Kubernetes mounts config maps through them).
+  public static func absolutePath(_ path: String, workingDirectory: String) -> String {
+    let joined = path.hasPrefix("/") ? path : workingDirectory + "/" + path
+    let segments = joined.split(separator: "/", omittingEmptySubsequences: true).filter { $0 != "." }
+    return "/" + segments.joined(separator: "/")
+  }
+
+  /// The process's working directory, or "/" if it cannot be read (deleted, or too deep).
+  public static func workingDirectory() -> String {
+    guard let pointer = getcwd(nil, 0) else { return "/" }
+    defer { free(pointer) }
+    return String(cString: pointer)
+  }
+
   /// The process environment as a dictionary (for `${VAR}` in the config). A name set twice
   /// keeps its first value, as `getenv` reads it.
   public static func processEnvironment() -> [String: String] {
