@@ -86,6 +86,11 @@ import Testing
     #expect(lines[1]["prefix"] as? String == "/a/")
     #expect(lines.map { $0["purged"] as? Int } == [1, 2, 1, nil, nil, nil, nil, nil, 0])
     #expect(lines[5...7].allSatisfy { $0["token"] as? String == "api" })
+    // The set is named by the new value's fingerprint, as `GET /admin/tokens` shows it; the
+    // token manager adds no second line of its own for an operator's call.
+    #expect(lines[5]["fingerprint"] as? String == (try answers[5].jsonObject())["fingerprint"] as? String)
+    #expect(lines[5]["fingerprint"] != nil)
+    #expect(!gateway.logLines().contains { ($0["msg"] as? String)?.hasSuffix("by operator") == true })
     for (line, answer) in zip(lines, answers + [marker]) {
       #expect(line["status"] as? Int == answer.status, "\(line)")
       #expect(line["request_id"] as? String == answer.head.value("X-Request-Id"), "\(line)")

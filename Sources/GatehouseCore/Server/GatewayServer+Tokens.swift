@@ -19,7 +19,14 @@ extension GatewayServer {
         return
       }
       onControl {
-        completion(Self.answer(manager.setToken(named: name, value: request.value, expiresIn: request.expiresIn)))
+        let result = manager.setToken(named: name, value: request.value, expiresIn: request.expiresIn)
+        var response = Self.answer(result)
+        // The `admin action` line is the one record of an operator's set: it names the new
+        // value by its fingerprint (the manager logs nothing of its own for admin calls).
+        if case .success(let state) = result, let fingerprint = state.fingerprint {
+          response.auditFacts = [("fingerprint", .string(fingerprint))]
+        }
+        completion(response)
       }
     case .refreshToken(let name):
       onControl {

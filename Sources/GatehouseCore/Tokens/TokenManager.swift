@@ -266,9 +266,6 @@ public final class TokenManager {
           slot.previousValues.append(previous)
           if slot.previousValues.count > 4 { slot.previousValues.removeFirst() }
         }
-        logger.info(
-          "token set by operator",
-          ["token": .string(name), "fingerprint": .string(TokenFingerprint.of(SecretValue(value)))])
         perform(actions, on: slot)
         return .success(publicState(slot))
       } catch {
@@ -309,7 +306,6 @@ public final class TokenManager {
     guard let slot = slotsByName[name] else { return .failure(.unknownToken(name)) }
     guard !stopped else { return .failure(.stopped) }
     return withEvent {
-      logger.info("token invalidated by operator", ["token": .string(name)])
       perform(slot.lifecycle.invalidate(now: clock.now), on: slot)
       return .success(publicState(slot))
     }
