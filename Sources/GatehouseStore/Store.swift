@@ -327,13 +327,15 @@ public final class Store: Sendable {
       if raw.encrypted {
         guard let tokenKey else {
           result.warnings.append(
-            "token \(raw.name) is stored encrypted but no store.secret_key is set; treated as missing")
+            "token \(raw.name) is stored encrypted but no store.secret_key is set; treated as missing, and kept")
+          result.unreadable.insert(raw.name)
           continue
         }
         let sealed = StoreCrypto.Sealed(nonce: raw.nonce ?? [], ciphertext: raw.value, tag: raw.tag ?? [])
         guard let plain = StoreCrypto.open(sealed, key: tokenKey, aad: Array(raw.name.utf8)) else {
           result.warnings.append(
-            "token \(raw.name) could not be decrypted (store.secret_key changed?); treated as missing")
+            "token \(raw.name) could not be decrypted (store.secret_key changed?); treated as missing, and kept")
+          result.unreadable.insert(raw.name)
           continue
         }
         token.value = String(decoding: plain, as: UTF8.self)

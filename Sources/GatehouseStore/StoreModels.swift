@@ -107,6 +107,10 @@ public struct StoredToken: Sendable, Equatable {
 public struct TokenLoadResult: Sendable {
   public var tokens: [StoredToken]
   public var warnings: [String]
+  /// Tokens whose stored value could not be read (encrypted with another `secret_key`, or
+  /// with none set now): their rows must be left as they are until a new value replaces
+  /// them, so a start with the right key finds the value again.
+  public var unreadable: Set<String> = []
 }
 
 /// The header list encoding in the `headers` column: per header a 4-byte big-endian name

@@ -3,7 +3,8 @@ import Testing
 
 /// Token states in the store (SPEC §3, §5): a restart reuses an unexpired oauth2 token
 /// without a new login; with `store.secret_key` no token value is readable in the store
-/// file or its WAL; a wrong key makes stored tokens missing (fetched again), with a warning.
+/// file or its WAL; a wrong key makes stored tokens missing (fetched again), with a warning,
+/// and leaves their rows for a start with the right key.
 @Suite struct TokenPersistenceTests {
   /// A private directory holding one store across gateway runs.
   final class StoreDirectory {
@@ -124,7 +125,6 @@ import Testing
 
     let second = try GatewayProcess(
       config: Self.config(backend: backend, oauth: oauth, store: store, secretKey: "itest-store-key-wrong"))
-    defer { second.stopExpectingCleanExit() }
     #expect(try send("GET", "/p/two", to: second.port).status == 200)
     let manual = try send("GET", "/m/two", to: second.port)
 
@@ -136,5 +136,15 @@ import Testing
       line["level"] as? String == "warn" && "\(line)".contains("could not be decrypted")
     }
     #expect(warned, "no warning about the undecryptable token: \(second.stdoutText)")
+    Self.settleAndStop(second)
+
+    // The start with the wrong key left the row it could not read alone: with the right key
+    // again, the value set through the admin API is back.
+    let third = try GatewayProcess(
+      config: Self.config(backend: backend, oauth: oauth, store: store, secretKey: "itest-store-key-right"))
+    defer { third.stopExpectingCleanExit() }
+    #expect(try send("GET", "/m/three", to: third.port).status == 200)
+    #expect(backend.requests.last.flatMap(bearerToken) == putCanary)
+    #expect(try third.admin().token("manual")?["state"] as? String == "valid")
   }
 }

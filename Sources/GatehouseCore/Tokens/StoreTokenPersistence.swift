@@ -10,6 +10,11 @@ import GatehouseStore
 final class StoreTokenPersistence: TokenPersistence {
   let store: Store
   let logger: Logger
+  /// Names whose stored value could not be read at start (see `TokenLoadResult.unreadable`).
+  /// Their rows are not overwritten with "no value": one start with a wrong or missing
+  /// `store.secret_key` must not destroy what a start with the right one would read. A save
+  /// that carries a value replaces the row as usual.
+  private var unreadable: Set<String> = []
 
   init(store: Store, logger: Logger) {
     self.store = store
@@ -25,6 +30,7 @@ final class StoreTokenPersistence: TokenPersistence {
       return []
     }
     for warning in result.warnings { logger.warn("store", ["detail": .string(warning)]) }
+    unreadable = result.unreadable
     return result.tokens.compactMap { stored in
       let parts = stored.state.split(separator: " ", maxSplits: 1)
       guard let first = parts.first, let state = TokenState(rawValue: String(first)) else { return nil }
@@ -38,6 +44,10 @@ final class StoreTokenPersistence: TokenPersistence {
   }
 
   func save(_ token: PersistedToken) {
+    if unreadable.contains(token.name) {
+      guard token.value != nil else { return }
+      unreadable.remove(token.name)
+    }
     do {
       try store.saveToken(
         name: token.name, value: token.value?.value ?? "", expiresAtMs: token.expiresAt?.millisecondsSinceEpoch,

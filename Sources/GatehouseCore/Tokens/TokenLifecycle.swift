@@ -215,7 +215,17 @@ public struct TokenLifecycle: Sendable {
     case .fixed(let configured):
       if configured.value.isEmpty {
         // An empty config value means "set through the admin API"; a value set that way survives restarts.
-        if let restored = Self.restorable(persisted, now: now) { adopt(restored, now: now) }
+        if let restored = Self.restorable(persisted, now: now, keepingRefused: true) {
+          adopt(restored, now: now)
+          // Stored while a backend refused it: it was still being sent (the store holds no
+          // value for one an operator invalidated), so it is sent again, and still `invalid`
+          // until a backend takes it.
+          if restored.state == .invalid, var current = credential {
+            current.refusedByBackend = true
+            current.refusedAt = now
+            credential = current
+          }
+        }
       } else if let problem = TokenValueProblem.check(configured.value) {
         failed = true
         lastError = "configured value refused: \(problem)"
@@ -396,12 +406,17 @@ public struct TokenLifecycle: Sendable {
 
   // MARK: Internals
 
-  private static func restorable(_ persisted: PersistedToken?, now: TokenInstant) -> PersistedToken? {
+  /// A stored value worth adopting at start. `invalid` ones are not, except (with
+  /// `keepingRefused`) for a fixed token: there an `invalid` value is one a backend refused
+  /// and that was still sent, and the store is its only source.
+  private static func restorable(
+    _ persisted: PersistedToken?, now: TokenInstant, keepingRefused: Bool = false
+  ) -> PersistedToken? {
     guard let persisted, let value = persisted.value, TokenValueProblem.check(value.value) == nil else {
       return nil
     }
     switch persisted.state {
-    case .invalid: return nil
+    case .invalid: if !keepingRefused { return nil }
     case .valid, .expiring, .expired, .refreshing, .missing, .error: break
     }
     if let expiresAt = persisted.expiresAt, now >= expiresAt { return nil }

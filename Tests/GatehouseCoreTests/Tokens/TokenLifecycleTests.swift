@@ -509,6 +509,38 @@ import Testing
     }
   }
 
+  @Test func anOperatorsValueRefusedByABackendIsRestoredAsStillSent() throws {
+    // Before the restart: set by an operator, refused by one endpoint, still sent.
+    var before = TokenLifecycle(kind: .fixed(SecretValue("")))
+    _ = before.start(restoring: nil, now: at(0))
+    _ = try before.set(value: SecretValue("operator"), expiresIn: nil, now: at(1))
+    let serial = try #require(before.usableGrant(at: at(2))?.serial)
+    _ = before.reportRejected(serial: serial, now: at(2))
+    let record = before.persisted(name: "api", source: "s", now: at(3))
+    #expect(record.state == .invalid)
+    #expect(record.value == SecretValue("operator"))
+
+    var after = TokenLifecycle(kind: .fixed(SecretValue("")))
+    _ = after.start(restoring: record, now: at(100))
+    #expect(value(after, at: at(100)) == "operator")
+    #expect(after.state(at: at(100)) == .invalid)
+    // Taken by a backend again (after the hold-off): valid.
+    let restoredSerial = try #require(after.usableGrant(at: at(102))?.serial)
+    _ = after.reportAccepted(serial: restoredSerial, now: at(102))
+    #expect(after.state(at: at(102)) == .valid)
+  }
+
+  @Test func anOperatorsInvalidatedValueIsNotRestored() throws {
+    var before = TokenLifecycle(kind: .fixed(SecretValue("")))
+    _ = before.start(restoring: nil, now: at(0))
+    _ = try before.set(value: SecretValue("operator"), expiresIn: nil, now: at(1))
+    _ = before.invalidate(now: at(2))
+    let record = before.persisted(name: "api", source: "s", now: at(3))
+    var after = TokenLifecycle(kind: .fixed(SecretValue("")))
+    _ = after.start(restoring: record, now: at(100))
+    #expect(after.usableGrant(at: at(100)) == nil)
+  }
+
   @Test func persistedRecordsCarryOnlyValuesThatAreNotInTheConfig() throws {
     var fixed = TokenLifecycle(kind: .fixed(SecretValue("from-config")))
     _ = fixed.start(restoring: nil, now: at(0))
