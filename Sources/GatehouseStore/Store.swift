@@ -121,6 +121,20 @@ public final class Store: Sendable {
     }
   }
 
+  /// Removes the entry for `key` without waiting: the request path's way to drop an answer
+  /// that a newer one, which may not be kept, has replaced. False when it was dropped (queue
+  /// full or store closed), counted like a dropped write.
+  @discardableResult
+  public func forget(key: CacheKey) -> Bool {
+    switch queue.enqueue(.purge(.id(key.id), WriterReply())) {
+    case .accepted:
+      return true
+    case .full, .closed:
+      counters.droppedWrites.wrappingAdd(1, ordering: .relaxed)
+      return false
+    }
+  }
+
   /// A reader for the calling thread (one per event loop).
   public func makeReader() throws(StoreError) -> StoreReader {
     try StoreReader(

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 
 /// The store (SPEC §5): stale answers when the backend fails, fresh hits, background
@@ -287,6 +288,37 @@ import Testing
     #expect(answers.map(Self.cacheHeader) == Array(repeating: kind == .post ? "BYPASS" : "MISS", count: 2))
     let entries = try admin.allEntries()
     #expect(entries.map { $0["path"] as? String } == ["/control"])
+  }
+
+  /// SPEC §5 keeps the *last* good answer: when the backend's newest good answer is one the
+  /// store may not keep, the older stored one is superseded and never served stale.
+  @Test(arguments: [("Cache-Control", "no-store"), ("Cache-Control", "private"), ("Set-Cookie", "sid=2")])
+  func anAnswerTheStoreMayNotKeepRemovesTheOneItSupersedes(header: (String, String)) throws {
+    let calls = Atomic<Int>(0)
+    let backend = try TestBackend { request in
+      if request.path == "/control" { return jsonAnswer(#"{"control":true}"#) }
+      switch calls.add(1, ordering: .relaxed).newValue {
+      case 1: return jsonAnswer(#"{"version":1}"#)
+      case 2: return jsonAnswer(#"{"version":2}"#, headers: [header])
+      default: return jsonAnswer(#"{"error":"down"}"#, status: 503, reason: "Service Unavailable")
+      }
+    }
+    defer { backend.stop() }
+    let gateway = try GatewayProcess(config: Self.config(port: backend.port))
+    defer { gateway.stopExpectingCleanExit() }
+    let admin = try gateway.admin(token: TestConfig.adminToken)
+    _ = try Self.prime("/doc", gateway: gateway, admin: admin)
+
+    let newer = try send("GET", "/doc", to: gateway.port)
+    #expect(newer.text == #"{"version":2}"#)
+    // A storable answer afterwards: once it is on disk, the removal queued before it is done.
+    _ = try send("GET", "/control", to: gateway.port)
+    #expect(waitUntil { (try? admin.allEntries().map { $0["path"] as? String }) == ["/control"] })
+    let duringOutage = try send("GET", "/doc", to: gateway.port)
+
+    #expect(duringOutage.status == 503)
+    #expect(Self.cacheHeader(duringOutage) == "MISS")
+    #expect(!duringOutage.text.contains("version"))
   }
 
   // MARK: The cache key

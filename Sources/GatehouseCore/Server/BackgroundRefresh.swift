@@ -119,11 +119,14 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
   }
 
   private func complete(reusable: Bool) {
-    if let head, !tooBig, CacheStorability.isStorable(status: head.status, headers: head.headers),
-      isGoodAnswer(head)
-    {
-      context.store?.remember(
-        key: key, status: head.status, headers: head.headers, body: body, nowMs: RFC3339.nowMilliseconds())
+    if let head, (200..<300).contains(head.status) {
+      if tooBig || !CacheStorability.isStorable(status: head.status, headers: head.headers) {
+        // Superseded by an answer the store may not keep (see `LoopStore.forget`).
+        context.store?.forget(key: key)
+      } else if isGoodAnswer(head) {
+        context.store?.remember(
+          key: key, status: head.status, headers: head.headers, body: body, nowMs: RFC3339.nowMilliseconds())
+      }
     }
     if let upstream, let pool {
       self.upstream = nil

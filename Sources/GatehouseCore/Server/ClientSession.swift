@@ -870,7 +870,13 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       }
     }
     let kept = usable ? storableAnswer(exchange) : nil
-    if let kept { rememberAnswer(kept, exchange: exchange) }
+    if let kept {
+      rememberAnswer(kept, exchange: exchange)
+    } else if usable, let key = exchange.cacheKey, let status = exchange.upstreamStatus, (200..<300).contains(status),
+      !exchange.responseParser.requestWasHEAD
+    {
+      context.store?.forget(key: key)
+    }
     switch exchange.bodyPlan {
     case .buffer:
       writeBufferedAnswer(exchange, outcome: rendered ?? .passThrough)

@@ -110,6 +110,15 @@ final class LoopStore {
       recent: CachedResponse(status: status, headers: stored, body: body, storedAtMs: nowMs), id: key.id, nowMs: nowMs)
   }
 
+  /// The backend's newest good answer for `key` is one the store may not keep (too large,
+  /// `no-store`, `private`, `Set-Cookie`): the older stored one is superseded, and serving
+  /// it later as a stale answer would go back to what the backend has replaced.
+  func forget(key: CacheKey) {
+    recent[key.id] = nil
+    written[key.id] = nil
+    store.forget(key: key)
+  }
+
   private func remember(recent response: CachedResponse, id: String, nowMs: Int64) {
     guard response.body.count <= Self.recentMaxBody else { return }
     if recent.count >= Self.recentLimit { recent.removeAll(keepingCapacity: true) }
