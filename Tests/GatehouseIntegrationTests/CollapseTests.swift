@@ -161,6 +161,28 @@ import Testing
     #expect(answers.allSatisfy { $0.text == #"{"target":"/left","version":1,"lang":""}"# })
   }
 
+  /// A reload while they wait (here with the same file) leaves the waiters a pool to go to
+  /// when they must ask the backend themselves.
+  @Test func waitersThatOutliveAReloadStillReachTheBackend() throws {
+    let backend = try ModalBackend()
+    let hold = Gate()
+    backend.holdHealthy.value = hold
+    let gateway = try GatewayProcess(config: StoreTests.config(port: backend.port))
+    defer { gateway.stopExpectingCleanExit() }
+    let admin = try gateway.admin(token: TestConfig.adminToken)
+
+    let clients = try Self.leaderAndWaiters("/reloaded", count: 2, gateway: gateway, backend: backend, admin: admin)
+    #expect(try admin.request("POST", "/admin/reload").status == 200)
+    clients[0].socket.setLingerZero()
+    clients[0].close()
+    #expect(backend.server.waitForRequests(3))
+    hold.open()
+    let answers = try clients.dropFirst().map { try $0.readResponse() }
+
+    #expect(answers.map(\.status) == [200, 200], "\(answers.map(\.text))")
+    #expect(answers.allSatisfy { $0.text == #"{"target":"/reloaded","version":1,"lang":""}"# })
+  }
+
   @Test func requestsWithDifferentVaryValuesDoNotShare() throws {
     let backend = try ModalBackend()
     let hold = Gate()

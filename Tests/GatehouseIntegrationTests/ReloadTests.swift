@@ -20,8 +20,12 @@ import Testing
     return config
   }
 
+  /// With TCP_NODELAY: reloads keep upstream connections, and on a kept connection an answer
+  /// written as head then body would wait for the gateway's delayed ACK.
   static func echoBackend() throws -> TestBackend {
-    try TestBackend { request in .respond(.text("backend saw \(request.target)")) }
+    try TestBackend(options: TestBackend.Options(noDelay: true)) { request in
+      .respond(.text("backend saw \(request.target)"))
+    }
   }
 
   static func routeNames(_ admin: AdminClient) throws -> [String] {
@@ -56,6 +60,47 @@ import Testing
     #expect(isErrorEnvelope(old, status: 404, message: "no route for GET /old"))
     #expect(try Self.routeNames(admin) == ["new", "renamed"])
     #expect(gateway.logLines().contains { $0["msg"] as? String == "config reloaded" })
+  }
+
+  /// A reload that leaves an upstream's settings alone keeps its idle connections: the
+  /// next request goes out on the connection the last one used.
+  @Test func aReloadKeepsIdleConnectionsToAnUnchangedUpstream() throws {
+    let backend = try Self.echoBackend()
+    defer { backend.stop() }
+    let gateway = try GatewayProcess(
+      config: Self.config(port: backend.port, routes: [TestConfig.route("old", match: "/old")]))
+    defer { gateway.stopExpectingCleanExit() }
+    let admin = try gateway.admin(token: TestConfig.adminToken)
+
+    #expect(try send("GET", "/old", to: gateway.port).status == 200)
+    try gateway.rewriteConfig(Self.config(port: backend.port, routes: [TestConfig.route("new", match: "/new")]))
+    #expect(try admin.request("POST", "/admin/reload").status == 200)
+    #expect(try send("GET", "/new", to: gateway.port).status == 200)
+
+    #expect(backend.requests.map(\.target) == ["/old", "/new"])
+    #expect(backend.connectionCount == 1)
+  }
+
+  /// A reload does not make a down upstream healthy: the health check's verdict stays.
+  @Test func aReloadKeepsWhatTheHealthCheckSaw() throws {
+    let refusing = try TestSocket.refusingPort()
+    defer { refusing.close() }
+    var upstream = TestConfig.upstream(port: refusing.localPort)
+    upstream["health"] = ["path": "/health", "interval_ms": 1000, "unhealthy_after": 1, "healthy_after": 1]
+    let config = TestConfig.withAdmin(
+      TestConfig.make(routes: [TestConfig.route("all", match: "/*")], upstreams: ["api": upstream]))
+    let gateway = try GatewayProcess(config: config)
+    defer { gateway.stopExpectingCleanExit() }
+    let admin = try gateway.admin(token: TestConfig.adminToken)
+    func health() -> String? {
+      let upstreams = (try? admin.json("/admin/upstreams")["upstreams"] as? [[String: Any]]) ?? []
+      return upstreams.first?["health"] as? String
+    }
+    try #require(waitUntil(timeout: 15) { health() == "unhealthy" })
+
+    #expect(try admin.request("POST", "/admin/reload").status == 200)
+    #expect(health() == "unhealthy")
+    #expect(!gateway.logLines().contains { $0["msg"] as? String == "upstream healthy" })
   }
 
   @Test func sighupReloadsTheConfigFile() throws {

@@ -78,6 +78,34 @@ import Testing
     #expect(backend.requests.count == 2)
   }
 
+  /// Requests waiting for the login when a reload lands are sent once the token comes,
+  /// to the running config's pool for their upstream.
+  @Test func requestsWaitingForATokenOutliveAReload() throws {
+    let oauth = try OAuth2TestServer()
+    let loginGate = Gate()
+    defer { loginGate.open() }
+    oauth.setMode(.held(loginGate))
+    let backend = try Self.backend(rejecting: [])
+    defer { backend.stop() }
+    let gateway = try GatewayProcess(config: Self.config(backend: backend, oauth: oauth))
+    defer { gateway.stopExpectingCleanExit() }
+    #expect(oauth.waitForRequests(1, timeout: 20))
+    let waiting = try (0..<3).map { index in
+      let client = try RawClient(port: gateway.port)
+      try client.send(httpRequest("GET", "/wait/\(index)"))
+      return client
+    }
+    // Give the gateway a moment to read them, so they wait on the held login.
+    sleep(for: .milliseconds(300))
+    #expect(try gateway.admin().request("POST", "/admin/reload").status == 200)
+    oauth.setMode(.issue)
+    loginGate.open()
+    let answers = try waiting.map { try $0.readResponse(timeout: 30) }
+
+    #expect(answers.map(\.status) == [200, 200, 200], "\(answers.map(\.text))")
+    #expect(backend.requests.filter { $0.path.hasPrefix("/wait/") }.count == 3)
+  }
+
   @Test func twoHundredConcurrentRequestsAcrossAnExpiryCauseExactlyOneLogin() throws {
     let oauth = try OAuth2TestServer(lifetimes: [3, 3600])
     let backend = try Self.backend(rejecting: [])

@@ -254,11 +254,13 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
   private func sendUpstream(fresh: Bool) {
     guard let exchange, let routeIndex = exchange.routeIndex else { return }
     let plan = exchange.snapshot.routePlans[routeIndex]
-    // After a reload the exchange's snapshot may have no pool on this loop any more; a
-    // request sent again (a retry, a dropped pipelined one) then stays with the pool it
-    // started on, as requests in flight finish on the config they started with.
+    // After a reload a request sent again (a retry, a dropped pipelined one) stays with the
+    // pool it started on, as requests in flight finish on the config they started with; one
+    // never sent (it waited for a token, or behind a collapsed request) takes the running
+    // config's pool for its upstream.
+    let startedOn = exchange.snapshot === context.snapshot ? nil : exchange.pool
     guard let upstreamIndex = plan.upstreamIndex,
-      let pool = context.pool(upstreamIndex, of: exchange.snapshot) ?? exchange.pool
+      let pool = startedOn ?? context.pool(upstreamIndex, of: exchange.snapshot)
     else {
       upstreamFailed(.unavailable)
       return

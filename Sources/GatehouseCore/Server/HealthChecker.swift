@@ -35,10 +35,19 @@ final class HealthChecker {
   func apply(_ snapshot: GatewaySnapshot) {
     stop()
     generation += 1
+    let previous = checks
     checks = snapshot.config.upstreams.compactMap { upstream in
       guard let health = upstream.health, let plan = snapshot.upstreamPlans.first(where: { $0.name == upstream.name })
       else { return nil }
-      return Check(plan: plan, config: health)
+      let check = Check(plan: plan, config: health)
+      // A reload does not make a down upstream healthy: the same check of the same address
+      // keeps what it has seen, and requests keep avoiding the upstream until it recovers.
+      if let old = previous.first(where: { $0.plan.name == upstream.name }), old.config == health,
+        old.plan.address == plan.address, old.plan.hostHeader == plan.hostHeader
+      {
+        check.state = old.state
+      }
+      return check
     }
     publishStates()
     for check in checks { schedule(check, generation: generation) }

@@ -97,12 +97,37 @@ final class LoopContext: @unchecked Sendable {
     scheduleSweep()
   }
 
-  /// A reload: new requests use `next`; exchanges in flight finish on the old pools.
+  /// A reload: new requests use `next`. An upstream whose settings did not change keeps its
+  /// pool (idle connections, circuit, last error): a reload that touched a route must not
+  /// close every keep-alive connection or forget that a backend is down. The others get new
+  /// pools; exchanges in flight finish on their old ones.
   func install(_ next: GatewaySnapshot) {
-    for pool in pools { pool.retire() }
+    var kept: [String: UpstreamPool] = [:]
+    for pool in pools {
+      if let nextPlan = next.upstreamPlans.first(where: { $0.name == pool.plan.name }),
+        Self.mayKeepPool(pool.plan, old: snapshot.config, nextPlan, new: next.config)
+      {
+        kept[pool.plan.name] = pool
+      } else {
+        pool.retire()
+      }
+    }
     snapshot = next
-    pools = next.upstreamPlans.map { UpstreamPool(context: self, plan: $0) }
+    pools = next.upstreamPlans.map { kept[$0.name] ?? UpstreamPool(context: self, plan: $0) }
     metrics.bind(routeNames: next.routePlans.map(\.name))
+  }
+
+  /// Whether a pool built for `plan` serves `nextPlan` as well: the same upstream settings,
+  /// the same resolved address, and plain HTTP (a TLS upstream's CA and certificate files
+  /// are read again at every load and may have changed under the same settings).
+  static func mayKeepPool(
+    _ plan: UpstreamPlan, old: GatehouseConfig, _ nextPlan: UpstreamPlan, new: GatehouseConfig
+  ) -> Bool {
+    guard plan.tls == nil, nextPlan.tls == nil, plan.address == nextPlan.address,
+      let before = old.upstreams.first(where: { $0.name == plan.name }),
+      let after = new.upstreams.first(where: { $0.name == nextPlan.name })
+    else { return false }
+    return before == after
   }
 
   /// Counters for a finished request of `snapshot`'s route `routeIndex` (nil: unrouted).
@@ -158,11 +183,15 @@ final class LoopContext: @unchecked Sendable {
     return figures
   }
 
-  /// The pool for upstream `index` of `snapshot`, or nil when the snapshot was replaced
-  /// (the exchange then fails over as if the upstream were unavailable; rare, see `install`).
+  /// The pool for upstream `index` of `snapshot`. When a reload replaced that snapshot, the
+  /// running config's pool for the same upstream name: a request that waited through the
+  /// reload (for a token, or behind a collapsed request) goes where that upstream is now.
+  /// Nil only when the upstream is gone from the config.
   func pool(_ index: Int, of requestSnapshot: GatewaySnapshot) -> UpstreamPool? {
-    guard requestSnapshot === snapshot, index < pools.count else { return nil }
-    return pools[index]
+    if requestSnapshot === snapshot { return index < pools.count ? pools[index] : nil }
+    guard index < requestSnapshot.upstreamPlans.count else { return nil }
+    let name = requestSnapshot.upstreamPlans[index].name
+    return pools.first { $0.plan.name == name }
   }
 
   // MARK: Connections
