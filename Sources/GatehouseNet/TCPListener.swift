@@ -51,6 +51,7 @@ public final class TCPListener: IOEventHandler {
     address: SocketAddress, count: Int, backlog: Int32 = 1024
   ) throws(SystemError) -> [TCPListener] {
     precondition(count > 0)
+    try checkNobodyListens(on: address)
     let first = try TCPListener(address: address, backlog: backlog, reusePort: true)
     var listeners = [first]
     for _ in 1..<count {
@@ -58,6 +59,19 @@ public final class TCPListener: IOEventHandler {
         try TCPListener(address: address.withPort(first.localPort), backlog: backlog, reusePort: true))
     }
     return listeners
+  }
+
+  /// Throws EADDRINUSE when something listens on `address` already, another gateway
+  /// included: with SO_REUSEPORT a second process of the same user would otherwise join the
+  /// port and take part of its connections with its own config. The test is a bind without
+  /// SO_REUSEPORT, never listened on and closed at once. Port 0 needs none.
+  public static func checkNobodyListens(on address: SocketAddress) throws(SystemError) {
+    guard address.port != 0 else { return }
+    let fd = try Syscall.socket(family: address.family)
+    defer { Syscall.close(fd) }
+    // SO_REUSEADDR as the real listener has it: a port with connections in TIME_WAIT is free.
+    try Syscall.setOption(fd, level: SOL_SOCKET, name: SO_REUSEADDR, Int32(1))
+    try Syscall.bind(fd, address)
   }
 
   deinit {

@@ -39,6 +39,12 @@ import Testing
     #expect(ConfigChange(from: moved, to: otherChange, running: started).awaitingRestart == ["admin.listen"])
   }
 
+  @Test func theWorkerCountWaitsForARestart() throws {
+    let one = try loadConfig(configJSON(extra: #""workers": 1"#))
+    let two = try loadConfig(configJSON(extra: #""workers": 2"#))
+    #expect(ConfigChange(from: one, to: two).awaitingRestart == ["workers"])
+  }
+
   /// The admin token, `metrics_public` and `store.max_bytes` apply at once: not listed.
   @Test func settingsThatApplyAtOnceAreNotListed() throws {
     let old = try Self.config(admin: #""token": "a", "metrics_public": false"#, store: #""max_bytes": 1000000"#)

@@ -101,6 +101,70 @@ import Testing
     #expect(line?["status"] as? Int == 444, "\(String(describing: line))")
   }
 
+  /// While draining, the admin API still answers: `/readyz` 503 (load balancers stop sending),
+  /// `/healthz` 200; a reload is ignored (nothing new starts); a second stop signal ends the
+  /// drain at once.
+  @Test func theDrainIsVisibleOnTheAdminAPIAndASecondSignalEndsIt() throws {
+    let gate = Gate()
+    var answer = BackendResponse.text("never sent")
+    answer.holdUntil = gate
+    let backend = try TestBackend(always: .respond(answer))
+    defer {
+      gate.open()
+      backend.stop()
+    }
+    // A long drain: only the second signal can end it within the test.
+    let config = TestConfig.withAdmin(TestConfig.passThrough(to: backend.port, limits: ["drain_timeout_ms": 60_000]))
+    let gateway = try GatewayProcess(config: config)
+    defer { gateway.kill() }
+    let admin = try gateway.admin(token: TestConfig.adminToken)
+    #expect(try admin.request("GET", "/readyz", credential: .none).status == 200)
+
+    let client = try RawClient(port: gateway.port)
+    try client.send(httpRequest("GET", "/held"))
+    try #require(backend.waitForRequests(1))
+    gateway.send(signal: SIGTERM)
+    #expect(gateway.waitForLogLine { $0["msg"] as? String == "draining" })
+
+    #expect(try admin.request("GET", "/readyz", credential: .none).status == 503)
+    #expect(try admin.request("GET", "/healthz", credential: .none).status == 200)
+    var second = config
+    second["listen"] = [["address": "127.0.0.1:0"], ["address": "127.0.0.1:0"]]
+    try gateway.rewriteConfig(second)
+    gateway.send(signal: SIGHUP)
+    #expect(gateway.waitForLogLine { $0["msg"] as? String == "reload ignored: shutting down" })
+    #expect(gateway.isRunning)
+    gateway.send(signal: SIGTERM)
+
+    #expect(gateway.waitForExit(timeout: 15) == .success)
+    #expect(client.waitForEnd() != .stillOpen)
+    #expect(gateway.logLines().filter { $0["msg"] as? String == "listening" }.count == 1)
+    #expect(gateway.logLines().contains { $0["msg"] as? String == "second stop signal: ending the drain now" })
+  }
+
+  /// SO_REUSEPORT must not let a second gateway join a port another one serves: it would
+  /// take part of the connections with its own config.
+  @Test func aSecondGatewayCannotJoinTheFirstOnesPort() throws {
+    let backend = try TestBackend(always: .respond(.text("first")))
+    defer { backend.stop() }
+    let first = try GatewayProcess(config: TestConfig.passThrough(to: backend.port))
+    defer { first.stopExpectingCleanExit() }
+    var config = TestConfig.passThrough(to: backend.port)
+    config["listen"] = [["address": "127.0.0.1:\(first.port)"]]
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("gatehouse-join-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    try JSONSerialization.data(withJSONObject: config).write(to: directory.appendingPathComponent("join.json"))
+
+    let second = try GatewayProcess(
+      arguments: ["serve", "--config", "join.json"], directory: directory, startTimeout: nil)
+    let outcome = second.waitForExit(timeout: 30)
+
+    #expect(outcome == ExitOutcome(code: 1, bySignal: false))
+    let error = second.logLines().first { $0["msg"] as? String == "cannot start" }?["error"] as? String
+    #expect(error?.hasPrefix("listen 127.0.0.1:\(first.port): cannot bind") == true, "\(String(describing: error))")
+    #expect(try send("GET", "/", to: first.port).text == "first")
+  }
+
   @Test func sigintDrainsAndExitsZeroLikeSigterm() throws {
     let backend = try TestBackend(always: .respond(.text("ok")))
     defer { backend.stop() }
@@ -217,7 +281,9 @@ import Testing
     let outcome = gateway.waitForExit(timeout: 30)
 
     #expect(outcome != nil && outcome != .success)
-    #expect(gateway.logLines().contains { $0["level"] as? String == "error" } || !gateway.stderrText.isEmpty)
+    // The error names the key and address that could not be bound.
+    let error = gateway.logLines().first { $0["msg"] as? String == "cannot start" }?["error"] as? String
+    #expect(error?.hasPrefix("listen 127.0.0.1:\(occupant.localPort): cannot bind") == true, "\(String(describing: error))")
     #expect(!gateway.logLines().contains { $0["msg"] as? String == "listening" })
   }
 

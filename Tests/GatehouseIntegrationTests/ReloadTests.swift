@@ -103,6 +103,29 @@ import Testing
     #expect(!gateway.logLines().contains { $0["msg"] as? String == "upstream healthy" })
   }
 
+  /// `log.level` applies at once: lowered to `error`, the reload's own info line is not
+  /// written; raised again, it is.
+  @Test func theLogLevelFollowsReloads() throws {
+    let backend = try Self.echoBackend()
+    defer { backend.stop() }
+    var config = Self.config(port: backend.port, routes: [TestConfig.route("all", match: "/*")])
+    let gateway = try GatewayProcess(config: config)
+    defer { gateway.stopExpectingCleanExit() }
+    let admin = try gateway.admin(token: TestConfig.adminToken)
+    func reloadedLines() -> Int { gateway.logLines().filter { $0["msg"] as? String == "config reloaded" }.count }
+
+    config["log"] = ["level": "error", "access": "stdout", "format": "json"]
+    try gateway.rewriteConfig(config)
+    #expect(try admin.request("POST", "/admin/reload").status == 200)
+    config["log"] = ["level": "info", "access": "stdout", "format": "json"]
+    try gateway.rewriteConfig(config)
+    #expect(try admin.request("POST", "/admin/reload").status == 200)
+
+    #expect(waitUntil { reloadedLines() >= 1 })
+    #expect(reloadedLines() == 1)
+    #expect(!gateway.logLines().contains { $0["msg"] as? String == "changed settings take effect at the next start" })
+  }
+
   @Test func sighupReloadsTheConfigFile() throws {
     let backend = try Self.echoBackend()
     defer { backend.stop() }

@@ -168,7 +168,8 @@ public enum LogLevel: String, Sendable, Equatable, Comparable {
   case warn
   case error
 
-  private var rank: Int {
+  /// 0 (debug) to 3 (error): the order the levels filter in.
+  public var rank: Int {
     switch self {
     case .debug: 0
     case .info: 1
@@ -176,6 +177,9 @@ public enum LogLevel: String, Sendable, Equatable, Comparable {
     case .error: 3
     }
   }
+
+  /// The levels by `rank`.
+  public static let byRank: [LogLevel] = [.debug, .info, .warn, .error]
 
   public static func < (lhs: LogLevel, rhs: LogLevel) -> Bool { lhs.rank < rhs.rank }
 }

@@ -26,16 +26,23 @@ public typealias LogField = (key: String, value: LogValue)
 /// Lines are assembled off the lock and written with one `write` each, so lines from
 /// several threads never interleave.
 public final class Logger: Sendable {
-  public let level: LogLevel
+  /// The lowest level written. A reload may change it (`setLevel`): an operator lowers or
+  /// raises it during an incident without a restart.
+  public var level: LogLevel { LogLevel.byRank[levelRank.load(ordering: .relaxed)] }
+  private let levelRank: Atomic<Int>
   let fileDescriptor: Int32
   private let writeLock = Mutex(())
 
   public init(level: LogLevel = .info, fileDescriptor: Int32 = 1) {
-    self.level = level
+    levelRank = Atomic(level.rank)
     self.fileDescriptor = fileDescriptor
   }
 
-  public func isEnabled(_ level: LogLevel) -> Bool { level >= self.level }
+  public func setLevel(_ level: LogLevel) {
+    levelRank.store(level.rank, ordering: .relaxed)
+  }
+
+  public func isEnabled(_ level: LogLevel) -> Bool { level.rank >= levelRank.load(ordering: .relaxed) }
 
   public func debug(_ msg: String, _ fields: KeyValuePairs<String, LogValue> = [:]) { log(.debug, msg, fields) }
   public func info(_ msg: String, _ fields: KeyValuePairs<String, LogValue> = [:]) { log(.info, msg, fields) }

@@ -20,6 +20,8 @@ struct ConfigChange: Equatable {
       return
     }
     var keys: [String] = []
+    // The event loops (and their listeners, pools and store readers) are made at start.
+    if new.workers != old.workers { keys.append("workers") }
     // The admin listener keeps its socket: moving it would drop the connection that may
     // have asked for this reload, and a failed bind would leave no admin API at all.
     if new.admin.listen != old.admin.listen { keys.append("admin.listen") }

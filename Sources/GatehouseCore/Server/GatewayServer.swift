@@ -33,6 +33,8 @@ public final class GatewayServer: @unchecked Sendable {
 
   /// The configured listen addresses now bound (control loop only, after init).
   private var listenKeys: [String] = []
+  /// A second stop signal came: the drain ends at its next check (control loop only).
+  private var drainCutShort = false
   /// Listeners bound in `init`, handed to the loops by `run`.
   private var pendingListeners: [(key: String, listeners: [TCPListener], tls: TLSContext?)] = []
 
@@ -98,7 +100,12 @@ public final class GatewayServer: @unchecked Sendable {
       for listen in config.listen {
         let key = listen.address.description
         let tls = try Self.serverTLS(listen)
-        let listeners = try Self.bind(key, count: contexts.count)
+        let listeners: [TCPListener]
+        do {
+          listeners = try Self.bind(key, count: contexts.count)
+        } catch {
+          throw SnapshotError(description: "listen \(key): cannot bind: \(error)")
+        }
         boundAddresses.append(listeners[0].localAddress.description)
         groups.append((key, listeners, tls))
       }
@@ -108,7 +115,12 @@ public final class GatewayServer: @unchecked Sendable {
       if config.admin.token == nil && !config.admin.listen.isLoopback {
         throw SnapshotError(description: "admin.listen is not a loopback address and no admin token is set")
       }
-      let listener = try TCPListener(address: adminAddress, reusePort: false)
+      let listener: TCPListener
+      do {
+        listener = try TCPListener(address: adminAddress, reusePort: false)
+      } catch {
+        throw SnapshotError(description: "admin.listen \(adminAddress): cannot bind: \(error)")
+      }
       self.adminAddress = adminAddress.withPort(listener.localPort).description
       adminListener = listener
     } catch {
@@ -227,6 +239,11 @@ public final class GatewayServer: @unchecked Sendable {
   }
 
   private func performReload() -> Result<Void, ReloadFailure> {
+    // Once draining, nothing new starts: no listeners, pools, checks or token fetches.
+    if state.withLock({ $0.draining }) {
+      shared.logger.warn("reload ignored: shutting down")
+      return .failure(ReloadFailure(errors: ["shutting down; the config is not reloaded"]))
+    }
     guard let configPath else {
       shared.logger.warn("reload refused: running on the embedded config")
       return .failure(ReloadFailure(errors: ["running on the embedded config; there is no file to reload"]))
@@ -299,6 +316,7 @@ public final class GatewayServer: @unchecked Sendable {
     }
     if change.adminTokenMissing { warnAdminTokenMissing() }
     for context in contexts { context.loop.execute { context.install(next) } }
+    shared.logger.setLevel(next.config.log.level)
     shared.logger.info("config reloaded", ["path": .string(configPath)])
     return .success(())
   }
@@ -321,20 +339,29 @@ public final class GatewayServer: @unchecked Sendable {
   }
 
   /// Stops accepting, lets in-flight requests finish (up to `drain_timeout_ms`), then stops.
+  /// The first SIGTERM/SIGINT starts the drain; a second one ends it at once (the operator
+  /// does not want to wait), closing what is left as the drain timeout would.
   private func beginShutdown() {
     let alreadyDraining = state.withLock { state in
       defer { state.draining = true; state.ready = false }
       return state.draining
     }
-    guard !alreadyDraining else { return }
+    guard !alreadyDraining else {
+      shared.logger.warn(
+        "second stop signal: ending the drain now", ["connections": .int(shared.openClientConnections)])
+      drainCutShort = true
+      return
+    }
     shared.logger.info("draining", ["connections": .int(shared.openClientConnections)])
     for context in contexts { context.loop.execute { context.beginDrain() } }
-    if let admin { admin.loop.execute { admin.closeAll() } }
+    // The admin listener stays up while draining: `/readyz` answers 503 (so a load balancer
+    // stops sending) and `/healthz` 200 until the process ends. It closes with the rest.
     waitForDrain(until: EventLoop.deadline(after: currentSnapshot.drainTimeout))
   }
 
   private func waitForDrain(until deadline: UInt64) {
-    if shared.openClientConnections == 0 || EventLoop.monotonicNanoseconds() >= deadline {
+    if shared.openClientConnections == 0 || EventLoop.monotonicNanoseconds() >= deadline || drainCutShort {
+      if let admin { admin.loop.execute { admin.closeAll() } }
       if shared.openClientConnections > 0 {
         shared.logger.warn("drain timeout; closing the rest", ["connections": .int(shared.openClientConnections)])
         for context in contexts { context.loop.execute { context.abortAll() } }
