@@ -283,7 +283,8 @@ import Testing
     #expect(outcome != nil && outcome != .success)
     // The error names the key and address that could not be bound.
     let error = gateway.logLines().first { $0["msg"] as? String == "cannot start" }?["error"] as? String
-    #expect(error?.hasPrefix("listen 127.0.0.1:\(occupant.localPort): cannot bind") == true, "\(String(describing: error))")
+    #expect(
+      error?.hasPrefix("listen 127.0.0.1:\(occupant.localPort): cannot bind") == true, "\(String(describing: error))")
     #expect(!gateway.logLines().contains { $0["msg"] as? String == "listening" })
   }
 
