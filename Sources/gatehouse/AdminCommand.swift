@@ -28,6 +28,8 @@ enum AdminCommand {
       reload                                   reload the gateway's config file
 
     --url defaults to http://127.0.0.1:9901; the token comes from --token or GATEHOUSE_ADMIN_TOKEN.
+    A prefix P matches the start of the upstream path, the upstream URL's base path included,
+    as `cache list` shows it.
     --timeout S bounds each connection and read (default 30).
     """
 
