@@ -267,8 +267,10 @@ final class StoreWriter: @unchecked Sendable {
   private func applyPurge(_ target: PurgeTarget) throws(StoreError) -> Int {
     switch target {
     case .all:
-      let removed = Int(entryCount)
+      // The rows really deleted, not the in-memory count: another process on the same file
+      // adds rows this one never counted.
       try db.cachedStatement("DELETE FROM cache_entries").run()
+      let removed = db.changes
       entryCount = 0
       totalBytes = 0
       return removed
