@@ -17,6 +17,11 @@ enum StoreFile {
   struct Opened {
     var connection: SQLiteConnection
     var warnings: [String]
+    /// The store's lock (`<path>.lock`).
+    var lock: StoreLock
+    /// False when another process holds the lock: the file is shared. True when this
+    /// process holds it, and when the lock file cannot be opened (nothing can be checked).
+    var lockHeld: Bool
   }
 
   /// What a failed open says about the file.
@@ -73,12 +78,22 @@ enum StoreFile {
         message: "store file \(path) is not readable and writable by this user (\(errnoText(errno))); "
           + "left in place: fix its owner or mode")
     }
+    let lock = StoreLock(storePath: path)
+    var warnings: [String] = []
+    if let reason = lock.unavailable {
+      warnings.append(
+        "cannot open the store lock file \(lock.path) (\(reason)): a second gateway on this file goes unnoticed")
+    }
+    // Without the lock file nothing can be checked; damage control then works as it did
+    // before there was a lock, since the common case is one gateway.
+    let lockHeld = lock.tryAcquire() || lock.unavailable != nil
+
     func prepare() throws(StoreError) -> SQLiteConnection {
       try openAndPrepare(path: path, busyTimeoutMs: busyTimeoutMs, opener: opener)
     }
     let damage: StoreError
     do {
-      return Opened(connection: try prepare(), warnings: [])
+      return Opened(connection: try prepare(), warnings: warnings, lock: lock, lockHeld: lockHeld)
     } catch {
       switch classify(error) {
       case .condition: throw leftInPlace(error, path: path)
@@ -90,10 +105,19 @@ enum StoreFile {
         damage = found
       }
     }
+    // Another process has the file open and reads it as sound: moving it under its feet
+    // would split the data between two files.
+    guard lockHeld else {
+      throw StoreError(
+        kind: .cannotOpen,
+        message: "store file \(path) looks damaged (\(damage.message)) but another process holds \(lock.path); "
+          + "left in place")
+    }
     let aside = try moveAside(path: path, now: now)
     let moved = "store file \(path) could not be used (\(damage.message)); moved it to \(aside)"
     do {
-      return Opened(connection: try prepare(), warnings: [moved + " and created a new store"])
+      warnings.append(moved + " and created a new store")
+      return Opened(connection: try prepare(), warnings: warnings, lock: lock, lockHeld: lockHeld)
     } catch {
       // The caller logs only the error, so the error must say the file was moved.
       throw StoreError(
