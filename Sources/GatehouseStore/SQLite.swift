@@ -34,8 +34,10 @@ final class SQLiteConnection {
       // The handle exists even on failure and must be closed; take the message first.
       let message = String(cString: sqlite3_errmsg(db))
       let extended = sqlite3_extended_errcode(db)
+      let systemErrno = Self.systemErrno(db, code: extended)
       sqlite3_close_v2(db)
-      throw StoreError(kind: Self.kind(for: extended), resultCode: extended, message: "\(message) (\(path))")
+      throw StoreError(
+        kind: Self.kind(for: extended), resultCode: extended, message: "\(message) (\(path))", systemErrno: systemErrno)
     }
     self.handle = db
     self.path = path
@@ -59,6 +61,16 @@ final class SQLiteConnection {
     }
   }
 
+  /// The errno of the failed system call behind an I/O-class code. SQLite keeps the last
+  /// errno of any failed call, including harmless probes (a missing journal), so it is only
+  /// taken for the codes where the failure was a system call.
+  static func systemErrno(_ db: OpaquePointer, code: Int32) -> Int32 {
+    switch code & 0xFF {
+    case SQLITE_IOERR, SQLITE_FULL, SQLITE_CANTOPEN, SQLITE_READONLY, SQLITE_PERM: return sqlite3_system_errno(db)
+    default: return 0
+    }
+  }
+
   /// The single place where a result code becomes an error: anything but OK, ROW and DONE
   /// throws a `StoreError` with SQLite's message and the SQL.
   @discardableResult
@@ -67,7 +79,9 @@ final class SQLiteConnection {
     case SQLITE_OK, SQLITE_ROW, SQLITE_DONE: return code
     default:
       let message = String(cString: sqlite3_errmsg(handle))
-      throw StoreError(kind: Self.kind(for: code), resultCode: code, message: message, sql: sql)
+      throw StoreError(
+        kind: Self.kind(for: code), resultCode: code, message: message, sql: sql,
+        systemErrno: Self.systemErrno(handle, code: code))
     }
   }
 

@@ -16,6 +16,9 @@ import Synchronization
 ///   and wait for its commit. Admin calls block their caller for at most one batch: call them
 ///   from the admin/control thread, never from an event loop.
 ///
+/// The writer holds an advisory lock on `<path>.lock` (`StoreLock`) so a second process on
+/// the same file is noticed and reported (`SharedFileWatch`).
+///
 /// Nothing here depends on HTTP types: callers pass strings, status codes, header pairs and
 /// body bytes.
 public final class Store: Sendable {
@@ -47,6 +50,14 @@ public final class Store: Sendable {
     public var touchBatchSize: Int = 64
     /// ...or when this much time has passed since its last hand-over.
     public var touchIntervalMs: Int64 = 1000
+    /// How long another process may hold the store's lock (`<path>.lock`) before a warning
+    /// says two processes share the file. Longer than the default drain timeout (10 s), so
+    /// the overlap of a restart where the new gateway starts before the old one exits is
+    /// silent. 0 warns at open (in `warnings`).
+    public var sharedFileGraceMs: Int64 = 15_000
+    /// Receives warnings that arise after opening (another process sharing the file, or
+    /// letting go of it), on the writer thread.
+    public var onWarning: @Sendable (String) -> Void = { _ in }
     /// Milliseconds since the Unix epoch; injected so tests control time.
     public var clock: @Sendable () -> Int64 = systemMillis
 
@@ -59,7 +70,8 @@ public final class Store: Sendable {
 
   /// The configuration the store was opened with.
   public let configuration: Configuration
-  /// Messages for the caller's log from opening (a damaged file moved aside). Never secret.
+  /// Messages for the caller's log from opening (a damaged file moved aside, the file
+  /// shared with another process when `sharedFileGraceMs` is 0). Never secret.
   public let warnings: [String]
 
   private let queue: WriterQueue
@@ -67,6 +79,7 @@ public final class Store: Sendable {
   private let tokenKey: [UInt8]?
   private let admin: Mutex<SQLiteConnection?>
   private let writerThread: Mutex<pthread_t?>
+  private let lock: StoreLock
 
   /// Opens (or creates) the store and starts its writer thread. A damaged file is moved
   /// aside and replaced (see `warnings`); errors are only for what the operator must fix.
@@ -78,10 +91,21 @@ public final class Store: Sendable {
     guard configuration.maxBytes > 0 else {
       throw StoreError(kind: .invalidArgument, message: "max_bytes must be positive")
     }
+    let now = configuration.clock()
     let opened = try StoreFile.openWriter(
-      path: configuration.path, busyTimeoutMs: configuration.busyTimeoutMs, now: configuration.clock())
+      path: configuration.path, busyTimeoutMs: configuration.busyTimeoutMs, now: now)
+    var warnings = opened.warnings
+    var sharing: SharedFileWatch? = nil
+    if !opened.lockHeld {
+      var watch = SharedFileWatch(sinceMs: now, graceMs: configuration.sharedFileGraceMs)
+      if watch.observe(acquired: false, nowMs: now) == .warnShared {
+        warnings.append(SharedFileWatch.sharedMessage(opened.lock))
+      }
+      sharing = watch
+    }
     self.configuration = configuration
-    self.warnings = opened.warnings
+    self.warnings = warnings
+    lock = opened.lock
     if let secret = configuration.secretKey, !secret.isEmpty {
       tokenKey = StoreCrypto.tokenKey(secret: secret)
     } else {
@@ -92,6 +116,7 @@ public final class Store: Sendable {
     admin = Mutex(nil)
     let writer = try StoreWriter(
       db: opened.connection, queue: queue, counters: counters,
+      lock: LockState(lock: opened.lock, sharing: sharing, report: configuration.onWarning),
       settings: WriterSettings(
         maxBytes: configuration.maxBytes, maxBatch: max(1, configuration.maxBatch),
         checkpointEveryCommits: max(1, configuration.checkpointEveryCommits),
@@ -172,6 +197,7 @@ public final class Store: Sendable {
     }) {
       pthread_join(thread, nil)
     }
+    lock.release()
     admin.withLock { $0 = nil }
   }
 

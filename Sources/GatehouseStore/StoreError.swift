@@ -60,12 +60,16 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
   /// The statement that failed, if any. Statements never carry token values: those are
   /// always bound as parameters.
   public let sql: String?
+  /// The operating system's `errno` behind an I/O-class SQLite failure (`ENOSPC` for a full
+  /// disk, `EACCES`...), or 0 when there was none or SQLite did not report it.
+  public let systemErrno: Int32
 
-  public init(kind: Kind, resultCode: Int32 = 0, message: String, sql: String? = nil) {
+  public init(kind: Kind, resultCode: Int32 = 0, message: String, sql: String? = nil, systemErrno: Int32 = 0) {
     self.kind = kind
     self.resultCode = resultCode
     self.message = message
     self.sql = sql
+    self.systemErrno = systemErrno
   }
 
   public var description: String {

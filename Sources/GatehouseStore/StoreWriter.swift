@@ -13,6 +13,14 @@ struct WriterSettings: Sendable {
   var clock: @Sendable () -> Int64
 }
 
+/// The store's lock as the writer sees it: while another process holds it (`sharing` set),
+/// the writer tries to take it before each batch and on each idle tick.
+struct LockState: Sendable {
+  var lock: StoreLock
+  var sharing: SharedFileWatch?
+  var report: @Sendable (String) -> Void
+}
+
 /// The store's only writing connection and the loop that drains `WriterQueue` into it.
 ///
 /// `@unchecked Sendable` because the object is created on the opening thread and then
@@ -23,6 +31,7 @@ final class StoreWriter: @unchecked Sendable {
   private let queue: WriterQueue
   private let counters: StoreCounters
   private var settings: WriterSettings
+  private var lockState: LockState
   // Totals kept in memory so eviction and stats never scan the table; recomputed from the
   // table when a batch rolls back.
   private var totalBytes: Int64 = 0
@@ -30,10 +39,13 @@ final class StoreWriter: @unchecked Sendable {
   private var commitsSinceCheckpoint = 0
   private var walDirty = false
 
-  init(db: SQLiteConnection, queue: WriterQueue, counters: StoreCounters, settings: WriterSettings) throws(StoreError) {
+  init(
+    db: SQLiteConnection, queue: WriterQueue, counters: StoreCounters, lock: LockState, settings: WriterSettings
+  ) throws(StoreError) {
     self.db = db
     self.queue = queue
     self.counters = counters
+    self.lockState = lock
     self.settings = settings
     try reloadTotals()
   }
@@ -56,11 +68,32 @@ final class StoreWriter: @unchecked Sendable {
           // Idle: fold the WAL back into the database and cut it to zero bytes.
           checkpoint(truncate: true)
         }
+        watchLock()
         continue
       }
+      // After `take`, so a batch sees the lock as it was when its last item was queued.
+      watchLock()
       if apply(batch) { break }
     }
     checkpoint(truncate: true)
+  }
+
+  /// While another process holds the lock: one non-blocking `flock` per loop turn (only
+  /// then), a warning once the grace period is over, and exact totals on taking over.
+  private func watchLock() {
+    guard var watch = lockState.sharing else { return }
+    let acquired = lockState.lock.tryAcquire()
+    switch watch.observe(acquired: acquired, nowMs: settings.clock()) {
+    case .none:
+      break
+    case .warnShared:
+      lockState.report(SharedFileWatch.sharedMessage(lockState.lock))
+    case .tookOver(let afterWarning):
+      // The other process wrote rows this one's totals never saw.
+      try? reloadTotals()
+      if afterWarning { lockState.report(SharedFileWatch.tookOverMessage(storePath: lockState.lock.storePath)) }
+    }
+    lockState.sharing = acquired ? nil : watch
   }
 
   private func checkpoint(truncate: Bool) {
@@ -267,8 +300,10 @@ final class StoreWriter: @unchecked Sendable {
   private func applyPurge(_ target: PurgeTarget) throws(StoreError) -> Int {
     switch target {
     case .all:
-      let removed = Int(entryCount)
+      // The rows really deleted, not the in-memory count: another process on the same file
+      // adds rows this one never counted.
       try db.cachedStatement("DELETE FROM cache_entries").run()
+      let removed = db.changes
       entryCount = 0
       totalBytes = 0
       return removed

@@ -5,6 +5,9 @@
 //   GatehouseStoreCrashWriter verify <db> <run> <seq>     exit 0 and "ok ..." when the file is
 //                                                         sound and entries up to <seq> of
 //                                                         <run>'s last batch read back intact
+//   GatehouseStoreCrashWriter open <db>                   opens and closes the store, printing
+//                                                         "opened", its warnings, or "error <...>"
+//                                                         (the store tests run it as another user)
 import GatehouseStore
 
 #if canImport(Glibc)
@@ -103,15 +106,30 @@ func verify(path: String, run: Int, lastSeq: Int) -> Never {
   exit(0)
 }
 
+func openOnce(path: String) -> Never {
+  do {
+    let store = try Store.open(configuration(path))
+    print("opened")
+    for warning in store.warnings { print("warning: \(warning)") }
+    store.close()
+  } catch {
+    print("error \(error)")
+  }
+  fflush(nil)  // nil: all streams (the `stdout` global is not concurrency-safe)
+  exit(0)
+}
+
 let arguments = CommandLine.arguments
-switch arguments.count >= 4 ? arguments[1] : "" {
+switch arguments.count >= 3 ? arguments[1] : "" {
+case "open":
+  openOnce(path: arguments[2])
 case "write":
-  guard let run = Int(arguments[3]) else { fail("bad run") }
+  guard arguments.count >= 4, let run = Int(arguments[3]) else { fail("bad run") }
   write(path: arguments[2], run: run)
 case "verify":
   guard arguments.count >= 5, let run = Int(arguments[3]), let seq = Int(arguments[4]) else { fail("bad arguments") }
   verify(path: arguments[2], run: run, lastSeq: seq)
 default:
-  print("usage: GatehouseStoreCrashWriter write <db> <run> | verify <db> <run> <last-seq>")
+  print("usage: GatehouseStoreCrashWriter write <db> <run> | verify <db> <run> <last-seq> | open <db>")
   exit(2)
 }

@@ -10,7 +10,7 @@ import Testing
 @Suite struct CrashTests {
   static let kills = 24
 
-  private static func writerPath() -> String? {
+  static func writerPath() -> String? {
     if let path = ProcessInfo.processInfo.environment["GATEHOUSE_CRASH_WRITER"] { return path }
     // The test bundle and the package's executables share one build directory.
     let bundle = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()

@@ -87,6 +87,20 @@ import Testing
     #expect(try store.list().entries.isEmpty)
   }
 
+  @Test func purgeAllCountsTheRowsDeletedNotTheRowsThisStoreWrote() throws {
+    // Two stores on one file, as two gateways: each counts only the rows it wrote.
+    let directory = try TemporaryDirectory()
+    let first = try makeStore(directory)
+    defer { first.close() }
+    let second = try makeStore(directory)
+    defer { second.close() }
+    seed(first, paths: ["/a/1", "/a/2", "/a/3"])
+    seed(second, paths: ["/b/1", "/b/2"])
+    #expect(try first.purgeAll() == 5)
+    #expect(first.stats().entries == 0 && first.stats().bytes == 0)
+    #expect(try first.list().entries.isEmpty)
+  }
+
   @Test func purgeAfterCloseThrowsClosed() throws {
     let directory = try TemporaryDirectory()
     let store = try makeStore(directory)

@@ -211,9 +211,11 @@ public final class GatewayServer: @unchecked Sendable {
       prefix += component + "/"
       _ = mkdir(prefix, 0o700)
     }
+    var configuration = Store.Configuration(
+      path: config.path, maxBytes: Int64(config.maxBytes), secretKey: config.secretKey?.value)
+    configuration.onWarning = { warning in logger.warn("store", ["detail": .string(warning)]) }
     do {
-      let store = try Store.open(
-        Store.Configuration(path: config.path, maxBytes: Int64(config.maxBytes), secretKey: config.secretKey?.value))
+      let store = try Store.open(configuration)
       for warning in store.warnings { logger.warn("store", ["detail": .string(warning)]) }
       return store
     } catch {
