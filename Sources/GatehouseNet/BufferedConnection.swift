@@ -258,6 +258,10 @@ public final class BufferedConnection: IOEventHandler {
   public var peerAddress: SocketAddress? { socket.peerAddress }
   /// Bytes queued and not yet taken by the kernel.
   public var queuedByteCount: Int { queue.byteCount }
+  /// How many bytes the peer has acknowledged (TCP), nil if the kernel cannot say: compared
+  /// between two moments, it tells a peer that reads slowly from one that stopped reading
+  /// (bytes the socket takes into its own buffer say nothing about the peer).
+  public var peerAcknowledgedBytes: Int64? { socket.bytesAcknowledgedByPeer }
   /// True between the high-watermark and drain callbacks.
   public var isAboveHighWatermark: Bool { aboveHighWatermark }
   public var isReadingPaused: Bool { readingPaused }

@@ -48,6 +48,13 @@ public final class TCPSocket {
     try Syscall.getIntOption(fileDescriptor, level: SOL_SOCKET, name: SO_ERROR)
   }
 
+  /// The bytes the peer has acknowledged so far (`tcp_info`), nil if the kernel cannot say.
+  public var bytesAcknowledgedByPeer: Int64? {
+    guard fileDescriptor >= 0 else { return nil }
+    let acknowledged = gh_tcp_bytes_acked(fileDescriptor)
+    return acknowledged >= 0 ? acknowledged : nil
+  }
+
   /// Reads into `buffer`: `.processed(0)` is end of file.
   @inline(__always)
   public func read(into buffer: UnsafeMutableRawBufferPointer) throws(SystemError) -> IOResult<Int> {

@@ -168,6 +168,80 @@ import Testing
     #expect(peak < 150 * 1024 * 1024, "gateway resident memory peaked at \(peak / 1024 / 1024) MB")
     #expect(gateway.isRunning)
   }
+
+  /// A gateway with an enveloped route whose answers (`bytes` of JSON) are read whole before
+  /// they go out, so a client that does not read leaves them queued in the gateway.
+  static func bufferedAnswerGateway(bytes: Int) throws -> (TestBackend, GatewayProcess) {
+    let body = #"{"d":""# + String(repeating: "x", count: bytes) + #""}"#
+    let backend = try TestBackend(options: TestBackend.Options(noDelay: true), always: jsonAnswer(body))
+    let config = TestConfig.make(
+      routes: [TestConfig.envelopedRoute("all", match: "/*", envelope: ["max_bytes": 8 << 20])],
+      upstreams: ["api": TestConfig.upstream(port: backend.port)],
+      limits: ["idle_timeout_ms": idleTimeoutMs, "header_timeout_ms": headerTimeoutMs])
+    return (backend, try GatewayProcess(config: config))
+  }
+
+  /// The whole answer is queued in the gateway and the client takes none of it: cut after
+  /// the idle timeout, the queued answer dropped (nginx's `send_timeout`), instead of the
+  /// connection staying as long as the client likes.
+  @Test func aClientThatTakesNoneOfAQueuedAnswerIsCut() throws {
+    let (backend, gateway) = try Self.bufferedAnswerGateway(bytes: 4 << 20)
+    defer { backend.stop() }
+    defer { gateway.stopExpectingCleanExit() }
+    let client = try RawClient(port: gateway.port, receiveBufferSize: 4096)
+    try client.send(httpRequest("GET", "/big"))
+    #expect(backend.waitForRequests(1))
+    sleep(for: .milliseconds(Self.idleTimeoutMs) + .seconds(Self.slack))
+    let outcome = client.readUntilEnd(timeout: 10)
+
+    #expect(outcome.end != .stillOpen)
+    #expect(outcome.bytes.count < 4 << 20, "the whole answer came: the connection was not cut")
+  }
+
+  /// A client that keeps taking its queued answer, slowly (longer in all than the idle
+  /// timeout, never silent for as long), gets all of it.
+  @Test func aSlowClientThatKeepsReadingGetsTheWholeAnswer() throws {
+    let length = 256 * 1024
+    let (backend, gateway) = try Self.bufferedAnswerGateway(bytes: length)
+    defer { backend.stop() }
+    defer { gateway.stopExpectingCleanExit() }
+    let client = try RawClient(port: gateway.port, receiveBufferSize: 4096)
+    try client.send(httpRequest("GET", "/slow"))
+    var received: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 4096)
+    let start = ContinuousClock.now
+    // 4 KiB every 50 ms: about 3 s for the answer, 16 reads in every idle timeout.
+    while received.count < length + 40, ContinuousClock.now - start < .seconds(60) {
+      let count = try? buffer.withUnsafeMutableBytes {
+        try client.socket.receive(into: $0, deadline: Deadline(seconds: 1))
+      }
+      guard let count, count > 0 else { break }
+      received += buffer[0..<count]
+      sleep(for: .milliseconds(50))
+    }
+
+    #expect(ContinuousClock.now - start > .milliseconds(Self.idleTimeoutMs), "the answer came too fast to tell")
+    #expect(received.count > length, "got \(received.count) bytes")
+    #expect(String(decoding: received.suffix(40), as: UTF8.self).hasSuffix(#"xxx"},"message":""}"#))
+  }
+
+  /// A request the gateway answers itself (here no route) that declares a body and sends
+  /// none: the connection ends after the idle timeout instead of waiting for the body.
+  @Test func aLocalAnswerDoesNotWaitForeverForTheBody() throws {
+    let backend = try TestBackend(always: .respond(.text("unused")))
+    defer { backend.stop() }
+    var config = TestConfig.passThrough(to: backend.port, limits: ["idle_timeout_ms": Self.idleTimeoutMs])
+    config["routes"] = [TestConfig.route("only", match: "/only")]
+    let gateway = try GatewayProcess(config: config)
+    defer { gateway.stopExpectingCleanExit() }
+    let client = try RawClient(port: gateway.port)
+    try client.send("POST /nope HTTP/1.1\r\nHost: x\r\nContent-Length: 10000000\r\n\r\n")
+
+    let answer = try client.readResponse()
+    #expect(answer.status == 404)
+    #expect(client.waitForEnd(timeout: Double(Self.idleTimeoutMs) / 1000 + Self.slack + 5) != .stillOpen)
+  }
+
 }
 
 /// Clients that pipeline many requests and never read: the gateway must hold the backend

@@ -49,6 +49,9 @@ int gh_unblock_signals(const int *signals, int count);
 // Names the calling thread (truncated to the kernel's 15 characters), for top -H and gdb.
 void gh_set_thread_name(const char *name);
 
+// How many bytes the peer has acknowledged on a TCP socket (tcp_info), or -1.
+int64_t gh_tcp_bytes_acked(int fd);
+
 // Socket constants that live in headers the Glibc module does not reliably export.
 extern const int GH_TCP_NODELAY;
 extern const int GH_IPPROTO_TCP;

@@ -32,6 +32,9 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
   /// Monotonic nanoseconds when `deadlineKind` expires; 0 for none.
   private(set) var deadline: UInt64 = 0
   private var deadlineKind = DeadlineKind.header
+  /// What the client had acknowledged when the running `.idle` or `.clientWrite` deadline
+  /// was armed: one that acknowledged more meanwhile is slow, not gone (`setWriteDeadline`).
+  private var writeMark: Int64 = -1
   private var pausedReasons: Set<PauseReason> = []
   /// Held pipelined requests wait for the client to read what it was sent.
   private var resumeOnDrain = false
@@ -561,7 +564,14 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     self.exchange?.responseComplete = true
     self.exchange?.closeClient = close
     flushOutput()
-    if exchange.requestComplete { finishExchange() }
+    if exchange.requestComplete {
+      finishExchange()
+    } else {
+      // The body is read and dropped so the connection can carry the next request, but not
+      // for ever: a client that declared one and sends nothing (or drips it) would hold the
+      // connection without a deadline. It gets the idle timeout to finish.
+      setWriteDeadline(.idle)
+    }
   }
 
   // MARK: The upstream's answer
@@ -1040,9 +1050,12 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       } else {
         connection?.close()
       }
+      // A graceful close waits for the queue to flush: bounded, or a client that never
+      // reads would keep the connection and its queued answer for good.
+      if connection?.isClosed == false { setWriteDeadline(.idle) }
       return
     }
-    setDeadline(.idle, nanoseconds: context.snapshot.idleTimeoutNanoseconds)
+    setWriteDeadline(.idle)
     guard !consuming else { return }
     // A client that does not read its answers gets no new ones until it has caught up:
     // pipelined requests wait, so answers never pile up in memory.
@@ -1439,7 +1452,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     // Only the exchange whose answer is being read may pause a pipelined connection.
     guard let leased = exchange?.upstream, leased.owner === self, let upstream = leased.connection else { return }
     upstream.pauseReading()
-    setDeadline(.clientWrite, nanoseconds: context.snapshot.idleTimeoutNanoseconds)
+    setWriteDeadline(.clientWrite)
   }
 
   func connectionWriteQueueDidDrainBelowLowWatermark(_ connection: BufferedConnection) {
@@ -1454,6 +1467,23 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     if deadlineKind == .clientWrite, let timeout = exchange.pool?.plan.responseTimeoutNanoseconds {
       setDeadline(.upstreamResponse, nanoseconds: timeout)
     }
+  }
+
+  /// The idle timeout for a connection that may have output queued (`.idle`, `.clientWrite`):
+  /// when it passes, a client that took none of its queued bytes meanwhile is cut, one that
+  /// took some gets another period (nginx's `send_timeout`: a bound on silence, not on a
+  /// slow download).
+  private func setWriteDeadline(_ kind: DeadlineKind) {
+    setDeadline(kind, nanoseconds: context.snapshot.idleTimeoutNanoseconds)
+    writeMark = connection?.peerAcknowledgedBytes ?? -1
+  }
+
+  /// At an `.idle` or `.clientWrite` deadline with output queued: whether the client read
+  /// some of its answer since the deadline was armed (the kernel saw it acknowledge bytes).
+  private var clientTookQueuedOutput: Bool {
+    guard let connection, connection.queuedByteCount > 0, let acknowledged = connection.peerAcknowledgedBytes
+    else { return false }
+    return acknowledged > writeMark
   }
 
   private func setDeadline(_ kind: DeadlineKind, after duration: Duration) {
@@ -1483,7 +1513,18 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       logLocal(status: 408, requestID: requestID, head: nil, bytes: out.count)
       connection?.close()
     case .idle:
-      connection?.close()
+      if clientTookQueuedOutput {
+        setWriteDeadline(.idle)
+      } else if connection.map({ $0.queuedByteCount > 0 }) == true {
+        abort()
+      } else if exchange != nil {
+        // A local answer is out and the request's body still has not all come (see
+        // `respondLocally`): the connection ends here, letting the client finish sending.
+        closeAfterResponse = true
+        connection?.closeDrainingInput()
+      } else {
+        connection?.close()
+      }
     case .pipelineWait:
       guard let exchange, let upstream = exchange.upstream, let pool = exchange.pool else { return }
       if upstream.owner === self {
@@ -1525,7 +1566,11 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
         respondLocally(failure: .headerTimeout)
       }
     case .clientWrite:
-      abort()
+      if clientTookQueuedOutput {
+        setWriteDeadline(.clientWrite)
+      } else {
+        abort()
+      }
     case .stubDelay:
       guard let exchange, exchange.waitingForStub, let routeIndex = exchange.routeIndex else { return }
       self.exchange?.waitingForStub = false
