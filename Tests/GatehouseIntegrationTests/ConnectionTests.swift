@@ -292,7 +292,8 @@ import Testing
   @Test func connectionsBeyondMaxConnectionsAreClosed() throws {
     let backend = try TestBackend(always: .respond(.text("ok")))
     defer { backend.stop() }
-    let gateway = try GatewayProcess(config: TestConfig.passThrough(to: backend.port, limits: ["max_connections": 2]))
+    let gateway = try GatewayProcess(
+      config: TestConfig.withAdmin(TestConfig.passThrough(to: backend.port, limits: ["max_connections": 2])))
     defer { gateway.stopExpectingCleanExit() }
 
     let first = try RawClient(port: gateway.port)
@@ -306,6 +307,10 @@ import Testing
     #expect(outcome.end != .stillOpen)
     #expect(outcome.bytes.isEmpty)
     #expect(!backend.requests.contains { $0.target == "/c" })
+    // The refusal leaves a trace: one warning (at most one per 10 s) and a counter.
+    #expect(gateway.waitForLogLine { $0["msg"] as? String == "max_connections reached; new connections are closed" })
+    let metrics = try MetricsPage(try gateway.admin(token: TestConfig.adminToken).request("GET", "/metrics").text)
+    #expect(metrics.value("gatehouse_connections_refused_total", ["reason": "max_connections"]) == 1)
 
     // A slot frees up once a connection closes.
     first.close()

@@ -166,6 +166,13 @@ extension GatewayServer: AdminBackend {
             ([("side", "client")], Double(shared.openClientConnections)),
             ([("side", "upstream")], Double(shared.upstreamConnections.load(ordering: .relaxed))),
           ])
+        text.family(
+          "gatehouse_connections_refused_total", type: "counter",
+          help: "Client connections closed at once: max_connections reached, or accept failed (out of descriptors).",
+          samples: [
+            ([("reason", "max_connections")], Double(shared.refusedAtLimit.load(ordering: .relaxed))),
+            ([("reason", "accept_failed")], Double(shared.acceptFailures.load(ordering: .relaxed))),
+          ])
         completion(text.text)
       }
     }

@@ -14,6 +14,14 @@ public final class GatewayShared: Sendable {
   /// Upstream connections open across all loops.
   let upstreamConnections = Atomic<Int>(0)
   let maxConnections: Atomic<Int>
+  /// Client connections closed at once because `limits.max_connections` was reached.
+  let refusedAtLimit = Atomic<Int>(0)
+  /// Accepts that failed for want of descriptors or memory (the listener backs off).
+  let acceptFailures = Atomic<Int>(0)
+  /// When the last limit warning was logged (ms since the epoch): one per
+  /// `limitWarningIntervalMs` at most, so a flood does not flood the log too.
+  private let lastLimitWarningMs = Atomic<Int64>(0)
+  static let limitWarningIntervalMs: Int64 = 10_000
 
   init(logger: Logger, maxConnections: Int, store: Store?) {
     self.logger = logger
@@ -23,4 +31,15 @@ public final class GatewayShared: Sendable {
 
   /// Open client connections right now.
   public var openClientConnections: Int { clientConnections.load(ordering: .relaxed) }
+
+  /// Logs a warning about a limit being hit, unless one went out in the last
+  /// `limitWarningIntervalMs` (the counters carry the totals).
+  func warnAboutLimit(_ message: String, _ fields: KeyValuePairs<String, LogValue>) {
+    let now = RFC3339.nowMilliseconds()
+    let last = lastLimitWarningMs.load(ordering: .relaxed)
+    guard now - last >= Self.limitWarningIntervalMs,
+      lastLimitWarningMs.compareExchange(expected: last, desired: now, ordering: .relaxed).exchanged
+    else { return }
+    logger.warn(message, fields)
+  }
 }

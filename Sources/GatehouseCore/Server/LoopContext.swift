@@ -201,6 +201,12 @@ final class LoopContext: @unchecked Sendable {
     if draining || open > shared.maxConnections.load(ordering: .relaxed) {
       shared.clientConnections.subtract(1, ordering: .relaxed)
       socket.close()
+      if !draining {
+        shared.refusedAtLimit.add(1, ordering: .relaxed)
+        shared.warnAboutLimit(
+          "max_connections reached; new connections are closed",
+          ["max_connections": .int(shared.maxConnections.load(ordering: .relaxed))])
+      }
       return
     }
     let session = ClientSession(context: self, peer: socket.peerHostText, secure: tls != nil)
@@ -234,6 +240,11 @@ final class LoopContext: @unchecked Sendable {
     listeners[key]?.close()
     listeners[key] = listener
     listenerTLS[key] = tls
+    let shared = self.shared
+    listener.onAcceptError = { error in
+      shared.acceptFailures.add(1, ordering: .relaxed)
+      shared.warnAboutLimit("cannot accept connections", ["address": .string(key), "error": .string("\(error)")])
+    }
     do {
       try listener.startAccepting(on: loop) { [unowned(unsafe) self] socket in
         accept(socket, tls: listenerTLS[key])
