@@ -34,7 +34,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
   private var deadlineKind = DeadlineKind.header
   /// What the client had acknowledged when the running `.idle` or `.clientWrite` deadline
   /// was armed: one that acknowledged more meanwhile is slow, not gone (`setWriteDeadline`).
-  private var writeMark: Int64 = -1
+  private var writeMark: Int64 = ClientSession.noWriteMark
   private var pausedReasons: Set<PauseReason> = []
   /// Held pipelined requests wait for the client to read what it was sent.
   private var resumeOnDrain = false
@@ -1475,14 +1475,29 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
   /// slow download).
   private func setWriteDeadline(_ kind: DeadlineKind) {
     setDeadline(kind, nanoseconds: context.snapshot.idleTimeoutNanoseconds)
-    writeMark = connection?.peerAcknowledgedBytes ?? -1
+    // Asked only with output queued: it costs a syscall, and most answers leave nothing
+    // queued. Without a mark, a deadline that finds output queued gives one more period.
+    if let connection, connection.queuedByteCount > 0 {
+      writeMark = connection.peerAcknowledgedBytes ?? Self.acknowledgedUnknown
+    } else {
+      writeMark = Self.noWriteMark
+    }
   }
+
+  /// `writeMark` when nothing was queued as the deadline was armed.
+  private static let noWriteMark: Int64 = -1
+  /// `writeMark` when the kernel could not say what the client acknowledged: the deadline
+  /// then cuts a client with output still queued, as a plain timeout would.
+  private static let acknowledgedUnknown: Int64 = -2
 
   /// At an `.idle` or `.clientWrite` deadline with output queued: whether the client read
   /// some of its answer since the deadline was armed (the kernel saw it acknowledge bytes).
   private var clientTookQueuedOutput: Bool {
-    guard let connection, connection.queuedByteCount > 0, let acknowledged = connection.peerAcknowledgedBytes
-    else { return false }
+    guard let connection, connection.queuedByteCount > 0 else { return false }
+    guard writeMark != Self.noWriteMark else { return true }
+    guard writeMark != Self.acknowledgedUnknown, let acknowledged = connection.peerAcknowledgedBytes else {
+      return false
+    }
     return acknowledged > writeMark
   }
 
