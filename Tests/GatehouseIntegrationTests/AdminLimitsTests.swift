@@ -5,8 +5,8 @@ import Testing
   import Glibc
 #endif
 
-/// The admin listener's protections: backpressure on pipelined requests and the header,
-/// idle and send timeouts. Its
+/// The admin listener's protections (Config/README.md, "Admin listener limits"): backpressure on
+/// pipelined requests, the header, idle and send timeouts, and the connection cap. Its
 /// open endpoints need no token, so every one of these is reachable by anyone who can
 /// connect. Serialized: the memory and descriptor figures are per process and the big
 /// transfers compete for the two cores.
@@ -180,5 +180,45 @@ import Testing
     let ended = client.readUntilEnd(timeout: 15)
     #expect(String(decoding: ended.bytes, as: UTF8.self).hasPrefix("HTTP/1.1 408 "))
     #expect(ended.end == .closed)
+  }
+
+  // MARK: Connection cap (audit finding 4)
+
+  /// Past 64 admin connections new ones are closed at once, with a warning in the log; the
+  /// gateway port and, once connections go, the admin API go on answering.
+  @Test func adminConnectionsBeyondTheCapAreClosed() throws {
+    let cap = 64
+    let extra = 10
+    let gateway = try Self.gateway()
+    defer { gateway.stopExpectingCleanExit() }
+    let admin = try gateway.admin()
+    #expect(try admin.request("GET", "/healthz").status == 200)
+    let baseline = try #require(settledDescriptorCount(pid: gateway.pid))
+
+    var held: [RawClient] = []
+    defer { for client in held { client.close() } }
+    for _ in 0..<(cap + extra) { held.append(try RawClient(port: admin.port)) }
+    let refusedSeen = waitUntil(timeout: 15, interval: .milliseconds(100)) {
+      held.filter(Self.hasEnded).count >= extra
+    }
+    let warned = gateway.waitForLogLine {
+      $0["level"] as? String == "warn" && $0["msg"] as? String == "too many admin connections; closing new ones"
+        && $0["limit"] as? Int == cap
+    }
+    // The first 64 stay (their timeouts are the defaults, far away).
+    let open = held.filter { !Self.hasEnded($0) }.count
+    let descriptors = openDescriptorCount(pid: gateway.pid) ?? .max
+
+    #expect(refusedSeen)
+    #expect(open == cap)
+    #expect(warned)
+    #expect(descriptors <= baseline + cap, "gateway descriptors: \(descriptors), before \(baseline)")
+    #expect(try send("GET", "/stub", to: gateway.port).status == 200)
+
+    for client in held { client.close() }
+    let answersAgain = waitUntil(timeout: 15, interval: .milliseconds(100)) {
+      (try? admin.request("GET", "/healthz", timeout: 2).status) == 200
+    }
+    #expect(answersAgain)
   }
 }

@@ -40,6 +40,8 @@ final class AdminService: @unchecked Sendable {
   /// one sweep (reading them per request would take the gateway's state lock each time).
   private(set) var limits = AdminConnectionLimits.defaults
   private var sweepTimer: TimerHandle?
+  /// One line per 10 s at most about refused connections: a flood must not flood the log.
+  private var refusals = LogThrottle(intervalNanoseconds: 10_000_000_000)
 
   /// How often admin deadlines are checked; they may fire up to this late.
   static let sweepInterval: Duration = .milliseconds(100)
@@ -58,6 +60,15 @@ final class AdminService: @unchecked Sendable {
   }
 
   func accept(_ socket: TCPSocket) {
+    guard sessions.count < AdminConnectionLimits.maxConnections else {
+      socket.close()
+      if let earlier = refusals.admit(now: loop.iterationTime) {
+        logger.warn(
+          "too many admin connections; closing new ones",
+          ["limit": .int(AdminConnectionLimits.maxConnections), "refused_before": .int(earlier)])
+      }
+      return
+    }
     let session = AdminSession(service: self)
     do {
       session.connection = try BufferedConnection(socket: socket, loop: loop, delegate: session)
