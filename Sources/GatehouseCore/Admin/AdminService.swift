@@ -7,6 +7,8 @@ protocol AdminBackend: AnyObject, Sendable {
   var isReady: Bool { get }
   /// The admin token and `metrics_public` of the running config (they follow reloads).
   var adminAccess: AdminAccess { get }
+  /// The admin connections' timeouts, from the running config's `limits`.
+  var adminConnectionLimits: AdminConnectionLimits { get }
   func statusDocument(completion: @escaping @Sendable (JSONValue) -> Void)
   func routesDocument() -> JSONValue
   func upstreamsDocument(completion: @escaping @Sendable (JSONValue) -> Void)
@@ -34,19 +36,55 @@ final class AdminService: @unchecked Sendable {
   private var sessions: [ObjectIdentifier: AdminSession] = [:]
   private var requestIDs = RequestIDGenerator()
   var listener: TCPListener?
+  /// The running config's timeouts, read again at every sweep so a reload applies within
+  /// one sweep (reading them per request would take the gateway's state lock each time).
+  private(set) var limits = AdminConnectionLimits.defaults
+  private var sweepTimer: TimerHandle?
+  /// One line per 10 s at most about refused connections: a flood must not flood the log.
+  private var refusals = LogThrottle(intervalNanoseconds: 10_000_000_000)
+
+  /// How often admin deadlines are checked; they may fire up to this late.
+  static let sweepInterval: Duration = .milliseconds(100)
 
   init(loop: EventLoop, logger: Logger) {
     self.loop = loop
     self.logger = logger
   }
 
+  /// Starts accepting on `listener` and checking deadlines. Admin loop only.
+  func start(_ listener: TCPListener) throws(SystemError) {
+    self.listener = listener
+    if let backend { limits = backend.adminConnectionLimits }
+    try listener.startAccepting(on: loop) { [self] socket in accept(socket) }
+    scheduleSweep()
+  }
+
   func accept(_ socket: TCPSocket) {
+    guard sessions.count < AdminConnectionLimits.maxConnections else {
+      socket.close()
+      if let earlier = refusals.admit(now: loop.iterationTime) {
+        logger.warn(
+          "too many admin connections; closing new ones",
+          ["limit": .int(AdminConnectionLimits.maxConnections), "refused_before": .int(earlier)])
+      }
+      return
+    }
     let session = AdminSession(service: self)
     do {
       session.connection = try BufferedConnection(socket: socket, loop: loop, delegate: session)
       sessions[ObjectIdentifier(session)] = session
+      session.start()
     } catch {
       socket.close()
+    }
+  }
+
+  private func scheduleSweep() {
+    sweepTimer = loop.scheduleTimer(after: Self.sweepInterval) { [weak self] in
+      guard let self, self.listener != nil else { return }
+      if let backend = self.backend { self.limits = backend.adminConnectionLimits }
+      for session in Array(self.sessions.values) { session.checkDeadline() }
+      self.scheduleSweep()
     }
   }
 
@@ -59,6 +97,8 @@ final class AdminService: @unchecked Sendable {
   func closeAll() {
     listener?.close()
     listener = nil
+    if let sweepTimer { loop.cancelTimer(sweepTimer) }
+    sweepTimer = nil
     for session in sessions.values { session.connection?.close() }
   }
 

@@ -7,6 +7,13 @@ extension GatewayServer: AdminBackend {
 
   var adminAccess: AdminAccess { currentSnapshot.adminAccess }
 
+  var adminConnectionLimits: AdminConnectionLimits {
+    let snapshot = currentSnapshot
+    return AdminConnectionLimits(
+      headerTimeoutNanoseconds: snapshot.headerTimeoutNanoseconds,
+      idleTimeoutNanoseconds: snapshot.idleTimeoutNanoseconds)
+  }
+
   func statusDocument(completion: @escaping @Sendable (JSONValue) -> Void) {
     let snapshot = currentSnapshot
     let loadedAt = configLoadedAt

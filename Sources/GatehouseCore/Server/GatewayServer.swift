@@ -151,9 +151,8 @@ public final class GatewayServer: @unchecked Sendable {
     if let adminListener {
       nonisolated(unsafe) let listener = adminListener
       adminContext.loop.execute {
-        service.listener = listener
         do {
-          try listener.startAccepting(on: service.loop) { socket in service.accept(socket) }
+          try service.start(listener)
         } catch {
           shared.logger.error("cannot accept on the admin listener", ["error": .string("\(error)")])
         }
