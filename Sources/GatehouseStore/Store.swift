@@ -49,6 +49,15 @@ public final class Store: Sendable {
     public var touchIntervalMs: Int64 = 1000
     /// Milliseconds since the Unix epoch; injected so tests control time.
     public var clock: @Sendable () -> Int64 = systemMillis
+    /// After a failed commit, token writes are kept and tried again this long after the
+    /// failure, the wait doubling after each failed try up to `writeRetryMaxMs`: long enough
+    /// not to spin on a full disk, short enough that a token is on disk soon after space
+    /// comes back.
+    public var writeRetryMinMs: Int64 = 250
+    public var writeRetryMaxMs: Int64 = 30_000
+    /// Told when commits start failing, when they work again and when token writes are lost
+    /// at close (see `StoreEvent`); runs on the writer thread.
+    public var onEvent: (@Sendable (StoreEvent) -> Void)? = nil
 
     public init(path: String, maxBytes: Int64, secretKey: String? = nil) {
       self.path = path
@@ -95,7 +104,8 @@ public final class Store: Sendable {
       settings: WriterSettings(
         maxBytes: configuration.maxBytes, maxBatch: max(1, configuration.maxBatch),
         checkpointEveryCommits: max(1, configuration.checkpointEveryCommits),
-        idleCheckpointMs: max(10, configuration.idleCheckpointMs), clock: configuration.clock))
+        idleCheckpointMs: max(10, configuration.idleCheckpointMs), retryMinMs: configuration.writeRetryMinMs,
+        retryMaxMs: configuration.writeRetryMaxMs, clock: configuration.clock, onEvent: configuration.onEvent))
     writerThread = Mutex(try startThread { writer.run() })
   }
 
@@ -148,6 +158,12 @@ public final class Store: Sendable {
     }
   }
 
+  /// Runs `sql` on the writer's connection after what is queued, and waits for it (tests).
+  func executeOnWriter(_ sql: String) {
+    _ = queue.enqueue(.execute(sql))
+    flush()
+  }
+
   /// Commits what is queued, checkpoints (TRUNCATE), stops the writer and closes the
   /// connections. Later writes are dropped. Readers stay usable until released.
   public func close() {
@@ -174,7 +190,8 @@ public final class Store: Sendable {
       oversizeSkipped: counters.oversizeSkipped.load(ordering: .relaxed),
       readErrors: counters.readErrors.load(ordering: .relaxed),
       writeErrors: counters.writeErrors.load(ordering: .relaxed),
-      droppedTouches: counters.droppedTouches.load(ordering: .relaxed), queueDepth: queue.depth)
+      droppedTouches: counters.droppedTouches.load(ordering: .relaxed), queueDepth: queue.depth,
+      pendingTokenWrites: counters.pendingTokenWrites.load(ordering: .relaxed))
   }
 
   /// Entries whose upstream path starts with `prefix`, ordered by path then id. `cursor` is
@@ -270,7 +287,9 @@ public final class Store: Sendable {
   // MARK: Tokens
 
   /// Queues a token for storage (not subject to the cache queue's bound). With a secret key
-  /// the value is encrypted here, on the caller's thread, before it is queued.
+  /// the value is encrypted here, on the caller's thread, before it is queued. When its
+  /// commit fails (a full disk), the write is kept and retried, newest value per token, until
+  /// a commit takes it; `StoreStats.pendingTokenWrites` counts those waiting.
   /// Throws only when encryption fails or the store is closed.
   public func saveToken(
     name: String, value: String, expiresAtMs: Int64?, refreshedAtMs: Int64?, state: String, lastError: String?
