@@ -131,12 +131,18 @@ public final class Store: Sendable {
     }
   }
 
-  /// A reader for the calling thread (one per event loop).
+  /// A reader for the calling thread (one per event loop). A failure (the file was deleted
+  /// or cannot be read) counts in `StoreStats.readErrors`: the caller answers a miss.
   public func makeReader() throws(StoreError) -> StoreReader {
-    try StoreReader(
-      path: configuration.path, busyTimeoutMs: configuration.readerBusyTimeoutMs, queue: queue, counters: counters,
-      clock: configuration.clock, touchBatchSize: configuration.touchBatchSize,
-      touchIntervalMs: configuration.touchIntervalMs)
+    do {
+      return try StoreReader(
+        path: configuration.path, busyTimeoutMs: configuration.readerBusyTimeoutMs, queue: queue, counters: counters,
+        clock: configuration.clock, touchBatchSize: configuration.touchBatchSize,
+        touchIntervalMs: configuration.touchIntervalMs)
+    } catch {
+      counters.readErrors.wrappingAdd(1, ordering: .relaxed)
+      throw error
+    }
   }
 
   /// Changes `max_bytes` (a config reload): least recently used entries are evicted down to

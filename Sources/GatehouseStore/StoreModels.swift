@@ -70,7 +70,8 @@ public struct StoreStats: Sendable, Equatable {
   public var evictions: Int64
   /// Entries larger than `max_bytes` on their own, never stored.
   public var oversizeSkipped: Int64
-  /// Lookups that failed inside SQLite (busy, I/O, damaged row) and were answered as a miss.
+  /// Lookups that failed inside SQLite (busy, I/O, damaged row) and were answered as a miss,
+  /// and readers that could not be opened (`Store.makeReader`).
   public var readErrors: Int64
   /// Cache writes lost because their batch failed to commit (token writes are kept and
   /// retried instead, see `pendingTokenWrites`).

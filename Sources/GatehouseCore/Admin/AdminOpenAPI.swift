@@ -1265,7 +1265,7 @@ enum AdminOpenAPI {
               "read_errors": {
                 "type": "integer",
                 "minimum": 0,
-                "description": "Reads from the store file that failed or found a damaged entry (its body no longer matches its SHA-256, or its headers do not decode); each was answered as a miss, and a damaged entry is removed."
+                "description": "Reads from the store file that failed (including a loop's reader that could not open the file, tried again after a growing wait of at most 30 s) or found a damaged entry (its body no longer matches its SHA-256, or its headers do not decode); each was answered as a miss, and a damaged entry is removed."
               },
               "write_errors": {
                 "type": "integer",
