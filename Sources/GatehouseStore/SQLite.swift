@@ -124,6 +124,9 @@ final class SQLiteConnection {
   /// Rows changed by the last INSERT, UPDATE or DELETE.
   var changes: Int { Int(sqlite3_changes(handle)) }
 
+  /// Rows changed by every INSERT, UPDATE or DELETE since the connection opened.
+  var totalChanges: Int64 { sqlite3_total_changes64(handle) }
+
   /// Runs `body` inside `BEGIN IMMEDIATE … COMMIT`, rolling back when it throws.
   /// IMMEDIATE takes the write lock up front so a batch never fails half-way on a lock
   /// upgrade.

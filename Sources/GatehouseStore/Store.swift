@@ -60,6 +60,15 @@ public final class Store: Sendable {
     public var onWarning: @Sendable (String) -> Void = { _ in }
     /// Milliseconds since the Unix epoch; injected so tests control time.
     public var clock: @Sendable () -> Int64 = systemMillis
+    /// After a failed commit, token writes are kept and tried again this long after the
+    /// failure, the wait doubling after each failed try up to `writeRetryMaxMs`: long enough
+    /// not to spin on a full disk, short enough that a token is on disk soon after space
+    /// comes back.
+    public var writeRetryMinMs: Int64 = 250
+    public var writeRetryMaxMs: Int64 = 30_000
+    /// Told when commits start failing, when they work again and when token writes are lost
+    /// at close (see `StoreEvent`); runs on the writer thread.
+    public var onEvent: (@Sendable (StoreEvent) -> Void)? = nil
 
     public init(path: String, maxBytes: Int64, secretKey: String? = nil) {
       self.path = path
@@ -120,7 +129,8 @@ public final class Store: Sendable {
       settings: WriterSettings(
         maxBytes: configuration.maxBytes, maxBatch: max(1, configuration.maxBatch),
         checkpointEveryCommits: max(1, configuration.checkpointEveryCommits),
-        idleCheckpointMs: max(10, configuration.idleCheckpointMs), clock: configuration.clock))
+        idleCheckpointMs: max(10, configuration.idleCheckpointMs), retryMinMs: configuration.writeRetryMinMs,
+        retryMaxMs: configuration.writeRetryMaxMs, clock: configuration.clock, onEvent: configuration.onEvent))
     writerThread = Mutex(try startThread { writer.run() })
   }
 
@@ -160,12 +170,18 @@ public final class Store: Sendable {
     }
   }
 
-  /// A reader for the calling thread (one per event loop).
+  /// A reader for the calling thread (one per event loop). A failure (the file was deleted
+  /// or cannot be read) counts in `StoreStats.readErrors`: the caller answers a miss.
   public func makeReader() throws(StoreError) -> StoreReader {
-    try StoreReader(
-      path: configuration.path, busyTimeoutMs: configuration.readerBusyTimeoutMs, queue: queue, counters: counters,
-      clock: configuration.clock, touchBatchSize: configuration.touchBatchSize,
-      touchIntervalMs: configuration.touchIntervalMs)
+    do {
+      return try StoreReader(
+        path: configuration.path, busyTimeoutMs: configuration.readerBusyTimeoutMs, queue: queue, counters: counters,
+        clock: configuration.clock, touchBatchSize: configuration.touchBatchSize,
+        touchIntervalMs: configuration.touchIntervalMs)
+    } catch {
+      counters.readErrors.wrappingAdd(1, ordering: .relaxed)
+      throw error
+    }
   }
 
   /// Changes `max_bytes` (a config reload): least recently used entries are evicted down to
@@ -185,6 +201,12 @@ public final class Store: Sendable {
     case .accepted: reply.wait()
     case .full, .closed: break
     }
+  }
+
+  /// Runs `sql` on the writer's connection after what is queued, and waits for it (tests).
+  func executeOnWriter(_ sql: String) {
+    _ = queue.enqueue(.execute(sql))
+    flush()
   }
 
   /// Commits what is queued, checkpoints (TRUNCATE), stops the writer and closes the
@@ -214,7 +236,8 @@ public final class Store: Sendable {
       oversizeSkipped: counters.oversizeSkipped.load(ordering: .relaxed),
       readErrors: counters.readErrors.load(ordering: .relaxed),
       writeErrors: counters.writeErrors.load(ordering: .relaxed),
-      droppedTouches: counters.droppedTouches.load(ordering: .relaxed), queueDepth: queue.depth)
+      droppedTouches: counters.droppedTouches.load(ordering: .relaxed), queueDepth: queue.depth,
+      pendingTokenWrites: counters.pendingTokenWrites.load(ordering: .relaxed))
   }
 
   /// Entries whose upstream path starts with `prefix`, ordered by path then id. `cursor` is
@@ -310,7 +333,9 @@ public final class Store: Sendable {
   // MARK: Tokens
 
   /// Queues a token for storage (not subject to the cache queue's bound). With a secret key
-  /// the value is encrypted here, on the caller's thread, before it is queued.
+  /// the value is encrypted here, on the caller's thread, before it is queued. When its
+  /// commit fails (a full disk), the write is kept and retried, newest value per token, until
+  /// a commit takes it; `StoreStats.pendingTokenWrites` counts those waiting.
   /// Throws only when encryption fails or the store is closed.
   public func saveToken(
     name: String, value: String, expiresAtMs: Int64?, refreshedAtMs: Int64?, state: String, lastError: String?

@@ -70,14 +70,33 @@ public struct StoreStats: Sendable, Equatable {
   public var evictions: Int64
   /// Entries larger than `max_bytes` on their own, never stored.
   public var oversizeSkipped: Int64
-  /// Lookups that failed inside SQLite (busy, I/O, damaged row) and were answered as a miss.
+  /// Lookups that failed inside SQLite (busy, I/O, damaged row) and were answered as a miss,
+  /// and readers that could not be opened (`Store.makeReader`).
   public var readErrors: Int64
-  /// Items lost because their batch failed to commit.
+  /// Cache writes lost because their batch failed to commit (token writes are kept and
+  /// retried instead, see `pendingTokenWrites`).
   public var writeErrors: Int64
   /// Batches of recorded accesses dropped because the queue was full (LRU gets less exact).
   public var droppedTouches: Int64
   /// Items waiting for the writer when the stats were taken.
   public var queueDepth: Int
+  /// Token writes whose commit failed, kept and retried until one succeeds (0 while
+  /// commits work).
+  public var pendingTokenWrites: Int64
+}
+
+/// What the writer reports as it happens (`Store.Configuration.onEvent`), for the caller's
+/// log: the store has no logger of its own. Called on the writer thread, so a handler must
+/// be short and must not call back into the store.
+public enum StoreEvent: Sendable, Equatable {
+  /// A commit failed after the ones before it had worked: writes are not reaching the file.
+  /// `error` describes the failure (SQLite's message, never a stored value);
+  /// `pendingTokenWrites` are the token writes kept for a retry.
+  case writesFailing(error: String, pendingTokenWrites: Int)
+  /// A commit wrote to the file again after `failedCommits` failed ones.
+  case writesRecovered(failedCommits: Int)
+  /// The store closed while these tokens' writes had still not been committed (names only).
+  case tokenWritesLost(names: [String])
 }
 
 /// A token as persisted. State names are the caller's (`valid`, `expiring`, ...); the store

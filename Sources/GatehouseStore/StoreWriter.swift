@@ -1,4 +1,5 @@
 import CGatehouseSQLite
+import Dispatch
 
 #if canImport(Glibc)
   import Glibc
@@ -10,7 +11,11 @@ struct WriterSettings: Sendable {
   var maxBatch: Int
   var checkpointEveryCommits: Int
   var idleCheckpointMs: Int
+  /// First and longest wait before kept token writes are tried again after a failed commit.
+  var retryMinMs: Int64
+  var retryMaxMs: Int64
   var clock: @Sendable () -> Int64
+  var onEvent: (@Sendable (StoreEvent) -> Void)?
 }
 
 /// The store's lock as the writer sees it: while another process holds it (`sharing` set),
@@ -38,6 +43,9 @@ final class StoreWriter: @unchecked Sendable {
   private var entryCount: Int64 = 0
   private var commitsSinceCheckpoint = 0
   private var walDirty = false
+  private var pendingTokens = PendingTokenWrites()
+  private var backoff: RetryBackoff
+  private var health = WriteHealth()
 
   init(
     db: SQLiteConnection, queue: WriterQueue, counters: StoreCounters, lock: LockState, settings: WriterSettings
@@ -47,6 +55,7 @@ final class StoreWriter: @unchecked Sendable {
     self.counters = counters
     self.lockState = lock
     self.settings = settings
+    backoff = RetryBackoff(minMs: settings.retryMinMs, maxMs: settings.retryMaxMs)
     try reloadTotals()
   }
 
@@ -60,11 +69,17 @@ final class StoreWriter: @unchecked Sendable {
     counters.bytes.store(totalBytes, ordering: .relaxed)
   }
 
-  /// The thread body: batches until `.stop`, checkpointing as it goes.
+  /// The thread body: batches until `.stop`, checkpointing as it goes, and retrying kept
+  /// token writes when their back-off is over (even when no other work arrives).
   func run() {
     while true {
+      if backoff.isDue(nowMs: Self.monotonicMs()) { retryPendingTokens() }
       guard let batch = queue.take(limit: settings.maxBatch) else {
-        if !queue.waitForWork(timeoutMs: settings.idleCheckpointMs) && walDirty {
+        var timeoutMs = settings.idleCheckpointMs
+        if let retryMs = backoff.msUntilDue(nowMs: Self.monotonicMs()) {
+          timeoutMs = min(timeoutMs, Int(retryMs) + 1)
+        }
+        if !queue.waitForWork(timeoutMs: timeoutMs) && walDirty {
           // Idle: fold the WAL back into the database and cut it to zero bytes.
           checkpoint(truncate: true)
         }
@@ -74,6 +89,11 @@ final class StoreWriter: @unchecked Sendable {
       // After `take`, so a batch sees the lock as it was when its last item was queued.
       watchLock()
       if apply(batch) { break }
+    }
+    // A last try, so a closing store does not drop what a retry could still commit.
+    if !pendingTokens.isEmpty { retryPendingTokens() }
+    if !pendingTokens.isEmpty {
+      settings.onEvent?(.tokenWritesLost(names: pendingTokens.ordered.map(\.name)))
     }
     checkpoint(truncate: true)
   }
@@ -96,6 +116,54 @@ final class StoreWriter: @unchecked Sendable {
     lockState.sharing = acquired ? nil : watch
   }
 
+  /// Milliseconds of a clock that never jumps: back-off waits must not depend on the wall
+  /// clock (or on the injected `clock`, which tests may hold still).
+  static func monotonicMs() -> Int64 { Int64(DispatchTime.now().uptimeNanoseconds / 1_000_000) }
+
+  /// Commits the kept token writes in a transaction of their own, so a batch of cache
+  /// writes that cannot fit never holds them back.
+  private func retryPendingTokens() {
+    let writes = pendingTokens.ordered
+    let before = db.totalChanges
+    do {
+      try db.inTransaction { () throws(StoreError) in
+        for (name, write) in writes {
+          switch write {
+          case .save(let token): try applyToken(token)
+          case .delete: try applyDeleteToken(name)
+          }
+        }
+      }
+      pendingTokens.removeAll()
+      backoff.reset()
+      walDirty = true
+      commitsSinceCheckpoint += 1
+      committed(changedRows: db.totalChanges != before)
+    } catch {
+      backoff.failed(nowMs: Self.monotonicMs())
+      failed(error)
+    }
+    publishPendingTokens()
+  }
+
+  private func publishPendingTokens() {
+    counters.pendingTokenWrites.store(Int64(pendingTokens.count), ordering: .relaxed)
+  }
+
+  /// Records a failed commit; the first of an episode is reported.
+  private func failed(_ error: StoreError) {
+    if health.commitFailed() {
+      settings.onEvent?(.writesFailing(error: "\(error)", pendingTokenWrites: pendingTokens.count))
+    }
+  }
+
+  /// Records a commit; the one that ends an episode is reported.
+  private func committed(changedRows: Bool) {
+    if let failedCommits = health.commitSucceeded(changedRows: changedRows) {
+      settings.onEvent?(.writesRecovered(failedCommits: failedCommits))
+    }
+  }
+
   private func checkpoint(truncate: Bool) {
     if let result = try? db.checkpoint(truncate: truncate), !result.busy, truncate {
       walDirty = false
@@ -109,44 +177,42 @@ final class StoreWriter: @unchecked Sendable {
     var unchanged: Int64 = 0
     var evictions: Int64 = 0
     var oversize: Int64 = 0
-    var dataItems: Int64 = 0
   }
 
   /// Applies one batch in one transaction; returns true when `.stop` was in it.
   private func apply(_ batch: [WriterItem]) -> Bool {
     var counts = BatchCounts()
     var purgeReplies: [(WriterReply<Result<Int, StoreError>>, Int)] = []
-    var barriers: [WriterReply<Void>] = []
     var failure: StoreError? = nil
     // Decided from the batch itself so a failed commit still ends the thread on close.
     let stop = batch.contains { if case .stop = $0 { return true } else { return false } }
     let now = settings.clock()
+    let changesBefore = db.totalChanges
     do {
       try db.inTransaction { () throws(StoreError) in
         for item in batch {
           switch item {
           case .cache(let write):
-            counts.dataItems += 1
             try applyCache(write, now: now, counts: &counts)
           case .touches(let touches):
             try applyTouches(touches)
           case .discardDamaged(let entry):
             try applyDiscardDamaged(entry)
           case .token(let token):
-            counts.dataItems += 1
             try applyToken(token)
           case .deleteToken(let name):
-            let statement = try db.cachedStatement("DELETE FROM tokens WHERE name = ?")
-            try statement.bind(name, at: 1)
-            try statement.run()
+            try applyDeleteToken(name)
           case .purge(let target, let reply):
             purgeReplies.append((reply, try applyPurge(target)))
-          case .barrier(let reply):
-            barriers.append(reply)
+          case .barrier:
+            // Answered below, whether or not the batch commits.
+            break
           case .setMaxBytes(let bytes):
             // Evicting down to it happens below, in this transaction.
             settings.maxBytes = bytes
             counters.maxBytes.store(bytes, ordering: .relaxed)
+          case .execute(let sql):
+            try db.execute(sql)
           case .stop:
             break
           }
@@ -159,13 +225,38 @@ final class StoreWriter: @unchecked Sendable {
       counters.oversizeSkipped.wrappingAdd(counts.oversize, ordering: .relaxed)
       walDirty = true
       commitsSinceCheckpoint += 1
+      pendingTokens.supersede(committed: batch)
+      if pendingTokens.isEmpty { backoff.reset() }
+      let changedRows = db.totalChanges != changesBefore
+      committed(changedRows: changedRows)
+      // The file takes writes again: kept token writes need not wait for their back-off.
+      if changedRows && !pendingTokens.isEmpty { retryPendingTokens() }
     } catch {
-      // The whole batch rolled back: count what was lost, fail the purges, and re-read
-      // the totals that were adjusted in memory.
-      counters.writeErrors.wrappingAdd(counts.dataItems, ordering: .relaxed)
+      // The whole batch rolled back: count the cache writes lost (the next answer replaces
+      // them), keep the token writes for a retry, fail the purges, and re-read the totals
+      // that were adjusted in memory.
+      // Counted from the batch: the items after the one that failed were never reached.
+      var lostCacheWrites: Int64 = 0
+      for item in batch {
+        switch item {
+        case .cache: lostCacheWrites += 1
+        // A reload's limit holds although its eviction rolled back: the next commit evicts.
+        case .setMaxBytes(let bytes):
+          settings.maxBytes = bytes
+          counters.maxBytes.store(bytes, ordering: .relaxed)
+        default: break
+        }
+      }
+      counters.writeErrors.wrappingAdd(lostCacheWrites, ordering: .relaxed)
+      let hadPendingTokens = !pendingTokens.isEmpty
+      pendingTokens.keep(failed: batch)
+      // Only a first failure schedules the retry; one already scheduled keeps its back-off.
+      if !hadPendingTokens && !pendingTokens.isEmpty { backoff.failed(nowMs: Self.monotonicMs()) }
       failure = error
+      failed(error)
       try? reloadTotals()
     }
+    publishPendingTokens()
     // Totals are published before anyone waiting is woken, so a caller that saw its purge
     // or flush complete also sees the sizes that followed it.
     counters.entries.store(entryCount, ordering: .relaxed)
@@ -178,7 +269,11 @@ final class StoreWriter: @unchecked Sendable {
       for (reply, count) in purgeReplies { reply.fulfil(.success(count)) }
     }
     if commitsSinceCheckpoint >= settings.checkpointEveryCommits { checkpoint(truncate: false) }
-    for barrier in barriers { barrier.fulfil(()) }
+    // Every barrier of the batch, also those after an item that failed: the transaction
+    // stopped there, and a flush must not wait forever for a batch that is over.
+    for item in batch {
+      if case .barrier(let reply) = item { reply.fulfil(()) }
+    }
     return stop
   }
 
@@ -271,6 +366,12 @@ final class StoreWriter: @unchecked Sendable {
     try statement.bind(token.refreshedAtMs, at: 7)
     try statement.bind(token.state, at: 8)
     try statement.bind(token.lastError, at: 9)
+    try statement.run()
+  }
+
+  private func applyDeleteToken(_ name: String) throws(StoreError) {
+    let statement = try db.cachedStatement("DELETE FROM tokens WHERE name = ?")
+    try statement.bind(name, at: 1)
     try statement.run()
   }
 

@@ -72,6 +72,9 @@ enum WriterItem: Sendable {
   case barrier(WriterReply<Void>)
   /// A new `max_bytes` from a config reload; evicts down to it (not bounded).
   case setMaxBytes(Int64)
+  /// SQL run on the writer's connection in queue order (not bounded). Only tests use it:
+  /// some settings, such as `PRAGMA max_page_count`, exist per connection.
+  case execute(String)
   /// Commit what is queued, checkpoint, close the connection and end the thread.
   case stop
 }
@@ -115,7 +118,7 @@ final class WriterQueue: Sendable {
     switch item {
     case .cache(let write):
       return write.body.count + write.headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 8 }
-    case .touches, .discardDamaged, .token, .deleteToken, .purge, .barrier, .setMaxBytes, .stop:
+    case .touches, .discardDamaged, .token, .deleteToken, .purge, .barrier, .setMaxBytes, .execute, .stop:
       return 0
     }
   }
@@ -124,7 +127,7 @@ final class WriterQueue: Sendable {
     let bounded: Bool
     switch item {
     case .cache, .touches, .discardDamaged: bounded = true
-    case .token, .deleteToken, .purge, .barrier, .setMaxBytes, .stop: bounded = false
+    case .token, .deleteToken, .purge, .barrier, .setMaxBytes, .execute, .stop: bounded = false
     }
     let weight = Self.weight(item)
     let (result, signal) = state.withLock { state -> (EnqueueResult, Bool) in
@@ -169,7 +172,7 @@ final class WriterQueue: Sendable {
         case .cache, .touches, .discardDamaged:
           state.boundedCount -= 1
           state.pendingBytes -= Self.weight(item)
-        case .token, .deleteToken, .purge, .barrier, .setMaxBytes, .stop: break
+        case .token, .deleteToken, .purge, .barrier, .setMaxBytes, .execute, .stop: break
         }
       }
       return batch
@@ -197,6 +200,7 @@ final class StoreCounters: Sendable {
   let readErrors = Atomic<Int64>(0)
   let writeErrors = Atomic<Int64>(0)
   let droppedTouches = Atomic<Int64>(0)
+  let pendingTokenWrites = Atomic<Int64>(0)
   /// The `max_bytes` in force (a reload may change it).
   let maxBytes: Atomic<Int64>
 

@@ -1,5 +1,6 @@
 import Foundation
 import GatehouseHTTP
+import GatehouseStore
 import Testing
 
 @testable import GatehouseCore
@@ -74,5 +75,41 @@ import Testing
     #expect(built["level"] as? String == "error")
     #expect(built["target"] as? String == "all")
     #expect(built["id"] is NSNull)
+  }
+
+  /// The store's writer reports through events; each becomes one line at its level.
+  @Test func storeWriteEventsBecomeOneLineEach() throws {
+    let lines = try captured { logger in
+      GatewayServer.log(.writesFailing(error: "database or disk is full", pendingTokenWrites: 1), to: logger)
+      GatewayServer.log(.writesRecovered(failedCommits: 7), to: logger)
+      GatewayServer.log(.tokenWritesLost(names: ["api", "billing"]), to: logger)
+    }
+
+    #expect(lines.map { $0["level"] as? String } == ["warn", "info", "error"])
+    #expect((lines[0]["msg"] as? String)?.hasPrefix("store writes are failing") == true)
+    #expect(lines[0]["error"] as? String == "database or disk is full")
+    #expect(lines[0]["pending_token_writes"] as? Int == 1)
+    #expect(lines[1]["msg"] as? String == "store writes work again")
+    #expect(lines[1]["failed_commits"] as? Int == 7)
+    #expect(lines[2]["tokens"] as? String == "api,billing")
+  }
+
+  /// The JSON objects `body` logs at level info and above.
+  func captured(_ body: (Logger) -> Void) throws -> [[String: Any]] {
+    var fds: [Int32] = [0, 0]
+    #expect(pipe(&fds) == 0)
+    body(Logger(level: .info, fileDescriptor: fds[1]))
+    close(fds[1])
+    var bytes: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 4096)
+    while true {
+      let n = read(fds[0], &chunk, chunk.count)
+      if n <= 0 { break }
+      bytes.append(contentsOf: chunk[0..<n])
+    }
+    close(fds[0])
+    return try String(decoding: bytes, as: UTF8.self).split(separator: "\n").map { line in
+      try #require(JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+    }
   }
 }

@@ -274,6 +274,7 @@ import Testing
     #expect(answers.map { $0.head.value("X-Gatehouse-Cache") } == ["MISS", "HIT", "HIT"])
     for key in [
       "entries", "bytes", "max_bytes", "hits", "stale_served", "misses", "writes", "evictions", "read_errors",
+      "write_errors", "pending_token_writes", "oversize_skipped", "dropped_touches", "queue_depth",
     ] {
       #expect(stats[key] is Int, "\(key) in \(stats)")
     }
@@ -286,6 +287,9 @@ import Testing
     #expect((stats["writes"] as? Int).map { $0 >= 1 } == true)
     #expect(stats["evictions"] as? Int == 0)
     #expect(stats["read_errors"] as? Int == 0)
+    #expect(stats["write_errors"] as? Int == 0)
+    #expect(stats["pending_token_writes"] as? Int == 0)
+    #expect(stats["oversize_skipped"] as? Int == 0)
   }
 
   @Test func entriesArePagedWithCursorsAndFilteredByPrefix() throws {
@@ -448,6 +452,25 @@ import Testing
     #expect(page.value("gatehouse_cache_writes_total") >= 1)
     #expect(page.value("gatehouse_cache_bytes") > 0)
     #expect(page.samples("gatehouse_circuit_open", ["upstream": "api"]).first?.value == 0)
+  }
+
+  /// Beyond SPEC §7: the store's failures have metrics too, so a store that stopped
+  /// persisting (a full disk) shows on a dashboard, not only in `/admin/cache`.
+  @Test func metricsShowTheStoresFailureCounters() throws {
+    let setup = try Setup()
+    try setup.fill(["/one"])
+    let page = try MetricsPage(try setup.admin.request("GET", "/metrics").text)
+    for (family, type) in [
+      ("gatehouse_cache_dropped_writes_total", "counter"), ("gatehouse_cache_oversize_skipped_total", "counter"),
+      ("gatehouse_store_write_errors_total", "counter"), ("gatehouse_store_pending_token_writes", "gauge"),
+      ("gatehouse_store_read_errors_total", "counter"), ("gatehouse_store_dropped_touches_total", "counter"),
+      ("gatehouse_store_queue_depth", "gauge"),
+    ] {
+      #expect(page.types[family] == type, "# TYPE of \(family)")
+      // The queue may hold access times just handed over; everything else stays 0 here.
+      let value = page.samples(family, [:]).first?.value
+      #expect(family == "gatehouse_store_queue_depth" ? value.map { $0 >= 0 } == true : value == 0, "\(family)")
+    }
   }
 
   @Test func headOfAnEndpointHasItsLengthAndNoBody() throws {

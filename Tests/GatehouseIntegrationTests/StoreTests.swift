@@ -500,6 +500,49 @@ import Testing
     }
     #expect(removed, "\((try? admin.json("/admin/cache")) ?? [:])")
   }
+
+  /// A store file moved away (or deleted) while the gateway runs: a loop that cannot open
+  /// its reader answers misses, counted in `read_errors` and logged once; once the file is
+  /// back, it opens the reader again and serves stored answers without a restart.
+  @Test func aStoreFileMovedAwayAndBackIsReadAgainWithoutARestart() throws {
+    let backend = try ModalBackend()
+    // One worker: the loop that failed is the one that must recover.
+    let gateway = try GatewayProcess(config: Self.config(port: backend.port))
+    defer { gateway.stopExpectingCleanExit() }
+    let admin = try gateway.admin(token: TestConfig.adminToken)
+    // Without fresh_s the loop reads the store only when the backend fails: its reader is
+    // not open yet when the file goes.
+    let first = try Self.prime("/moved", gateway: gateway, admin: admin)
+    sleep(for: .milliseconds(1100))  // past the loop's memory of what it just wrote
+    let file = gateway.directory.appendingPathComponent("var/store.sqlite")
+    let away = gateway.directory.appendingPathComponent("var/away.sqlite")
+    try FileManager.default.moveItem(at: file, to: away)
+
+    backend.mode.value = .failing
+    let during = try send("GET", "/moved", to: gateway.port)
+    #expect(during.status == 503)
+    #expect(Self.cacheHeader(during) == "MISS")
+    #expect((try admin.json("/admin/cache")["read_errors"] as? Int).map { $0 >= 1 } == true)
+    func isReaderWarning(_ line: [String: Any]) -> Bool {
+      line["level"] as? String == "warn" && (line["msg"] as? String)?.hasPrefix("cannot open a store reader") == true
+    }
+    #expect(gateway.waitForLogLine(isReaderWarning))
+
+    try FileManager.default.moveItem(at: away, to: file)
+    var last: ReceivedResponse?
+    let served = try waitUntil(timeout: 60, interval: .milliseconds(100)) {
+      let answer = try send("GET", "/moved", to: gateway.port)
+      last = answer
+      return Self.cacheHeader(answer) == "STALE"
+    }
+
+    #expect(served, "last answer: \(last.map { "\($0.status) \(Self.cacheHeader($0) ?? "-")" } ?? "none")")
+    if served, let last { Self.expectStale(last, body: first.text) }
+    #expect(gateway.waitForLogLine { $0["level"] as? String == "info" && $0["msg"] as? String == Self.readerBack })
+    #expect(gateway.logLines().filter(isReaderWarning).count == 1, "one warning, not one per lookup")
+  }
+
+  static let readerBack = "store reader open again; stored answers are served again"
 }
 
 /// Stale answers in their other forms: HEAD, and a stored gzip body served through the

@@ -1265,7 +1265,32 @@ enum AdminOpenAPI {
               "read_errors": {
                 "type": "integer",
                 "minimum": 0,
-                "description": "Reads from the store file that failed or found a damaged entry (its body no longer matches its SHA-256, or its headers do not decode); each was answered as a miss, and a damaged entry is removed."
+                "description": "Reads from the store file that failed (including a loop's reader that could not open the file, tried again after a growing wait of at most 30 s) or found a damaged entry (its body no longer matches its SHA-256, or its headers do not decode); each was answered as a miss, and a damaged entry is removed."
+              },
+              "write_errors": {
+                "type": "integer",
+                "minimum": 0,
+                "description": "Answers lost because their commit to the store file failed (a full disk, an I/O error). Token writes are not lost this way: see `pending_token_writes`."
+              },
+              "pending_token_writes": {
+                "type": "integer",
+                "minimum": 0,
+                "description": "Token writes whose commit failed, kept and retried (with a growing wait, at most 30 s) until one succeeds; 0 while commits work."
+              },
+              "oversize_skipped": {
+                "type": "integer",
+                "minimum": 0,
+                "description": "Answers not stored because they alone are larger than `max_bytes`."
+              },
+              "dropped_touches": {
+                "type": "integer",
+                "minimum": 0,
+                "description": "Batches of access times dropped because the writer was behind (eviction order gets less exact)."
+              },
+              "queue_depth": {
+                "type": "integer",
+                "minimum": 0,
+                "description": "Items waiting for the store's writer."
               }
             }
           },

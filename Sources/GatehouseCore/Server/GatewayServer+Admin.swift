@@ -148,6 +148,34 @@ extension GatewayServer: AdminBackend {
         text.family(
           "gatehouse_cache_bytes", type: "gauge", help: "Bytes of stored answers.",
           samples: [([], Double(stats?.bytes ?? 0))])
+        // Beyond SPEC §7's families: what shows that the store stopped taking writes.
+        text.family(
+          "gatehouse_cache_dropped_writes_total", type: "counter",
+          help: "Answers not stored because the store's queue was full.",
+          samples: [([], Double(stats?.droppedWrites ?? 0))])
+        text.family(
+          "gatehouse_cache_oversize_skipped_total", type: "counter",
+          help: "Answers not stored because they alone exceed max_bytes.",
+          samples: [([], Double(stats?.oversizeSkipped ?? 0))])
+        text.family(
+          "gatehouse_store_write_errors_total", type: "counter",
+          help: "Cache writes lost because their commit to the store failed.",
+          samples: [([], Double(stats?.writeErrors ?? 0))])
+        text.family(
+          "gatehouse_store_pending_token_writes", type: "gauge",
+          help: "Token writes whose commit failed, waiting for a retry.",
+          samples: [([], Double(stats?.pendingTokenWrites ?? 0))])
+        text.family(
+          "gatehouse_store_read_errors_total", type: "counter",
+          help: "Store reads that failed or found a damaged entry (answered as misses).",
+          samples: [([], Double(stats?.readErrors ?? 0))])
+        text.family(
+          "gatehouse_store_dropped_touches_total", type: "counter",
+          help: "Batches of access times dropped because the store's queue was full.",
+          samples: [([], Double(stats?.droppedTouches ?? 0))])
+        text.family(
+          "gatehouse_store_queue_depth", type: "gauge", help: "Items waiting for the store's writer.",
+          samples: [([], Double(stats?.queueDepth ?? 0))])
         text.family(
           "gatehouse_token_refresh_total", type: "counter", help: "Token refreshes by result.",
           samples: refreshes.keys.sorted().flatMap { name -> [(labels: [(String, String)], value: Double)] in

@@ -28,7 +28,10 @@ extension GatewayServer {
                 ("stale_served", .int(results["stale"] ?? 0)), ("misses", .int(results["miss"] ?? 0)),
                 ("bypass", .int(results["bypass"] ?? 0)), ("writes", .int(Int(stats.writes))),
                 ("dropped_writes", .int(Int(stats.droppedWrites))), ("evictions", .int(Int(stats.evictions))),
-                ("read_errors", .int(Int(stats.readErrors))),
+                ("read_errors", .int(Int(stats.readErrors))), ("write_errors", .int(Int(stats.writeErrors))),
+                ("pending_token_writes", .int(Int(stats.pendingTokenWrites))),
+                ("oversize_skipped", .int(Int(stats.oversizeSkipped))),
+                ("dropped_touches", .int(Int(stats.droppedTouches))), ("queue_depth", .int(stats.queueDepth)),
               ])))
         }
       }

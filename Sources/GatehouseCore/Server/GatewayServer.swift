@@ -213,6 +213,7 @@ public final class GatewayServer: @unchecked Sendable {
     var configuration = Store.Configuration(
       path: config.path, maxBytes: Int64(config.maxBytes), secretKey: config.secretKey?.value)
     configuration.onWarning = { warning in logger.warn("store", ["detail": .string(warning)]) }
+    configuration.onEvent = { event in log(event, to: logger) }
     do {
       let store = try Store.open(configuration)
       for warning in store.warnings { logger.warn("store", ["detail": .string(warning)]) }
@@ -221,6 +222,23 @@ public final class GatewayServer: @unchecked Sendable {
       logger.error(
         "cannot open the store; serving without it", ["path": .string(config.path), "error": .string("\(error)")])
       return nil
+    }
+  }
+
+  /// The store's writer has no logger: it reports here, once when commits start failing
+  /// and once when they work again, not once per batch.
+  static func log(_ event: StoreEvent, to logger: Logger) {
+    switch event {
+    case .writesFailing(let error, let pendingTokenWrites):
+      logger.warn(
+        "store writes are failing; new answers are not stored and token writes are kept for a retry",
+        ["error": .string(error), "pending_token_writes": .int(pendingTokenWrites)])
+    case .writesRecovered(let failedCommits):
+      logger.info("store writes work again", ["failed_commits": .int(failedCommits)])
+    case .tokenWritesLost(let names):
+      logger.error(
+        "the store closed before these token writes could be stored; the file has older values",
+        ["tokens": .string(names.joined(separator: ","))])
     }
   }
 

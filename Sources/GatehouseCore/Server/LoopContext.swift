@@ -85,7 +85,7 @@ final class LoopContext: @unchecked Sendable {
     self.loop = loop
     self.shared = shared
     self.snapshot = snapshot
-    store = shared.store.map(LoopStore.init)
+    store = shared.store.map { LoopStore(store: $0, logger: shared.logger) }
     output.reserveCapacity(64 * 1024)
     scratch.reserveCapacity(4096)
     pools = snapshot.upstreamPlans.map { UpstreamPool(context: self, plan: $0) }

@@ -1,4 +1,5 @@
 import GatehouseHTTP
+import GatehouseNet
 import GatehouseStore
 
 /// One loop's access to the store: its own read connection, a short-lived memory of
@@ -7,8 +8,12 @@ import GatehouseStore
 /// Confined to its loop.
 final class LoopStore {
   let store: Store
+  private let logger: Logger
   private var reader: StoreReader?
-  private var readerFailed = false
+  /// When to try again after the reader could not be opened (the file was deleted or moved,
+  /// or cannot be read): a file put back, or one the writer recreates at the next start,
+  /// is read again without a restart, and a missing one costs one `open` now and then.
+  private var reopen = RetryBackoff(minMs: 500, maxMs: 30_000)
   private var recent: [String: RecentEntry] = [:]
   private var written: [String: WrittenEntry] = [:]
   /// Cache keys already computed on this loop: a key costs string building and a SHA-256.
@@ -44,8 +49,9 @@ final class LoopStore {
   /// An unchanged body is re-queued at most this often; `stored_at` is at most this old.
   static let rewriteIntervalMs: Int64 = 1000
 
-  init(store: Store) {
+  init(store: Store, logger: Logger) {
     self.store = store
+    self.logger = logger
   }
 
   /// The cache key for `inputs`, computed once per loop and remembered (bounded).
@@ -71,19 +77,36 @@ final class LoopStore {
   /// The stored answer for `id`, or nil (also on any read error: a miss, never a failure).
   func lookup(id: String, nowMs: Int64) -> CachedResponse? {
     if let entry = recent[id], nowMs - entry.readAtMs < Self.recentTTLMs { return entry.response }
-    if reader == nil && !readerFailed {
-      do {
-        reader = try store.makeReader()
-      } catch {
-        readerFailed = true
-      }
-    }
+    if reader == nil { openReader() }
     guard let response = reader?.lookup(id: id) else {
       recent[id] = nil
       return nil
     }
     remember(recent: response, id: id, nowMs: nowMs)
     return response
+  }
+
+  /// Opens the reader unless a failed open's back-off is still running. The failure is
+  /// logged once, when it starts (the store counts each one in `read_errors`), and the
+  /// recovery once.
+  private func openReader() {
+    let nowMs = Int64(EventLoop.monotonicNanoseconds() / 1_000_000)
+    if reopen.dueAtMs != nil && !reopen.isDue(nowMs: nowMs) { return }
+    do {
+      reader = try store.makeReader()
+      if reopen.delayMs != nil {
+        logger.info(
+          "store reader open again; stored answers are served again", ["path": .string(store.configuration.path)])
+        reopen.reset()
+      }
+    } catch {
+      if reopen.delayMs == nil {
+        logger.warn(
+          "cannot open a store reader; lookups are misses until it opens (tried again with back-off)",
+          ["path": .string(store.configuration.path), "error": .string("\(error)")])
+      }
+      reopen.failed(nowMs: nowMs)
+    }
   }
 
   /// Queues an answer for the store's writer unless the same body was queued just now.
