@@ -196,7 +196,10 @@ import Testing
   }
 
   /// F10: a sound file the gateway's user cannot write (left owned by root by a `sudo` run).
-  @Test(.enabled(if: geteuid() != 0 || FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")))
+  @Test(
+    .enabled(
+      if: geteuid() != 0 || FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv"),
+      "needs a user the file is denied to: as root that takes /usr/bin/setpriv"))
   func aStoreFileThisUserCannotWriteIsLeftInPlace() throws {
     let directory = try TemporaryDirectory()
     let storeDirectory = directory.file("service")
