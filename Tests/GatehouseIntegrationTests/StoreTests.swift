@@ -184,8 +184,8 @@ import Testing
 
   @Test func freshAnswersAreHitsWithoutAskingTheBackend() throws {
     let backend = try ModalBackend()
-    // An Age from a cache in front of the backend described the answer then; the gateway
-    // says how old it is now, once.
+    // An Age from a cache in front of the backend is where the answer's age started (RFC
+    // 9111 §4.2.3): the gateway says how old it is now, once, that Age included.
     backend.extraHeaders.value = [("Age", "500"), ("Warning", "199 - \"old\"")]
     let gateway = try GatewayProcess(config: Self.config(port: backend.port, cache: ["fresh_s": 60]))
     defer { gateway.stopExpectingCleanExit() }
@@ -195,10 +195,28 @@ import Testing
     #expect(answers.map(Self.cacheHeader) == ["MISS", "HIT", "HIT"])
     // Answers from the store say how old they are (RFC 9111 §5.1).
     #expect(answers.dropFirst().allSatisfy { $0.head.values("Age").count == 1 && $0.head.values("Warning").isEmpty })
-    #expect(answers.dropFirst().allSatisfy { ($0.head.value("Age").flatMap { Int($0) } ?? 500) < 500 })
+    #expect(answers.dropFirst().allSatisfy { ($0.head.value("Age").flatMap { Int($0) } ?? 0) >= 500 })
+    #expect(answers.dropFirst().allSatisfy { ($0.head.value("Age").flatMap { Int($0) } ?? 1000) < 600 })
     #expect(Set(answers.map(\.text)).count == 1)
     #expect(answers.allSatisfy { $0.status == 200 && $0.head.contentLength == Int64($0.body.count) })
     #expect(backend.requests.count == 1)
+  }
+
+  /// An upstream Age that is not delta-seconds is ignored; a huge one is capped (ten years)
+  /// instead of overflowing the sum.
+  @Test(arguments: [("99999999999999999999", 315_360_000), ("-5", 0), ("1e3", 0)])
+  func upstreamAgesAreBoundedAndValidated(sent: String, initial: Int) throws {
+    let backend = try ModalBackend()
+    backend.extraHeaders.value = [("Age", sent)]
+    let gateway = try GatewayProcess(config: Self.config(port: backend.port, cache: ["fresh_s": 60]))
+    defer { gateway.stopExpectingCleanExit() }
+
+    _ = try send("GET", "/aged", to: gateway.port)
+    let hit = try send("GET", "/aged", to: gateway.port)
+
+    #expect(Self.cacheHeader(hit) == "HIT")
+    let age = try #require(hit.head.value("Age").flatMap { Int($0) })
+    #expect(age >= initial && age < initial + 60, "Age \(age)")
   }
 
   @Test func staleWhileRevalidateServesStaleAndRefreshesOnce() throws {

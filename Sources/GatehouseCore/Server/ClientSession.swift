@@ -1211,14 +1211,24 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     }
   }
 
+  /// The largest upstream `Age` taken into the age of a stored answer: ten years.
+  static let maxInitialAge: Int64 = 315_360_000
+
   /// Answers from the store: the stored upstream answer, through the route's envelope.
   private func serveStored(_ stored: CachedResponse, result: CacheResult) {
     guard let exchange else { return }
     exchange.cacheResult = result
     // The gateway says how old the answer is now: the Age and Warning the upstream sent
-    // with it (from a cache in front of it) described it then.
+    // with it (from a cache in front of it) described it then. That Age is where the
+    // answer's age started (RFC 9111 §4.2.3), so it is added to the time spent in the store.
+    var initialAge: Int64 = 0
     let fields = stored.headers.filter { field in
       let name = field.name.lowercased()
+      // delta-seconds only (digits); longer than 10 digits is capped like any huge value,
+      // so a hostile one cannot overflow the sum.
+      if name == "age", initialAge == 0, !field.value.isEmpty, field.value.utf8.allSatisfy({ $0 &- 0x30 < 10 }) {
+        initialAge = field.value.utf8.count > 10 ? Self.maxInitialAge : min(Int64(field.value) ?? 0, Self.maxInitialAge)
+      }
       return name != "age" && name != "warning"
     }
     let head = HTTPResponseHead(
@@ -1226,7 +1236,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       bodyFraming: .contentLength(Int64(stored.body.count)))
     var extra = Self.cacheLines(result)
     // RFC 9111 §5.1: every answer from the store says how old it is.
-    let age = max(0, (RFC3339.nowMilliseconds() - stored.storedAtMs) / 1000)
+    let age = initialAge + max(0, (RFC3339.nowMilliseconds() - stored.storedAtMs) / 1000)
     extra.append(contentsOf: "Age: \(age)\r\n".utf8)
     if result == .stale { extra.append(contentsOf: "Warning: 110 - \"Response is Stale\"\r\n".utf8) }
     var outcome = EnvelopeOutcome.passThrough
