@@ -176,6 +176,10 @@ import Testing
     try gateway.rewriteConfig(Self.config(port: backend.port, routes: [TestConfig.route("gone", match: "/gone")]))
     #expect(try admin.request("POST", "/admin/reload").status == 200)
     #expect(try send("GET", "/gone", to: gateway.port).status == 200)
+    // Both outcomes are counted.
+    let metrics = try MetricsPage(try admin.request("GET", "/metrics").text)
+    #expect(metrics.value("gatehouse_config_reloads_total", ["result": "refused"]) == Double(badFiles.count))
+    #expect(metrics.value("gatehouse_config_reloads_total", ["result": "applied"]) == 1)
   }
 
   @Test func badFileBySighupIsLoggedAndTheOldConfigStays() throws {

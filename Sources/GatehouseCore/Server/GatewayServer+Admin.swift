@@ -202,6 +202,13 @@ extension GatewayServer: AdminBackend {
             ([("side", "upstream")], Double(shared.upstreamConnections.load(ordering: .relaxed))),
           ])
         text.family(
+          "gatehouse_config_reloads_total", type: "counter",
+          help: "Config reloads (SIGHUP or POST /admin/reload) by result: applied, or refused and the running config kept.",
+          samples: [
+            ([("result", "applied")], Double(shared.reloads.load(ordering: .relaxed))),
+            ([("result", "refused")], Double(shared.refusedReloads.load(ordering: .relaxed))),
+          ])
+        text.family(
           "gatehouse_connections_refused_total", type: "counter",
           help: "Client connections closed at once: max_connections reached, or accept failed (out of descriptors).",
           samples: [

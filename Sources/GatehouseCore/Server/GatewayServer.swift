@@ -253,7 +253,12 @@ public final class GatewayServer: @unchecked Sendable {
   /// the running config stays. In-flight requests finish on the config they started with.
   func reload(completion: @escaping @Sendable (Result<Void, ReloadFailure>) -> Void) {
     control.execute { [self] in
-      completion(performReload())
+      let result = performReload()
+      switch result {
+      case .success: shared.reloads.add(1, ordering: .relaxed)
+      case .failure: shared.refusedReloads.add(1, ordering: .relaxed)
+      }
+      completion(result)
     }
   }
 

@@ -14,6 +14,9 @@ public final class GatewayShared: Sendable {
   /// Upstream connections open across all loops.
   let upstreamConnections = Atomic<Int>(0)
   let maxConnections: Atomic<Int>
+  /// Config reloads (SIGHUP or the admin API) applied, and refused (a bad file, draining).
+  let reloads = Atomic<Int>(0)
+  let refusedReloads = Atomic<Int>(0)
   /// Client connections closed at once because `limits.max_connections` was reached.
   let refusedAtLimit = Atomic<Int>(0)
   /// Accepts that failed for want of descriptors or memory (the listener backs off).
