@@ -203,7 +203,7 @@ extension GatewayServer: AdminBackend {
           ])
         text.family(
           "gatehouse_config_reloads_total", type: "counter",
-          help: "Config reloads (SIGHUP or POST /admin/reload) by result: applied, or refused and the running config kept.",
+          help: "Config reloads (SIGHUP or POST /admin/reload): applied, or refused (the running config kept).",
           samples: [
             ([("result", "applied")], Double(shared.reloads.load(ordering: .relaxed))),
             ([("result", "refused")], Double(shared.refusedReloads.load(ordering: .relaxed))),
