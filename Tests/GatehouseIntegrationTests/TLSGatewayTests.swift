@@ -96,6 +96,32 @@ import Testing
     #expect(missingCA.0 == 1 && missingCA.1.hasPrefix("upstreams.api.tls: "), "\(missingCA.1)")
   }
 
+  /// A reload whose certificate cannot be loaded is refused with the error `check` prints
+  /// for it (`listen[0].tls: …`), and the old certificate goes on serving.
+  @Test func aReloadWithAMissingCertificateIsRefusedInCheckStyle() throws {
+    let certificates = try Certificates()
+    let backend = try TestBackend(always: .respond(.text("ok")))
+    defer { backend.stop() }
+    func config(certificate: String) -> [String: Any] {
+      var config = TestConfig.withAdmin(TestConfig.passThrough(to: backend.port))
+      config["listen"] = [
+        ["address": "127.0.0.1:0", "tls": ["cert": certificate, "key": certificates.path + "/server.key"]]
+      ]
+      return config
+    }
+    let gateway = try GatewayProcess(config: config(certificate: certificates.path + "/server.pem"))
+    defer { gateway.stopExpectingCleanExit() }
+
+    try gateway.rewriteConfig(config(certificate: certificates.path + "/none.pem"))
+    let refused = try gateway.admin(token: TestConfig.adminToken).request("POST", "/admin/reload")
+
+    #expect(refused.status == 400)
+    let errors = (try refused.jsonObject())["errors"] as? [String] ?? []
+    #expect(errors.count == 1 && errors[0].hasPrefix("listen[0].tls: "), "\(errors)")
+    let served = try Self.curl(["-k", "https://127.0.0.1:\(gateway.port)/after"])
+    #expect(served.0 == 0 && served.1 == "ok", "\(served)")
+  }
+
   @Test func tlsListenerServesAndPlaintextToItIsClosedCleanly() throws {
     let certificates = try Certificates()
     let backend = try TestBackend(always: .respond(.text("hello over tls")))

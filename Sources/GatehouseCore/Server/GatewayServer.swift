@@ -38,13 +38,14 @@ public final class GatewayServer: @unchecked Sendable {
   /// Listeners bound in `init`, handed to the loops by `run`.
   private var pendingListeners: [(key: String, listeners: [TCPListener], tls: TLSContext?)] = []
 
-  /// The server context of a TLS listener (certificate chain and key read now).
-  static func serverTLS(_ listen: ListenerConfig) throws -> TLSContext? {
+  /// The server context of `listen[index]`'s TLS (certificate chain and key read now). A
+  /// failure names the key as `check` does (`listen[0].tls: …`), at start and on reload.
+  static func serverTLS(_ listen: ListenerConfig, index: Int) throws -> TLSContext? {
     guard let tls = listen.tls else { return nil }
     do {
       return try serverTLS(tls)
     } catch {
-      throw SnapshotError(description: "listen \(listen.address): \(error)")
+      throw SnapshotError(description: "listen[\(index)].tls: \(error)")
     }
   }
 
@@ -97,9 +98,9 @@ public final class GatewayServer: @unchecked Sendable {
     var groups: [(key: String, listeners: [TCPListener], tls: TLSContext?)] = []
     var adminListener: TCPListener?
     do {
-      for listen in config.listen {
+      for (index, listen) in config.listen.enumerated() {
         let key = listen.address.description
-        let tls = try Self.serverTLS(listen)
+        let tls = try Self.serverTLS(listen, index: index)
         let listeners: [TCPListener]
         do {
           listeners = try Self.bind(key, count: contexts.count)
@@ -290,9 +291,9 @@ public final class GatewayServer: @unchecked Sendable {
     let wanted = next.config.listen.map(\.address.description)
     // Certificates are read again on every reload, for new listeners and existing ones.
     var tlsByKey: [String: TLSContext] = [:]
-    for listen in next.config.listen {
+    for (index, listen) in next.config.listen.enumerated() {
       do {
-        if let tls = try Self.serverTLS(listen) { tlsByKey[listen.address.description] = tls }
+        if let tls = try Self.serverTLS(listen, index: index) { tlsByKey[listen.address.description] = tls }
       } catch {
         shared.logger.error("reload refused; the running config stays", ["error": .string("\(error)")])
         return .failure(ReloadFailure(errors: ["\(error)"]))
