@@ -45,18 +45,20 @@ enum AdminTimeoutAction: Equatable {
 }
 
 /// The deadline of one admin connection: pure bookkeeping, fed the monotonic time and the
-/// connection's queued byte count, so its rules are tested without sockets.
+/// bytes the client has acknowledged, so its rules are tested without sockets.
 struct AdminDeadline: Equatable {
   private(set) var wait = AdminWait.request(started: false)
   /// Monotonic nanoseconds at which `wait` runs out; 0 for never.
   private(set) var due: UInt64 = 0
-  /// The queue size when `.output` was last (re)started: less later means progress.
-  private var queuedAtStart = 0
+  /// What the client had acknowledged when `.output` was last (re)started: more later
+  /// means it reads. (A shrinking queue would not do: the kernel's send buffer can grow and
+  /// take queued bytes while the client reads nothing.)
+  private var acknowledgedAtStart: Int64 = 0
 
   /// Starts waiting for `wait` now.
-  mutating func start(_ wait: AdminWait, now: UInt64, limits: AdminConnectionLimits, queued: Int = 0) {
+  mutating func start(_ wait: AdminWait, now: UInt64, limits: AdminConnectionLimits, acknowledged: Int64 = 0) {
     self.wait = wait
-    queuedAtStart = queued
+    acknowledgedAtStart = acknowledged
     switch wait {
     case .request: due = now &+ limits.headerTimeoutNanoseconds
     case .nextRequest, .output: due = now &+ limits.idleTimeoutNanoseconds
@@ -76,11 +78,11 @@ struct AdminDeadline: Equatable {
   }
 
   /// The periodic check: nil while time is left, else what to do (the deadline is then
-  /// cleared; the caller starts the next wait). Under `.output`, any drop of the queue
-  /// since the wait (re)started is progress and restarts it.
-  mutating func check(now: UInt64, queued: Int, limits: AdminConnectionLimits) -> AdminTimeoutAction? {
-    if wait == .output, queued < queuedAtStart {
-      start(.output, now: now, limits: limits, queued: queued)
+  /// cleared; the caller starts the next wait). Under `.output`, any byte the client
+  /// acknowledged since the wait (re)started is progress and restarts it.
+  mutating func check(now: UInt64, acknowledged: Int64, limits: AdminConnectionLimits) -> AdminTimeoutAction? {
+    if wait == .output, acknowledged > acknowledgedAtStart {
+      start(.output, now: now, limits: limits, acknowledged: acknowledged)
       return nil
     }
     guard due != 0, now >= due else { return nil }

@@ -157,7 +157,14 @@ final class AdminSession: ConnectionDelegate {
   }
 
   private func startWaiting(_ wait: AdminWait) {
-    deadline.start(wait, now: now, limits: service.limits, queued: connection?.queuedByteCount ?? 0)
+    deadline.start(wait, now: now, limits: service.limits, acknowledged: acknowledged(during: wait))
+  }
+
+  /// What the client has acknowledged, asked of the kernel only under an `.output` wait (a
+  /// syscall); -1 (no progress, ever) when it cannot say, so the send timeout still cuts.
+  private func acknowledged(during wait: AdminWait) -> Int64 {
+    guard wait == .output else { return 0 }
+    return connection?.peerAcknowledgedBytes ?? -1
   }
 
   func connectionWriteQueueDidDrainBelowLowWatermark(_ connection: BufferedConnection) {
@@ -168,7 +175,7 @@ final class AdminSession: ConnectionDelegate {
   /// The service's sweep: acts on a wait that ran out.
   func checkDeadline() {
     guard let connection, !connection.isClosed else { return }
-    let action = deadline.check(now: now, queued: connection.queuedByteCount, limits: service.limits)
+    let action = deadline.check(now: now, acknowledged: acknowledged(during: deadline.wait), limits: service.limits)
     switch action {
     case nil:
       return
