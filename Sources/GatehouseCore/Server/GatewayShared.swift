@@ -1,3 +1,4 @@
+import GatehouseNet
 import GatehouseStore
 import Synchronization
 
@@ -21,10 +22,9 @@ public final class GatewayShared: Sendable {
   let refusedAtLimit = Atomic<Int>(0)
   /// Accepts that failed for want of descriptors or memory (the listener backs off).
   let acceptFailures = Atomic<Int>(0)
-  /// When the last limit warning was logged (ms since the epoch): one per
-  /// `limitWarningIntervalMs` at most, so a flood does not flood the log too.
-  private let lastLimitWarningMs = Atomic<Int64>(0)
-  static let limitWarningIntervalMs: Int64 = 10_000
+  /// One limit warning per 10 s at most, from any loop, so a flood does not flood the log
+  /// too (the admin listener throttles its refusals the same way).
+  private let limitWarnings = Mutex(LogThrottle(intervalNanoseconds: 10_000_000_000))
 
   init(logger: Logger, maxConnections: Int, store: Store?) {
     self.logger = logger
@@ -35,14 +35,11 @@ public final class GatewayShared: Sendable {
   /// Open client connections right now.
   public var openClientConnections: Int { clientConnections.load(ordering: .relaxed) }
 
-  /// Logs a warning about a limit being hit, unless one went out in the last
-  /// `limitWarningIntervalMs` (the counters carry the totals).
+  /// Logs a warning about a limit being hit, unless one went out in the last 10 s (the
+  /// counters carry the totals). Called on refusals only, never per request.
   func warnAboutLimit(_ message: String, _ fields: KeyValuePairs<String, LogValue>) {
-    let now = RFC3339.nowMilliseconds()
-    let last = lastLimitWarningMs.load(ordering: .relaxed)
-    guard now - last >= Self.limitWarningIntervalMs,
-      lastLimitWarningMs.compareExchange(expected: last, desired: now, ordering: .relaxed).exchanged
-    else { return }
+    let now = EventLoop.monotonicNanoseconds()
+    guard limitWarnings.withLock({ $0.admit(now: now) }) != nil else { return }
     logger.warn(message, fields)
   }
 }
