@@ -46,23 +46,22 @@ import Testing
     if case .failure(let failure) = directory { #expect(failure.description == "cannot read /tmp: it is a directory") }
   }
 
+  // Neither test below changes the process environment: tests run in parallel, and
+  // another one reading TMPDIR (or getenv racing setenv) would see it.
   @Test func processEnvironmentMatchesGetenv() throws {
-    setenv("GATEHOUSE_LOCAL_FILE_TEST", "a=b", 1)
-    defer { unsetenv("GATEHOUSE_LOCAL_FILE_TEST") }
     let environment = LocalFile.processEnvironment()
-    // The value keeps everything after the first '='.
-    #expect(environment["GATEHOUSE_LOCAL_FILE_TEST"] == "a=b")
     #expect(environment["PATH"] == ProcessInfo.processInfo.environment["PATH"])
+    #expect(environment.count == ProcessInfo.processInfo.environment.count)
   }
 
   @Test func temporaryDirectoriesArePrivateAndFollowTMPDIR() throws {
+    #expect(DefaultConfig.temporaryBase(tmpdir: nil) == "/tmp")
+    #expect(DefaultConfig.temporaryBase(tmpdir: "") == "/tmp")
+    #expect(DefaultConfig.temporaryBase(tmpdir: "/var/tmp//") == "/var/tmp")
     let base = FileManager.default.temporaryDirectory.appendingPathComponent("gatehouse-tmpdir-\(UUID())").path
     try FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: false)
     defer { try? FileManager.default.removeItem(atPath: base) }
-    let saved = getenv("TMPDIR").map { String(cString: $0) }
-    setenv("TMPDIR", base + "/", 1)
-    defer { if let saved { setenv("TMPDIR", saved, 1) } else { unsetenv("TMPDIR") } }
-    let directory = try DefaultConfig.makeTemporaryDirectory()
+    let directory = try DefaultConfig.makeTemporaryDirectory(under: DefaultConfig.temporaryBase(tmpdir: base + "/"))
     #expect(directory.hasPrefix(base + "/gatehouse-"))
     var info = stat()
     #expect(stat(directory, &info) == 0)

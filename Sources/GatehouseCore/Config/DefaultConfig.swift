@@ -88,9 +88,20 @@ public enum DefaultConfig {
   /// A new directory only this user can read (`mkdtemp` creates it with mode 0700), under
   /// `TMPDIR` when that is set, as other programs do, else /tmp.
   public static func makeTemporaryDirectory() throws -> String {
-    var base = getenv("TMPDIR").map { String(cString: $0) } ?? ""
+    try makeTemporaryDirectory(under: temporaryBase(tmpdir: getenv("TMPDIR").map { String(cString: $0) }))
+  }
+
+  /// Where temporary directories go: `tmpdir` (the value of `TMPDIR`) when set, else /tmp,
+  /// without trailing slashes.
+  static func temporaryBase(tmpdir: String?) -> String {
+    var base = tmpdir ?? ""
     if base.isEmpty { base = "/tmp" }
     while base.utf8.count > 1 && base.hasSuffix("/") { base.removeLast() }
+    return base
+  }
+
+  /// A new directory only this user can read, in `base`.
+  static func makeTemporaryDirectory(under base: String) throws -> String {
     var template = Array((base + "/gatehouse-XXXXXX").utf8CString)
     guard let result = mkdtemp(&template) else {
       throw LocalFile.Failure("create a directory in", base, LocalFile.describe(errno))
