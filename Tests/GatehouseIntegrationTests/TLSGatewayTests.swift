@@ -196,22 +196,23 @@ import Testing
     let upstream = try GatewayProcess(config: upstreamConfig)
     defer { upstream.stopExpectingCleanExit() }
     let port = upstream.port
-    let config = TestConfig.make(
-      routes: [
-        TestConfig.route("good", match: "/good", upstream: "good", rewrite: "/"),
-        TestConfig.route("unknown-ca", match: "/unknown-ca", upstream: "unknownCA", rewrite: "/"),
-        TestConfig.route("wrong-name", match: "/wrong-name", upstream: "wrongName", rewrite: "/"),
-        TestConfig.route("unverified", match: "/unverified", upstream: "unverified", rewrite: "/"),
-      ],
-      upstreams: [
-        "good": ["url": "https://localhost:\(port)", "tls": ["ca": certificates.path + "/ca.pem"]],
-        "unknownCA": ["url": "https://localhost:\(port)", "tls": ["ca": certificates.path + "/other-ca.pem"]],
-        "wrongName": [
-          "url": "https://127.0.0.1:\(port)",
-          "tls": ["ca": certificates.path + "/ca.pem", "server_name": "other.example"],
+    let config = TestConfig.withAdmin(
+      TestConfig.make(
+        routes: [
+          TestConfig.route("good", match: "/good", upstream: "good", rewrite: "/"),
+          TestConfig.route("unknown-ca", match: "/unknown-ca", upstream: "unknownCA", rewrite: "/"),
+          TestConfig.route("wrong-name", match: "/wrong-name", upstream: "wrongName", rewrite: "/"),
+          TestConfig.route("unverified", match: "/unverified", upstream: "unverified", rewrite: "/"),
         ],
-        "unverified": ["url": "https://localhost:\(port)", "tls": ["verify": false]],
-      ])
+        upstreams: [
+          "good": ["url": "https://localhost:\(port)", "tls": ["ca": certificates.path + "/ca.pem"]],
+          "unknownCA": ["url": "https://localhost:\(port)", "tls": ["ca": certificates.path + "/other-ca.pem"]],
+          "wrongName": [
+            "url": "https://127.0.0.1:\(port)",
+            "tls": ["ca": certificates.path + "/ca.pem", "server_name": "other.example"],
+          ],
+          "unverified": ["url": "https://localhost:\(port)", "tls": ["verify": false]],
+        ]))
     let gateway = try GatewayProcess(config: config)
     defer { gateway.stopExpectingCleanExit() }
 
@@ -226,5 +227,13 @@ import Testing
     #expect(try send("GET", "/unverified", to: gateway.port).status == 200)
     #expect(gateway.stdoutText.contains("TLS certificate verification is off"))
     #expect(gateway.stdoutText.contains("upstream TLS failed"))
+    // The admin API names the cause, not only the outcome the metrics count.
+    let admin = try gateway.admin(token: TestConfig.adminToken)
+    let upstreams = try admin.json("/admin/upstreams")["upstreams"] as? [[String: Any]] ?? []
+    for name in ["unknownCA", "wrongName"] {
+      let entry = upstreams.first { $0["name"] as? String == name }
+      let lastError = entry?["last_error"] as? String ?? ""
+      #expect(lastError.hasPrefix("TLS: "), "\(name): \(lastError)")
+    }
   }
 }

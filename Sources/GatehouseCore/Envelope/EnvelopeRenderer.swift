@@ -145,3 +145,19 @@ public enum EnvelopeRenderer {
     return lower.isEmpty || lower.elementsEqual("identity".utf8)
   }
 }
+
+extension EnvelopeRenderer {
+  /// Renders a complete upstream answer with its own reason phrase (the standard one when it
+  /// sent none): what a client's exchange writes and a background refresh checks before storing.
+  static func render(answer head: HTTPResponseHead, body: [UInt8], truncated: Bool, policy: EnvelopePolicy)
+    -> EnvelopeOutcome
+  {
+    func field(_ name: StaticString) -> ArraySlice<UInt8>? {
+      head.headers.firstIndex(lowercaseName: name).map { head.headers.valueBytes(at: $0) }
+    }
+    return render(
+      status: head.status, reason: head.reason.isEmpty ? HTTPStatusPhrase.reason(for: head.status) : head.reasonString,
+      contentType: field("content-type"), contentEncoding: field("content-encoding"), body: body,
+      truncated: truncated, policy: policy)
+  }
+}

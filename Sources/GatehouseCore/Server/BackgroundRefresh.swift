@@ -140,17 +140,14 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
   /// route's envelope finds unusable (invalid JSON, a corrupt gzip body).
   private func isGoodAnswer(_ head: HTTPResponseHead) -> Bool {
     guard let plan else { return false }
-    let encoding = ClientSession.field(head.headers, "content-encoding")
-    if let use = plan.token, use.bodyRejects(body, contentEncoding: encoding) {
+    if let use = plan.token, use.answerRejects(head, body: body) {
       if let tokenSerial { context.shared.tokens?.reportRejected(token: use.name, serial: tokenSerial) }
       return false
     }
-    if let policy = plan.envelope {
-      let outcome = EnvelopeRenderer.render(
-        status: head.status, reason: HTTPStatusPhrase.reason(for: head.status),
-        contentType: ClientSession.field(head.headers, "content-type"), contentEncoding: encoding, body: body,
-        truncated: false, policy: policy)
-      if case .unusable = outcome { return false }
+    if let policy = plan.envelope,
+      case .unusable = EnvelopeRenderer.render(answer: head, body: body, truncated: false, policy: policy)
+    {
+      return false
     }
     return true
   }

@@ -654,8 +654,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     context.shared.logger.warn(
       "upstream sent an invalid answer",
       ["upstream": .string(upstream.pool.plan.name), "error": .string(error.description)])
-    upstreamFailed(.invalidResponse)
-    upstream.pool.lastError = "invalid answer: \(error.description)"
+    upstreamFailed(.invalidResponse, detail: "invalid answer: \(error.description)")
   }
 
   func upstreamDidClose(_ upstream: UpstreamConnection, reason: ConnectionCloseReason) {
@@ -667,8 +666,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       // A bad certificate or a failed handshake: the upstream is unusable, like a refusal.
       context.shared.logger.warn(
         "upstream TLS failed", ["upstream": .string(upstream.pool.plan.name), "error": .string(error.description)])
-      upstream.pool.lastError = "TLS: \(error.description)"
-      upstreamFailed(.unavailable)
+      upstreamFailed(.unavailable, detail: "TLS: \(error.description)")
     case .closedByOwner, .hangup, .failed, .loopStopped:
       upstreamFailed(exchange?.responseBytesReceived == true ? .invalidResponse : .closed)
     }
@@ -849,10 +847,8 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     // be; when it cannot, it is no good answer: never stored, never wrapped as a success.
     var tokenRefused = false
     if exchange.bodyPlan == .buffer, let routeIndex = exchange.routeIndex,
-      let use = exchange.snapshot.routePlans[routeIndex].token, use.bodyField != nil,
-      use.bodyRejects(
-        exchange.bufferedBody,
-        contentEncoding: exchange.bufferedHead.flatMap { Self.field($0.headers, "content-encoding") })
+      let use = exchange.snapshot.routePlans[routeIndex].token, use.bodyField != nil, let head = exchange.bufferedHead,
+      use.answerRejects(head, body: exchange.bufferedBody)
     {
       if tokenRejectedAfterBody(use, exchange: exchange, upstreamReusable: upstreamReusable) { return }
       tokenRefused = true
@@ -974,7 +970,9 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     }
   }
 
-  private func upstreamFailed(_ failure: UpstreamFailure) {
+  /// `detail` is what `/admin/upstreams` shows as the upstream's last error when there is more
+  /// to say than the outcome the metrics count.
+  private func upstreamFailed(_ failure: UpstreamFailure, detail: String? = nil) {
     guard let exchange else { return }
     // The connection ended, or sent what is not an answer, before this request's answer
     // began while it was pipelined behind another: the upstream may never have read it
@@ -996,7 +994,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       context.metrics.recordUpstream(pool.plan.name, outcome: failure.outcome)
       if failure != .circuitOpen {
         pool.circuit.recordFailure(now: loop.iterationTime)
-        pool.lastError = failure.outcome
+        pool.lastError = detail ?? failure.outcome
       }
     }
     if let upstream = exchange.upstream {
@@ -1376,11 +1374,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
   private func renderBufferedAnswer(_ exchange: Exchange) -> EnvelopeOutcome? {
     guard let head = exchange.bufferedHead, let policy = exchange.envelope else { return nil }
     return EnvelopeRenderer.render(
-      status: head.status,
-      reason: head.reason.isEmpty ? HTTPStatusPhrase.reason(for: head.status) : head.reasonString,
-      contentType: Self.field(head.headers, "content-type"),
-      contentEncoding: Self.field(head.headers, "content-encoding"),
-      body: exchange.bufferedBody, truncated: exchange.bufferedTruncated, policy: policy)
+      answer: head, body: exchange.bufferedBody, truncated: exchange.bufferedTruncated, policy: policy)
   }
 
   /// Writes a buffered answer: `outcome` is its envelope (`passThrough` without one).

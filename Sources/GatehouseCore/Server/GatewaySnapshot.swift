@@ -152,6 +152,16 @@ final class TokenUse: Sendable {
     bodyValues = route.invalidToken.bodyValues.map { $0.serializedBytes() }
   }
 
+  /// Whether a complete answer's body says the token was rejected, read as its
+  /// `Content-Encoding` says: the one check a client's exchange and a background refresh share.
+  func answerRejects(_ head: HTTPResponseHead, body: [UInt8]) -> Bool {
+    bodyRejects(
+      body,
+      contentEncoding: head.headers.firstIndex(lowercaseName: "content-encoding").map {
+        head.headers.valueBytes(at: $0)
+      })
+  }
+
   /// Whether a JSON body says the token was rejected. A gzip body is looked at decoded
   /// (up to `maxDecoded` bytes), as the envelope would see it.
   func bodyRejects(_ raw: [UInt8], contentEncoding: ArraySlice<UInt8>? = nil, maxDecoded: Int = 1 << 20) -> Bool {
