@@ -73,6 +73,39 @@ import Testing
     #expect(rest.bytes.count < 10_000)
   }
 
+  /// On a pass-through route the head goes out with the first body bytes: an answer whose
+  /// body breaks in the same read as its head has sent the client nothing yet, so it gets a
+  /// 502 (as on an enveloped route) and keeps its connection; once the head has left, the
+  /// only signal left is the cut connection.
+  @Test func passThroughAnswerBrokenBeforeAnyByteLeftIs502() throws {
+    let head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+    let backend = try FaultBackend { request in
+      if request.target.hasPrefix("/late") {
+        return FaultAnswer([Array(head.utf8), Array("zz\r\n{}\r\n0\r\n\r\n".utf8)], pause: .milliseconds(300))
+      }
+      return FaultAnswer.raw(head + "zz\r\n{}\r\n0\r\n\r\n")
+    }
+    defer { backend.stop() }
+    let gateway = try GatewayProcess(config: TestConfig.passThrough(to: backend.port))
+    defer { gateway.stopExpectingCleanExit() }
+
+    let client = try RawClient(port: gateway.port)
+    #expect(
+      isErrorEnvelope(try client.exchange(httpRequest("GET", "/at-once")), status: 502, message: "upstream unavailable")
+    )
+    #expect(
+      isErrorEnvelope(try client.exchange(httpRequest("GET", "/again")), status: 502, message: "upstream unavailable"))
+
+    let late = try RawClient(port: gateway.port)
+    try late.send(httpRequest("GET", "/late"))
+    let lateHead = try MessageHead(raw: try #require(try late.reader.readHead(deadline: Deadline(seconds: 10))))
+    #expect(lateHead.startLine.hasPrefix("HTTP/1.1 200"))
+    #expect(late.readUntilEnd().end != .stillOpen)
+    #expect(gateway.waitForLogLine { $0["msg"] as? String == "access" && $0["path"] as? String == "/late" })
+    let logged = gateway.logLines().filter { $0["msg"] as? String == "access" }.compactMap { $0["status"] as? Int }
+    #expect(logged.sorted() == [200, 502, 502], "\(logged)")
+  }
+
   @Test func upstreamSlowerThanResponseTimeoutIs504() throws {
     let gate = Gate()
     var answer = BackendResponse.text("too late")

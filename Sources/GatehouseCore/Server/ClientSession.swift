@@ -826,6 +826,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       context.output.append(contentsOf: bytes)
     } else {
       flushOutput()
+      exchange.responseFlushed = true
       _ = connection?.write(bytes)
     }
     if exchange.rechunkResponse { HTTPSerializer.writeChunkTrailer(into: &context.output) }
@@ -1002,9 +1003,17 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       exchange.pool?.discard(upstream, by: self)
     }
     if exchange.responseStarted {
-      // Part of the answer is out; cutting the connection is the only honest signal left.
-      abort()
-      return
+      if exchange.responseFlushed {
+        // Part of the answer is out; cutting the connection is the only honest signal left.
+        abort()
+        return
+      }
+      // The answer's head is only staged (the upstream broke within the read that brought
+      // it): dropped, so the client gets the error answer below instead of a cut connection.
+      context.output.removeAll(keepingCapacity: true)
+      exchange.responseStarted = false
+      exchange.rechunkResponse = false
+      exchange.bytesSent = 0
     }
     if failure == .closed
       && UpstreamRetryPolicy.shouldRetry(
@@ -1435,6 +1444,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
 
   private func flushOutput() {
     guard !context.output.isEmpty else { return }
+    if let exchange, exchange.responseStarted { exchange.responseFlushed = true }
     context.output.withUnsafeBytes { _ = connection?.write($0) }
     context.output.removeAll(keepingCapacity: true)
   }
@@ -1718,6 +1728,9 @@ final class Exchange {
   var requestComplete = false
   var rechunkRequest = false
   var responseStarted = false
+  /// Some of the answer left for the client; until then a started answer is only staged in
+  /// the loop's output buffer and can still give way to an error answer.
+  var responseFlushed = false
   var responseComplete = false
   /// The answer went out before the request's body was all read (the connection ends).
   var bodyLeftUnread = false
