@@ -4,9 +4,10 @@ import GatehouseHTTP
 /// status and fields less the hop-by-hop table, the request id, the framing chosen by
 /// `HTTPSerializer.framing`, and `Connection: close` when this is the connection's last answer.
 public enum ClientResponseWriter {
+  /// Fields whose value contains `hiding` (the token sent, on an error answer) are left out.
   public static func write(
     head: HTTPResponseHead, requestID: [UInt8], framing: HTTPBodyFraming, headContentLength: Int64?,
-    closeConnection: Bool, extraLines: [UInt8] = [], into out: inout [UInt8]
+    closeConnection: Bool, extraLines: [UInt8] = [], hiding secret: [UInt8]? = nil, into out: inout [UInt8]
   ) {
     var phrase = head.reason.isEmpty ? HTTPStatusPhrase.reason(for: head.status) : ""
     let bound =
@@ -22,7 +23,7 @@ public enum ClientResponseWriter {
         out.write(head.reason)
       }
       out.write("\r\n")
-      writeForwardedFields(head.headers, except: nil, into: &out)
+      writeForwardedFields(head.headers, except: nil, hiding: secret, into: &out)
       out.write("X-Request-Id: ")
       out.write(requestID)
       out.write("\r\n")
@@ -52,7 +53,7 @@ public enum ClientResponseWriter {
   /// `Content-Type: application/json`, and gzip when the body was compressed for the client.
   public static func writeEnveloped(
     status: Int, upstream: HTTPResponseHead, requestID: [UInt8], framing: HTTPBodyFraming, gzip: Bool,
-    closeConnection: Bool, extraLines: [UInt8] = [], into out: inout [UInt8]
+    closeConnection: Bool, extraLines: [UInt8] = [], hiding secret: [UInt8]? = nil, into out: inout [UInt8]
   ) {
     var phrase = HTTPStatusPhrase.reason(for: status)
     let bound =
@@ -63,7 +64,7 @@ public enum ClientResponseWriter {
       out.write(0x20)
       phrase.withUTF8 { out.write($0) }
       out.write("\r\n")
-      writeForwardedFields(upstream.headers, except: replacedByEnvelope, into: &out)
+      writeForwardedFields(upstream.headers, except: replacedByEnvelope, hiding: secret, into: &out)
       out.write("Content-Type: application/json\r\nX-Request-Id: ")
       out.write(requestID)
       out.write("\r\n")
@@ -76,13 +77,17 @@ public enum ClientResponseWriter {
   }
 
   /// The upstream's fields a client may see: all but the hop-by-hop table, the names its
-  /// Connection field lists, the fields the gateway sets itself, and `except`.
-  static func writeForwardedFields(_ headers: HTTPHeaders, except: HeaderNameSet?, into out: inout ByteCursor) {
+  /// Connection field lists, the fields the gateway sets itself, `except`, and those whose
+  /// value contains `secret`.
+  static func writeForwardedFields(
+    _ headers: HTTPHeaders, except: HeaderNameSet?, hiding secret: [UInt8]? = nil, into out: inout ByteCursor
+  ) {
     let connectionNamed = UpstreamRequestWriter.connectionListedNames(headers)
     headers.withEachField { name, value in
       if HopByHop.isHopByHop(name) || HopByHop.gatewayResponseFields.contains(name) { return }
       if let except, except.contains(name) { return }
       if let connectionNamed, connectionNamed.contains(name) { return }
+      if let secret, SecretMasking.occurs(secret, in: value) { return }
       out.write(name)
       out.write(0x3A)
       out.write(0x20)

@@ -276,6 +276,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       }
       exchange.tokenGrant = nil
       exchange.tokenSerial = grant.serial
+      exchange.sentToken = grant.bytes
       token = UpstreamRequestWriter.TokenLine(prefix: use.linePrefix, value: grant.bytes, suffix: use.lineSuffix)
     }
     // An upstream the health checks call down is skipped like one with an open circuit
@@ -787,7 +788,8 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     let before = context.output.count
     ClientResponseWriter.write(
       head: head, requestID: exchange.requestID, framing: framing, headContentLength: headLength,
-      closeConnection: close, extraLines: Self.cacheLines(exchange.cacheResult), into: &context.output)
+      closeConnection: close, extraLines: Self.cacheLines(exchange.cacheResult),
+      hiding: Self.tokenToHide(exchange, upstreamStatus: head.status), into: &context.output)
     self.exchange?.bytesSent += Int64(context.output.count - before)
     return true
   }
@@ -1398,7 +1400,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     case .json(let status, let body), .unusable(let status, let body):
       writeEnvelopedAnswer(
         status: status, body: body, upstream: head, exchange: exchange, close: close, headOnly: headOnly,
-        extra: Self.cacheLines(exchange.cacheResult))
+        extra: Self.cacheLines(exchange.cacheResult), hiding: Self.tokenToHide(exchange, upstreamStatus: head.status))
     case .passThrough:
       exchange.status = head.status
       let allowsBody = HTTPSerializer.statusAllowsBody(head.status)
@@ -1406,7 +1408,8 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
         head: head, requestID: exchange.requestID,
         framing: allowsBody && !headOnly ? .contentLength(Int64(exchange.bufferedBody.count)) : .none,
         headContentLength: headOnly && allowsBody ? Int64(exchange.bufferedBody.count) : nil, closeConnection: close,
-        extraLines: Self.cacheLines(exchange.cacheResult), into: &context.output)
+        extraLines: Self.cacheLines(exchange.cacheResult),
+        hiding: Self.tokenToHide(exchange, upstreamStatus: head.status), into: &context.output)
       if !headOnly && allowsBody { context.output.append(contentsOf: exchange.bufferedBody) }
     }
     exchange.bytesSent += Int64(context.output.count - before)
@@ -1416,10 +1419,11 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
   /// Writes a whole enveloped answer (gzip when the client takes it and it pays off).
   private func writeEnvelopedAnswer(
     status: Int, body: [UInt8], upstream head: HTTPResponseHead, exchange: Exchange, close: Bool, headOnly: Bool,
-    extra: [UInt8]
+    extra: [UInt8], hiding secret: [UInt8]? = nil
   ) {
     exchange.status = status
     var body = body
+    if let secret, let masked = SecretMasking.masked([secret], in: body) { body = masked }
     var gzip = false
     if exchange.acceptsGzip && body.count > 1024, let compressed = context.compress(body) {
       body = compressed
@@ -1427,8 +1431,15 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     }
     ClientResponseWriter.writeEnveloped(
       status: status, upstream: head, requestID: exchange.requestID, framing: .contentLength(Int64(body.count)),
-      gzip: gzip, closeConnection: close, extraLines: extra, into: &context.output)
+      gzip: gzip, closeConnection: close, extraLines: extra, hiding: secret, into: &context.output)
     if !headOnly { context.output.append(contentsOf: body) }
+  }
+
+  /// The token value to keep out of an answer: an error answer may echo the credential it was
+  /// refused with ("token … is not allowed"), and clients never hold backend credentials. A
+  /// 2xx answer is the backend's data and passes as it is.
+  static func tokenToHide(_ exchange: Exchange, upstreamStatus: Int) -> [UInt8]? {
+    (200..<300).contains(upstreamStatus) ? nil : exchange.sentToken
   }
 
   static func field(_ headers: HTTPHeaders, _ lowercaseName: StaticString) -> ArraySlice<UInt8>? {
@@ -1764,6 +1775,8 @@ final class Exchange {
   var clientID: String?
   /// The serial of the token value sent, reported back if the backend rejects it.
   var tokenSerial: UInt64?
+  /// The token value sent (shared storage, not a copy): masked in error answers that echo it.
+  var sentToken: [UInt8]?
   /// A value handed over by a token refresh, used for the next send.
   var tokenGrant: TokenGrant?
   var tokenRetried = false

@@ -52,15 +52,16 @@ struct SecretRedactor {
     for form in [secret, FormURLEncoding.encode(secret)] where !secrets.contains(form) {
       secrets.append(form)
     }
-    // Longest first, so a secret that contains another is masked whole.
-    secrets.sort { $0.utf8.count > $1.utf8.count }
   }
 
-  /// `text` with every secret masked, control characters replaced by spaces, and cut to `maxLength`.
+  /// `text` with every secret masked (in one pass: a secret that occurs in the mask or in
+  /// another secret's form leaves the mask alone; secrets shorter than
+  /// `SecretMasking.minimumLength` are not looked for), control characters replaced by
+  /// spaces, and cut to `maxLength`.
   func redact(_ text: String) -> String {
     var result = text
-    for secret in secrets where result.contains(secret) {
-      result = result.replacing(secret, with: Self.mask)
+    if let masked = SecretMasking.masked(secrets.map { Array($0.utf8) }, in: Array(text.utf8)) {
+      result = String(decoding: masked, as: UTF8.self)
     }
     var cleaned = String(
       String.UnicodeScalarView(result.unicodeScalars.map { $0.value < 0x20 || $0.value == 0x7F ? " " : $0 }))

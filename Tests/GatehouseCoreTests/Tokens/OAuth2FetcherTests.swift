@@ -250,4 +250,28 @@ import Testing
     let long = SecretRedactor().redact(String(repeating: "a", count: 1000))
     #expect(long.count == SecretRedactor.maxLength + 1)
   }
+
+  /// A secret that occurs in the mask ("e", "dact") or is too short to mask meaningfully used
+  /// to rewrite the masks it had inserted: the message became unreadable and showed where the
+  /// secret occurs.
+  @Test func redactorNeverRewritesItsOwnMasksAndLeavesTooShortSecretsAlone() {
+    let text = "token endpoint: answered 400: redacted scope"
+    #expect(SecretRedactor(["e"]).redact(text) == text)
+    #expect(SecretRedactor(["dact"]).redact("x dact y") == "x <redacted> y")
+    #expect(SecretRedactor(["dact", "edac"]).redact("redacted") == "r<redacted>ted")
+    #expect(SecretRedactor(["secret", "secret-long"]).redact("a secret-long b secret") == "a <redacted> b <redacted>")
+  }
+
+  @Test func maskingFindsEveryOccurrenceOnceAndCopiesNothingWithoutOne() {
+    let secret = Array("tok-123".utf8)
+    #expect(SecretMasking.masked([secret], in: Array("no secret here".utf8)) == nil)
+    let masked = SecretMasking.masked([secret], in: Array("tok-123,tok-123tok-123!".utf8))
+    #expect(masked.map { String(decoding: $0, as: UTF8.self) } == "<redacted>,<redacted><redacted>!")
+    func occurs(_ secret: [UInt8], in text: String) -> Bool {
+      Array(text.utf8).withUnsafeBufferPointer { SecretMasking.occurs(secret, in: $0) }
+    }
+    #expect(occurs(secret, in: "Bearer tok-123"))
+    #expect(!occurs(secret, in: "Bearer tok-12"))
+    #expect(!occurs(Array("abc".utf8), in: "abc"))
+  }
 }

@@ -1,0 +1,62 @@
+/// Masks secrets in bytes that came from elsewhere: a backend that echoes the token it was sent
+/// in an error ("token abc… is not allowed") must not hand it to the client, who never holds
+/// backend credentials (SPEC §3); a token endpoint that echoes the client secret must not put
+/// it in a log line.
+public enum SecretMasking {
+  /// What replaces each occurrence.
+  public static let mask: [UInt8] = Array("<redacted>".utf8)
+  /// Shorter secrets are not looked for: masking them would mark every place the value occurs
+  /// in ordinary text (showing what it is) and garble the message.
+  public static let minimumLength = 4
+
+  /// Whether `secret` occurs in `bytes`.
+  public static func occurs(_ secret: [UInt8], in bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+    guard secret.count >= minimumLength, bytes.count >= secret.count else { return false }
+    var index = 0
+    while index + secret.count <= bytes.count {
+      if matches(secret, bytes, at: index) { return true }
+      index += 1
+    }
+    return false
+  }
+
+  /// `bytes` with every occurrence of any of `secrets` replaced by `mask`, in one pass that
+  /// never looks at its own output (so a secret that occurs in the mask does not mangle it);
+  /// where two secrets start at the same place the longer one is masked whole. Nil when
+  /// nothing was found: the common case costs no copy.
+  public static func masked(_ secrets: [[UInt8]], in bytes: [UInt8]) -> [UInt8]? {
+    let candidates = secrets.filter { $0.count >= minimumLength && $0.count <= bytes.count }
+      .sorted { $0.count > $1.count }
+    guard !candidates.isEmpty else { return nil }
+    return bytes.withUnsafeBufferPointer { source -> [UInt8]? in
+      var result: [UInt8]?
+      var copied = 0
+      var index = 0
+      while index < source.count {
+        guard let secret = candidates.first(where: { matches($0, source, at: index) }) else {
+          index += 1
+          continue
+        }
+        if result == nil { result = Array(repeating: 0, count: 0) }
+        result!.append(contentsOf: source[copied..<index])
+        result!.append(contentsOf: mask)
+        index += secret.count
+        copied = index
+      }
+      guard var done = result else { return nil }
+      done.append(contentsOf: source[copied...])
+      return done
+    }
+  }
+
+  @inline(__always)
+  private static func matches(_ secret: [UInt8], _ source: UnsafeBufferPointer<UInt8>, at index: Int) -> Bool {
+    guard index + secret.count <= source.count else { return false }
+    var offset = 0
+    while offset < secret.count {
+      if source[index + offset] != secret[offset] { return false }
+      offset += 1
+    }
+    return true
+  }
+}

@@ -1,0 +1,48 @@
+import Foundation
+import Testing
+
+/// A backend that echoes the injected token in an error ("token … is not allowed", a debug
+/// header) must not hand it to the client (SPEC §3: clients never hold backend credentials;
+/// token values never appear in error messages). 2xx answers are the backend's data and pass
+/// as they are; so do the bodies of pass-through routes, which stream byte for byte.
+@Suite struct TokenEchoTests {
+  static let token = "api-SECRET-7d3b91aa55"
+
+  @Test func anErrorAnswerNeverCarriesTheTokenItWasRefusedWith() throws {
+    let backend = try TestBackend { request in
+      let sent = request.head.value("Authorization") ?? ""
+      let status = request.path.hasSuffix("/ok") ? 200 : 403
+      return .respond(
+        BackendResponse(
+          status: status, reason: status == 200 ? "OK" : "Forbidden",
+          headers: [("Content-Type", "application/json"), ("X-Debug-Auth", sent), ("X-Other", "kept")],
+          body: .bytes(Array(#"{"message":"token \#(sent.dropFirst(7)) is not allowed","n":1}"#.utf8))))
+    }
+    defer { backend.stop() }
+    let config = TestConfig.withTokens(
+      upstreamPort: backend.port, tokens: ["api": ["type": "static", "value": Self.token]],
+      routes: [
+        TestConfig.tokenRoute("wrapped", match: "/e/*", token: "api", extra: ["envelope": ["enabled": true]]),
+        TestConfig.tokenRoute("raw", match: "/r/*", token: "api"),
+      ])
+    let gateway = try GatewayProcess(config: config)
+    defer { gateway.stopExpectingCleanExit() }
+
+    let wrapped = try send("GET", "/e/x", to: gateway.port)
+    #expect(wrapped.status == 403)
+    #expect(try wrapped.jsonObject()["message"] as? String == "token <redacted> is not allowed")
+    #expect(wrapped.head.value("X-Debug-Auth") == nil)
+    #expect(wrapped.head.value("X-Other") == "kept")
+
+    let raw = try send("GET", "/r/x", to: gateway.port)
+    #expect(raw.status == 403)
+    #expect(raw.head.value("X-Debug-Auth") == nil)
+    #expect(raw.head.value("X-Other") == "kept")
+
+    // The backend did get the token each time; a 2xx answer is passed on as it is.
+    #expect(backend.requests.allSatisfy { $0.head.value("Authorization") == "Bearer \(Self.token)" })
+    let fine = try send("GET", "/e/ok", to: gateway.port)
+    #expect(fine.status == 200)
+    #expect(fine.head.value("X-Debug-Auth") == "Bearer \(Self.token)")
+  }
+}
