@@ -26,16 +26,18 @@ public struct CacheKey: Sendable, Hashable, CustomStringConvertible {
   /// Builds the key.
   /// - Parameters:
   ///   - query: the raw query string, with or without a leading `?`; empty pairs are
-  ///     ignored, duplicates kept (`a=1&a=2` and `a=2&a=1` give the same key).
+  ///     ignored; pairs of one name keep their order (`a=1&a=2` and `a=2&a=1` differ).
   ///   - vary: for each configured vary header the client sent, its name and value.
   ///     Names are lowercased, pairs sorted; a header the client did not send is simply
   ///     absent (which differs from sending it empty).
   ///   - clientID: the client key id when `clients.required` is on, else nil.
   ///   - host: the `Host` a route sets for the upstream (virtual hosting), else nil. Added
   ///     to the key only when set, so keys without one are what they always were.
+  ///   - scope: what else makes the route's requests differ for the backend (the token it
+  ///     injects, the fields it sets), else nil; added only when set, like `host`.
   public init(
     method: String, upstream: String, path: String, query: String, vary: [(name: String, value: String)] = [],
-    clientID: String? = nil, host: String? = nil
+    clientID: String? = nil, host: String? = nil, scope: String? = nil
   ) {
     self.method = method
     self.upstream = upstream
@@ -52,6 +54,7 @@ public struct CacheKey: Sendable, Hashable, CustomStringConvertible {
     }
     varyPart += " client=" + (clientID.map(Self.field) ?? "-")
     if let host { varyPart += " host=" + Self.field(Self.asciiLowercased(host)) }
+    if let scope { varyPart += " scope=" + Self.field(scope) }
     self.varyPart = varyPart
 
     canonical =
@@ -62,12 +65,19 @@ public struct CacheKey: Sendable, Hashable, CustomStringConvertible {
 
   public var description: String { canonical }
 
-  /// Sorts the `&`-separated pairs of a query byte-wise, keeping their encoding.
+  /// Sorts the `&`-separated pairs of a query byte-wise by name, keeping their encoding and,
+  /// among pairs of one name, their order: `role=a&role=b` and `role=b&role=a` are different
+  /// requests to most backends (first or last value wins), `a=1&b=2` and `b=2&a=1` are not.
   public static func sortQuery(_ query: String) -> String {
     var raw = Substring(query)
     if raw.first == "?" { raw = raw.dropFirst() }
     let pairs = raw.split(separator: "&", omittingEmptySubsequences: true)
-    return pairs.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }.joined(separator: "&")
+    func name(_ pair: Substring) -> Substring.UTF8View { pair.prefix { $0 != "=" }.utf8 }
+    return pairs.enumerated().sorted { lhs, rhs in
+      let (left, right) = (name(lhs.element), name(rhs.element))
+      if left.elementsEqual(right) { return lhs.offset < rhs.offset }
+      return left.lexicographicallyPrecedes(right)
+    }.map(\.element).joined(separator: "&")
   }
 
   private static func field(_ value: String) -> String { "\(value.utf8.count):\(value)" }

@@ -10,6 +10,23 @@ import Testing
     #expect(a.sortedQuery == "a=1&b=2&c=%20x")
   }
 
+  /// Repeated names are not reordered among themselves: most backends take the first or the
+  /// last value, so `role=admin&role=user` and `role=user&role=admin` are different requests.
+  @Test func pairsOfOneNameKeepTheirOrder() {
+    #expect(CacheKey.sortQuery("role=user&b=1&role=admin&a") == "a&b=1&role=user&role=admin")
+    let first = CacheKey(method: "GET", upstream: "api", path: "/l", query: "role=admin&role=user")
+    let second = CacheKey(method: "GET", upstream: "api", path: "/l", query: "role=user&role=admin")
+    #expect(first.id != second.id)
+  }
+
+  @Test func aScopeMakesADifferentKeyAndNoScopeKeepsTheOldOne() {
+    let plain = CacheKey(method: "GET", upstream: "api", path: "/u", query: "")
+    let tokenA = CacheKey(method: "GET", upstream: "api", path: "/u", query: "", scope: "token=a")
+    let tokenB = CacheKey(method: "GET", upstream: "api", path: "/u", query: "", scope: "token=b")
+    #expect(Set([plain.id, tokenA.id, tokenB.id]).count == 3)
+    #expect(!plain.canonical.contains("scope="))
+  }
+
   @Test func queryEncodingIsKept() {
     let encoded = CacheKey(method: "GET", upstream: "api", path: "/s", query: "q=a%20b")
     let plus = CacheKey(method: "GET", upstream: "api", path: "/s", query: "q=a+b")

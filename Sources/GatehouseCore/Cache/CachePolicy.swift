@@ -67,10 +67,16 @@ public enum CacheResult: String, Sendable {
   public var metricLabel: String { rawValue.lowercased() }
 }
 
-/// Which upstream answers may be remembered (SPEC §5): 2xx answers to GET, never those the
-/// upstream marked `no-store` or `private`, nor those setting cookies.
+/// Which upstream answers may be remembered and shared (SPEC §5, RFC 9111): 2xx answers to
+/// GET, never those the upstream marked `no-store`, `private` or `no-cache` (the last may
+/// not be reused without a revalidation the gateway does not make), nor those setting
+/// cookies, nor those whose `Vary` names a request field the route's key does not hold
+/// (`Vary: *` never matches): another client's request could differ there, and the answer
+/// would be theirs. `Accept-Encoding` is covered: the gateway gives each client the coding it
+/// accepts (gzip or none), so only gzip or unencoded answers are kept.
 public enum CacheStorability {
-  public static func isStorable(status: Int, headers: HTTPHeaders) -> Bool {
+  /// - Parameter keyed: the lowercased names of the route's `vary` list.
+  public static func isStorable(status: Int, headers: HTTPHeaders, keyed: [String]) -> Bool {
     guard (200..<300).contains(status), status != 206 else { return false }
     var storable = true
     headers.withEachField { name, value in
@@ -78,13 +84,33 @@ public enum CacheStorability {
       if ASCIIBytes.equalsLowercase(name, "set-cookie") {
         storable = false
       } else if ASCIIBytes.equalsLowercase(name, "cache-control") {
-        let lower = String(decoding: value, as: UTF8.self).lowercased()
-        for directive in lower.split(separator: ",") {
-          let token = directive.trimmingASCIIWhitespace().prefix { $0 != "=" }
-          if token == "no-store" || token == "private" { storable = false }
-        }
+        storable = !directives(value).contains { $0 == "no-store" || $0 == "private" || $0 == "no-cache" }
+      } else if ASCIIBytes.equalsLowercase(name, "vary") {
+        storable = directives(value).allSatisfy { $0 == "accept-encoding" || keyed.contains($0) }
+      } else if ASCIIBytes.equalsLowercase(name, "content-encoding") {
+        storable = directives(value).allSatisfy { $0 == "gzip" || $0 == "identity" }
       }
     }
     return storable
+  }
+
+  /// Whether a stored answer may be served once it is no longer fresh (`stale_if_error_s`,
+  /// `stale_while_revalidate_s`): not when the upstream forbade it with `must-revalidate`,
+  /// `proxy-revalidate` or `s-maxage` (which implies the latter for a shared cache), RFC 9111
+  /// §4.2.4 and §5.2.2. `fresh_s`, the operator's own freshness, still applies to them.
+  public static func allowsStale(_ headers: [(name: String, value: String)]) -> Bool {
+    for field in headers where field.name.lowercased() == "cache-control" {
+      let forbidding = ["must-revalidate", "proxy-revalidate", "s-maxage"]
+      if directives(Array(field.value.utf8)).contains(where: forbidding.contains) { return false }
+    }
+    return true
+  }
+
+  /// The lowercased names of a comma-separated list (`Cache-Control` directives without their
+  /// arguments, `Vary` field names, content codings).
+  static func directives(_ value: some Collection<UInt8>) -> [String] {
+    String(decoding: value, as: UTF8.self).lowercased().split(separator: ",").map {
+      String($0.trimmingASCIIWhitespace().prefix { $0 != "=" }.trimmingASCIIWhitespace())
+    }.filter { !$0.isEmpty }
   }
 }

@@ -7,7 +7,8 @@ public enum ClientResponseWriter {
   /// Fields whose value contains `hiding` (the token sent, on an error answer) are left out.
   public static func write(
     head: HTTPResponseHead, requestID: [UInt8], framing: HTTPBodyFraming, headContentLength: Int64?,
-    closeConnection: Bool, extraLines: [UInt8] = [], hiding secret: [UInt8]? = nil, into out: inout [UInt8]
+    closeConnection: Bool, extraLines: [UInt8] = [], except: HeaderNameSet? = nil, hiding secret: [UInt8]? = nil,
+    into out: inout [UInt8]
   ) {
     var phrase = head.reason.isEmpty ? HTTPStatusPhrase.reason(for: head.status) : ""
     let bound =
@@ -23,7 +24,7 @@ public enum ClientResponseWriter {
         out.write(head.reason)
       }
       out.write("\r\n")
-      writeForwardedFields(head.headers, except: nil, hiding: secret, into: &out)
+      writeForwardedFields(head.headers, except: except, hiding: secret, into: &out)
       out.write("X-Request-Id: ")
       out.write(requestID)
       out.write("\r\n")

@@ -10,6 +10,10 @@ public struct HeaderPlan: Sendable {
   /// as written and with `_` read as `-`. A client name with `_` that reads as one of them
   /// is dropped too (`HopByHop.isUnderscoreLookAlike`).
   public let dropped: HeaderNameSet
+  /// `dropped` and the names whose `_` look-alikes are dropped besides (a cached route's
+  /// `vary` names: a backend that reads `Accept_Language` as `Accept-Language` would answer
+  /// per a field the key does not hold).
+  public let lookAlikesDropped: HeaderNameSet
   /// Pre-serialized `Name: value\r\n` lines for the names that end up set.
   public let setLines: [UInt8]
   /// Drop `Authorization` when it carries a client key (`ApiKey …`), keep it otherwise.
@@ -31,7 +35,9 @@ public struct HeaderPlan: Sendable {
 
   /// - Parameter alsoDropped: names removed for other reasons, e.g. the token header of a
   ///   route with a token, or the client key header.
-  public init(layers: [Rules], alsoDropped: [String] = [], dropsAPIKeyAuthorization: Bool = false) {
+  public init(
+    layers: [Rules], alsoDropped: [String] = [], dropsAPIKeyAuthorization: Bool = false, lookAlikesOf: [String] = []
+  ) {
     self.dropsAPIKeyAuthorization = dropsAPIKeyAuthorization
     var order: [String] = []
     var final: [String: (name: String, value: String?)] = [:]
@@ -69,6 +75,12 @@ public struct HeaderPlan: Sendable {
       lines.append(contentsOf: "\r\n".utf8)
     }
     self.dropped = dropped
+    var lookAlikes = dropped
+    for name in lookAlikesOf {
+      lookAlikes.insert(name)
+      lookAlikes.insert(HTTPSyntax.canonicalName(name))
+    }
+    self.lookAlikesDropped = lookAlikes
     self.setLines = lines
     self.host = host
   }

@@ -50,7 +50,7 @@ public enum UpstreamRequestWriter {
       let connectionNamed = connectionListedNames(headers)
       headers.withEachField { name, value in
         if HopByHop.isHopByHop(name) || plan.dropped.contains(name) { return }
-        if HopByHop.isUnderscoreLookAlike(name, of: plan.dropped) { return }
+        if HopByHop.isUnderscoreLookAlike(name, of: plan.lookAlikesDropped) { return }
         if HopByHop.gatewayRequestFields.contains(name) {
           if isForwardedFor(name) && !value.isEmpty { sawForwardedFor = true }
           return

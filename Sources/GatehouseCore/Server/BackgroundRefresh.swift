@@ -120,7 +120,9 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
 
   private func complete(reusable: Bool) {
     if let head, (200..<300).contains(head.status) {
-      if tooBig || !CacheStorability.isStorable(status: head.status, headers: head.headers) {
+      if tooBig
+        || !CacheStorability.isStorable(status: head.status, headers: head.headers, keyed: plan?.cache?.vary ?? [])
+      {
         // Superseded by an answer the store may not keep (see `LoopStore.forget`).
         context.store?.forget(key: key)
       } else if isGoodAnswer(head) {

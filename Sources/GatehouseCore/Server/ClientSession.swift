@@ -228,7 +228,10 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       return
     }
     let plan = snapshot.routePlans[match.routeIndex]
-    if plan.envelope != nil, let index = head.headers.firstIndex(lowercaseName: "accept-encoding") {
+    // Enveloped answers are compressed per client; stored ones may be gzip that a client
+    // without gzip must get decoded.
+    if plan.envelope != nil || plan.cache != nil, let index = head.headers.firstIndex(lowercaseName: "accept-encoding")
+    {
       exchange?.acceptsGzip = AcceptEncoding.acceptsGzip(head.headers.valueBytes(at: index))
     }
     switch plan.stubMode {
@@ -735,7 +738,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       return false
     }
     if exchange.hasCacheKey && !exchange.responseParser.requestWasHEAD
-      && CacheStorability.isStorable(status: head.status, headers: head.headers)
+      && CacheStorability.isStorable(status: head.status, headers: head.headers, keyed: Self.keyedNames(exchange))
     {
       exchange.teeBody = []
       exchange.storableHead = head
@@ -1091,6 +1094,9 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
 
   /// Bodies above this size are not kept for the store.
   static let maxStoredBody = 8 << 20
+  /// A kept gzip body decoded for a client without gzip may be at most this large.
+  static let maxDecodedKeptBody = 64 << 20
+  static let contentEncodingField = HeaderNameSet(["content-encoding"])
 
   /// Looks the request up when the route can answer from the store without the upstream
   /// (`fresh_s`, `stale_while_revalidate_s`). Returns true when it answered.
@@ -1100,7 +1106,12 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       exchange.cacheResult = .bypass
       return false
     }
-    let key = store.key(Self.cacheKeyInputs(exchange, upstream: upstreamName, vary: cache.vary), varyNames: cache.vary)
+    // Credentials of the client's own that reach the backend make the answer theirs.
+    if Self.forwardsClientCredentials(exchange, plan: plan, keyed: cache.vary) {
+      exchange.cacheResult = .bypass
+      return false
+    }
+    let key = store.key(Self.cacheKeyInputs(exchange, upstream: upstreamName, vary: cache.vary))
     exchange.cacheKey = key
     exchange.cacheResult = .miss
     guard cache.answersWithoutUpstream else { return false }
@@ -1111,6 +1122,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       serveStored(stored, result: .hit)
       return true
     case .staleWhileRevalidate:
+      guard CacheStorability.allowsStale(stored.headers) else { return false }
       serveStored(stored, result: .stale)
       if let routeIndex = exchange.routeIndex {
         context.revalidate(
@@ -1130,7 +1142,8 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       let store = context.store
     else { return nil }
     let now = RFC3339.nowMilliseconds()
-    guard let stored = store.lookup(id: key.id, nowMs: now), cache.allowsStaleIfError(ageMs: now - stored.storedAtMs)
+    guard let stored = store.lookup(id: key.id, nowMs: now), cache.allowsStaleIfError(ageMs: now - stored.storedAtMs),
+      CacheStorability.allowsStale(stored.headers)
     else { return nil }
     return stored
   }
@@ -1142,7 +1155,8 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     switch exchange.bodyPlan {
     case .buffer:
       guard let head = exchange.bufferedHead, !exchange.bufferedTruncated,
-        !exchange.responseParser.requestWasHEAD, CacheStorability.isStorable(status: status, headers: head.headers)
+        !exchange.responseParser.requestWasHEAD,
+        CacheStorability.isStorable(status: status, headers: head.headers, keyed: Self.keyedNames(exchange))
       else { return nil }
       return (head, exchange.bufferedBody)
     case .passThrough:
@@ -1273,11 +1287,26 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       writeEnvelopedAnswer(
         status: status, body: json, upstream: head, exchange: exchange, close: close, headOnly: headOnly, extra: extra)
     case .passThrough:
+      var body = body
+      var except: HeaderNameSet?
+      if !exchange.acceptsGzip, let coding = Self.field(head.headers, "content-encoding"),
+        EnvelopeRenderer.isGzip(coding)
+      {
+        // Kept gzip (another client asked for it) goes to a client without gzip decoded,
+        // as the upstream would have answered it (RFC 9110 §12.5.3).
+        guard let decoded = try? GzipDecoder.decode(body, maxOutputBytes: Self.maxDecodedKeptBody) else {
+          exchange.responseStarted = false
+          respondLocally(failure: .upstreamUnavailable)
+          return
+        }
+        body = decoded
+        except = Self.contentEncodingField
+      }
       exchange.status = head.status
       ClientResponseWriter.write(
         head: head, requestID: exchange.requestID, framing: headOnly ? .none : .contentLength(Int64(body.count)),
         headContentLength: headOnly ? Int64(body.count) : nil, closeConnection: close, extraLines: extra,
-        into: &context.output)
+        except: except, into: &context.output)
       if !headOnly { context.output.append(contentsOf: body) }
     }
     exchange.bytesSent = Int64(context.output.count)
@@ -1297,9 +1326,46 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     let client = exchange.snapshot.clients.required ? exchange.clientID : nil
     // Two routes to one upstream with their own Host are two virtual hosts: their answers
     // for the same path are different resources.
-    let host = exchange.routeIndex.flatMap { exchange.snapshot.routePlans[$0].headerPlan.host }
+    let plan = exchange.routeIndex.map { exchange.snapshot.routePlans[$0] }
     return LoopStore.KeyInputs(
-      upstream: upstream, target: exchange.upstreamTarget, vary: values, clientID: client, host: host)
+      upstream: upstream, target: exchange.upstreamTarget, varyNames: vary, vary: values, clientID: client,
+      host: plan?.headerPlan.host, scope: plan?.cacheScope)
+  }
+
+  /// Request fields that carry a client's own credentials.
+  static let credentialFields = HeaderNameSet(["authorization", "cookie", "x-api-key"])
+
+  /// Whether the request carries credentials of the client's own (`Authorization`, `Cookie`,
+  /// `X-Api-Key`, or a look-alike spelled with `_`) that the route forwards and its key does
+  /// not hold: the answer may be that client's alone. A shared cache does not reuse answers
+  /// to such requests (RFC 9111 §3.5), so they neither read nor feed the store, nor share
+  /// an exchange with others. An injected token, a client key and a removed field are not the
+  /// client's credentials reaching the backend.
+  static func forwardsClientCredentials(_ exchange: Exchange, plan: RoutePlan, keyed: [String]) -> Bool {
+    var found = false
+    exchange.head.headers.withEachField { name, value in
+      guard !found else { return }
+      guard
+        credentialFields.contains(name)
+          || (name.contains(0x5F) && credentialFields.containsReadingUnderscoreAsDash(name))
+      else { return }
+      if plan.headerPlan.dropped.contains(name) || HopByHop.isUnderscoreLookAlike(name, of: plan.headerPlan.dropped) {
+        return
+      }
+      if plan.headerPlan.dropsAPIKeyAuthorization && ASCIIBytes.equalsLowercase(name, "authorization")
+        && ClientKeys.isAPIKeyScheme(value)
+      {
+        return
+      }
+      if keyed.contains(String(decoding: name, as: UTF8.self).lowercased()) { return }
+      found = true
+    }
+    return found
+  }
+
+  /// The request fields the route's cache key holds (its `vary` list, lowercased).
+  static func keyedNames(_ exchange: Exchange) -> [String] {
+    exchange.routeIndex.flatMap { exchange.snapshot.routePlans[$0].cache?.vary } ?? []
   }
 
   static func cacheLines(_ result: CacheResult?) -> [UInt8] {

@@ -101,6 +101,11 @@ final class RoutePlan: Sendable {
   let upstreamName: String?
   /// How the route uses its token; nil for routes without one.
   let token: TokenUse?
+  /// What sets this route's requests apart for the backend beyond path, query and `Host`:
+  /// the token it injects and the fields it sets (as a digest: set values may be secrets).
+  /// Part of the cache key, so two routes to one upstream path that send different
+  /// credentials or tenants never serve each other's answers; nil when there is neither.
+  let cacheScope: String?
 
   init(
     _ route: RouteConfig, upstreamIndex: Int?, globalRules: HeaderPlan.Rules, tokenIndex: Int?,
@@ -113,7 +118,9 @@ final class RoutePlan: Sendable {
     // there, and a top-level `set` of it, give way to the token (a route's own `set` of it
     // is refused by `check`). Removing it last does both; the token line is added after.
     if route.token != nil { layers.append(HeaderPlan.Rules(remove: [route.tokenHeader])) }
-    headerPlan = HeaderPlan(layers: layers, alsoDropped: alsoDropped, dropsAPIKeyAuthorization: !alsoDropped.isEmpty)
+    headerPlan = HeaderPlan(
+      layers: layers, alsoDropped: alsoDropped, dropsAPIKeyAuthorization: !alsoDropped.isEmpty,
+      lookAlikesOf: route.cache?.vary ?? [])
     stubMode = route.stub.mode
     stub = StubAnswer(route.stub, envelope: route.envelope)
     envelopeEnabled = route.envelope.enabled
@@ -121,6 +128,12 @@ final class RoutePlan: Sendable {
     cache = route.cache.map(CachePolicy.init)
     upstreamName = route.upstream
     self.token = route.token.map { TokenUse(name: $0, index: tokenIndex, route: route) }
+    var scope: [String] = []
+    if let token = route.token { scope.append("token=\(token)") }
+    if !headerPlan.setLines.isEmpty {
+      scope.append("set=" + TokenFingerprint.sha256Hex(headerPlan.setLines).prefix(16))
+    }
+    cacheScope = scope.isEmpty ? nil : scope.joined(separator: " ")
   }
 }
 

@@ -20,14 +20,18 @@ final class LoopStore {
   private var keys: [KeyInputs: CacheKey] = [:]
 
   /// What a cache key is computed from (SPEC §5): the upstream, its path and query, and the
-  /// values of the route's vary headers.
+  /// route's vary headers (names and values: two routes, or one before and after a reload,
+  /// may key on different names that happen to carry equal values).
   struct KeyInputs: Hashable {
     let upstream: String
     let target: [UInt8]
+    let varyNames: [String]
     let vary: [String]
     let clientID: String?
     /// The route's own `Host` for the upstream, if it sets one.
     let host: [UInt8]?
+    /// `RoutePlan.cacheScope`.
+    let scope: String?
   }
 
   /// An answer read (or written) here, trusted for `recentTTLMs` before it is read again,
@@ -55,20 +59,20 @@ final class LoopStore {
   }
 
   /// The cache key for `inputs`, computed once per loop and remembered (bounded).
-  func key(_ inputs: KeyInputs, varyNames: [String]) -> CacheKey {
+  func key(_ inputs: KeyInputs) -> CacheKey {
     if let key = keys[inputs] { return key }
     let target = inputs.target
     let questionMark = target.firstIndex(of: 0x3F)
     let path = String(decoding: target[..<(questionMark ?? target.endIndex)], as: UTF8.self)
     let query = questionMark.map { String(decoding: target[($0 + 1)...], as: UTF8.self) } ?? ""
     var varyPairs: [(name: String, value: String)] = []
-    for (index, name) in varyNames.enumerated() where index < inputs.vary.count && !inputs.vary[index].isEmpty {
+    for (index, name) in inputs.varyNames.enumerated() where index < inputs.vary.count && !inputs.vary[index].isEmpty {
       varyPairs.append((name, String(inputs.vary[index].dropFirst())))
     }
     // HEAD is answered from GET entries: the same resource, without the body.
     let key = CacheKey(
       method: "GET", upstream: inputs.upstream, path: path, query: query, vary: varyPairs, clientID: inputs.clientID,
-      host: inputs.host.map { String(decoding: $0, as: UTF8.self) })
+      host: inputs.host.map { String(decoding: $0, as: UTF8.self) }, scope: inputs.scope)
     if keys.count >= 4 * Self.recentLimit { keys.removeAll(keepingCapacity: true) }
     keys[inputs] = key
     return key
