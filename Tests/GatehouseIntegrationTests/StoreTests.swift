@@ -250,6 +250,40 @@ import Testing
     #expect(refreshed, "last answer: \(latest)")
   }
 
+  /// Background refreshes count like a client's requests: a failing upstream's circuit
+  /// opens after `failures` of them, and no refresh goes out while it is open (nor takes its
+  /// trial); they show in the upstream metrics.
+  @Test func backgroundRefreshesCountForTheCircuitAndStopWhileItIsOpen() throws {
+    let backend = try ModalBackend()
+    let gateway = try GatewayProcess(
+      config: Self.config(
+        port: backend.port, cache: ["fresh_s": 0, "stale_while_revalidate_s": 60],
+        upstreamExtra: ["circuit": ["failures": 3, "open_ms": 60_000]]))
+    defer { gateway.stopExpectingCleanExit() }
+    let admin = try gateway.admin(token: TestConfig.adminToken)
+
+    let first = try send("GET", "/swr", to: gateway.port)
+    #expect(Self.cacheHeader(first) == "MISS")
+    backend.mode.value = .failing
+    // Each request is answered from the store and starts a refresh when none is running.
+    var opened = false
+    for _ in 0..<40 where !opened {
+      let answer = try send("GET", "/swr", to: gateway.port)
+      #expect(answer.text == first.text)
+      sleep(for: .milliseconds(40))
+      let upstreams = try admin.json("/admin/upstreams")["upstreams"] as? [[String: Any]] ?? []
+      opened = upstreams.first { $0["name"] as? String == "api" }?["circuit"] as? String == "open"
+    }
+    #expect(opened)
+    let askedWhenOpened = backend.requests.count
+    for _ in 0..<10 { _ = try send("GET", "/swr", to: gateway.port) }
+    sleep(for: .milliseconds(300))
+    #expect(askedWhenOpened == 4, "the first request and three failed refreshes")
+    #expect(backend.requests.count == askedWhenOpened)
+    let metrics = try MetricsPage(try admin.request("GET", "/metrics").text)
+    #expect(metrics.value("gatehouse_upstream_requests_total", ["upstream": "api", "outcome": "response"]) == 4)
+  }
+
   /// A background refresh stores only what a client's request would: a 2xx with broken
   /// JSON leaves the last good answer in place.
   @Test func aBackgroundRefreshNeverStoresAnAnswerWithBrokenJSON() throws {

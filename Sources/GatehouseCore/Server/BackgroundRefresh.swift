@@ -47,11 +47,17 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
       token = UpstreamRequestWriter.TokenLine(prefix: use.linePrefix, value: grant.bytes, suffix: use.lineSuffix)
       tokenSerial = grant.serial
     }
+    // A refresh goes only to an upstream in good standing: the client already has its answer,
+    // so a refresh never takes an open circuit's trial or adds to a failing upstream's load.
+    guard pool.circuit.isClosed, context.upstreamHealthy[pool.plan.name] != false else {
+      finish()
+      return
+    }
     self.pool = pool
     do {
       upstream = try pool.lease(for: self, fresh: false)
     } catch {
-      finish()
+      fail(.unavailable)
       return
     }
     var out: [UInt8] = []
@@ -61,7 +67,7 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
       framing: .none, into: &out)
     _ = upstream?.connection?.write(out)
     // Strong: `finish` cancels the timer, which then lets go of this refresh.
-    timer = context.loop.scheduleTimer(after: pool.plan.responseTimeout) { [self] in fail() }
+    timer = context.loop.scheduleTimer(after: pool.plan.responseTimeout) { [self] in fail(.timedOut) }
   }
 
   func upstreamDidRead(_ upstream: UpstreamConnection, _ bytes: UnsafeRawBufferPointer) -> Int {
@@ -71,7 +77,7 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
       do {
         step = try parser.parse(UnsafeRawBufferPointer(rebasing: bytes[offset...]))
       } catch {
-        fail()
+        fail(.invalidResponse)
         return bytes.count
       }
       let start = offset
@@ -103,11 +109,16 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
         return
       }
     } catch {}
-    fail()
+    fail(head == nil ? .closed : .invalidResponse)
   }
 
   func upstreamDidClose(_ upstream: UpstreamConnection, reason: ConnectionCloseReason) {
-    fail()
+    switch reason {
+    case .connectTimedOut: fail(.timedOut)
+    case .hangup, .failed, .tlsFailed: fail(.closed)
+    // Ended here, or the loop is stopping: nothing the upstream did.
+    case .closedByOwner, .loopStopped: fail(nil)
+    }
   }
 
   func upstreamWantsClientPaused(_ paused: Bool) {}
@@ -119,6 +130,16 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
   }
 
   private func complete(reusable: Bool) {
+    // Counted like a client's exchange: in the upstream metrics and by the circuit.
+    if let pool {
+      context.metrics.recordUpstream(pool.plan.name, outcome: "response")
+      if let status = head?.status, status >= 500 {
+        pool.circuit.recordFailure(now: context.loop.iterationTime)
+        pool.lastError = "status \(status)"
+      } else {
+        pool.circuit.recordSuccess()
+      }
+    }
     if let head, (200..<300).contains(head.status) {
       if tooBig
         || !CacheStorability.isStorable(status: head.status, headers: head.headers, keyed: plan?.cache?.vary ?? [])
@@ -154,7 +175,13 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
     return true
   }
 
-  private func fail() {
+  /// Ends the refresh; `failure` (nil: nothing the upstream did) is counted like a client's.
+  private func fail(_ failure: ClientSession.UpstreamFailure?) {
+    if let failure, let pool, !finished {
+      context.metrics.recordUpstream(pool.plan.name, outcome: failure.outcome)
+      pool.circuit.recordFailure(now: context.loop.iterationTime)
+      pool.lastError = failure.outcome
+    }
     if let upstream, let pool {
       self.upstream = nil
       pool.discard(upstream, by: self)

@@ -95,6 +95,13 @@ public struct CircuitBreaker: Sendable, Equatable {
     }
   }
 
+  /// Whether requests go through as usual (closed, maybe counting failures): no trial, no
+  /// probation. Work nobody waits for (a background refresh) runs only then.
+  public var isClosed: Bool {
+    if case .closed = state { return true }
+    return false
+  }
+
   /// Whether the last exchange succeeded: closed, with no failure since the last success.
   public var isSound: Bool { state == .closed(failures: 0) }
 
