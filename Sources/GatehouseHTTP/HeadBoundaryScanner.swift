@@ -32,6 +32,13 @@ struct HeadBoundaryScanner: Sendable {
     -> Int?
   {
     while scanned < count {
+      // A request line starts with a method token: a first byte that cannot (a TLS
+      // ClientHello's 0x16 sent to a plain port, binary noise) is refused at once, not after
+      // the header timeout while the scan waits for a line end that may never come.
+      if isRequestHead && !sawContent && scanned == lineStart {
+        let first = base[lineStart]
+        if first != ASCII.cr && first != ASCII.lf && !ASCII.isTokenChar(first) { throw .invalidMethod }
+      }
       guard let found = memchr(base + scanned, Int32(ASCII.lf), count - scanned) else {
         scanned = count
         // A CR at the end may be the line's own CRLF cut in two: it is not content, and

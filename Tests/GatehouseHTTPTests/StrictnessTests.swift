@@ -28,6 +28,19 @@ private let chunkedPost = "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chun
     #expect(failure == requestError(request.raw), "\(request.name)")
   }
 
+  /// A first byte that cannot start a method (a TLS ClientHello sent to a plain port) is
+  /// refused as it arrives, not when a line end comes (which may be never).
+  @Test func aRequestThatCannotStartWithAMethodIsRefusedAtItsFirstByte() {
+    for first: UInt8 in [0x16, 0x00, 0x80, 0x20, 0x7B] {
+      var parser = HTTPRequestParser()
+      #expect(throws: HTTPParseError.invalidMethod) { _ = try parser.parseAll([first, 0x03, 0x01, 0x02, 0x00]) }
+    }
+    var leading = HTTPRequestParser()
+    #expect(throws: Never.self) { _ = try leading.parseAll(Array("\r\n\r\nGE".utf8)) }
+    var afterEmptyLine = HTTPRequestParser()
+    #expect(throws: HTTPParseError.invalidMethod) { _ = try afterEmptyLine.parseAll(Array("\r\n\u{16}\u{3}".utf8)) }
+  }
+
   @Test func specificErrorsForTheClassicCases() {
     #expect(
       requestError(post + "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n")

@@ -287,6 +287,26 @@ import Testing
     #expect(backend.requests.isEmpty)
   }
 
+  /// A TLS ClientHello sent to a plain port gets its 400 at once (the header timeout here is
+  /// a minute, longer than the read waits), as nginx answers it.
+  @Test func aTLSClientHelloOnAPlainPortIsRefusedAtOnce() throws {
+    let backend = try TestBackend(always: .respond(.text("ok")))
+    defer { backend.stop() }
+    let gateway = try GatewayProcess(
+      config: TestConfig.passThrough(to: backend.port, limits: ["header_timeout_ms": 60_000]))
+    defer { gateway.stopExpectingCleanExit() }
+
+    let client = try RawClient(port: gateway.port)
+    // The start of a ClientHello: handshake record, TLS 1.0 record version, a length, then
+    // the handshake type and more (no line end in sight).
+    try client.send([0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xFC, 0x03, 0x03])
+    let response = try client.readResponse(timeout: 20)
+
+    #expect(isErrorEnvelope(response, status: 400))
+    #expect(client.waitForEnd() != .stillOpen)
+    #expect(backend.requests.isEmpty)
+  }
+
   @Test func silentConnectionIsClosedAtTheHeaderTimeout() throws {
     let gateway = try GatewayProcess(
       config: TestConfig.passThrough(to: try TestSocket.unusedPort(), limits: ["header_timeout_ms": 300]))
