@@ -27,6 +27,29 @@ import Testing
     #expect(request.body == body)
   }
 
+  /// A request the gateway answers itself gets no `100 Continue` (its body would only be
+  /// dropped): the final answer comes first and the connection ends, since the client will
+  /// not send the body it was never asked for.
+  @Test func expectContinueIsNotAnsweredWhenTheGatewayAnswersItself() throws {
+    let backend = try TestBackend(always: .respond(BackendResponse(body: .echo)))
+    defer { backend.stop() }
+    let gateway = try GatewayProcess(
+      config: TestConfig.make(
+        routes: [TestConfig.route("api", match: "/api/*")], upstreams: ["api": TestConfig.upstream(port: backend.port)])
+    )
+    defer { gateway.stopExpectingCleanExit() }
+
+    let client = try RawClient(port: gateway.port)
+    try client.send(
+      httpRequest("POST", "/elsewhere", headers: [("Expect", "100-continue"), ("Content-Length", "1000000")]))
+    let answer = try client.readResponse()
+
+    #expect(answer.status == 404)
+    #expect(answer.head.value("Connection") == "close")
+    #expect(client.waitForEnd() != .stillOpen)
+    #expect(backend.requests.isEmpty)
+  }
+
   @Test func interimAnswersFromTheBackendAreNotRelayedAsTheFinalOne() throws {
     var answer = BackendResponse.text("final")
     answer.preamble = Array("HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n".utf8)

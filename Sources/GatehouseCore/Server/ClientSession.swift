@@ -135,6 +135,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       case .head:
         startExchange(parser.takeHead())
       case .body(let range):
+        exchange?.requestBodyStarted = true
         forwardRequestBody(
           UnsafeRawBufferPointer(rebasing: bytes[(start + range.lowerBound)..<(start + range.upperBound)]))
       case .end:
@@ -198,9 +199,6 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     // settings (`always_200`) like every other answer of the route.
     if let match { exchange?.envelope = snapshot.routePlans[match.routeIndex].envelope }
     deadline = 0
-    if head.expectsContinue && Self.hasBody(head) {
-      _ = connection?.write(Array("HTTP/1.1 100 Continue\r\n\r\n".utf8))
-    }
     if !snapshot.clients.isEmpty, let exchange {
       switch snapshot.clients.verdict(for: head.headers) {
       case .anonymous:
@@ -244,6 +242,14 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     guard plan.upstreamIndex != nil else {
       respondLocally(failure: .upstreamUnavailable)
       return
+    }
+    // The body is wanted now, and only now: a request refused or answered by the gateway
+    // itself (no route, client key, rate limit, stub) is answered without it, so a client
+    // that waits for 100 Continue never uploads a body that would be dropped (nginx, too,
+    // sends it only when it starts reading the body).
+    if head.expectsContinue && Self.hasBody(head), let exchange {
+      exchange.continueSent = true
+      _ = connection?.write(Array("HTTP/1.1 100 Continue\r\n\r\n".utf8))
     }
     exchange?.upstreamTarget = snapshot.routeTable.upstreamPath(
       for: match, requestPath: head.path, query: head.query)
@@ -558,7 +564,10 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
   /// read and dropped so the connection can carry the next request.
   private func respondLocally(status: Int, body: [UInt8], extraHeaders: [UInt8] = []) {
     guard let exchange else { return }
-    let close = closeAfterResponse || !exchange.head.keepAlive || context.draining
+    // A client still waiting for 100 Continue will not send its body: the connection ends
+    // after this answer rather than wait for a body that is not coming (RFC 9110 §10.1.1).
+    let withheld = Self.bodyWithheld(exchange)
+    let close = closeAfterResponse || !exchange.head.keepAlive || context.draining || withheld
     context.output.removeAll(keepingCapacity: true)
     GatewayResponse.write(
       status: status, body: body, requestID: exchange.requestID, closeConnection: close,
@@ -568,6 +577,11 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     self.exchange?.responseComplete = true
     self.exchange?.closeClient = close
     flushOutput()
+    if withheld {
+      // Whatever it sends after all is read and dropped while the connection lingers.
+      exchange.bodyLeftUnread = true
+      exchange.requestComplete = true
+    }
     if exchange.requestComplete {
       finishExchange()
     } else {
@@ -921,6 +935,12 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       self.exchange?.requestComplete = true
     }
     finishExchange()
+  }
+
+  /// Whether the request asked for 100 Continue, did not get it, and has sent none of its body.
+  static func bodyWithheld(_ exchange: Exchange) -> Bool {
+    exchange.head.expectsContinue && !exchange.continueSent && !exchange.requestComplete
+      && !exchange.requestBodyStarted && hasBody(exchange.head)
   }
 
   /// Whether the answer now being written ends the connection: the client asked for it,
@@ -1805,6 +1825,10 @@ final class Exchange {
   var requestComplete = false
   var rechunkRequest = false
   var responseStarted = false
+  /// `100 Continue` was sent for this request.
+  var continueSent = false
+  /// Some of the request's body arrived.
+  var requestBodyStarted = false
   /// Some of the answer left for the client; until then a started answer is only staged in
   /// the loop's output buffer and can still give way to an error answer.
   var responseFlushed = false
