@@ -22,7 +22,10 @@ final class SQLiteConnection {
   init(path: String, mode: SQLiteOpenMode, busyTimeoutMs: Int32 = 5000) throws(StoreError) {
     var flags: Int32 = SQLITE_OPEN_NOMUTEX
     switch mode {
-    case .readWriteCreate: flags |= SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE
+    case .readWriteCreate:
+      flags |= SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE
+      // Made here, not by SQLite: its default mode lets every local user read the file.
+      OwnerOnlyFile.createIfAbsent(path)
     case .readOnly: flags |= SQLITE_OPEN_READONLY
     }
     var db: OpaquePointer?

@@ -24,8 +24,9 @@ final class StoreLock: Sendable {
     self.storePath = storePath
     path = storePath + ".lock"
     // Read-write so the holder can write its pid; read-only still allows flock (a lock file
-    // left by another user is readable but not writable).
-    var descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+    // left by another user is readable but not writable). Owner-only when created here, like
+    // the database; an existing lock file keeps its mode.
+    var descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, OwnerOnlyFile.mode)
     if descriptor < 0 { descriptor = open(path, O_RDONLY | O_CLOEXEC) }
     unavailable = descriptor < 0 ? StoreFile.errnoText(errno) : nil
     state = Mutex((descriptor, false))

@@ -36,6 +36,21 @@ import Testing
     #expect(mixedCase.host == "api.internal" && mixedCase.basePath == "/Keep/Case")
   }
 
+  @Test func urlHostIsLoopbackOnlyWhenItsSpellingSaysSo() throws {
+    for local in [
+      "http://localhost/", "http://LOCALHOST:8080/", "http://127.0.0.1/", "http://127.255.0.9:1/",
+      "http://[::1]/", "http://[0:0:0:0:0:0:0:1]/", "http://[::ffff:127.0.0.1]/",
+    ] {
+      #expect(try HTTPURL.parse(local).get().hostIsLoopback, "\(local)")
+    }
+    for remote in [
+      "http://auth.internal/", "http://localhost.example/", "http://128.0.0.1/", "http://10.0.0.1/",
+      "http://0.0.0.0/", "http://[::]/", "http://[::2]/", "http://[::ffff:10.0.0.1]/", "http://127.example/",
+    ] {
+      #expect(try !HTTPURL.parse(remote).get().hostIsLoopback, "\(remote)")
+    }
+  }
+
   @Test func urlHostRules() {
     for bad in ["http://-a.b/", "http://a..b/", "http://1.2.3/", "http://a b/", "http://[::1/", "http://h:/"] {
       #expect(throws: AddressError.self, "\(bad)") { try HTTPURL.parse(bad).get() }

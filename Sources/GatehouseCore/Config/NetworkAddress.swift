@@ -120,6 +120,24 @@ public struct HTTPURL: Sendable, Equatable, CustomStringConvertible {
     "\(scheme.rawValue)://\(hostHeader)\(basePath)"
   }
 
+  /// True when the host is this machine by its spelling alone: `localhost`, 127.0.0.0/8 or
+  /// `::1` (also as `::ffff:127.x.y.z`). No name is resolved: any other name may point
+  /// elsewhere tomorrow.
+  public var hostIsLoopback: Bool {
+    if host == "localhost" { return true }
+    var ipv4 = in_addr()
+    if inet_pton(AF_INET, host, &ipv4) == 1 {
+      return withUnsafeBytes(of: &ipv4) { $0[0] == 127 }
+    }
+    var ipv6 = in6_addr()
+    guard inet_pton(AF_INET6, host, &ipv6) == 1 else { return false }
+    return withUnsafeBytes(of: &ipv6) { bytes in
+      let loopback = bytes.prefix(15).allSatisfy { $0 == 0 } && bytes[15] == 1
+      let mappedPrefix: [UInt8] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF]
+      return loopback || (bytes.prefix(12).elementsEqual(mappedPrefix) && bytes[12] == 127)
+    }
+  }
+
   /// Parses an absolute URL. User info, queries and fragments are refused: credentials
   /// belong in `tokens`, and a query on a base URL has no sound way to merge with the
   /// request's own query.

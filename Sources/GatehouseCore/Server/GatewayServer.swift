@@ -92,6 +92,7 @@ public final class GatewayServer: @unchecked Sendable {
     let shared = GatewayShared(
       logger: logger, maxConnections: config.limits.maxConnections, store: Self.openStore(config.store, logger: logger))
     self.shared = shared
+    for message in StartupWarnings.messages(for: config, storeOpen: shared.store != nil) { logger.warn(message) }
     control = try EventLoop()
     group = try EventLoopGroup(loopCount: config.workers)
     contexts = group.loops.map { LoopContext(loop: $0, shared: shared, snapshot: snapshot) }

@@ -9,7 +9,8 @@ public struct FetchedToken: Sendable, Equatable, CustomStringConvertible, Custom
   public let accessToken: SecretValue
   /// Nil when the endpoint did not say: the token is used until a backend rejects it.
   public let expiresIn: Duration?
-  /// As sent (`Bearer`, `MAC`…); informational, the route's `token_format` decides the header.
+  /// As sent (`Bearer` in any case), or nil when the endpoint left it out; any other type is
+  /// refused when the answer is read. The route's `token_format` decides the header.
   public let tokenType: String?
 
   public init(accessToken: SecretValue, expiresIn: Duration?, tokenType: String?) {
@@ -200,9 +201,41 @@ public final class OAuth2ClientCredentialsFetcher: TokenFetcher {
     case .bool?, .array?, .object?:
       return .failure(TokenFetchError("answer has an expires_in that is not a positive number of seconds"))
     }
-    var tokenType: String?
-    if case .string(let type)? = object["token_type"] { tokenType = type }
+    let tokenType: String?
+    switch acceptedTokenType(object["token_type"]) {
+    case .success(let type): tokenType = type
+    case .failure(let error): return .failure(error)
+    }
     return .success(FetchedToken(accessToken: SecretValue(accessToken), expiresIn: expiresIn, tokenType: tokenType))
+  }
+
+  /// RFC 6749 §7.1: a client must not use a token whose type it does not understand, and the
+  /// gateway sends every token as a bearer token (RFC 6750): a `mac` or DPoP token needs a
+  /// proof the gateway does not make, so it would only fail at the backend, request after
+  /// request. A missing `token_type` is taken as bearer (some endpoints leave it out); the
+  /// value is compared ignoring case, as §5.1 says.
+  static func acceptedTokenType(_ value: JSONValue?) -> Result<String?, TokenFetchError> {
+    switch value {
+    case nil, .null?:
+      return .success(nil)
+    case .string(let type)? where type.lowercased() == "bearer":
+      return .success(type)
+    case .string(let type)?:
+      return .failure(TokenFetchError("token_type \(quotedForMessage(type)) is not bearer"))
+    case .number?, .bool?, .array?, .object?:
+      return .failure(TokenFetchError("token_type is not a string, so not bearer"))
+    }
+  }
+
+  /// The endpoint's text as `last_error` may show it: quoted, at most 32 characters, and
+  /// only printable ASCII (the rest as `?`), so an odd answer cannot garble a log line.
+  private static func quotedForMessage(_ text: String) -> String {
+    let limit = 32
+    var out = ""
+    for scalar in text.unicodeScalars.prefix(limit) {
+      out.unicodeScalars.append((0x20...0x7E).contains(scalar.value) && scalar != "\"" ? scalar : "?")
+    }
+    return "\"" + out + (text.unicodeScalars.count > limit ? "…" : "") + "\""
   }
 }
 

@@ -83,6 +83,14 @@ import Testing
     #expect(!message.contains(secret))
   }
 
+  @Test func aTokenThatIsNotBearerIsAFailedFetch() throws {
+    let server = try TestOAuth2Server()
+    defer { server.shutdown() }
+    server.mode = .answer(status: 200, body: #"{"access_token":"CANARY-mac-token","token_type":"mac"}"#)
+    let message = try #require(failureMessage(try fetch(try oauth2Config(port: server.port))))
+    #expect(message == "token endpoint http://127.0.0.1:\(server.port)/oauth/token: token_type \"mac\" is not bearer")
+  }
+
   @Test func nonJSONErrorStatusUsesTheReasonPhrase() throws {
     let server = try TestOAuth2Server()
     defer { server.shutdown() }
@@ -214,6 +222,36 @@ import Testing
     (#"{"access_token":"a","expires_in":true}"#, "answer has an expires_in that is not a positive number of seconds"),
   ])
   func refusesAnswersWithoutAUsableToken(_ body: String, _ expected: String) {
+    #expect(failureMessage(interpret(200, body)) == expected)
+  }
+
+  @Test(
+    arguments: [
+      (#"{"access_token":"a"}"#, nil),
+      (#"{"access_token":"a","token_type":null}"#, nil),
+      (#"{"access_token":"a","token_type":"Bearer"}"#, "Bearer"),
+      (#"{"access_token":"a","token_type":"bearer"}"#, "bearer"),
+      (#"{"access_token":"a","token_type":"BEARER"}"#, "BEARER"),
+    ] as [(String, String?)])
+  func acceptsABearerTokenOrNoTokenType(_ body: String, _ type: String?) throws {
+    #expect(try interpret(200, body).get().tokenType == type)
+  }
+
+  /// RFC 6749 §7.1: a token of a type the gateway does not understand is not used.
+  @Test(arguments: [
+    (#"{"access_token":"a","token_type":"mac"}"#, #"token_type "mac" is not bearer"#),
+    (#"{"access_token":"a","token_type":"DPoP"}"#, #"token_type "DPoP" is not bearer"#),
+    (#"{"access_token":"a","token_type":""}"#, #"token_type "" is not bearer"#),
+    (#"{"access_token":"a","token_type":"bearer "}"#, #"token_type "bearer " is not bearer"#),
+    (#"{"access_token":"a","token_type":"x\"\né"}"#, #"token_type "x???" is not bearer"#),
+    (
+      #"{"access_token":"a","token_type":"0123456789012345678901234567890123456789"}"#,
+      #"token_type "01234567890123456789012345678901…" is not bearer"#
+    ),
+    (#"{"access_token":"a","token_type":1}"#, "token_type is not a string, so not bearer"),
+    (#"{"access_token":"a","token_type":["bearer"]}"#, "token_type is not a string, so not bearer"),
+  ])
+  func refusesATokenTypeOtherThanBearer(_ body: String, _ expected: String) {
     #expect(failureMessage(interpret(200, body)) == expected)
   }
 

@@ -1,0 +1,43 @@
+/// Settings that work but leave a secret less protected than the operator may think; each is
+/// logged as a warning at start, never refused (a test setup or a closed network may want
+/// them).
+enum StartupWarnings {
+  /// The shortest `store.secret_key` not warned about. The encryption key is derived with
+  /// HKDF, which adds no entropy: whoever reads the file can try short secrets offline.
+  static let minimumSecretKeyLength = 32
+
+  /// One line per warning, in a fixed order. `storeOpen`: the store is in use, so token
+  /// values are written to its file.
+  static func messages(for config: GatehouseConfig, storeOpen: Bool) -> [String] {
+    var messages: [String] = []
+    if storeOpen {
+      if let key = config.store.secretKey {
+        if key.value.count < minimumSecretKeyLength {
+          messages.append("store.secret_key is short; use \(minimumSecretKeyLength) random characters or more")
+        }
+      } else if persistsTokenValues(config) {
+        messages.append("store.secret_key is not set: token values are stored unencrypted")
+      }
+    }
+    for token in config.tokens {
+      guard case .oauth2ClientCredentials(let oauth2) = token.source else { continue }
+      // RFC 6749 §2.3.1 asks for TLS: the client secret goes in the request's Authorization.
+      // A loopback endpoint never leaves the machine (tests, a local sidecar).
+      if oauth2.tokenURL.scheme == .http && !oauth2.tokenURL.hostIsLoopback {
+        messages.append("tokens.\(token.name).token_url is http://: the client secret travels unencrypted")
+      }
+    }
+    return messages
+  }
+
+  /// Whether some token value may be written to the store: an oauth2 token's fetched values
+  /// always are, and a value set through the admin API (`PUT /admin/tokens/<name>`, any
+  /// token) is when the admin API is usable, that is with an admin token.
+  static func persistsTokenValues(_ config: GatehouseConfig) -> Bool {
+    let fetches = config.tokens.contains { token in
+      if case .oauth2ClientCredentials = token.source { return true }
+      return false
+    }
+    return fetches || (!config.tokens.isEmpty && config.admin.token != nil)
+  }
+}
