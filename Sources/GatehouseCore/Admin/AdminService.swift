@@ -42,6 +42,10 @@ final class AdminService: @unchecked Sendable {
   private var sweepTimer: TimerHandle?
   /// One line per 10 s at most about refused connections: a flood must not flood the log.
   private var refusals = LogThrottle(intervalNanoseconds: 10_000_000_000)
+  /// The dashboard's answer, made once at start (its policy hashes the page's script).
+  private let dashboard = AdminResponse(
+    status: 200, contentType: "text/html; charset=utf-8", body: Array(AdminDashboard.html.utf8),
+    extraHeaders: [("Content-Security-Policy", AdminDashboard.contentSecurityPolicy)])
 
   /// How often admin deadlines are checked; they may fire up to this late.
   static let sweepInterval: Duration = .milliseconds(100)
@@ -197,8 +201,7 @@ final class AdminService: @unchecked Sendable {
         }
       }
     case .dashboard:
-      completion(
-        AdminResponse(status: 200, contentType: "text/html; charset=utf-8", body: Array(AdminDashboard.html.utf8)))
+      completion(dashboard)
     case .openAPI:
       completion(AdminResponse(status: 200, body: Array(AdminOpenAPI.document.utf8)))
     case .cacheStats, .cacheEntries, .cacheEntry, .purgeCacheEntry, .purgeCacheEntries, .purgeCache:
