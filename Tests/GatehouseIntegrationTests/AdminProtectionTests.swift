@@ -3,7 +3,7 @@ import Testing
 
 /// What protects the admin API beyond its token: the headers on every answer that keep a
 /// browser from sniffing, framing or leaking it (the dashboard's Content-Security-Policy
-/// among them).
+/// among them), and the throttled warning and the counter for failed authentications.
 @Suite struct AdminProtectionTests {
   static func gateway() throws -> GatewayProcess {
     let stub = TestConfig.route(
@@ -52,5 +52,42 @@ import Testing
     #expect(!scriptSources.contains("unsafe-inline"))
     // JSON answers are not pages: no policy needed beyond nosniff and DENY.
     #expect(!status.head.has("Content-Security-Policy"))
+  }
+
+  /// Wrong tokens (and none) are counted in `gatehouse_admin_auth_failures_total` and
+  /// logged as `admin authentication failed` with the peer, at most once per 10 s: the
+  /// first at once, the rest as a count once the 10 s are over. No presented value is
+  /// ever logged.
+  @Test func failedAuthenticationsAreCountedAndLoggedThrottled() throws {
+    let gateway = try Self.gateway()
+    defer { gateway.stopExpectingCleanExit() }
+    let admin = try gateway.admin()
+    let wrong = (1...3).map { "wrong-admin-token-CANARY-\($0)" }
+    func failureLines() -> [[String: Any]] {
+      gateway.logLines().filter { $0["msg"] as? String == "admin authentication failed" }
+    }
+
+    for value in wrong {
+      #expect(try admin.request("GET", "/admin/status", credential: .header("Bearer \(value)")).status == 401)
+    }
+    #expect(try admin.request("POST", "/admin/reload", credential: .none).status == 401)
+
+    #expect(gateway.waitForLogLine { $0["msg"] as? String == "admin authentication failed" })
+    let first = try #require(failureLines().first)
+    #expect(first["level"] as? String == "warn")
+    #expect(first["failures"] as? Int == 1)
+    #expect((first["peer"] as? String)?.hasPrefix("127.0.0.1:") == true)
+    let metrics = try admin.request("GET", "/metrics").text
+    #expect(metrics.contains("# TYPE gatehouse_admin_auth_failures_total counter"))
+    #expect(metrics.contains("\ngatehouse_admin_auth_failures_total 4\n"))
+
+    // The three held back are reported by the admin sweep once the 10 s are over.
+    #expect(
+      gateway.waitForLogLine(timeout: 20) {
+        $0["msg"] as? String == "admin authentication failed" && $0["failures"] as? Int == 3
+      })
+    #expect(failureLines().count == 2)
+    let log = gateway.stdoutText
+    for value in wrong + [TestConfig.adminToken] { #expect(!log.contains(value)) }
   }
 }

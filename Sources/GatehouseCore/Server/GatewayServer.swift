@@ -20,7 +20,8 @@ public final class GatewayServer: @unchecked Sendable {
   private let contexts: [LoopContext]
   private let control: EventLoop
   private let signals: SignalReceiver
-  private let admin: AdminService?
+  /// The admin listener's service; the metrics read its failed-authentication count.
+  let admin: AdminService?
   /// Confined to the control loop.
   nonisolated(unsafe) let tokenManager: TokenManager
   /// Confined to the control loop.
