@@ -3,7 +3,8 @@ import Testing
 @testable import GatehouseCore
 
 /// The deadline rules of an admin connection (`AdminDeadline`) and the throttle of the
-/// refused-connection log line (`LogThrottle`), without sockets.
+/// refused-connection log line (`LogThrottle`) and the failed-authentication one
+/// (`AdminAuthFailures`), without sockets.
 @Suite struct AdminConnectionLimitsTests {
   static let limits = AdminConnectionLimits(headerTimeoutNanoseconds: 1_000, idleTimeoutNanoseconds: 5_000)
 
@@ -94,5 +95,41 @@ import Testing
     #expect(throttle.admit(now: 1_009) == nil)
     #expect(throttle.admit(now: 1_010) == 2)
     #expect(throttle.admit(now: 5_000) == 0)
+  }
+
+  /// Held-back events are reported once a line may go out again, without a new event.
+  @Test func throttleFlushesHeldEventsOnceTheIntervalIsOver() {
+    var throttle = LogThrottle(intervalNanoseconds: 1_000)
+
+    #expect(throttle.flush(now: 5) == nil)
+    #expect(throttle.admit(now: 10) == 0)
+    #expect(throttle.admit(now: 20) == nil)
+    #expect(throttle.admit(now: 30) == nil)
+    #expect(throttle.flush(now: 1_009) == nil)
+    #expect(throttle.flush(now: 1_010) == 2)
+    #expect(throttle.flush(now: 9_000) == nil)
+    // The flush started a new interval.
+    #expect(throttle.admit(now: 1_500) == nil)
+    #expect(throttle.admit(now: 2_010) == 1)
+  }
+
+  /// One `admin authentication failed` line per 10 s: the first at once, then the count of
+  /// the ones since (with the latest peer), from the sweep or from the next failure.
+  @Test func authFailuresAreCountedBetweenLines() {
+    var failures = AdminAuthFailures()
+    let second: UInt64 = 1_000_000_000
+    func line(_ fields: [LogField]?) -> [String]? { fields?.map { "\($0.key)=\($0.value)" } }
+
+    #expect(
+      line(failures.record(peer: "127.0.0.1:1000", now: 0))
+        == line([("peer", .string("127.0.0.1:1000")), ("failures", .int(1))]))
+    #expect(failures.record(peer: "127.0.0.1:1001", now: second) == nil)
+    #expect(failures.record(peer: "127.0.0.1:1002", now: 2 * second) == nil)
+    #expect(failures.flush(now: 9 * second) == nil)
+    #expect(
+      line(failures.flush(now: 10 * second)) == line([("peer", .string("127.0.0.1:1002")), ("failures", .int(2))]))
+    #expect(failures.flush(now: 30 * second) == nil)
+    #expect(failures.record(peer: "127.0.0.1:1003", now: 15 * second) == nil)
+    #expect(line(failures.record(peer: nil, now: 20 * second)) == line([("peer", .null), ("failures", .int(2))]))
   }
 }

@@ -113,6 +113,25 @@ import Testing
     #expect(html.contains("default-src 'none'"))
   }
 
+  /// The page's one script runs by its hash, nothing inline else would: no
+  /// `'unsafe-inline'` for scripts, no markup event handlers, and the hash is of the exact
+  /// text between the page's `<script>` tags.
+  @Test func dashboardScriptIsAllowedByItsHashOnly() throws {
+    let html = AdminDashboard.html
+    let policy = AdminDashboard.contentSecurityPolicy
+    let scriptSources = try #require(policy.split(separator: ";").first { $0.contains("script-src") })
+    #expect(!scriptSources.contains("unsafe-inline"))
+    #expect(scriptSources.contains("'sha256-"))
+    #expect(policy.contains("frame-ancestors 'none'"))
+    #expect(html.contains("content=\"\(AdminDashboard.pagePolicy)\""))
+    #expect(html.components(separatedBy: "<script>").count == 2)
+    #expect(html.contains("<script>" + AdminDashboard.script + "</script>"))
+    let digest = try #require(Data(base64Encoded: String(AdminDashboard.scriptSource.dropFirst(8).dropLast())))
+    #expect(Array(digest) == AdminAuthorizer.sha256(Array(AdminDashboard.script.utf8)))
+    let markup = html.replacingOccurrences(of: AdminDashboard.script, with: "")
+    #expect(markup.range(of: #"<[^>]*\son[a-z]+\s*="#, options: .regularExpression) == nil)
+  }
+
   @Test func dashboardCarriesTheIdsTestsRead() {
     let html = AdminDashboard.html
     for id in [

@@ -63,6 +63,31 @@ import Testing
     #expect(ConfigChange(from: nil, to: withoutToken).awaitingRestart == [])
   }
 
+  /// A short admin token is warned about only where other machines can reach the listener,
+  /// at start and on each reload, judged on the address the listener runs on.
+  @Test func aShortAdminTokenIsSaidOnlyOffLoopback() throws {
+    let short = #""token": "fifteen-chars15""#
+    let long = #""token": "sixteen-chars-16""#
+    let publicShort = try Self.config(admin: #""listen": "0.0.0.0:9901", \#(short)"#)
+    let publicLong = try Self.config(admin: #""listen": "0.0.0.0:9901", \#(long)"#)
+    let loopbackShort = try Self.config(admin: #""listen": "127.0.0.1:9901", \#(short)"#)
+    let loopbackNoToken = try Self.config(admin: #""listen": "127.0.0.1:9901""#)
+
+    #expect(ConfigChange(from: nil, to: publicShort).adminTokenShort)
+    #expect(!ConfigChange(from: nil, to: publicLong).adminTokenShort)
+    #expect(!ConfigChange(from: nil, to: loopbackShort).adminTokenShort)
+    #expect(!ConfigChange(from: nil, to: loopbackNoToken).adminTokenShort)
+    #expect(ConfigChange(from: publicShort, to: publicShort, running: publicShort).adminTokenShort)
+    #expect(ConfigChange(from: publicLong, to: publicShort, running: publicLong).adminTokenShort)
+    #expect(!ConfigChange(from: publicShort, to: publicLong, running: publicShort).adminTokenShort)
+    // A moved `admin.listen` waits for a restart: the running listener is what counts.
+    #expect(!ConfigChange(from: loopbackNoToken, to: publicShort, running: loopbackNoToken).adminTokenShort)
+    #expect(ConfigChange(from: publicLong, to: loopbackShort, running: publicLong).adminTokenShort)
+    #expect(
+      ConfigChange.isShortAdminToken(SecretValue("é" + String(repeating: "x", count: 14)), on: publicShort.admin.listen)
+    )
+  }
+
   @Test func adminAccessLetsTheRightTokenInAndOpenEndpointsThrough() throws {
     let access = AdminAccess(try Self.config(admin: #""token": "right""#).admin)
     let status = AdminRouter.route(method: .get, path: "/admin/status")

@@ -117,4 +117,14 @@ struct LogThrottle {
     defer { held = 0 }
     return held
   }
+
+  /// The events held back, once a line may go out again at `now` (the line then reports
+  /// them, and the interval restarts), so the last of a burst is not left unreported until
+  /// the next event; nil when there are none or it is too soon.
+  mutating func flush(now: UInt64) -> Int? {
+    guard held > 0, now >= nextAllowed else { return nil }
+    nextAllowed = now &+ intervalNanoseconds
+    defer { held = 0 }
+    return held
+  }
 }

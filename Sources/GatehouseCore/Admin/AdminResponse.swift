@@ -32,12 +32,21 @@ public struct AdminResponse: Sendable {
     json(.object([("error", .string(message)), ("parameter", .string(name))]), status: 400)
   }
 
+  /// On every admin answer, errors and 401s included: no browser guesses a type other than
+  /// `Content-Type` (a JSON body quoting a request must not run as HTML), no page frames an
+  /// answer (the dashboard's buttons cannot be clickjacked), and no request made from the
+  /// dashboard names it in a `Referer`.
+  static let protectionHeaders = [
+    ("X-Content-Type-Options", "nosniff"), ("X-Frame-Options", "DENY"), ("Referrer-Policy", "no-referrer"),
+  ]
+
   /// Serializes the whole response for `method` (HEAD answers carry no body).
   func serialized(requestID: [UInt8], headOnly: Bool, close: Bool) -> [UInt8] {
     var headers = HTTPHeaders()
     headers.add(name: "Content-Type", value: contentType)
     headers.add(name: "Cache-Control", value: "no-store")
     headers.add(name: "X-Request-Id", value: String(decoding: requestID, as: UTF8.self))
+    for (name, value) in Self.protectionHeaders { headers.add(name: name, value: value) }
     for (name, value) in extraHeaders { headers.add(name: name, value: value) }
     if close { headers.add(name: "Connection", value: "close") }
     var out: [UInt8] = []

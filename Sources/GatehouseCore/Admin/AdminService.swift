@@ -1,5 +1,6 @@
 import GatehouseHTTP
 import GatehouseNet
+import Synchronization
 
 /// What the admin endpoints read and change in the running gateway. Implemented by
 /// `GatewayServer`; every completion runs on the admin loop.
@@ -42,6 +43,15 @@ final class AdminService: @unchecked Sendable {
   private var sweepTimer: TimerHandle?
   /// One line per 10 s at most about refused connections: a flood must not flood the log.
   private var refusals = LogThrottle(intervalNanoseconds: 10_000_000_000)
+  /// Failed authentications, for their throttled warning.
+  private var authFailures = AdminAuthFailures()
+  /// Failed authentications since start, for `gatehouse_admin_auth_failures_total`: read
+  /// by the metrics on another thread, hence atomic.
+  let authFailureCount = Atomic<Int>(0)
+  /// The dashboard's answer, made once at start (its policy hashes the page's script).
+  private let dashboard = AdminResponse(
+    status: 200, contentType: "text/html; charset=utf-8", body: Array(AdminDashboard.html.utf8),
+    extraHeaders: [("Content-Security-Policy", AdminDashboard.contentSecurityPolicy)])
 
   /// How often admin deadlines are checked; they may fire up to this late.
   static let sweepInterval: Duration = .milliseconds(100)
@@ -83,6 +93,9 @@ final class AdminService: @unchecked Sendable {
     sweepTimer = loop.scheduleTimer(after: Self.sweepInterval) { [weak self] in
       guard let self, self.listener != nil else { return }
       if let backend = self.backend { self.limits = backend.adminConnectionLimits }
+      if let fields = self.authFailures.flush(now: self.loop.iterationTime) {
+        self.logger.log(.warn, AdminAuthFailures.message, fields: fields)
+      }
       for session in Array(self.sessions.values) { session.checkDeadline() }
       self.scheduleSweep()
     }
@@ -103,9 +116,11 @@ final class AdminService: @unchecked Sendable {
   }
 
   /// Answers one request; `completion` runs on the admin loop, possibly later. `requestID`
-  /// is the answer's `X-Request-Id`, named in the log line of a state-changing call.
+  /// is the answer's `X-Request-Id`, named in the log line of a state-changing call; `peer`
+  /// is the client's address, named in the warning about failed authentications.
   func handle(
-    head: HTTPRequestHead, body: [UInt8], requestID: [UInt8], completion: @escaping (AdminResponse) -> Void
+    head: HTTPRequestHead, body: [UInt8], requestID: [UInt8], peer: SocketAddress?,
+    completion: @escaping (AdminResponse) -> Void
   ) {
     let target = head.targetString
     let path = String(target.prefix { $0 != "?" })
@@ -124,6 +139,7 @@ final class AdminService: @unchecked Sendable {
     let authorizations = head.headers.values(for: "authorization")
     let authorization = authorizations.count == 1 ? authorizations[0] : nil
     if !backend.adminAccess.allows(routing, authorizationHeader: authorization) {
+      authenticationFailed(peer: peer)
       completion(Self.unauthorized)
       return
     }
@@ -197,14 +213,22 @@ final class AdminService: @unchecked Sendable {
         }
       }
     case .dashboard:
-      completion(
-        AdminResponse(status: 200, contentType: "text/html; charset=utf-8", body: Array(AdminDashboard.html.utf8)))
+      completion(dashboard)
     case .openAPI:
       completion(AdminResponse(status: 200, body: Array(AdminOpenAPI.document.utf8)))
     case .cacheStats, .cacheEntries, .cacheEntry, .purgeCacheEntry, .purgeCacheEntries, .purgeCache:
       backend.cache(endpoint, query: parameters) { respond($0) }
     case .tokens, .setToken, .refreshToken, .invalidateToken:
       backend.tokens(endpoint, body: body) { respond($0) }
+    }
+  }
+
+  /// Counts a 401 and logs it, throttled. Only the peer's address goes in the line: never
+  /// the `Authorization` value, which may be a real token sent to the wrong gateway.
+  private func authenticationFailed(peer: SocketAddress?) {
+    authFailureCount.add(1, ordering: .relaxed)
+    if let fields = authFailures.record(peer: peer?.description, now: loop.iterationTime) {
+      logger.log(.warn, AdminAuthFailures.message, fields: fields)
     }
   }
 

@@ -114,7 +114,7 @@ final class AdminSession: ConnectionDelegate {
     if !head.keepAlive { closeAfter = true }
     startWaiting(.answer)
     let requestID = service.nextRequestID()
-    service.handle(head: head, body: body, requestID: requestID) { [self] response in
+    service.handle(head: head, body: body, requestID: requestID, peer: connection?.peerAddress) { [self] response in
       // Still busy while writing: a drain reported from inside the write must not parse
       // the next request ahead of this one's bookkeeping.
       send(response, headOnly: head.method == .head, requestID: requestID)

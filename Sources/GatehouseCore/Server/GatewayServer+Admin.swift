@@ -123,6 +123,7 @@ extension GatewayServer: AdminBackend {
 
   func metricsText(completion: @escaping @Sendable (String) -> Void) {
     let shared = self.shared
+    let adminAuthFailures = admin?.authFailureCount.load(ordering: .relaxed) ?? 0
     let snapshot = currentSnapshot
     nonisolated(unsafe) let manager = tokenManager
     gather({ context in (context.metrics.sample(), context.poolFigures()) }) { perLoop in
@@ -215,6 +216,10 @@ extension GatewayServer: AdminBackend {
             ([("reason", "max_connections")], Double(shared.refusedAtLimit.load(ordering: .relaxed))),
             ([("reason", "accept_failed")], Double(shared.acceptFailures.load(ordering: .relaxed))),
           ])
+        text.family(
+          "gatehouse_admin_auth_failures_total", type: "counter",
+          help: "Admin API requests refused with 401: no admin token, a wrong one, or two Authorization fields.",
+          samples: [([], Double(adminAuthFailures))])
         completion(text.text)
       }
     }

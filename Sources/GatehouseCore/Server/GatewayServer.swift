@@ -20,7 +20,8 @@ public final class GatewayServer: @unchecked Sendable {
   private let contexts: [LoopContext]
   private let control: EventLoop
   private let signals: SignalReceiver
-  private let admin: AdminService?
+  /// The admin listener's service; the metrics read its failed-authentication count.
+  let admin: AdminService?
   /// Confined to the control loop.
   nonisolated(unsafe) let tokenManager: TokenManager
   /// Confined to the control loop.
@@ -168,7 +169,9 @@ public final class GatewayServer: @unchecked Sendable {
       shared.logger.info("listening", ["address": .string(address), "workers": .int(contexts.count)])
     }
     if let adminAddress { shared.logger.info("admin listening", ["address": .string(adminAddress)]) }
-    if ConfigChange(from: nil, to: currentSnapshot.config).adminTokenMissing { warnAdminTokenMissing() }
+    let startChange = ConfigChange(from: nil, to: currentSnapshot.config)
+    if startChange.adminTokenMissing { warnAdminTokenMissing() }
+    if startChange.adminTokenShort { warnAdminTokenShort() }
     nonisolated(unsafe) let groups = pendingListeners
     pendingListeners = []
     control.execute { [self] in
@@ -341,6 +344,7 @@ public final class GatewayServer: @unchecked Sendable {
         ["keys": .string(change.awaitingRestart.joined(separator: ", "))])
     }
     if change.adminTokenMissing { warnAdminTokenMissing() }
+    if change.adminTokenShort { warnAdminTokenShort() }
     for context in contexts { context.loop.execute { context.install(next) } }
     shared.logger.setLevel(next.config.log.level)
     shared.logger.info("config reloaded", ["path": .string(configPath)])
@@ -352,6 +356,14 @@ public final class GatewayServer: @unchecked Sendable {
   private func warnAdminTokenMissing() {
     shared.logger.warn(
       "the admin API's protected endpoints are unusable until admin.token is set",
+      ["address": adminAddress.map { .string($0) } ?? .null])
+  }
+
+  /// A short token on an admin listener other machines reach can be guessed; a warning
+  /// rather than a refusal, so a config that ran before still starts.
+  private func warnAdminTokenShort() {
+    shared.logger.warn(
+      "admin token is short for a non-loopback listener; use 32 random characters or more",
       ["address": adminAddress.map { .string($0) } ?? .null])
   }
 
