@@ -9,6 +9,44 @@ import Testing
     return id.utf8.count == 32 && id.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }
   }
 
+  /// On enveloped or cached routes the upstream is asked for gzip when the client takes it,
+  /// else for no coding: the gateway must read, keep and re-encode what comes back, and it
+  /// speaks gzip, not br or zstd. Plain pass-through routes forward the client's field.
+  @Test func acceptEncodingIsNarrowedToGzipWhereTheGatewayReadsTheBody() throws {
+    let backend = try TestBackend(always: .respond(.text("{}")))
+    defer { backend.stop() }
+    let config = TestConfig.make(
+      routes: [
+        TestConfig.route("wrapped", match: "/e/*", extra: ["envelope": ["enabled": true]]),
+        TestConfig.route("cached", match: "/c/*", extra: ["cache": ["stale_if_error_s": 60]]),
+        TestConfig.route(
+          "set", match: "/s/*",
+          extra: ["envelope": ["enabled": true], "headers": ["set": ["Accept-Encoding": "identity"]]]),
+        TestConfig.route("plain", match: "/*"),
+      ],
+      upstreams: ["api": TestConfig.upstream(port: backend.port)])
+    let gateway = try GatewayProcess(config: config)
+    defer { gateway.stopExpectingCleanExit() }
+
+    let cases: [(path: String, sent: String?, expected: [String])] = [
+      ("/e/1", "br, gzip;q=0.5, zstd", ["gzip"]),
+      ("/e/2", "br", []),
+      ("/e/3", nil, []),
+      ("/c/1", "gzip, deflate, br", ["gzip"]),
+      ("/c/2", "identity", []),
+      ("/s/1", "gzip, br", ["identity"]),
+      ("/p/1", "br, zstd", ["br, zstd"]),
+    ]
+    for item in cases {
+      _ = try send("GET", item.path, to: gateway.port, headers: item.sent.map { [("Accept-Encoding", $0)] } ?? [])
+    }
+    #expect(backend.waitForRequests(cases.count))
+    for item in cases {
+      let request = backend.requests.first { $0.target == item.path }
+      #expect(request?.head.values("Accept-Encoding") == item.expected, "\(item.path)")
+    }
+  }
+
   @Test func topLevelRulesApplyThenTheRoutesOwn() throws {
     let backend = try TestBackend(always: .respond(.text("ok")))
     defer { backend.stop() }

@@ -14,6 +14,10 @@ public struct HeaderPlan: Sendable {
   /// `vary` names: a backend that reads `Accept_Language` as `Accept-Language` would answer
   /// per a field the key does not hold).
   public let lookAlikesDropped: HeaderNameSet
+  /// The client's `Accept-Encoding` is not forwarded; the upstream is asked for gzip when the
+  /// client takes it, else for no coding (see `RoutePlan`): the gateway can decode, store and
+  /// re-encode gzip, not br or zstd.
+  public let normalizesAcceptEncoding: Bool
   /// Pre-serialized `Name: value\r\n` lines for the names that end up set.
   public let setLines: [UInt8]
   /// Drop `Authorization` when it carries a client key (`ApiKey …`), keep it otherwise.
@@ -36,7 +40,8 @@ public struct HeaderPlan: Sendable {
   /// - Parameter alsoDropped: names removed for other reasons, e.g. the token header of a
   ///   route with a token, or the client key header.
   public init(
-    layers: [Rules], alsoDropped: [String] = [], dropsAPIKeyAuthorization: Bool = false, lookAlikesOf: [String] = []
+    layers: [Rules], alsoDropped: [String] = [], dropsAPIKeyAuthorization: Bool = false, lookAlikesOf: [String] = [],
+    normalizingAcceptEncoding: Bool = false
   ) {
     self.dropsAPIKeyAuthorization = dropsAPIKeyAuthorization
     var order: [String] = []
@@ -61,6 +66,10 @@ public struct HeaderPlan: Sendable {
       }
     }
     for name in alsoDropped { drop(name) }
+    // A rule of the operator's own for the field wins over the normalization.
+    let normalizes = normalizingAcceptEncoding && final["accept-encoding"] == nil
+    if normalizes { drop("accept-encoding") }
+    normalizesAcceptEncoding = normalizes
     var lines: [UInt8] = []
     var host: [UInt8]?
     for key in order {

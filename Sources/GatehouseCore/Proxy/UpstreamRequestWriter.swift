@@ -23,7 +23,7 @@ public enum UpstreamRequestWriter {
 
   public static func write(
     head: HTTPRequestHead, method: HTTPMethod? = nil, target: [UInt8], hostHeader: [UInt8], plan: HeaderPlan,
-    token: TokenLine? = nil,
+    token: TokenLine? = nil, acceptsGzip: Bool = false,
     clientAddress: [UInt8],
     forwardedProto: StaticString, requestID: [UInt8], framing: HTTPBodyFraming, into out: inout [UInt8]
   ) {
@@ -36,7 +36,7 @@ public enum UpstreamRequestWriter {
     // its X-Forwarded-For lines) within `serializedFieldsLength`, the rest by length.
     var bound =
       fixedBound + methodName.utf8.count + target.count + host.count + headers.serializedFieldsLength
-      + plan.setLines.count + clientAddress.count + requestID.count
+      + plan.setLines.count + clientAddress.count + requestID.count + 24
     if let token { bound += token.prefix.count + token.value.count + token.suffix.count }
     out.appendBytes(upTo: bound) { out in
       methodName.withUTF8 { out.write($0) }
@@ -68,6 +68,7 @@ public enum UpstreamRequestWriter {
         out.write("\r\n")
       }
       out.write(plan.setLines)
+      if plan.normalizesAcceptEncoding && acceptsGzip { out.write("Accept-Encoding: gzip\r\n") }
       if let token {
         out.write(token.prefix)
         out.write(token.value)

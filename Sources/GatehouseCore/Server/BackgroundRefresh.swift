@@ -1,3 +1,4 @@
+import GatehouseCompression
 import GatehouseHTTP
 import GatehouseNet
 import GatehouseStore
@@ -63,8 +64,12 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
     var out: [UInt8] = []
     UpstreamRequestWriter.write(
       head: request, method: .get, target: target, hostHeader: pool.plan.hostHeader, plan: plan.headerPlan,
-      token: token, clientAddress: clientAddress, forwardedProto: "http", requestID: context.requestIDs.next(),
-      framing: .none, into: &out)
+      token: token,
+      acceptsGzip: request.headers.firstIndex(lowercaseName: "accept-encoding").map {
+        AcceptEncoding.acceptsGzip(request.headers.valueBytes(at: $0))
+      } ?? false,
+      clientAddress: clientAddress, forwardedProto: "http", requestID: context.requestIDs.next(), framing: .none,
+      into: &out)
     _ = upstream?.connection?.write(out)
     // Strong: `finish` cancels the timer, which then lets go of this refresh.
     timer = context.loop.scheduleTimer(after: pool.plan.responseTimeout) { [self] in fail(.timedOut) }

@@ -353,9 +353,9 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     context.scratch.removeAll(keepingCapacity: true)
     UpstreamRequestWriter.write(
       head: exchange.head, method: upstreamMethod, target: exchange.upstreamTarget, hostHeader: pool.plan.hostHeader,
-      plan: plan.headerPlan, token: token, clientAddress: clientAddress, forwardedProto: secure ? "https" : "http",
-      requestID: exchange.requestID,
-      framing: framing, into: &context.scratch)
+      plan: plan.headerPlan, token: token, acceptsGzip: exchange.acceptsGzip, clientAddress: clientAddress,
+      forwardedProto: secure ? "https" : "http", requestID: exchange.requestID, framing: framing,
+      into: &context.scratch)
     if pipelined {
       context.scratch.withUnsafeBytes { pool.writePipelined($0, on: upstream) }
     } else {

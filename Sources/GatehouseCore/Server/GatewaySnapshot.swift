@@ -120,7 +120,10 @@ final class RoutePlan: Sendable {
     if route.token != nil { layers.append(HeaderPlan.Rules(remove: [route.tokenHeader])) }
     headerPlan = HeaderPlan(
       layers: layers, alsoDropped: alsoDropped, dropsAPIKeyAuthorization: !alsoDropped.isEmpty,
-      lookAlikesOf: route.cache?.vary ?? [])
+      lookAlikesOf: route.cache?.vary ?? [],
+      // What the gateway keeps or wraps it must be able to decode, and give each client in
+      // a coding it accepts: gzip or none (Varnish normalizes the same way).
+      normalizingAcceptEncoding: route.envelope.enabled || route.cache != nil)
     stubMode = route.stub.mode
     stub = StubAnswer(route.stub, envelope: route.envelope)
     envelopeEnabled = route.envelope.enabled
