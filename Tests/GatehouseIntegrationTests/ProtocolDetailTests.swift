@@ -50,6 +50,55 @@ import Testing
     #expect(backend.requests.isEmpty)
   }
 
+  /// A client that sent its body right behind the head (not waiting for 100) is answered as
+  /// before: the body is read and dropped, and a request pipelined behind it is answered on
+  /// the same connection (and reaches the backend once).
+  @Test func aBodySentWithoutWaitingFor100IsDroppedAndTheNextRequestAnswered() throws {
+    let backend = try TestBackend(always: .respond(.text("done")))
+    defer { backend.stop() }
+    let gateway = try GatewayProcess(
+      config: TestConfig.make(
+        routes: [TestConfig.route("api", match: "/api/*")], upstreams: ["api": TestConfig.upstream(port: backend.port)])
+    )
+    defer { gateway.stopExpectingCleanExit() }
+
+    let client = try RawClient(port: gateway.port)
+    try client.send(
+      httpRequest("POST", "/elsewhere", headers: [("Expect", "100-continue"), ("Content-Length", "3")])
+        + Array("abc".utf8) + httpRequest("DELETE", "/api/order-77"))
+    let refused = try client.readResponse()
+    let deleted = try client.readResponse()
+
+    #expect(refused.status == 404)
+    #expect(refused.head.value("Connection") == nil)
+    #expect(deleted.status == 200)
+    #expect(backend.requests.map(\.target) == ["/api/order-77"])
+  }
+
+  /// An answer from the store is the gateway's own too: no 100 Continue before it.
+  @Test func anAnswerFromTheStoreGetsNo100Continue() throws {
+    let backend = try TestBackend(always: .respond(.text("stored")))
+    defer { backend.stop() }
+    var config = TestConfig.make(
+      routes: [TestConfig.route("api", match: "/*", extra: ["cache": ["fresh_s": 60]])],
+      upstreams: ["api": TestConfig.upstream(port: backend.port)])
+    config["store"] = ["path": "var/store.sqlite"]
+    let gateway = try GatewayProcess(config: config)
+    defer { gateway.stopExpectingCleanExit() }
+    #expect(try send("GET", "/doc", to: gateway.port).status == 200)
+
+    // A GET with a body and Expect: unusual, but the store may answer it.
+    let client = try RawClient(port: gateway.port)
+    try client.send(httpRequest("GET", "/doc", headers: [("Expect", "100-continue"), ("Content-Length", "5")]))
+    let answer = try client.readResponse()
+
+    #expect(answer.status == 200)
+    #expect(answer.head.value("X-Gatehouse-Cache") == "HIT")
+    #expect(answer.head.value("Connection") == "close")
+    #expect(client.waitForEnd() != .stillOpen)
+    #expect(backend.requests.count == 1)
+  }
+
   @Test func interimAnswersFromTheBackendAreNotRelayedAsTheFinalOne() throws {
     var answer = BackendResponse.text("final")
     answer.preamble = Array("HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n".utf8)

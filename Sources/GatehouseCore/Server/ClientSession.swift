@@ -28,6 +28,8 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
   private var closed = false
   /// Inside `consume`: finishing an exchange there must not re-enter the parse loop.
   private var consuming = false
+  /// Bytes followed the last request head in the read that brought it.
+  private var inputFollowsHead = false
   private var sawAnyByte = false
   /// Monotonic nanoseconds when `deadlineKind` expires; 0 for none.
   private(set) var deadline: UInt64 = 0
@@ -103,7 +105,9 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     consuming = true
     defer { consuming = false }
     var offset = 0
-    while !closed {
+    // Once the connection is to end after an answer that is done, nothing more is read from
+    // it: a request behind would be forwarded and its answer never delivered.
+    while !closed && !(exchange == nil && closeAfterResponse) {
       if exchange == nil, offset < bytes.count, connection?.isAboveHighWatermark == true {
         held.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[offset...]))
         setClientReadingPaused(true, reason: .pipelining)
@@ -133,6 +137,9 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
         }
         return
       case .head:
+        // A client that sent its body without waiting for 100 Continue has it (or part of it)
+        // right behind the head: it is read and dropped after a local answer, as ever.
+        inputFollowsHead = offset < bytes.count
         startExchange(parser.takeHead())
       case .body(let range):
         exchange?.requestBodyStarted = true
@@ -243,14 +250,6 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       respondLocally(failure: .upstreamUnavailable)
       return
     }
-    // The body is wanted now, and only now: a request refused or answered by the gateway
-    // itself (no route, client key, rate limit, stub) is answered without it, so a client
-    // that waits for 100 Continue never uploads a body that would be dropped (nginx, too,
-    // sends it only when it starts reading the body).
-    if head.expectsContinue && Self.hasBody(head), let exchange {
-      exchange.continueSent = true
-      _ = connection?.write(Array("HTTP/1.1 100 Continue\r\n\r\n".utf8))
-    }
     exchange?.upstreamTarget = snapshot.routeTable.upstreamPath(
       for: match, requestPath: head.path, query: head.query)
     if plan.token != nil && Self.hasBody(head) { exchange?.requestBodyCopy = [] }
@@ -335,6 +334,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     // `exchange` is still `self.exchange`: nothing since the guard could have replaced it.
     exchange.pool = pool
     exchange.upstream = upstream
+    sendContinueIfAsked(exchange)
     if exchange.attempts > 0 {
       // A retry: the parser may hold part of the earlier answer, and what was learnt from
       // it belongs to that attempt. (A new exchange's are new.)
@@ -566,7 +566,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     guard let exchange else { return }
     // A client still waiting for 100 Continue will not send its body: the connection ends
     // after this answer rather than wait for a body that is not coming (RFC 9110 §10.1.1).
-    let withheld = Self.bodyWithheld(exchange)
+    let withheld = bodyWithheld(exchange)
     let close = closeAfterResponse || !exchange.head.keepAlive || context.draining || withheld
     context.output.removeAll(keepingCapacity: true)
     GatewayResponse.write(
@@ -937,10 +937,24 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     finishExchange()
   }
 
-  /// Whether the request asked for 100 Continue, did not get it, and has sent none of its body.
-  static func bodyWithheld(_ exchange: Exchange) -> Bool {
+  /// Whether the request asked for 100 Continue, did not get it, and has sent none of its body
+  /// (nothing followed its head in the read that brought it, nor since).
+  private func bodyWithheld(_ exchange: Exchange) -> Bool {
     exchange.head.expectsContinue && !exchange.continueSent && !exchange.requestComplete
-      && !exchange.requestBodyStarted && hasBody(exchange.head)
+      && !exchange.requestBodyStarted && !inputFollowsHead && Self.hasBody(exchange.head)
+  }
+
+  /// Sends `100 Continue` when the request asked for it, once, as its head goes upstream: the
+  /// body is wanted now, and only now. A request refused or answered by the gateway itself (no
+  /// route, client key, rate limit, stub, the store, an open circuit) is answered without it,
+  /// so a client that waits for it never uploads a body that would be dropped (nginx, too,
+  /// sends it only when it starts reading the body).
+  private func sendContinueIfAsked(_ exchange: Exchange) {
+    guard exchange.head.expectsContinue, !exchange.continueSent, !exchange.requestComplete,
+      Self.hasBody(exchange.head)
+    else { return }
+    exchange.continueSent = true
+    _ = connection?.write(Array("HTTP/1.1 100 Continue\r\n\r\n".utf8))
   }
 
   /// Whether the answer now being written ends the connection: the client asked for it,
@@ -1298,7 +1312,9 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
   private func writeKeptAnswer(head: HTTPResponseHead, body: [UInt8], outcome: EnvelopeOutcome, extra: [UInt8]) {
     guard let exchange else { return }
     let headOnly = exchange.head.method == .head
-    let close = closeAfterResponse || !exchange.head.keepAlive || context.draining
+    // As in `respondLocally`: a client waiting for 100 Continue will not send its body.
+    let withheld = bodyWithheld(exchange)
+    let close = closeAfterResponse || !exchange.head.keepAlive || context.draining || withheld
     exchange.closeClient = close
     exchange.responseStarted = true
     context.output.removeAll(keepingCapacity: true)
@@ -1332,6 +1348,10 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     exchange.bytesSent = Int64(context.output.count)
     exchange.responseComplete = true
     flushOutput()
+    if withheld {
+      exchange.bodyLeftUnread = true
+      exchange.requestComplete = true
+    }
     if exchange.requestComplete { finishExchange() }
   }
 
