@@ -35,9 +35,11 @@ public struct CacheKey: Sendable, Hashable, CustomStringConvertible {
   ///     to the key only when set, so keys without one are what they always were.
   ///   - scope: what else makes the route's requests differ for the backend (the token it
   ///     injects, the fields it sets), else nil; added only when set, like `host`.
+  ///   - gzip: the entry holds the answer for clients that take gzip (routes that pass
+  ///     bodies through keep one entry per coding); added only when true.
   public init(
     method: String, upstream: String, path: String, query: String, vary: [(name: String, value: String)] = [],
-    clientID: String? = nil, host: String? = nil, scope: String? = nil
+    clientID: String? = nil, host: String? = nil, scope: String? = nil, gzip: Bool = false
   ) {
     self.method = method
     self.upstream = upstream
@@ -55,6 +57,7 @@ public struct CacheKey: Sendable, Hashable, CustomStringConvertible {
     varyPart += " client=" + (clientID.map(Self.field) ?? "-")
     if let host { varyPart += " host=" + Self.field(Self.asciiLowercased(host)) }
     if let scope { varyPart += " scope=" + Self.field(scope) }
+    if gzip { varyPart += " coding=gzip" }
     self.varyPart = varyPart
 
     canonical =

@@ -23,7 +23,8 @@ import Testing
     let plain = CacheKey(method: "GET", upstream: "api", path: "/u", query: "")
     let tokenA = CacheKey(method: "GET", upstream: "api", path: "/u", query: "", scope: "token=a")
     let tokenB = CacheKey(method: "GET", upstream: "api", path: "/u", query: "", scope: "token=b")
-    #expect(Set([plain.id, tokenA.id, tokenB.id]).count == 3)
+    let gzip = CacheKey(method: "GET", upstream: "api", path: "/u", query: "", gzip: true)
+    #expect(Set([plain.id, tokenA.id, tokenB.id, gzip.id]).count == 4)
     #expect(!plain.canonical.contains("scope="))
   }
 

@@ -120,7 +120,8 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
   func upstreamDidClose(_ upstream: UpstreamConnection, reason: ConnectionCloseReason) {
     switch reason {
     case .connectTimedOut: fail(.timedOut)
-    case .hangup, .failed, .tlsFailed: fail(.closed)
+    case .tlsFailed(let error): fail(.unavailable, detail: "TLS: \(error.description)")
+    case .hangup, .failed: fail(.closed)
     // Ended here, or the loop is stopping: nothing the upstream did.
     case .closedByOwner, .loopStopped: fail(nil)
     }
@@ -181,11 +182,11 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
   }
 
   /// Ends the refresh; `failure` (nil: nothing the upstream did) is counted like a client's.
-  private func fail(_ failure: ClientSession.UpstreamFailure?) {
+  private func fail(_ failure: ClientSession.UpstreamFailure?, detail: String? = nil) {
     if let failure, let pool, !finished {
       context.metrics.recordUpstream(pool.plan.name, outcome: failure.outcome)
       pool.circuit.recordFailure(now: context.loop.iterationTime)
-      pool.lastError = failure.outcome
+      pool.lastError = detail ?? failure.outcome
     }
     if let upstream, let pool {
       self.upstream = nil

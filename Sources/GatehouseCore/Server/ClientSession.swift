@@ -1128,8 +1128,9 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
 
   /// Bodies above this size are not kept for the store.
   static let maxStoredBody = 8 << 20
-  /// A kept gzip body decoded for a client without gzip may be at most this large.
-  static let maxDecodedKeptBody = 64 << 20
+  /// A kept gzip body decoded for a client without gzip (only when a backend sent gzip unasked:
+  /// such clients have their own entries) may be at most this large.
+  static let maxDecodedKeptBody = maxStoredBody
   static let contentEncodingField = HeaderNameSet(["content-encoding"])
 
   /// Looks the request up when the route can answer from the store without the upstream
@@ -1367,9 +1368,13 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     // Two routes to one upstream with their own Host are two virtual hosts: their answers
     // for the same path are different resources.
     let plan = exchange.routeIndex.map { exchange.snapshot.routePlans[$0] }
+    // A route that passes bodies through keeps the gzip answer (for clients that take it)
+    // apart from the plain one: decoding a kept body per answer would cost the loop the time
+    // a large body takes to inflate, on every hit. Enveloped routes decode anyway to wrap.
+    let gzip = plan?.envelope == nil && exchange.acceptsGzip
     return LoopStore.KeyInputs(
       upstream: upstream, target: exchange.upstreamTarget, varyNames: vary, vary: values, clientID: client,
-      host: plan?.headerPlan.host, scope: plan?.cacheScope)
+      host: plan?.headerPlan.host, scope: plan?.cacheScope, gzip: gzip)
   }
 
   /// Request fields that carry a client's own credentials.
@@ -1529,7 +1534,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
   ) {
     exchange.status = status
     var body = body
-    if let secret, let masked = SecretMasking.masked([secret], in: body) { body = masked }
+    if let secret, let masked = SecretMasking.masked(SecretMasking.jsonForms(of: secret), in: body) { body = masked }
     var gzip = false
     if exchange.acceptsGzip && body.count > 1024, let compressed = context.compress(body) {
       body = compressed

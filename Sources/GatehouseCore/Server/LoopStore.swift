@@ -32,6 +32,8 @@ final class LoopStore {
     let host: [UInt8]?
     /// `RoutePlan.cacheScope`.
     let scope: String?
+    /// The gzip entry of a route that passes bodies through (see `ClientSession.cacheKeyInputs`).
+    let gzip: Bool
   }
 
   /// An answer read (or written) here, trusted for `recentTTLMs` before it is read again,
@@ -72,7 +74,7 @@ final class LoopStore {
     // HEAD is answered from GET entries: the same resource, without the body.
     let key = CacheKey(
       method: "GET", upstream: inputs.upstream, path: path, query: query, vary: varyPairs, clientID: inputs.clientID,
-      host: inputs.host.map { String(decoding: $0, as: UTF8.self) }, scope: inputs.scope)
+      host: inputs.host.map { String(decoding: $0, as: UTF8.self) }, scope: inputs.scope, gzip: inputs.gzip)
     if keys.count >= 4 * Self.recentLimit { keys.removeAll(keepingCapacity: true) }
     keys[inputs] = key
     return key

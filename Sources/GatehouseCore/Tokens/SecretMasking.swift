@@ -49,6 +49,20 @@ public enum SecretMasking {
     }
   }
 
+  /// `secret` as it may appear inside a JSON string: as it is, and with `/` written `\/` (as
+  /// PHP's encoder and others do) — an envelope the backend built is passed on unchanged, so
+  /// the token may be there in either spelling.
+  public static func jsonForms(of secret: [UInt8]) -> [[UInt8]] {
+    guard secret.contains(0x2F) else { return [secret] }
+    var escaped: [UInt8] = []
+    escaped.reserveCapacity(secret.count + 8)
+    for byte in secret {
+      if byte == 0x2F { escaped.append(0x5C) }
+      escaped.append(byte)
+    }
+    return [secret, escaped]
+  }
+
   @inline(__always)
   private static func matches(_ secret: [UInt8], _ source: UnsafeBufferPointer<UInt8>, at index: Int) -> Bool {
     guard index + secret.count <= source.count else { return false }
