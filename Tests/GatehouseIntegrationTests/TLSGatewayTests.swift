@@ -181,6 +181,54 @@ import Testing
     #expect(main == 0)
   }
 
+  /// A background refresh that fails the upstream's certificate check names the cause in
+  /// `/admin/upstreams`, as a client's exchange does (it used to say `reset`).
+  @Test func aBackgroundRefreshThatFailsTLSNamesTheCause() throws {
+    let certificates = try Certificates()
+    var upstreamConfig = TestConfig.make(routes: [
+      ["name": "hello", "match": ["path": "/*"], "stub": ["mode": "always", "body": ["over": "tls"]]]
+    ])
+    upstreamConfig["listen"] = [
+      [
+        "address": "127.0.0.1:0",
+        "tls": ["cert": certificates.path + "/server.pem", "key": certificates.path + "/server.key"],
+      ]
+    ]
+    let upstream = try GatewayProcess(config: upstreamConfig)
+    defer { upstream.stopExpectingCleanExit() }
+    func config(ca: String) -> [String: Any] {
+      var config = TestConfig.withAdmin(
+        TestConfig.make(
+          routes: [
+            TestConfig.route(
+              "swr", match: "/*", upstream: "secure",
+              extra: ["cache": ["fresh_s": 0, "stale_while_revalidate_s": 60]])
+          ],
+          upstreams: ["secure": ["url": "https://localhost:\(upstream.port)", "tls": ["ca": certificates.path + ca]]]))
+      config["store"] = ["path": "var/store.sqlite"]
+      return config
+    }
+    let gateway = try GatewayProcess(config: config(ca: "/ca.pem"))
+    defer { gateway.stopExpectingCleanExit() }
+    let admin = try gateway.admin(token: TestConfig.adminToken)
+    #expect(try send("GET", "/doc", to: gateway.port).status == 200)
+    #expect(admin.waitForStoredEntries(1))
+
+    // The upstream's certificate no longer verifies: the refresh behind the stale answer fails.
+    try gateway.rewriteConfig(config(ca: "/other-ca.pem"))
+    #expect(try admin.request("POST", "/admin/reload").status == 200)
+    let stale = try send("GET", "/doc", to: gateway.port)
+    #expect(stale.head.value("X-Gatehouse-Cache") == "STALE")
+    var lastError = ""
+    let named = waitUntil(timeout: 10) {
+      let upstreams = (try? admin.json("/admin/upstreams")["upstreams"] as? [[String: Any]]) ?? []
+      lastError = upstreams.first { $0["name"] as? String == "secure" }?["last_error"] as? String ?? ""
+      return !lastError.isEmpty
+    }
+    #expect(named)
+    #expect(lastError.hasPrefix("TLS: "), "\(lastError)")
+  }
+
   @Test func httpsUpstreamIsVerifiedAndABadCertificateIs502() throws {
     let certificates = try Certificates()
     // The https upstream is another gateway with a TLS listener and a stub route.
