@@ -1,5 +1,6 @@
 import GatehouseCore
 import GatehouseHTTP
+import GatehouseNet
 
 #if canImport(Glibc)
   import Glibc
@@ -14,7 +15,8 @@ import GatehouseHTTP
 /// The admin token is sent and never printed, not even in error messages.
 enum AdminCommand {
   static let usage = """
-    usage: gatehouse admin [--url URL] [--token T] [--json] [--all-replicas [--replicas H:P,...]] <verb>
+    usage: gatehouse admin [--url URL] [--token T] [--ca FILE | --insecure] [--json]
+                           [--all-replicas [--replicas H:P,...]] <verb>
 
       status                                   version, uptime, config, connections
       cache stats                              cache counters and size
@@ -31,11 +33,16 @@ enum AdminCommand {
     A prefix P matches the start of the upstream path, the upstream URL's base path included,
     as `cache list` shows it.
     --timeout S bounds each connection and read (default 30).
+    An https:// URL (an admin listener with admin.tls) is verified against the system's CAs
+    and the URL's host (for every replica too); --ca FILE trusts that CA (PEM) instead;
+    --insecure skips the check.
     """
 
   /// Everything the command line said.
   struct Options {
     var url = "http://127.0.0.1:9901"
+    var caPath: String?
+    var insecure = false
     var token: String?
     var json = false
     var allReplicas = false
@@ -67,12 +74,18 @@ enum AdminCommand {
       }
       let action = try Action(options.positional, options: &options)
       let base = try BaseURL(options.url)
+      if !base.secure && (options.caPath != nil || options.insecure) {
+        throw UsageError(message: "--ca and --insecure apply to an https:// --url only")
+      }
+      if options.insecure && options.caPath != nil { throw UsageError(message: "give --ca or --insecure, not both") }
       let targets = try replicaTargets(options: options, base: base)
+      let tls = try base.secure ? tlsSettings(options) : nil
       var failed = false
       for target in targets {
         let prefix = targets.count > 1 || options.allReplicas ? "[\(target.label)] " : ""
         let client = AdminHTTPClient(
-          host: target.host, port: target.port, hostHeader: target.hostHeader, timeoutSeconds: options.timeoutSeconds)
+          host: target.host, port: target.port, hostHeader: target.hostHeader, timeoutSeconds: options.timeoutSeconds,
+          tls: tls.map { AdminTLS(context: $0.context, serverName: target.serverName, systemTrust: $0.systemTrust) })
         switch action.execute(client: client, basePath: base.path, options: options) {
         case .success(let lines):
           for line in lines { print(prefix + line) }
@@ -115,6 +128,8 @@ enum AdminCommand {
       switch argument {
       case "--url": options.url = try value()
       case "--token": options.token = try value()
+      case "--ca": options.caPath = try value()
+      case "--insecure": options.insecure = true
       case "--json": options.json = true
       case "--all-replicas": options.allReplicas = true
       case "--replicas":
@@ -144,23 +159,30 @@ enum AdminCommand {
     return options
   }
 
-  /// The scheme, host, port and path prefix of `--url` (plain HTTP only: the admin listener
-  /// has no TLS).
+  /// The scheme, host, port and path prefix of `--url`: https for an admin listener with
+  /// `admin.tls`, http otherwise.
   struct BaseURL {
+    var secure: Bool
     var host: String
     var port: UInt16
     var path: String
 
     init(_ text: String) throws(UsageError) {
-      guard text.hasPrefix("http://") else {
-        throw UsageError(message: "--url must start with http:// (the admin API has no TLS)")
+      let scheme: String
+      if text.hasPrefix("https://") {
+        scheme = "https://"
+      } else if text.hasPrefix("http://") {
+        scheme = "http://"
+      } else {
+        throw UsageError(message: "--url must start with http:// or https://")
       }
-      let rest = text.dropFirst("http://".count)
+      secure = scheme == "https://"
+      let rest = text.dropFirst(scheme.count)
       let authority = rest.prefix { $0 != "/" }
       var basePath = String(rest.dropFirst(authority.count))
       while basePath.hasSuffix("/") { basePath.removeLast() }
       path = basePath
-      (host, port) = try Self.hostAndPort(String(authority), defaultPort: 80)
+      (host, port) = try Self.hostAndPort(String(authority), defaultPort: secure ? 443 : 80)
     }
 
     /// Splits `host[:port]` or `[v6]:port`.
@@ -188,6 +210,24 @@ enum AdminCommand {
     var port: UInt16
     var hostHeader: String
     var label: String
+    /// The name its certificate must carry over https: the `--url` host, for every replica.
+    var serverName: String
+  }
+
+  /// The TLS context for an https `--url`, built once for every replica. `--insecure` is
+  /// said on stderr on every run: the admin token then goes to whoever answers.
+  static func tlsSettings(_ options: Options) throws -> (context: TLSContext, systemTrust: Bool) {
+    if options.insecure {
+      FileHandleStandardError.write(
+        "gatehouse admin: warning: --insecure: the admin listener's certificate is not verified; "
+          + "anyone between here and there can read the admin token\n")
+    }
+    do {
+      let context = try TLSContext(client: TLSClientConfiguration(caPath: options.caPath, verify: !options.insecure))
+      return (context, !options.insecure && options.caPath == nil)
+    } catch {
+      throw AdminClientError(description: "\(error)")
+    }
   }
 
   /// The `--url` host alone; with `--all-replicas`, every `--replicas` entry or every A
@@ -201,18 +241,19 @@ enum AdminCommand {
       return try replicas.map { entry throws(UsageError) in
         let (host, port) = try BaseURL.hostAndPort(entry, defaultPort: base.port)
         let label = authority(host, port)
-        return Target(host: host, port: port, hostHeader: label, label: label)
+        // Replicas are usually reached by address; their certificate names the service.
+        return Target(host: host, port: port, hostHeader: label, label: label, serverName: base.host)
       }
     }
     guard options.allReplicas else {
       let label = authority(base.host, base.port)
-      return [Target(host: base.host, port: base.port, hostHeader: label, label: label)]
+      return [Target(host: base.host, port: base.port, hostHeader: label, label: label, serverName: base.host)]
     }
     let addresses = try AdminHTTPClient.resolveIPv4(base.host)
     guard !addresses.isEmpty else { throw AdminClientError(description: "\(base.host) has no A record") }
     return addresses.map { address in
       let label = authority(address, base.port)
-      return Target(host: address, port: base.port, hostHeader: label, label: label)
+      return Target(host: address, port: base.port, hostHeader: label, label: label, serverName: base.host)
     }
   }
 }

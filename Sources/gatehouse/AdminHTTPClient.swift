@@ -19,7 +19,8 @@ struct AdminClientError: Error, CustomStringConvertible {
 }
 
 /// A minimal blocking HTTP/1.1 client for the `admin` command: one request per connection
-/// (`Connection: close`), POSIX sockets with send/receive timeouts, answers parsed with
+/// (`Connection: close`), POSIX sockets with send/receive timeouts (and TLS for https,
+/// see `AdminConnection`), answers parsed with
 /// `GatehouseHTTP`'s response parser. Admin answers are small; bodies are capped at 64 MiB.
 struct AdminHTTPClient {
   /// Where to connect: a host name or address literal, and a port.
@@ -28,6 +29,8 @@ struct AdminHTTPClient {
   /// The `Host` field (the name the operator gave, even when `host` is one resolved address).
   var hostHeader: String
   var timeoutSeconds: Int = 30
+  /// Set for an https `--url`: the request goes through a verified TLS session.
+  var tls: AdminTLS?
 
   /// Sends one request and reads the whole answer.
   func send(method: HTTPMethod, target: String, headers extra: [(String, String)] = [], body: [UInt8]? = nil)
@@ -53,9 +56,16 @@ struct AdminHTTPClient {
     if let body { request.append(contentsOf: body) }
 
     let socket = try connect()
-    defer { close(socket) }
-    try sendAll(socket, request)
-    return try readResponse(socket, requestWasHEAD: method == .head)
+    let connection: AdminConnection
+    do throws(AdminClientError) {
+      connection = try AdminConnection(socket: socket, tls: tls, endpoint: endpoint, timeoutSeconds: timeoutSeconds)
+    } catch {
+      close(socket)
+      throw error
+    }
+    defer { connection.close() }
+    try connection.sendAll(request)
+    return try readResponse(connection, requestWasHEAD: method == .head)
   }
 
   private var endpoint: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
@@ -91,21 +101,9 @@ struct AdminHTTPClient {
     throw AdminClientError(description: "cannot connect to \(endpoint): \(Self.describe(lastError))")
   }
 
-  private func sendAll(_ socket: Int32, _ bytes: [UInt8]) throws(AdminClientError) {
-    var offset = 0
-    while offset < bytes.count {
-      let sent = bytes.withUnsafeBytes { raw in
-        Glibc.send(socket, raw.baseAddress! + offset, raw.count - offset, Int32(MSG_NOSIGNAL))
-      }
-      if sent < 0 {
-        if errno == EINTR { continue }
-        throw AdminClientError(description: "cannot send to \(endpoint): \(Self.describe(errno))")
-      }
-      offset += sent
-    }
-  }
-
-  private func readResponse(_ socket: Int32, requestWasHEAD: Bool) throws(AdminClientError) -> AdminHTTPResponse {
+  private func readResponse(_ connection: AdminConnection, requestWasHEAD: Bool) throws(AdminClientError)
+    -> AdminHTTPResponse
+  {
     var parser = HTTPResponseParser()
     parser.requestWasHEAD = requestWasHEAD
     var head: HTTPResponseHead?
@@ -153,14 +151,11 @@ struct AdminHTTPClient {
         } catch {}
         throw AdminClientError(description: "\(endpoint) closed the connection before a complete answer")
       }
-      let count = buffer.withUnsafeMutableBytes { recv(socket, $0.baseAddress, $0.count, 0) }
-      if count < 0 {
-        if errno == EINTR { continue }
-        if errno == EAGAIN || errno == EWOULDBLOCK {
-          throw AdminClientError(description: "no answer from \(endpoint) within \(timeoutSeconds) s")
-        }
-        throw AdminClientError(description: "cannot read from \(endpoint): \(Self.describe(errno))")
+      // Array's closure APIs are not typed-throws, so the read error crosses as a Result.
+      let received = buffer.withUnsafeMutableBytes { raw in
+        Result { () throws(AdminClientError) in try connection.receive(into: raw) }
       }
+      let count = try received.get()
       if count == 0 {
         atEOF = true
       } else {

@@ -251,7 +251,8 @@ func runAdmin(_ arguments: [String], environment: [String: String] = [:]) throws
 
     for arguments in [
       ["cache", "purge"], ["cache", "purge", "--all", "--prefix", "/x"], ["tokens", "set", "api"],
-      ["cache", "stats", "--prefix", "/x"], ["frobnicate"], ["status", "--bogus"], ["--url", "https://x", "status"],
+      ["cache", "stats", "--prefix", "/x"], ["frobnicate"], ["status", "--bogus"], ["--url", "ftp://x", "status"],
+      ["--url", "http://x", "--insecure", "status"], ["--url", "https://x", "--insecure", "--ca", "ca.pem", "status"],
     ] {
       let run = try runAdmin(arguments)
       #expect(run.status == 2, "\(arguments): \(run.stderr)")

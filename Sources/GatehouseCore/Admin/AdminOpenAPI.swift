@@ -16,6 +16,10 @@ enum AdminOpenAPI {
         {
           "url": "http://127.0.0.1:9901",
           "description": "The default admin listener."
+        },
+        {
+          "url": "https://127.0.0.1:9901",
+          "description": "The admin listener with `admin.tls` set: TLS only, plain HTTP to it gets no answer."
         }
       ],
       "security": [

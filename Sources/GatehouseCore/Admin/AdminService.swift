@@ -37,6 +37,9 @@ final class AdminService: @unchecked Sendable {
   private var sessions: [ObjectIdentifier: AdminSession] = [:]
   private var requestIDs = RequestIDGenerator()
   var listener: TCPListener?
+  /// `admin.tls`: when set, every accepted admin connection speaks TLS only (a plain HTTP
+  /// request is never answered). Replaced on reload; admin loop only.
+  var tls: TLSContext?
   /// The running config's timeouts, read again at every sweep so a reload applies within
   /// one sweep (reading them per request would take the gateway's state lock each time).
   private(set) var limits = AdminConnectionLimits.defaults
@@ -62,8 +65,9 @@ final class AdminService: @unchecked Sendable {
   }
 
   /// Starts accepting on `listener` and checking deadlines. Admin loop only.
-  func start(_ listener: TCPListener) throws(SystemError) {
+  func start(_ listener: TCPListener, tls: TLSContext?) throws(SystemError) {
     self.listener = listener
+    self.tls = tls
     if let backend { limits = backend.adminConnectionLimits }
     try listener.startAccepting(on: loop) { [self] socket in accept(socket) }
     scheduleSweep()
@@ -81,7 +85,7 @@ final class AdminService: @unchecked Sendable {
     }
     let session = AdminSession(service: self)
     do {
-      session.connection = try BufferedConnection(socket: socket, loop: loop, delegate: session)
+      session.connection = try BufferedConnection(socket: socket, loop: loop, delegate: session, tls: tls)
       sessions[ObjectIdentifier(session)] = session
       session.start()
     } catch {

@@ -174,6 +174,7 @@ struct ConfigDecoder {
       }
     }
     let metricsPublic = object.field("metrics_public")?.bool() ?? false
+    let tls = object.field("tls").flatMap(decodeListenerTLS)
     object.finishReading()
 
     if let listen, listen.port != 0, listeners.contains(where: { $0.address == listen }) {
@@ -187,7 +188,7 @@ struct ConfigDecoder {
         object.path.appending(key: "token"),
         "must be set (not empty) when admin.listen (\(listen)) is not a loopback address")
     }
-    return AdminConfig(listen: listen ?? defaultListen, token: token, metricsPublic: metricsPublic)
+    return AdminConfig(listen: listen ?? defaultListen, token: token, metricsPublic: metricsPublic, tls: tls)
   }
 
   private func decodeStore(_ field: ConfigField?) -> StoreConfig {

@@ -83,6 +83,16 @@ public struct AdminConfig: Sendable, Equatable {
   public let token: SecretValue?
   /// Whether `/metrics` answers without the token. Default false.
   public let metricsPublic: Bool
+  /// Present when the admin listener serves TLS only (the same keys as `listen[].tls`), so
+  /// the admin token and token values set through it do not cross the network in clear.
+  public let tls: ListenerTLSConfig?
+
+  public init(listen: ListenAddress, token: SecretValue?, metricsPublic: Bool, tls: ListenerTLSConfig? = nil) {
+    self.listen = listen
+    self.token = token
+    self.metricsPublic = metricsPublic
+    self.tls = tls
+  }
 }
 
 /// The SQLite store (`store`, SPEC §5).

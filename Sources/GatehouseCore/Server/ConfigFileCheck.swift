@@ -13,6 +13,13 @@ public enum ConfigFileCheck {
         problems.append("listen[\(index)].tls: \(error)")
       }
     }
+    if let tls = config.admin.tls {
+      do {
+        _ = try GatewayServer.serverTLS(tls)
+      } catch {
+        problems.append("admin.tls: \(error)")
+      }
+    }
     for upstream in config.upstreams where upstream.url.scheme == .https {
       do {
         _ = try UpstreamPlan.clientTLS(upstream.tls, host: upstream.url.host, handshakeTimeout: .seconds(1))

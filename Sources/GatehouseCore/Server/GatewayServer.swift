@@ -50,6 +50,16 @@ public final class GatewayServer: @unchecked Sendable {
     }
   }
 
+  /// The admin listener's TLS context (`admin.tls`), named as `check` names it.
+  static func adminTLS(_ admin: AdminConfig) throws -> TLSContext? {
+    guard let tls = admin.tls else { return nil }
+    do {
+      return try serverTLS(tls)
+    } catch {
+      throw SnapshotError(description: "admin.tls: \(error)")
+    }
+  }
+
   /// A listener's TLS context with its SNI certificates; reads and checks every file.
   static func serverTLS(_ tls: ListenerTLSConfig) throws -> TLSContext {
     var named: [String: TLSContext] = [:]
@@ -99,6 +109,7 @@ public final class GatewayServer: @unchecked Sendable {
     contexts = group.loops.map { LoopContext(loop: $0, shared: shared, snapshot: snapshot) }
     var groups: [(key: String, listeners: [TCPListener], tls: TLSContext?)] = []
     var adminListener: TCPListener?
+    var adminTLS: TLSContext?
     do {
       for (index, listen) in config.listen.enumerated() {
         let key = listen.address.description
@@ -112,6 +123,7 @@ public final class GatewayServer: @unchecked Sendable {
         boundAddresses.append(listeners[0].localAddress.description)
         groups.append((key, listeners, tls))
       }
+      adminTLS = try Self.adminTLS(config.admin)
       let adminAddress = try SocketAddress(parsing: config.admin.listen.description)
       // Config validation already refuses a public admin address without a token; checked
       // again here because an open admin API must never come up by accident.
@@ -153,9 +165,10 @@ public final class GatewayServer: @unchecked Sendable {
     listenKeys = groups.map(\.key)
     if let adminListener {
       nonisolated(unsafe) let listener = adminListener
+      let tls = adminTLS
       adminContext.loop.execute {
         do {
-          try service.start(listener)
+          try service.start(listener, tls: tls)
         } catch {
           shared.logger.error("cannot accept on the admin listener", ["error": .string("\(error)")])
         }
@@ -303,6 +316,15 @@ public final class GatewayServer: @unchecked Sendable {
         return .failure(ReloadFailure(errors: ["\(error)"]))
       }
     }
+    // So is the admin listener's: a changed `admin.tls` (turned on, off, or other files)
+    // applies to the next admin connection, as a listener's does; open ones keep theirs.
+    let adminTLS: TLSContext?
+    do {
+      adminTLS = try Self.adminTLS(next.config.admin)
+    } catch {
+      shared.logger.error("reload refused; the running config stays", ["error": .string("\(error)")])
+      return .failure(ReloadFailure(errors: ["\(error)"]))
+    }
     var added: [(key: String, listeners: [TCPListener])] = []
     for key in wanted where !listenKeys.contains(key) {
       do {
@@ -328,6 +350,9 @@ public final class GatewayServer: @unchecked Sendable {
       shared.logger.info("listening", ["address": .string(group.listeners[0].localAddress.description)])
     }
     for key in removed { shared.logger.info("stopped listening", ["address": .string(key)]) }
+    if let admin {
+      admin.loop.execute { admin.tls = adminTLS }
+    }
     listenKeys = wanted
     state.withLock {
       $0.snapshot = next
