@@ -47,6 +47,20 @@ import Testing
     #expect(messages(long).isEmpty)
   }
 
+  @Test func anAdminListenerOffLoopbackWithoutTLSIsWarnedAbout() throws {
+    func admin(_ members: String) throws -> GatehouseConfig {
+      try loadConfig(
+        #"{"routes": [{"name": "r", "match": {"path": "/"}, "stub": {"mode": "always"}}], "admin": {\#(members)}}"#)
+    }
+    let open = try admin(#""listen": "0.0.0.0:9901", "token": "0123456789abcdef0123456789""#)
+    #expect(
+      messages(open, storeOpen: false) == [
+        "admin.listen 0.0.0.0:9901 is not loopback and admin.tls is not set: "
+          + "the admin token travels unencrypted (keep the port on a private network)"
+      ])
+    #expect(messages(try admin(#""listen": "127.0.0.1:9901""#), storeOpen: false).isEmpty)
+  }
+
   @Test func anHTTPTokenURLIsWarnedAboutUnlessItIsLoopback() throws {
     let key = #""secret_key": "0123456789abcdef0123456789abcdef""#
     let remote = try config(

@@ -9,6 +9,31 @@ import Testing
     return id.utf8.count == 32 && id.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }
   }
 
+  /// The upstream's `Server` field does not reach clients (nginx hides it too), on
+  /// pass-through and enveloped answers alike; its other fields do.
+  @Test func theUpstreamsServerFieldIsNotPassedOn() throws {
+    let backend = try TestBackend(
+      always: .respond(
+        BackendResponse(
+          headers: [("Content-Type", "application/json"), ("Server", "Apache/2.4.1"), ("X-Kept", "yes")],
+          body: .bytes(Array("{}".utf8)))))
+    defer { backend.stop() }
+    let gateway = try GatewayProcess(
+      config: TestConfig.make(
+        routes: [
+          TestConfig.route("wrapped", match: "/e/*", extra: ["envelope": ["enabled": true]]),
+          TestConfig.route("plain", match: "/*"),
+        ], upstreams: ["api": TestConfig.upstream(port: backend.port)]))
+    defer { gateway.stopExpectingCleanExit() }
+
+    for path in ["/p/1", "/e/1"] {
+      let answer = try send("GET", path, to: gateway.port)
+      #expect(answer.status == 200, "\(path)")
+      #expect(answer.head.value("Server") == nil, "\(path)")
+      #expect(answer.head.value("X-Kept") == "yes", "\(path)")
+    }
+  }
+
   /// On enveloped or cached routes the upstream is asked for gzip when the client takes it,
   /// else for no coding: the gateway must read, keep and re-encode what comes back, and it
   /// speaks gzip, not br or zstd. Plain pass-through routes forward the client's field.

@@ -36,8 +36,10 @@ public enum HopByHop {
     "expect",
   ])
 
-  /// Fields of an upstream response that the gateway sets itself on the client response.
-  public static let gatewayResponseFields: HeaderNameSet = HeaderNameSet(["x-request-id"])
+  /// Fields of an upstream response the client never sees: the one the gateway sets itself
+  /// (`X-Request-Id`), and the upstream's `Server` — which software answers behind the
+  /// gateway is none of the client's business (nginx hides it too).
+  public static let gatewayResponseFields: HeaderNameSet = HeaderNameSet(["x-request-id", "server"])
 
   /// A name like `Transfer_Encoding` or `X_Backend_Token`: not the field itself, but CGI,
   /// WSGI and PHP backends read `_` as `-`, so forwarding it could make a backend see a

@@ -19,6 +19,13 @@ enum StartupWarnings {
         messages.append("store.secret_key is not set: token values are stored unencrypted")
       }
     }
+    // The admin token (and token values set through the admin API) would cross the network
+    // in clear; a loopback listener, or one behind TLS, keeps them on the machine or sealed.
+    if !config.admin.listen.isLoopback && config.admin.tls == nil {
+      messages.append(
+        "admin.listen \(config.admin.listen) is not loopback and admin.tls is not set: "
+          + "the admin token travels unencrypted (keep the port on a private network)")
+    }
     for token in config.tokens {
       guard case .oauth2ClientCredentials(let oauth2) = token.source else { continue }
       // RFC 6749 §2.3.1 asks for TLS: the client secret goes in the request's Authorization.
