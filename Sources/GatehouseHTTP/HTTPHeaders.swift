@@ -108,6 +108,11 @@ public struct HTTPHeaders: Sendable, Hashable {
     }
   }
 
+  /// The bytes of the first field named `lowercaseName` (lowercase ASCII), or nil.
+  public func firstValue(lowercaseName: StaticString) -> ArraySlice<UInt8>? {
+    firstIndex(lowercaseName: lowercaseName).map { valueBytes(at: $0) }
+  }
+
   /// The first value of the named field, or nil.
   public subscript(name: String) -> String? {
     for index in ranges.indices where nameEquals(at: index, name) { return value(at: index) }

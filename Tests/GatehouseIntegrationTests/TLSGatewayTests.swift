@@ -181,20 +181,26 @@ import Testing
     #expect(main == 0)
   }
 
-  /// A background refresh that fails the upstream's certificate check names the cause in
-  /// `/admin/upstreams`, as a client's exchange does (it used to say `reset`).
-  @Test func aBackgroundRefreshThatFailsTLSNamesTheCause() throws {
-    let certificates = try Certificates()
-    var upstreamConfig = TestConfig.make(routes: [
+  /// An https upstream: another gateway with a TLS listener (the test CA's localhost
+  /// certificate) and a stub route answering `{"over":"tls"}`.
+  static func httpsUpstream(_ certificates: Certificates) throws -> GatewayProcess {
+    var config = TestConfig.make(routes: [
       ["name": "hello", "match": ["path": "/*"], "stub": ["mode": "always", "body": ["over": "tls"]]]
     ])
-    upstreamConfig["listen"] = [
+    config["listen"] = [
       [
         "address": "127.0.0.1:0",
         "tls": ["cert": certificates.path + "/server.pem", "key": certificates.path + "/server.key"],
       ]
     ]
-    let upstream = try GatewayProcess(config: upstreamConfig)
+    return try GatewayProcess(config: config)
+  }
+
+  /// A background refresh that fails the upstream's certificate check names the cause in
+  /// `/admin/upstreams`, as a client's exchange does (it used to say `reset`).
+  @Test func aBackgroundRefreshThatFailsTLSNamesTheCause() throws {
+    let certificates = try Certificates()
+    let upstream = try Self.httpsUpstream(certificates)
     defer { upstream.stopExpectingCleanExit() }
     func config(ca: String) -> [String: Any] {
       var config = TestConfig.withAdmin(
@@ -231,17 +237,7 @@ import Testing
 
   @Test func httpsUpstreamIsVerifiedAndABadCertificateIs502() throws {
     let certificates = try Certificates()
-    // The https upstream is another gateway with a TLS listener and a stub route.
-    var upstreamConfig = TestConfig.make(routes: [
-      ["name": "hello", "match": ["path": "/*"], "stub": ["mode": "always", "body": ["over": "tls"]]]
-    ])
-    upstreamConfig["listen"] = [
-      [
-        "address": "127.0.0.1:0",
-        "tls": ["cert": certificates.path + "/server.pem", "key": certificates.path + "/server.key"],
-      ]
-    ]
-    let upstream = try GatewayProcess(config: upstreamConfig)
+    let upstream = try Self.httpsUpstream(certificates)
     defer { upstream.stopExpectingCleanExit() }
     let port = upstream.port
     let config = TestConfig.withAdmin(

@@ -152,12 +152,10 @@ extension EnvelopeRenderer {
   static func render(answer head: HTTPResponseHead, body: [UInt8], truncated: Bool, policy: EnvelopePolicy)
     -> EnvelopeOutcome
   {
-    func field(_ name: StaticString) -> ArraySlice<UInt8>? {
-      head.headers.firstIndex(lowercaseName: name).map { head.headers.valueBytes(at: $0) }
-    }
-    return render(
+    render(
       status: head.status, reason: head.reason.isEmpty ? HTTPStatusPhrase.reason(for: head.status) : head.reasonString,
-      contentType: field("content-type"), contentEncoding: field("content-encoding"), body: body,
-      truncated: truncated, policy: policy)
+      contentType: head.headers.firstValue(lowercaseName: "content-type"),
+      contentEncoding: head.headers.firstValue(lowercaseName: "content-encoding"), body: body, truncated: truncated,
+      policy: policy)
   }
 }

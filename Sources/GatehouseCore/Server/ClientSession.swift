@@ -235,9 +235,9 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     let plan = snapshot.routePlans[match.routeIndex]
     // Enveloped answers are compressed per client; stored ones may be gzip that a client
     // without gzip must get decoded.
-    if plan.envelope != nil || plan.cache != nil, let index = head.headers.firstIndex(lowercaseName: "accept-encoding")
+    if plan.envelope != nil || plan.cache != nil, let value = head.headers.firstValue(lowercaseName: "accept-encoding")
     {
-      exchange?.acceptsGzip = AcceptEncoding.acceptsGzip(head.headers.valueBytes(at: index))
+      exchange?.acceptsGzip = AcceptEncoding.acceptsGzip(value)
     }
     switch plan.stubMode {
     case .always:
@@ -1554,7 +1554,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
   }
 
   static func field(_ headers: HTTPHeaders, _ lowercaseName: StaticString) -> ArraySlice<UInt8>? {
-    headers.firstIndex(lowercaseName: lowercaseName).map { headers.valueBytes(at: $0) }
+    headers.firstValue(lowercaseName: lowercaseName)
   }
 
   static func declaredLength(_ head: HTTPResponseHead) -> Int64? {

@@ -171,11 +171,7 @@ final class TokenUse: Sendable {
   /// Whether a complete answer's body says the token was rejected, read as its
   /// `Content-Encoding` says: the one check a client's exchange and a background refresh share.
   func answerRejects(_ head: HTTPResponseHead, body: [UInt8]) -> Bool {
-    bodyRejects(
-      body,
-      contentEncoding: head.headers.firstIndex(lowercaseName: "content-encoding").map {
-        head.headers.valueBytes(at: $0)
-      })
+    bodyRejects(body, contentEncoding: head.headers.firstValue(lowercaseName: "content-encoding"))
   }
 
   /// Whether a JSON body says the token was rejected. A gzip body is looked at decoded
