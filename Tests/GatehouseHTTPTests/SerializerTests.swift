@@ -112,6 +112,25 @@ import Testing
     }
   }
 
+  /// Every registered status has its own phrase (an envelope's `message` falls back to it
+  /// when the backend names none); unregistered ones get their class's name.
+  @Test func registeredStatusesHaveTheirOwnReasonPhrase() {
+    let registered = [
+      100, 101, 102, 103, 200, 201, 202, 203, 204, 205, 206, 207, 208, 226, 300, 301, 302, 303, 304, 305, 307, 308,
+      400, 401, 402, 403, 404, 405, 406, 407, 408, 409, 410, 411, 412, 413, 414, 415, 416, 417, 418, 421, 422, 423,
+      424, 425, 426, 428, 429, 431, 451, 500, 501, 502, 503, 504, 505, 506, 507, 508, 510, 511,
+    ]
+    let classNames: Set = ["Informational", "Success", "Redirection", "Client Error", "Server Error"]
+    for status in registered {
+      #expect(!classNames.contains(HTTPStatusPhrase.reason(for: status)), "\(status)")
+    }
+    #expect(HTTPStatusPhrase.reason(for: 410) == "Gone")
+    #expect(HTTPStatusPhrase.reason(for: 418) == "I'm a teapot")
+    #expect(HTTPStatusPhrase.reason(for: 299) == "Success")
+    #expect(HTTPStatusPhrase.reason(for: 499) == "Client Error")
+    #expect(HTTPStatusPhrase.reason(for: 599) == "Server Error")
+  }
+
   @Test func responseHeadsRoundTrip() throws {
     for status in [200, 201, 301, 404, 418, 500, 503] {
       var out: [UInt8] = []

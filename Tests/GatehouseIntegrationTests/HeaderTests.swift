@@ -9,13 +9,16 @@ import Testing
     return id.utf8.count == 32 && id.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }
   }
 
-  /// The upstream's `Server` field does not reach clients (nginx hides it too), on
+  /// The upstream's `Server` and `X-Powered-By` fields do not reach clients, on
   /// pass-through and enveloped answers alike; its other fields do.
-  @Test func theUpstreamsServerFieldIsNotPassedOn() throws {
+  @Test func theUpstreamsServerFieldsAreNotPassedOn() throws {
     let backend = try TestBackend(
       always: .respond(
         BackendResponse(
-          headers: [("Content-Type", "application/json"), ("Server", "Apache/2.4.1"), ("X-Kept", "yes")],
+          headers: [
+            ("Content-Type", "application/json"), ("Server", "Apache/2.4.1"), ("X-Powered-By", "PHP/8.1.2"),
+            ("X-Kept", "yes"),
+          ],
           body: .bytes(Array("{}".utf8)))))
     defer { backend.stop() }
     let gateway = try GatewayProcess(
@@ -30,6 +33,7 @@ import Testing
       let answer = try send("GET", path, to: gateway.port)
       #expect(answer.status == 200, "\(path)")
       #expect(answer.head.value("Server") == nil, "\(path)")
+      #expect(answer.head.value("X-Powered-By") == nil, "\(path)")
       #expect(answer.head.value("X-Kept") == "yes", "\(path)")
     }
   }

@@ -37,9 +37,11 @@ public enum HopByHop {
   ])
 
   /// Fields of an upstream response the client never sees: the one the gateway sets itself
-  /// (`X-Request-Id`), and the upstream's `Server` — which software answers behind the
-  /// gateway is none of the client's business (nginx hides it too).
-  public static let gatewayResponseFields: HeaderNameSet = HeaderNameSet(["x-request-id", "server"])
+  /// (`X-Request-Id`), and the upstream's `Server` and `X-Powered-By` — which software
+  /// answers behind the gateway is none of the client's business, and a version number
+  /// there tells an attacker which published flaws to try (nginx hides `Server`; hiding
+  /// `X-Powered-By` is the usual hardening on top).
+  public static let gatewayResponseFields: HeaderNameSet = HeaderNameSet(["x-request-id", "server", "x-powered-by"])
 
   /// A name like `Transfer_Encoding` or `X_Backend_Token`: not the field itself, but CGI,
   /// WSGI and PHP backends read `_` as `-`, so forwarding it could make a backend see a
