@@ -9,7 +9,10 @@ import GatehouseStore
 /// before them is complete, so answers go out in order.
 ///
 /// The proxy flow reads top to bottom: `startExchange` → `sendUpstream` → request body →
-/// `upstreamDidRead` (`beginResponse`, body, `completeResponse`) → `finishExchange`.
+/// `upstreamDidRead` (`beginResponse`, body, `completeResponse`) → `finishExchange`. The
+/// store, envelope and token parts of the flow are in `ClientSession+Store.swift`,
+/// `ClientSession+Envelope.swift` and `ClientSession+Tokens.swift`; `Exchange` in
+/// `Exchange.swift`.
 final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
   /// unowned(unsafe): a loop context lives as long as its loop, longer than anything on it,
   /// and plain `unowned` would cost an atomic reference-count operation per access.
@@ -24,8 +27,8 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
   private var held: [UInt8] = []
   var exchange: Exchange?
   /// Set once the connection must end after the current answer.
-  private var closeAfterResponse = false
-  private var closed = false
+  var closeAfterResponse = false
+  var closed = false
   /// Inside `consume`: finishing an exchange there must not re-enter the parse loop.
   private var consuming = false
   /// Bytes followed the last request head in the read that brought it.
@@ -262,7 +265,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
 
   /// Leases a connection and writes the request head (and, on a retry, nothing else: only
   /// bodiless requests are retried).
-  private func sendUpstream(fresh: Bool) {
+  func sendUpstream(fresh: Bool) {
     guard let exchange, let routeIndex = exchange.routeIndex else { return }
     let plan = exchange.snapshot.routePlans[routeIndex]
     // After a reload a request sent again (a retry, a dropped pipelined one) stays with the
@@ -463,81 +466,6 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     }
   }
 
-  // MARK: Tokens
-
-  /// Waits (on the control loop) for a usable value of the route's token, then sends the
-  /// request; answers 401 (or a stale answer) when none can be had.
-  private func waitForToken(_ use: TokenUse) {
-    guard let exchange, let broker = context.shared.tokens else {
-      tokenUnavailable()
-      return
-    }
-    exchange.waitingForToken = true
-    deadline = 0
-    broker.waitForRefresh(token: use.name, replyOn: loop) { [self] outcome in
-      guard self.exchange === exchange, exchange.waitingForToken, !closed else { return }
-      exchange.waitingForToken = false
-      switch outcome {
-      case .available(let grant):
-        exchange.tokenGrant = grant
-        sendUpstream(fresh: false)
-      case .unavailable:
-        tokenUnavailable()
-      }
-    }
-  }
-
-  private func tokenUnavailable() {
-    guard let exchange else { return }
-    if let stale = staleAnswer(for: exchange) {
-      serveStored(stale, result: .stale)
-      return
-    }
-    respondLocally(failure: .tokenUnavailable)
-  }
-
-  /// A backend said the token was rejected (status or body field). Reports it, and sends the
-  /// request once more with a fresh value when it can be replayed. Returns true when a retry
-  /// is under way (the answer in hand is then dropped).
-  private func tokenRejected(_ use: TokenUse, exchange: Exchange) -> Bool {
-    let entry = context.tokenEntry(use.name, index: use.index)
-    if let serial = exchange.tokenSerial {
-      // A value fetched because of a rejection, rejected again at once: neither reported
-      // nor retried (see `TokenLifecycle.rejectionHoldOff`); the client gets the answer.
-      if let entry, entry.serial == serial, let until = entry.rejectionsIgnoredUntil,
-        TokenInstant(millisecondsSinceEpoch: RFC3339.nowMilliseconds()) < until
-      {
-        return false
-      }
-      // A refused fixed or file value already shows `invalid`: nothing new to report.
-      if !context.tokenRefused(use.name, index: use.index, serial: serial) {
-        context.shared.tokens?.reportRejected(token: use.name, serial: serial)
-      }
-    }
-    // Sending the same value again would only be rejected again: a fixed or file token is
-    // retried only when its value has changed since the request went out.
-    guard let entry, entry.refreshable || entry.serial != exchange.tokenSerial else { return false }
-    let replayable = !Self.hasBody(exchange.head) || exchange.requestBodyCopy != nil
-    guard !exchange.tokenRetried, exchange.requestComplete, replayable,
-      exchange.head.method.isIdempotent || exchange.requestBodyCopy != nil || !Self.hasBody(exchange.head)
-    else { return false }
-    exchange.tokenRetried = true
-    exchange.tokenGrant = nil
-    waitForToken(use)
-    return true
-  }
-
-  /// A fixed or file token that a backend refused shows `invalid` until a backend takes it
-  /// again: an answer below 400 sent with that very value says it did. Costs an array read
-  /// per answer unless the token is in that state.
-  private func noteTokenAccepted(_ exchange: Exchange) {
-    guard let serial = exchange.tokenSerial, let status = exchange.upstreamStatus, status < 400,
-      let routeIndex = exchange.routeIndex, let use = exchange.snapshot.routePlans[routeIndex].token,
-      context.tokenRefused(use.name, index: use.index, serial: serial)
-    else { return }
-    context.shared.tokens?.reportAccepted(token: use.name, serial: serial)
-  }
-
   // MARK: Answers made here
 
   private func answerWithStub(_ plan: RoutePlan) {
@@ -549,7 +477,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     setDeadline(.stubDelay, after: plan.stub.delay)
   }
 
-  private func respondLocally(failure: GatewayResponse.Failure, extraHeaders: [UInt8] = []) {
+  func respondLocally(failure: GatewayResponse.Failure, extraHeaders: [UInt8] = []) {
     // On `always_200` routes the gateway's own errors also travel as HTTP 200, the status
     // only in `code`.
     let status = exchange?.envelope?.httpStatus(failure.status) ?? failure.status
@@ -562,7 +490,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
 
   /// Writes a whole answer made by the gateway. The request's body, if not read yet, is
   /// read and dropped so the connection can carry the next request.
-  private func respondLocally(status: Int, body: [UInt8], extraHeaders: [UInt8] = []) {
+  func respondLocally(status: Int, body: [UInt8], extraHeaders: [UInt8] = []) {
     guard let exchange else { return }
     // A client still waiting for 100 Continue will not send its body: the connection ends
     // after this answer rather than wait for a body that is not coming (RFC 9110 §10.1.1).
@@ -939,7 +867,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
 
   /// Whether the request asked for 100 Continue, did not get it, and has sent none of its body
   /// (nothing followed its head in the read that brought it, nor since).
-  private func bodyWithheld(_ exchange: Exchange) -> Bool {
+  func bodyWithheld(_ exchange: Exchange) -> Bool {
     exchange.head.expectsContinue && !exchange.continueSent && !exchange.requestComplete
       && !exchange.requestBodyStarted && !inputFollowsHead && Self.hasBody(exchange.head)
   }
@@ -960,7 +888,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
   /// Whether the answer now being written ends the connection: the client asked for it,
   /// the gateway is draining, or the request's body is still coming (an upstream answering
   /// early cannot be sent the rest, so the connection cannot carry another request).
-  private func answerEndsConnection(_ exchange: Exchange) -> Bool {
+  func answerEndsConnection(_ exchange: Exchange) -> Bool {
     closeAfterResponse || !exchange.head.keepAlive || context.draining || !exchange.requestComplete
   }
 
@@ -1012,7 +940,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
 
   /// `detail` is what `/admin/upstreams` shows as the upstream's last error when there is more
   /// to say than the outcome the metrics count.
-  private func upstreamFailed(_ failure: UpstreamFailure, detail: String? = nil) {
+  func upstreamFailed(_ failure: UpstreamFailure, detail: String? = nil) {
     guard let exchange else { return }
     // The connection ended, or sent what is not an answer, before this request's answer
     // began while it was pipelined behind another: the upstream may never have read it
@@ -1079,7 +1007,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     respondLocally(failure: failure == .timedOut ? .upstreamTimedOut : .upstreamUnavailable)
   }
 
-  private func finishExchange() {
+  func finishExchange() {
     guard let exchange else { return }
     // Waiters are answered once this session is done with the exchange (their answers
     // use the loop's output buffer too).
@@ -1124,447 +1052,9 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     }
   }
 
-  // MARK: The store
-
-  /// Bodies above this size are not kept for the store.
-  static let maxStoredBody = 8 << 20
-  /// A kept gzip body decoded for a client without gzip (only when a backend sent gzip unasked:
-  /// such clients have their own entries) may be at most this large.
-  static let maxDecodedKeptBody = maxStoredBody
-  static let contentEncodingField = HeaderNameSet(["content-encoding"])
-
-  /// Looks the request up when the route can answer from the store without the upstream
-  /// (`fresh_s`, `stale_while_revalidate_s`). Returns true when it answered.
-  private func answerFromStoreBeforeUpstream(_ exchange: Exchange, plan: RoutePlan, cache: CachePolicy) -> Bool {
-    guard let store = context.store, let upstreamName = plan.upstreamName else { return false }
-    guard exchange.head.method == .get || exchange.head.method == .head else {
-      exchange.cacheResult = .bypass
-      return false
-    }
-    // Credentials of the client's own that reach the backend make the answer theirs.
-    if Self.forwardsClientCredentials(exchange, plan: plan, keyed: cache.vary) {
-      exchange.cacheResult = .bypass
-      return false
-    }
-    let key = store.key(Self.cacheKeyInputs(exchange, upstream: upstreamName, vary: cache.vary))
-    exchange.cacheKey = key
-    exchange.cacheResult = .miss
-    guard cache.answersWithoutUpstream else { return false }
-    let now = RFC3339.nowMilliseconds()
-    guard let stored = store.lookup(id: key.id, nowMs: now) else { return false }
-    switch cache.beforeUpstream(ageMs: now - stored.storedAtMs) {
-    case .fresh:
-      serveStored(stored, result: .hit)
-      return true
-    case .staleWhileRevalidate:
-      guard CacheStorability.allowsStale(stored.headers) else { return false }
-      serveStored(stored, result: .stale)
-      if let routeIndex = exchange.routeIndex {
-        context.revalidate(
-          key: key, request: exchange.head, target: exchange.upstreamTarget, snapshot: exchange.snapshot,
-          routeIndex: routeIndex, clientAddress: clientAddress)
-      }
-      return true
-    case .none:
-      return false
-    }
-  }
-
-  /// A stored answer young enough for `stale_if_error_s`, when the upstream failed.
-  private func staleAnswer(for exchange: Exchange) -> CachedResponse? {
-    guard let key = exchange.cacheKey, let routeIndex = exchange.routeIndex,
-      let cache = exchange.snapshot.routePlans[routeIndex].cache, cache.staleIfErrorMs > 0,
-      let store = context.store
-    else { return nil }
-    let now = RFC3339.nowMilliseconds()
-    guard let stored = store.lookup(id: key.id, nowMs: now), cache.allowsStaleIfError(ageMs: now - stored.storedAtMs),
-      CacheStorability.allowsStale(stored.headers)
-    else { return nil }
-    return stored
-  }
-
-  /// The complete upstream answer of a request with a cache key, when it may be stored
-  /// (raw: the envelope is applied when it is served, so envelope settings can change).
-  private func storableAnswer(_ exchange: Exchange) -> (head: HTTPResponseHead, body: [UInt8])? {
-    guard exchange.hasCacheKey, let status = exchange.upstreamStatus else { return nil }
-    switch exchange.bodyPlan {
-    case .buffer:
-      guard let head = exchange.bufferedHead, !exchange.bufferedTruncated,
-        !exchange.responseParser.requestWasHEAD,
-        CacheStorability.isStorable(status: status, headers: head.headers, keyed: Self.keyedNames(exchange))
-      else { return nil }
-      return (head, exchange.bufferedBody)
-    case .passThrough:
-      guard let tee = exchange.teeBody, let head = exchange.storableHead else { return nil }
-      return (head, tee)
-    case .streamWrapped:
-      return nil
-    }
-  }
-
-  private func rememberAnswer(_ answer: (head: HTTPResponseHead, body: [UInt8]), exchange: Exchange) {
-    guard let key = exchange.cacheKey, let store = context.store else { return }
-    store.remember(
-      key: key, status: answer.head.status, headers: answer.head.headers, body: answer.body,
-      nowMs: RFC3339.nowMilliseconds())
-  }
-
-  // MARK: Collapsed forwarding
-
-  /// Joins the GET for the same cache key that is already with the upstream, or becomes the
-  /// one later requests join. Returns true when this request waits for another's answer.
-  private func waitForCollapsedExchange(_ exchange: Exchange, cache: CachePolicy, routeIndex: Int) -> Bool {
-    guard let key = exchange.cacheKey,
-      RequestCollapsing.isCollapsible(
-        method: exchange.head.method, hasBody: Self.hasBody(exchange.head), enabled: cache.collapse)
-    else { return false }
-    guard let group = context.collapsing[key.id], group.isLive else {
-      context.collapsing[key.id] = CollapseGroup(leader: exchange, routeIndex: routeIndex)
-      exchange.collapseRole = .leading
-      return false
-    }
-    // Another route or an older config may answer differently: go alone.
-    guard group.admits(exchange, routeIndex: routeIndex),
-      let upstreamIndex = exchange.snapshot.routePlans[routeIndex].upstreamIndex,
-      let pool = context.pool(upstreamIndex, of: exchange.snapshot),
-      RequestCollapsing.mayWait(circuit: pool.circuit, healthy: context.upstreamHealthy[pool.plan.name])
-    else { return false }
-    group.add(self, exchange)
-    exchange.collapseRole = .waiting
-    context.metrics.collapsed &+= 1
-    setDeadline(
-      .upstreamResponse,
-      after: RequestCollapsing.waiterPatience(
-        connectTimeout: pool.plan.connectTimeout, responseTimeout: pool.plan.responseTimeout))
-    return true
-  }
-
-  /// Takes a leading exchange's group out of the loop's table (so a new request for the key
-  /// leads anew); the caller releases the waiters when it is done with the exchange.
-  private func detachWaiters(of exchange: Exchange) -> CollapseGroup.Release? {
-    guard exchange.collapseRole == .leading else { return nil }
-    exchange.collapseRole = .none
-    guard let key = exchange.cacheKey, let group = context.collapsing[key.id], group.isLed(by: exchange) else {
-      return nil
-    }
-    context.collapsing[key.id] = nil
-    return CollapseGroup.Release(group: group, outcome: exchange.collapseOutcome ?? .retry)
-  }
-
-  /// The exchange this request waited for has ended with `outcome`.
-  func collapsedExchangeEnded(_ waiter: Exchange, outcome: CollapseOutcome) {
-    guard exchange === waiter, waiter.collapseRole == .waiting, !closed else { return }
-    waiter.collapseRole = .none
-    deadline = 0
-    switch outcome {
-    case .answer(let answer):
-      waiter.upstreamStatus = answer.head.status
-      writeKeptAnswer(
-        head: answer.head, body: answer.body, outcome: answer.rendered ?? .passThrough,
-        extra: Self.cacheLines(waiter.cacheResult))
-    case .failed(let failure):
-      upstreamFailed(failure)
-    case .retry:
-      sendUpstream(fresh: false)
-    }
-  }
-
-  /// The largest upstream `Age` taken into the age of a stored answer: ten years.
-  static let maxInitialAge: Int64 = 315_360_000
-
-  /// Answers from the store: the stored upstream answer, through the route's envelope.
-  private func serveStored(_ stored: CachedResponse, result: CacheResult) {
-    guard let exchange else { return }
-    exchange.cacheResult = result
-    // The gateway says how old the answer is now: the Age and Warning the upstream sent
-    // with it (from a cache in front of it) described it then. That Age is where the
-    // answer's age started (RFC 9111 §4.2.3), so it is added to the time spent in the store.
-    var initialAge: Int64 = 0
-    let fields = stored.headers.filter { field in
-      let name = field.name.lowercased()
-      // delta-seconds only (digits); longer than 10 digits is capped like any huge value,
-      // so a hostile one cannot overflow the sum.
-      if name == "age", initialAge == 0, !field.value.isEmpty, field.value.utf8.allSatisfy({ $0 &- 0x30 < 10 }) {
-        initialAge = field.value.utf8.count > 10 ? Self.maxInitialAge : min(Int64(field.value) ?? 0, Self.maxInitialAge)
-      }
-      return name != "age" && name != "warning"
-    }
-    let head = HTTPResponseHead(
-      status: stored.status, headers: HTTPHeaders(fields.map { ($0.name, $0.value) }),
-      bodyFraming: .contentLength(Int64(stored.body.count)))
-    var extra = Self.cacheLines(result)
-    // RFC 9111 §5.1: every answer from the store says how old it is.
-    let age = initialAge + max(0, (RFC3339.nowMilliseconds() - stored.storedAtMs) / 1000)
-    extra.append(contentsOf: "Age: \(age)\r\n".utf8)
-    if result == .stale { extra.append(contentsOf: "Warning: 110 - \"Response is Stale\"\r\n".utf8) }
-    var outcome = EnvelopeOutcome.passThrough
-    if let policy = exchange.envelope {
-      outcome = EnvelopeRenderer.render(
-        status: stored.status, reason: HTTPStatusPhrase.reason(for: stored.status),
-        contentType: Self.field(head.headers, "content-type"),
-        contentEncoding: Self.field(head.headers, "content-encoding"),
-        body: stored.body, truncated: false, policy: policy)
-    }
-    writeKeptAnswer(head: head, body: stored.body, outcome: outcome, extra: extra)
-  }
-
-  /// Writes a whole upstream answer kept in memory (stored, or shared by a collapsed
-  /// exchange): `outcome` is its envelope, rendered by the caller.
-  private func writeKeptAnswer(head: HTTPResponseHead, body: [UInt8], outcome: EnvelopeOutcome, extra: [UInt8]) {
-    guard let exchange else { return }
-    let headOnly = exchange.head.method == .head
-    // As in `respondLocally`: a client waiting for 100 Continue will not send its body.
-    let withheld = bodyWithheld(exchange)
-    let close = closeAfterResponse || !exchange.head.keepAlive || context.draining || withheld
-    exchange.closeClient = close
-    exchange.responseStarted = true
-    context.output.removeAll(keepingCapacity: true)
-    switch outcome {
-    case .json(let status, let json), .unusable(let status, let json):
-      writeEnvelopedAnswer(
-        status: status, body: json, upstream: head, exchange: exchange, close: close, headOnly: headOnly, extra: extra)
-    case .passThrough:
-      var body = body
-      var except: HeaderNameSet?
-      if !exchange.acceptsGzip, let coding = Self.field(head.headers, "content-encoding"),
-        EnvelopeRenderer.isGzip(coding)
-      {
-        // Kept gzip (another client asked for it) goes to a client without gzip decoded,
-        // as the upstream would have answered it (RFC 9110 §12.5.3).
-        guard let decoded = try? GzipDecoder.decode(body, maxOutputBytes: Self.maxDecodedKeptBody) else {
-          exchange.responseStarted = false
-          respondLocally(failure: .upstreamUnavailable)
-          return
-        }
-        body = decoded
-        except = Self.contentEncodingField
-      }
-      exchange.status = head.status
-      ClientResponseWriter.write(
-        head: head, requestID: exchange.requestID, framing: headOnly ? .none : .contentLength(Int64(body.count)),
-        headContentLength: headOnly ? Int64(body.count) : nil, closeConnection: close, extraLines: extra,
-        except: except, into: &context.output)
-      if !headOnly { context.output.append(contentsOf: body) }
-    }
-    exchange.bytesSent = Int64(context.output.count)
-    exchange.responseComplete = true
-    flushOutput()
-    if withheld {
-      exchange.bodyLeftUnread = true
-      exchange.requestComplete = true
-    }
-    if exchange.requestComplete { finishExchange() }
-  }
-
-  /// The key inputs of a request: each vary header's values joined, prefixed with "=" when
-  /// the client sent it (so "absent" and "empty" differ).
-  static func cacheKeyInputs(_ exchange: Exchange, upstream: String, vary: [String]) -> LoopStore.KeyInputs {
-    let values = vary.map { name -> String in
-      let sent = exchange.head.headers.values(for: name)
-      return sent.isEmpty ? "" : "=" + sent.joined(separator: ",")
-    }
-    // With keys required, answers are per client: one client's data never serves another.
-    let client = exchange.snapshot.clients.required ? exchange.clientID : nil
-    // Two routes to one upstream with their own Host are two virtual hosts: their answers
-    // for the same path are different resources.
-    let plan = exchange.routeIndex.map { exchange.snapshot.routePlans[$0] }
-    // A route that passes bodies through keeps the gzip answer (for clients that take it)
-    // apart from the plain one: decoding a kept body per answer would cost the loop the time
-    // a large body takes to inflate, on every hit. Enveloped routes decode anyway to wrap.
-    let gzip = plan?.envelope == nil && exchange.acceptsGzip
-    return LoopStore.KeyInputs(
-      upstream: upstream, target: exchange.upstreamTarget, varyNames: vary, vary: values, clientID: client,
-      host: plan?.headerPlan.host, scope: plan?.cacheScope, gzip: gzip)
-  }
-
-  /// Request fields that carry a client's own credentials.
-  static let credentialFields = HeaderNameSet(["authorization", "cookie", "x-api-key"])
-
-  /// Whether the request carries credentials of the client's own (`Authorization`, `Cookie`,
-  /// `X-Api-Key`, or a look-alike spelled with `_`) that the route forwards and its key does
-  /// not hold: the answer may be that client's alone. A shared cache does not reuse answers
-  /// to such requests (RFC 9111 §3.5), so they neither read nor feed the store, nor share
-  /// an exchange with others. An injected token, a client key and a removed field are not the
-  /// client's credentials reaching the backend.
-  static func forwardsClientCredentials(_ exchange: Exchange, plan: RoutePlan, keyed: [String]) -> Bool {
-    var found = false
-    exchange.head.headers.withEachField { name, value in
-      guard !found else { return }
-      guard
-        credentialFields.contains(name)
-          || (name.contains(0x5F) && credentialFields.containsReadingUnderscoreAsDash(name))
-      else { return }
-      if plan.headerPlan.dropped.contains(name) || HopByHop.isUnderscoreLookAlike(name, of: plan.headerPlan.dropped) {
-        return
-      }
-      if plan.headerPlan.dropsAPIKeyAuthorization && ASCIIBytes.equalsLowercase(name, "authorization")
-        && ClientKeys.isAPIKeyScheme(value)
-      {
-        return
-      }
-      if keyed.contains(String(decoding: name, as: UTF8.self).lowercased()) { return }
-      found = true
-    }
-    return found
-  }
-
-  /// The request fields the route's cache key holds (its `vary` list, lowercased).
-  static func keyedNames(_ exchange: Exchange) -> [String] {
-    exchange.routeIndex.flatMap { exchange.snapshot.routePlans[$0].cache?.vary } ?? []
-  }
-
-  static func cacheLines(_ result: CacheResult?) -> [UInt8] {
-    guard let result else { return [] }
-    return Array("X-Gatehouse-Cache: \(result.rawValue)\r\n".utf8)
-  }
-
-  // MARK: The envelope
-
-  /// Keeps the body for the envelope. A JSON success body that outgrows the buffer is
-  /// switched to a wrapped stream when it can be; otherwise only its start is kept.
-  private func bufferResponseBody(_ bytes: UnsafeRawBufferPointer, exchange: Exchange) {
-    guard let policy = exchange.envelope else {
-      exchange.bufferedBody.append(contentsOf: bytes)
-      return
-    }
-    if exchange.bufferedBody.count + bytes.count <= policy.maxBytes {
-      exchange.bufferedBody.append(contentsOf: bytes)
-      return
-    }
-    if let head = exchange.bufferedHead, (200..<300).contains(head.status), policy.keyPath == nil,
-      Self.field(head.headers, "content-encoding") == nil
-    {
-      let kept = exchange.bufferedBody
-      exchange.bufferedBody = []
-      beginWrappedStream(head, policy: policy)
-      guard exchange.bodyPlan == .streamWrapped else { return }
-      for piece in [kept, Array(bytes)] {
-        do {
-          try exchange.streamValidator?.feed(piece)
-        } catch {
-          abort()
-          return
-        }
-        exchange.bytesSent += Int64(piece.count)
-        appendWrapped(piece, exchange: exchange)
-      }
-      flushOutput()
-      return
-    }
-    exchange.bufferedTruncated = true
-  }
-
-  /// Starts a chunked JSON answer whose `datas` is the upstream body as it streams by.
-  private func beginWrappedStream(_ head: HTTPResponseHead, policy: EnvelopePolicy) {
-    guard let exchange else { return }
-    exchange.status = policy.httpStatus(head.status)
-    exchange.responseStarted = true
-    if exchange.suppressBody {
-      // HEAD: the same head a GET gets, with the wrapped length when the upstream's is known,
-      // and no body at all (the upstream's is read and dropped).
-      let close = answerEndsConnection(exchange)
-      exchange.closeClient = close
-      exchange.bodyPlan = .passThrough
-      let length = Self.declaredLength(head).map { Int64(JSONEnvelopeWriter.successLength(datasCount: Int($0))) }
-      ClientResponseWriter.writeEnveloped(
-        status: exchange.status, upstream: head, requestID: exchange.requestID,
-        framing: length.map { .contentLength($0) } ?? .none, gzip: false, closeConnection: close,
-        extraLines: Self.cacheLines(exchange.cacheResult), into: &context.output)
-      return
-    }
-    let framing = HTTPSerializer.framing(bodyLength: nil, allowsBody: true, peerVersion: exchange.head.version)
-    let close = answerEndsConnection(exchange) || framing == .untilClose
-    exchange.closeClient = close
-    exchange.rechunkResponse = framing == .chunked
-    exchange.bodyPlan = .streamWrapped
-    exchange.streamValidator = JSONStreamingValidator()
-    ClientResponseWriter.writeEnveloped(
-      status: exchange.status, upstream: head, requestID: exchange.requestID, framing: framing, gzip: false,
-      closeConnection: close, extraLines: Self.cacheLines(exchange.cacheResult), into: &context.output)
-    appendWrapped(Array(#"{"code":0,"datas":"#.utf8), exchange: exchange)
-  }
-
-  private func appendWrapped(_ bytes: [UInt8], exchange: Exchange) {
-    if exchange.suppressBody { return }
-    if exchange.rechunkResponse { HTTPSerializer.writeChunkHeader(size: bytes.count, into: &context.output) }
-    context.output.append(contentsOf: bytes)
-    if exchange.rechunkResponse { HTTPSerializer.writeChunkTrailer(into: &context.output) }
-  }
-
-  /// The buffered body is complete: render the envelope (or pass the answer as it is).
-  /// Returns the envelope rendered, if the route has one.
-  private func renderBufferedAnswer(_ exchange: Exchange) -> EnvelopeOutcome? {
-    guard let head = exchange.bufferedHead, let policy = exchange.envelope else { return nil }
-    return EnvelopeRenderer.render(
-      answer: head, body: exchange.bufferedBody, truncated: exchange.bufferedTruncated, policy: policy)
-  }
-
-  /// Writes a buffered answer: `outcome` is its envelope (`passThrough` without one).
-  private func writeBufferedAnswer(_ exchange: Exchange, outcome: EnvelopeOutcome) {
-    guard let head = exchange.bufferedHead else { return }
-    let headOnly = exchange.head.method == .head
-    let close = answerEndsConnection(exchange)
-    exchange.closeClient = close
-    exchange.responseStarted = true
-    let before = context.output.count
-    switch outcome {
-    case .json(let status, let body), .unusable(let status, let body):
-      writeEnvelopedAnswer(
-        status: status, body: body, upstream: head, exchange: exchange, close: close, headOnly: headOnly,
-        extra: Self.cacheLines(exchange.cacheResult), hiding: Self.tokenToHide(exchange, upstreamStatus: head.status))
-    case .passThrough:
-      exchange.status = head.status
-      let allowsBody = HTTPSerializer.statusAllowsBody(head.status)
-      ClientResponseWriter.write(
-        head: head, requestID: exchange.requestID,
-        framing: allowsBody && !headOnly ? .contentLength(Int64(exchange.bufferedBody.count)) : .none,
-        headContentLength: headOnly && allowsBody ? Int64(exchange.bufferedBody.count) : nil, closeConnection: close,
-        extraLines: Self.cacheLines(exchange.cacheResult),
-        hiding: Self.tokenToHide(exchange, upstreamStatus: head.status), into: &context.output)
-      if !headOnly && allowsBody { context.output.append(contentsOf: exchange.bufferedBody) }
-    }
-    exchange.bytesSent += Int64(context.output.count - before)
-    exchange.bufferedBody = []
-  }
-
-  /// Writes a whole enveloped answer (gzip when the client takes it and it pays off).
-  private func writeEnvelopedAnswer(
-    status: Int, body: [UInt8], upstream head: HTTPResponseHead, exchange: Exchange, close: Bool, headOnly: Bool,
-    extra: [UInt8], hiding secret: [UInt8]? = nil
-  ) {
-    exchange.status = status
-    var body = body
-    if let secret, let masked = SecretMasking.masked(SecretMasking.jsonForms(of: secret), in: body) { body = masked }
-    var gzip = false
-    if exchange.acceptsGzip && body.count > 1024, let compressed = context.compress(body) {
-      body = compressed
-      gzip = true
-    }
-    ClientResponseWriter.writeEnveloped(
-      status: status, upstream: head, requestID: exchange.requestID, framing: .contentLength(Int64(body.count)),
-      gzip: gzip, closeConnection: close, extraLines: extra, hiding: secret, into: &context.output)
-    if !headOnly { context.output.append(contentsOf: body) }
-  }
-
-  /// The token value to keep out of an answer: an error answer may echo the credential it was
-  /// refused with ("token … is not allowed"), and clients never hold backend credentials. A
-  /// 2xx answer is the backend's data and passes as it is.
-  static func tokenToHide(_ exchange: Exchange, upstreamStatus: Int) -> [UInt8]? {
-    (200..<300).contains(upstreamStatus) ? nil : exchange.sentToken
-  }
-
-  static func field(_ headers: HTTPHeaders, _ lowercaseName: StaticString) -> ArraySlice<UInt8>? {
-    headers.firstValue(lowercaseName: lowercaseName)
-  }
-
-  static func declaredLength(_ head: HTTPResponseHead) -> Int64? {
-    if case .contentLength(let length) = head.bodyFraming { return length }
-    return nil
-  }
-
   // MARK: Output, flow control, deadlines
 
-  private func flushOutput() {
+  func flushOutput() {
     guard !context.output.isEmpty else { return }
     if let exchange, exchange.responseStarted { exchange.responseFlushed = true }
     context.output.withUnsafeBytes { _ = connection?.write($0) }
@@ -1637,15 +1127,21 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     return acknowledged > writeMark
   }
 
-  private func setDeadline(_ kind: DeadlineKind, after duration: Duration) {
+  func setDeadline(_ kind: DeadlineKind, after duration: Duration) {
     setDeadline(kind, nanoseconds: EventLoop.nanoseconds(of: duration))
   }
 
   /// The per-request deadlines take nanoseconds worked out at config load: `Duration`
   /// arithmetic goes through 128-bit multiplication, measurable at this call rate.
-  private func setDeadline(_ kind: DeadlineKind, nanoseconds: UInt64) {
+  func setDeadline(_ kind: DeadlineKind, nanoseconds: UInt64) {
     deadlineKind = kind
     deadline = loop.iterationTime &+ nanoseconds
+  }
+
+  /// No client deadline runs while the request waits on something the gateway bounds
+  /// itself (a token refresh, the exchange a collapsed request shares).
+  func clearDeadline() {
+    deadline = 0
   }
 
   func deadlinePassed() {
@@ -1821,99 +1317,5 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     guard let index = head.headers.firstIndex(lowercaseName: "x-request-id") else { return nil }
     let value = head.headers.valueBytes(at: index)
     return RequestIDGenerator.isAcceptable(value) ? Array(value) : nil
-  }
-}
-
-/// One request's journey through the gateway, owned by its client session. A class, so
-/// the many short reads of it on the request path share one reference instead of copying.
-final class Exchange {
-  let head: HTTPRequestHead
-  let requestID: [UInt8]
-  let snapshot: GatewaySnapshot
-  let routeIndex: Int?
-  let startedAt: UInt64
-  var upstreamTarget: [UInt8] = []
-  var pool: UpstreamPool?
-  var upstream: UpstreamConnection?
-  var attempts = 0
-  var upstreamWasReused = false
-  /// When the request went to the upstream (loop time), for its response-time average.
-  var sentAt: UInt64 = 0
-  /// Was pipelined behind an answer after which the connection ended: it goes alone now.
-  var pipelineDropped = false
-  /// The request was written behind another one on its connection (a pipelined batch).
-  var waitedBehindAnother = false
-  /// Upstream answers may have larger heads than client requests.
-  static let upstreamResponseLimits = HTTPLimits(maxHeaderBytes: 65536)
-  var responseParser = HTTPResponseParser(limits: Exchange.upstreamResponseLimits)
-  var responseBytesReceived = false
-  var requestComplete = false
-  var rechunkRequest = false
-  var responseStarted = false
-  /// `100 Continue` was sent for this request.
-  var continueSent = false
-  /// Some of the request's body arrived.
-  var requestBodyStarted = false
-  /// Some of the answer left for the client; until then a started answer is only staged in
-  /// the loop's output buffer and can still give way to an error answer.
-  var responseFlushed = false
-  var responseComplete = false
-  /// The answer went out before the request's body was all read (the connection ends).
-  var bodyLeftUnread = false
-  var rechunkResponse = false
-  var upstreamKeepAlive = false
-  var closeClient = false
-  var waitingForStub = false
-  var status = 0
-  var upstreamStatus: Int?
-  var bytesSent: Int64 = 0
-  /// The route's envelope settings; nil when the route passes bodies through.
-  var envelope: EnvelopePolicy?
-  var bodyPlan = EnvelopeBodyPlan.passThrough
-  /// The upstream head, kept while its body is buffered for the envelope.
-  var bufferedHead: HTTPResponseHead?
-  var bufferedBody: [UInt8] = []
-  var bufferedTruncated = false
-  var streamValidator: JSONStreamingValidator?
-  /// A HEAD request sent upstream as GET (enveloped routes need the body to size the
-  /// answer): its body is read but never sent to the client.
-  var suppressBody = false
-  var acceptsGzip = false
-  /// The store key, for GET/HEAD requests on routes with a `cache` block.
-  var cacheKey: CacheKey? {
-    didSet { hasCacheKey = cacheKey != nil }
-  }
-  /// Whether `cacheKey` is set, asked on every answer: testing the optional itself copies the key.
-  private(set) var hasCacheKey = false
-  var cacheResult: CacheResult?
-  /// The client key's id, when the request carried a valid one.
-  var clientID: String?
-  /// The serial of the token value sent, reported back if the backend rejects it.
-  var tokenSerial: UInt64?
-  /// The token value sent (shared storage, not a copy): masked in error answers that echo it.
-  var sentToken: [UInt8]?
-  /// A value handed over by a token refresh, used for the next send.
-  var tokenGrant: TokenGrant?
-  var tokenRetried = false
-  var waitingForToken = false
-  /// The request body, kept (up to `maxReplayBody`) on routes with a token; nil once too big.
-  var requestBodyCopy: [UInt8]?
-  /// Body bytes that arrived while the token was fetched.
-  var pendingBody: [UInt8] = []
-  /// A pass-through body kept (up to a limit) so it can be stored, with its head.
-  var teeBody: [UInt8]?
-  var storableHead: HTTPResponseHead?
-  /// This exchange's part in collapsed forwarding.
-  var collapseRole = CollapseRole.none
-  /// What a leading exchange hands its waiters when it ends (nil: they ask the upstream).
-  var collapseOutcome: CollapseOutcome?
-
-  init(head: HTTPRequestHead, requestID: [UInt8], snapshot: GatewaySnapshot, routeIndex: Int?, startedAt: UInt64) {
-    self.head = head
-    self.requestID = requestID
-    self.snapshot = snapshot
-    self.routeIndex = routeIndex
-    self.startedAt = startedAt
-    requestComplete = false
   }
 }

@@ -1,0 +1,150 @@
+import GatehouseCompression
+import GatehouseHTTP
+import GatehouseJSON
+import GatehouseNet
+import GatehouseStore
+
+/// A session's envelope work: buffering or streaming an upstream body into `{"code","datas","message"}`.
+extension ClientSession {
+  /// Keeps the body for the envelope. A JSON success body that outgrows the buffer is
+  /// switched to a wrapped stream when it can be; otherwise only its start is kept.
+  func bufferResponseBody(_ bytes: UnsafeRawBufferPointer, exchange: Exchange) {
+    guard let policy = exchange.envelope else {
+      exchange.bufferedBody.append(contentsOf: bytes)
+      return
+    }
+    if exchange.bufferedBody.count + bytes.count <= policy.maxBytes {
+      exchange.bufferedBody.append(contentsOf: bytes)
+      return
+    }
+    if let head = exchange.bufferedHead, (200..<300).contains(head.status), policy.keyPath == nil,
+      Self.field(head.headers, "content-encoding") == nil
+    {
+      let kept = exchange.bufferedBody
+      exchange.bufferedBody = []
+      beginWrappedStream(head, policy: policy)
+      guard exchange.bodyPlan == .streamWrapped else { return }
+      for piece in [kept, Array(bytes)] {
+        do {
+          try exchange.streamValidator?.feed(piece)
+        } catch {
+          abort()
+          return
+        }
+        exchange.bytesSent += Int64(piece.count)
+        appendWrapped(piece, exchange: exchange)
+      }
+      flushOutput()
+      return
+    }
+    exchange.bufferedTruncated = true
+  }
+
+  /// Starts a chunked JSON answer whose `datas` is the upstream body as it streams by.
+  func beginWrappedStream(_ head: HTTPResponseHead, policy: EnvelopePolicy) {
+    guard let exchange else { return }
+    exchange.status = policy.httpStatus(head.status)
+    exchange.responseStarted = true
+    if exchange.suppressBody {
+      // HEAD: the same head a GET gets, with the wrapped length when the upstream's is known,
+      // and no body at all (the upstream's is read and dropped).
+      let close = answerEndsConnection(exchange)
+      exchange.closeClient = close
+      exchange.bodyPlan = .passThrough
+      let length = Self.declaredLength(head).map { Int64(JSONEnvelopeWriter.successLength(datasCount: Int($0))) }
+      ClientResponseWriter.writeEnveloped(
+        status: exchange.status, upstream: head, requestID: exchange.requestID,
+        framing: length.map { .contentLength($0) } ?? .none, gzip: false, closeConnection: close,
+        extraLines: Self.cacheLines(exchange.cacheResult), into: &context.output)
+      return
+    }
+    let framing = HTTPSerializer.framing(bodyLength: nil, allowsBody: true, peerVersion: exchange.head.version)
+    let close = answerEndsConnection(exchange) || framing == .untilClose
+    exchange.closeClient = close
+    exchange.rechunkResponse = framing == .chunked
+    exchange.bodyPlan = .streamWrapped
+    exchange.streamValidator = JSONStreamingValidator()
+    ClientResponseWriter.writeEnveloped(
+      status: exchange.status, upstream: head, requestID: exchange.requestID, framing: framing, gzip: false,
+      closeConnection: close, extraLines: Self.cacheLines(exchange.cacheResult), into: &context.output)
+    appendWrapped(Array(#"{"code":0,"datas":"#.utf8), exchange: exchange)
+  }
+
+  func appendWrapped(_ bytes: [UInt8], exchange: Exchange) {
+    if exchange.suppressBody { return }
+    if exchange.rechunkResponse { HTTPSerializer.writeChunkHeader(size: bytes.count, into: &context.output) }
+    context.output.append(contentsOf: bytes)
+    if exchange.rechunkResponse { HTTPSerializer.writeChunkTrailer(into: &context.output) }
+  }
+
+  /// The buffered body is complete: render the envelope (or pass the answer as it is).
+  /// Returns the envelope rendered, if the route has one.
+  func renderBufferedAnswer(_ exchange: Exchange) -> EnvelopeOutcome? {
+    guard let head = exchange.bufferedHead, let policy = exchange.envelope else { return nil }
+    return EnvelopeRenderer.render(
+      answer: head, body: exchange.bufferedBody, truncated: exchange.bufferedTruncated, policy: policy)
+  }
+
+  /// Writes a buffered answer: `outcome` is its envelope (`passThrough` without one).
+  func writeBufferedAnswer(_ exchange: Exchange, outcome: EnvelopeOutcome) {
+    guard let head = exchange.bufferedHead else { return }
+    let headOnly = exchange.head.method == .head
+    let close = answerEndsConnection(exchange)
+    exchange.closeClient = close
+    exchange.responseStarted = true
+    let before = context.output.count
+    switch outcome {
+    case .json(let status, let body), .unusable(let status, let body):
+      writeEnvelopedAnswer(
+        status: status, body: body, upstream: head, exchange: exchange, close: close, headOnly: headOnly,
+        extra: Self.cacheLines(exchange.cacheResult), hiding: Self.tokenToHide(exchange, upstreamStatus: head.status))
+    case .passThrough:
+      exchange.status = head.status
+      let allowsBody = HTTPSerializer.statusAllowsBody(head.status)
+      ClientResponseWriter.write(
+        head: head, requestID: exchange.requestID,
+        framing: allowsBody && !headOnly ? .contentLength(Int64(exchange.bufferedBody.count)) : .none,
+        headContentLength: headOnly && allowsBody ? Int64(exchange.bufferedBody.count) : nil, closeConnection: close,
+        extraLines: Self.cacheLines(exchange.cacheResult),
+        hiding: Self.tokenToHide(exchange, upstreamStatus: head.status), into: &context.output)
+      if !headOnly && allowsBody { context.output.append(contentsOf: exchange.bufferedBody) }
+    }
+    exchange.bytesSent += Int64(context.output.count - before)
+    exchange.bufferedBody = []
+  }
+
+  /// Writes a whole enveloped answer (gzip when the client takes it and it pays off).
+  func writeEnvelopedAnswer(
+    status: Int, body: [UInt8], upstream head: HTTPResponseHead, exchange: Exchange, close: Bool, headOnly: Bool,
+    extra: [UInt8], hiding secret: [UInt8]? = nil
+  ) {
+    exchange.status = status
+    var body = body
+    if let secret, let masked = SecretMasking.masked(SecretMasking.jsonForms(of: secret), in: body) { body = masked }
+    var gzip = false
+    if exchange.acceptsGzip && body.count > 1024, let compressed = context.compress(body) {
+      body = compressed
+      gzip = true
+    }
+    ClientResponseWriter.writeEnveloped(
+      status: status, upstream: head, requestID: exchange.requestID, framing: .contentLength(Int64(body.count)),
+      gzip: gzip, closeConnection: close, extraLines: extra, hiding: secret, into: &context.output)
+    if !headOnly { context.output.append(contentsOf: body) }
+  }
+
+  /// The token value to keep out of an answer: an error answer may echo the credential it was
+  /// refused with ("token … is not allowed"), and clients never hold backend credentials. A
+  /// 2xx answer is the backend's data and passes as it is.
+  static func tokenToHide(_ exchange: Exchange, upstreamStatus: Int) -> [UInt8]? {
+    (200..<300).contains(upstreamStatus) ? nil : exchange.sentToken
+  }
+
+  static func field(_ headers: HTTPHeaders, _ lowercaseName: StaticString) -> ArraySlice<UInt8>? {
+    headers.firstValue(lowercaseName: lowercaseName)
+  }
+
+  static func declaredLength(_ head: HTTPResponseHead) -> Int64? {
+    if case .contentLength(let length) = head.bodyFraming { return length }
+    return nil
+  }
+}

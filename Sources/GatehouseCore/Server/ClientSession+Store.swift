@@ -1,0 +1,301 @@
+import GatehouseCompression
+import GatehouseHTTP
+import GatehouseJSON
+import GatehouseNet
+import GatehouseStore
+
+/// A session's use of the store: answers kept, answers served from it, and requests that
+/// share one upstream exchange (collapsed forwarding).
+extension ClientSession {
+  /// Bodies above this size are not kept for the store.
+  static let maxStoredBody = 8 << 20
+  /// A kept gzip body decoded for a client without gzip (only when a backend sent gzip unasked:
+  /// such clients have their own entries) may be at most this large.
+  static let maxDecodedKeptBody = maxStoredBody
+  static let contentEncodingField = HeaderNameSet(["content-encoding"])
+
+  /// Looks the request up when the route can answer from the store without the upstream
+  /// (`fresh_s`, `stale_while_revalidate_s`). Returns true when it answered.
+  func answerFromStoreBeforeUpstream(_ exchange: Exchange, plan: RoutePlan, cache: CachePolicy) -> Bool {
+    guard let store = context.store, let upstreamName = plan.upstreamName else { return false }
+    guard exchange.head.method == .get || exchange.head.method == .head else {
+      exchange.cacheResult = .bypass
+      return false
+    }
+    // Credentials of the client's own that reach the backend make the answer theirs.
+    if Self.forwardsClientCredentials(exchange, plan: plan, keyed: cache.vary) {
+      exchange.cacheResult = .bypass
+      return false
+    }
+    let key = store.key(Self.cacheKeyInputs(exchange, upstream: upstreamName, vary: cache.vary))
+    exchange.cacheKey = key
+    exchange.cacheResult = .miss
+    guard cache.answersWithoutUpstream else { return false }
+    let now = RFC3339.nowMilliseconds()
+    guard let stored = store.lookup(id: key.id, nowMs: now) else { return false }
+    switch cache.beforeUpstream(ageMs: now - stored.storedAtMs) {
+    case .fresh:
+      serveStored(stored, result: .hit)
+      return true
+    case .staleWhileRevalidate:
+      guard CacheStorability.allowsStale(stored.headers) else { return false }
+      serveStored(stored, result: .stale)
+      if let routeIndex = exchange.routeIndex {
+        context.revalidate(
+          key: key, request: exchange.head, target: exchange.upstreamTarget, snapshot: exchange.snapshot,
+          routeIndex: routeIndex, clientAddress: clientAddress)
+      }
+      return true
+    case .none:
+      return false
+    }
+  }
+
+  /// A stored answer young enough for `stale_if_error_s`, when the upstream failed.
+  func staleAnswer(for exchange: Exchange) -> CachedResponse? {
+    guard let key = exchange.cacheKey, let routeIndex = exchange.routeIndex,
+      let cache = exchange.snapshot.routePlans[routeIndex].cache, cache.staleIfErrorMs > 0,
+      let store = context.store
+    else { return nil }
+    let now = RFC3339.nowMilliseconds()
+    guard let stored = store.lookup(id: key.id, nowMs: now), cache.allowsStaleIfError(ageMs: now - stored.storedAtMs),
+      CacheStorability.allowsStale(stored.headers)
+    else { return nil }
+    return stored
+  }
+
+  /// The complete upstream answer of a request with a cache key, when it may be stored
+  /// (raw: the envelope is applied when it is served, so envelope settings can change).
+  func storableAnswer(_ exchange: Exchange) -> (head: HTTPResponseHead, body: [UInt8])? {
+    guard exchange.hasCacheKey, let status = exchange.upstreamStatus else { return nil }
+    switch exchange.bodyPlan {
+    case .buffer:
+      guard let head = exchange.bufferedHead, !exchange.bufferedTruncated,
+        !exchange.responseParser.requestWasHEAD,
+        CacheStorability.isStorable(status: status, headers: head.headers, keyed: Self.keyedNames(exchange))
+      else { return nil }
+      return (head, exchange.bufferedBody)
+    case .passThrough:
+      guard let tee = exchange.teeBody, let head = exchange.storableHead else { return nil }
+      return (head, tee)
+    case .streamWrapped:
+      return nil
+    }
+  }
+
+  func rememberAnswer(_ answer: (head: HTTPResponseHead, body: [UInt8]), exchange: Exchange) {
+    guard let key = exchange.cacheKey, let store = context.store else { return }
+    store.remember(
+      key: key, status: answer.head.status, headers: answer.head.headers, body: answer.body,
+      nowMs: RFC3339.nowMilliseconds())
+  }
+
+  // MARK: Collapsed forwarding
+
+  /// Joins the GET for the same cache key that is already with the upstream, or becomes the
+  /// one later requests join. Returns true when this request waits for another's answer.
+  func waitForCollapsedExchange(_ exchange: Exchange, cache: CachePolicy, routeIndex: Int) -> Bool {
+    guard let key = exchange.cacheKey,
+      RequestCollapsing.isCollapsible(
+        method: exchange.head.method, hasBody: Self.hasBody(exchange.head), enabled: cache.collapse)
+    else { return false }
+    guard let group = context.collapsing[key.id], group.isLive else {
+      context.collapsing[key.id] = CollapseGroup(leader: exchange, routeIndex: routeIndex)
+      exchange.collapseRole = .leading
+      return false
+    }
+    // Another route or an older config may answer differently: go alone.
+    guard group.admits(exchange, routeIndex: routeIndex),
+      let upstreamIndex = exchange.snapshot.routePlans[routeIndex].upstreamIndex,
+      let pool = context.pool(upstreamIndex, of: exchange.snapshot),
+      RequestCollapsing.mayWait(circuit: pool.circuit, healthy: context.upstreamHealthy[pool.plan.name])
+    else { return false }
+    group.add(self, exchange)
+    exchange.collapseRole = .waiting
+    context.metrics.collapsed &+= 1
+    setDeadline(
+      .upstreamResponse,
+      after: RequestCollapsing.waiterPatience(
+        connectTimeout: pool.plan.connectTimeout, responseTimeout: pool.plan.responseTimeout))
+    return true
+  }
+
+  /// Takes a leading exchange's group out of the loop's table (so a new request for the key
+  /// leads anew); the caller releases the waiters when it is done with the exchange.
+  func detachWaiters(of exchange: Exchange) -> CollapseGroup.Release? {
+    guard exchange.collapseRole == .leading else { return nil }
+    exchange.collapseRole = .none
+    guard let key = exchange.cacheKey, let group = context.collapsing[key.id], group.isLed(by: exchange) else {
+      return nil
+    }
+    context.collapsing[key.id] = nil
+    return CollapseGroup.Release(group: group, outcome: exchange.collapseOutcome ?? .retry)
+  }
+
+  /// The exchange this request waited for has ended with `outcome`.
+  func collapsedExchangeEnded(_ waiter: Exchange, outcome: CollapseOutcome) {
+    guard exchange === waiter, waiter.collapseRole == .waiting, !closed else { return }
+    waiter.collapseRole = .none
+    clearDeadline()
+    switch outcome {
+    case .answer(let answer):
+      waiter.upstreamStatus = answer.head.status
+      writeKeptAnswer(
+        head: answer.head, body: answer.body, outcome: answer.rendered ?? .passThrough,
+        extra: Self.cacheLines(waiter.cacheResult))
+    case .failed(let failure):
+      upstreamFailed(failure)
+    case .retry:
+      sendUpstream(fresh: false)
+    }
+  }
+
+  /// The largest upstream `Age` taken into the age of a stored answer: ten years.
+  static let maxInitialAge: Int64 = 315_360_000
+
+  /// Answers from the store: the stored upstream answer, through the route's envelope.
+  func serveStored(_ stored: CachedResponse, result: CacheResult) {
+    guard let exchange else { return }
+    exchange.cacheResult = result
+    // The gateway says how old the answer is now: the Age and Warning the upstream sent
+    // with it (from a cache in front of it) described it then. That Age is where the
+    // answer's age started (RFC 9111 §4.2.3), so it is added to the time spent in the store.
+    var initialAge: Int64 = 0
+    let fields = stored.headers.filter { field in
+      let name = field.name.lowercased()
+      // delta-seconds only (digits); longer than 10 digits is capped like any huge value,
+      // so a hostile one cannot overflow the sum.
+      if name == "age", initialAge == 0, !field.value.isEmpty, field.value.utf8.allSatisfy({ $0 &- 0x30 < 10 }) {
+        initialAge = field.value.utf8.count > 10 ? Self.maxInitialAge : min(Int64(field.value) ?? 0, Self.maxInitialAge)
+      }
+      return name != "age" && name != "warning"
+    }
+    let head = HTTPResponseHead(
+      status: stored.status, headers: HTTPHeaders(fields.map { ($0.name, $0.value) }),
+      bodyFraming: .contentLength(Int64(stored.body.count)))
+    var extra = Self.cacheLines(result)
+    // RFC 9111 §5.1: every answer from the store says how old it is.
+    let age = initialAge + max(0, (RFC3339.nowMilliseconds() - stored.storedAtMs) / 1000)
+    extra.append(contentsOf: "Age: \(age)\r\n".utf8)
+    if result == .stale { extra.append(contentsOf: "Warning: 110 - \"Response is Stale\"\r\n".utf8) }
+    var outcome = EnvelopeOutcome.passThrough
+    if let policy = exchange.envelope {
+      outcome = EnvelopeRenderer.render(
+        status: stored.status, reason: HTTPStatusPhrase.reason(for: stored.status),
+        contentType: Self.field(head.headers, "content-type"),
+        contentEncoding: Self.field(head.headers, "content-encoding"),
+        body: stored.body, truncated: false, policy: policy)
+    }
+    writeKeptAnswer(head: head, body: stored.body, outcome: outcome, extra: extra)
+  }
+
+  /// Writes a whole upstream answer kept in memory (stored, or shared by a collapsed
+  /// exchange): `outcome` is its envelope, rendered by the caller.
+  private func writeKeptAnswer(head: HTTPResponseHead, body: [UInt8], outcome: EnvelopeOutcome, extra: [UInt8]) {
+    guard let exchange else { return }
+    let headOnly = exchange.head.method == .head
+    // As in `respondLocally`: a client waiting for 100 Continue will not send its body.
+    let withheld = bodyWithheld(exchange)
+    let close = closeAfterResponse || !exchange.head.keepAlive || context.draining || withheld
+    exchange.closeClient = close
+    exchange.responseStarted = true
+    context.output.removeAll(keepingCapacity: true)
+    switch outcome {
+    case .json(let status, let json), .unusable(let status, let json):
+      writeEnvelopedAnswer(
+        status: status, body: json, upstream: head, exchange: exchange, close: close, headOnly: headOnly, extra: extra)
+    case .passThrough:
+      var body = body
+      var except: HeaderNameSet?
+      if !exchange.acceptsGzip, let coding = Self.field(head.headers, "content-encoding"),
+        EnvelopeRenderer.isGzip(coding)
+      {
+        // Kept gzip (another client asked for it) goes to a client without gzip decoded,
+        // as the upstream would have answered it (RFC 9110 §12.5.3).
+        guard let decoded = try? GzipDecoder.decode(body, maxOutputBytes: Self.maxDecodedKeptBody) else {
+          exchange.responseStarted = false
+          respondLocally(failure: .upstreamUnavailable)
+          return
+        }
+        body = decoded
+        except = Self.contentEncodingField
+      }
+      exchange.status = head.status
+      ClientResponseWriter.write(
+        head: head, requestID: exchange.requestID, framing: headOnly ? .none : .contentLength(Int64(body.count)),
+        headContentLength: headOnly ? Int64(body.count) : nil, closeConnection: close, extraLines: extra,
+        except: except, into: &context.output)
+      if !headOnly { context.output.append(contentsOf: body) }
+    }
+    exchange.bytesSent = Int64(context.output.count)
+    exchange.responseComplete = true
+    flushOutput()
+    if withheld {
+      exchange.bodyLeftUnread = true
+      exchange.requestComplete = true
+    }
+    if exchange.requestComplete { finishExchange() }
+  }
+
+  /// The key inputs of a request: each vary header's values joined, prefixed with "=" when
+  /// the client sent it (so "absent" and "empty" differ).
+  static func cacheKeyInputs(_ exchange: Exchange, upstream: String, vary: [String]) -> LoopStore.KeyInputs {
+    let values = vary.map { name -> String in
+      let sent = exchange.head.headers.values(for: name)
+      return sent.isEmpty ? "" : "=" + sent.joined(separator: ",")
+    }
+    // With keys required, answers are per client: one client's data never serves another.
+    let client = exchange.snapshot.clients.required ? exchange.clientID : nil
+    // Two routes to one upstream with their own Host are two virtual hosts: their answers
+    // for the same path are different resources.
+    let plan = exchange.routeIndex.map { exchange.snapshot.routePlans[$0] }
+    // A route that passes bodies through keeps the gzip answer (for clients that take it)
+    // apart from the plain one: decoding a kept body per answer would cost the loop the time
+    // a large body takes to inflate, on every hit. Enveloped routes decode anyway to wrap.
+    let gzip = plan?.envelope == nil && exchange.acceptsGzip
+    return LoopStore.KeyInputs(
+      upstream: upstream, target: exchange.upstreamTarget, varyNames: vary, vary: values, clientID: client,
+      host: plan?.headerPlan.host, scope: plan?.cacheScope, gzip: gzip)
+  }
+
+  /// Request fields that carry a client's own credentials.
+  static let credentialFields = HeaderNameSet(["authorization", "cookie", "x-api-key"])
+
+  /// Whether the request carries credentials of the client's own (`Authorization`, `Cookie`,
+  /// `X-Api-Key`, or a look-alike spelled with `_`) that the route forwards and its key does
+  /// not hold: the answer may be that client's alone. A shared cache does not reuse answers
+  /// to such requests (RFC 9111 §3.5), so they neither read nor feed the store, nor share
+  /// an exchange with others. An injected token, a client key and a removed field are not the
+  /// client's credentials reaching the backend.
+  static func forwardsClientCredentials(_ exchange: Exchange, plan: RoutePlan, keyed: [String]) -> Bool {
+    var found = false
+    exchange.head.headers.withEachField { name, value in
+      guard !found else { return }
+      guard
+        credentialFields.contains(name)
+          || (name.contains(0x5F) && credentialFields.containsReadingUnderscoreAsDash(name))
+      else { return }
+      if plan.headerPlan.dropped.contains(name) || HopByHop.isUnderscoreLookAlike(name, of: plan.headerPlan.dropped) {
+        return
+      }
+      if plan.headerPlan.dropsAPIKeyAuthorization && ASCIIBytes.equalsLowercase(name, "authorization")
+        && ClientKeys.isAPIKeyScheme(value)
+      {
+        return
+      }
+      if keyed.contains(String(decoding: name, as: UTF8.self).lowercased()) { return }
+      found = true
+    }
+    return found
+  }
+
+  /// The request fields the route's cache key holds (its `vary` list, lowercased).
+  static func keyedNames(_ exchange: Exchange) -> [String] {
+    exchange.routeIndex.flatMap { exchange.snapshot.routePlans[$0].cache?.vary } ?? []
+  }
+
+  static func cacheLines(_ result: CacheResult?) -> [UInt8] {
+    guard let result else { return [] }
+    return Array("X-Gatehouse-Cache: \(result.rawValue)\r\n".utf8)
+  }
+}

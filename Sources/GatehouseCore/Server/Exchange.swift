@@ -1,0 +1,99 @@
+import GatehouseCompression
+import GatehouseHTTP
+import GatehouseJSON
+import GatehouseNet
+import GatehouseStore
+
+/// One request's journey through the gateway, owned by its client session. A class, so
+/// the many short reads of it on the request path share one reference instead of copying.
+final class Exchange {
+  let head: HTTPRequestHead
+  let requestID: [UInt8]
+  let snapshot: GatewaySnapshot
+  let routeIndex: Int?
+  let startedAt: UInt64
+  var upstreamTarget: [UInt8] = []
+  var pool: UpstreamPool?
+  var upstream: UpstreamConnection?
+  var attempts = 0
+  var upstreamWasReused = false
+  /// When the request went to the upstream (loop time), for its response-time average.
+  var sentAt: UInt64 = 0
+  /// Was pipelined behind an answer after which the connection ended: it goes alone now.
+  var pipelineDropped = false
+  /// The request was written behind another one on its connection (a pipelined batch).
+  var waitedBehindAnother = false
+  /// Upstream answers may have larger heads than client requests.
+  static let upstreamResponseLimits = HTTPLimits(maxHeaderBytes: 65536)
+  var responseParser = HTTPResponseParser(limits: Exchange.upstreamResponseLimits)
+  var responseBytesReceived = false
+  var requestComplete = false
+  var rechunkRequest = false
+  var responseStarted = false
+  /// `100 Continue` was sent for this request.
+  var continueSent = false
+  /// Some of the request's body arrived.
+  var requestBodyStarted = false
+  /// Some of the answer left for the client; until then a started answer is only staged in
+  /// the loop's output buffer and can still give way to an error answer.
+  var responseFlushed = false
+  var responseComplete = false
+  /// The answer went out before the request's body was all read (the connection ends).
+  var bodyLeftUnread = false
+  var rechunkResponse = false
+  var upstreamKeepAlive = false
+  var closeClient = false
+  var waitingForStub = false
+  var status = 0
+  var upstreamStatus: Int?
+  var bytesSent: Int64 = 0
+  /// The route's envelope settings; nil when the route passes bodies through.
+  var envelope: EnvelopePolicy?
+  var bodyPlan = EnvelopeBodyPlan.passThrough
+  /// The upstream head, kept while its body is buffered for the envelope.
+  var bufferedHead: HTTPResponseHead?
+  var bufferedBody: [UInt8] = []
+  var bufferedTruncated = false
+  var streamValidator: JSONStreamingValidator?
+  /// A HEAD request sent upstream as GET (enveloped routes need the body to size the
+  /// answer): its body is read but never sent to the client.
+  var suppressBody = false
+  var acceptsGzip = false
+  /// The store key, for GET/HEAD requests on routes with a `cache` block.
+  var cacheKey: CacheKey? {
+    didSet { hasCacheKey = cacheKey != nil }
+  }
+  /// Whether `cacheKey` is set, asked on every answer: testing the optional itself copies the key.
+  private(set) var hasCacheKey = false
+  var cacheResult: CacheResult?
+  /// The client key's id, when the request carried a valid one.
+  var clientID: String?
+  /// The serial of the token value sent, reported back if the backend rejects it.
+  var tokenSerial: UInt64?
+  /// The token value sent (shared storage, not a copy): masked in error answers that echo it.
+  var sentToken: [UInt8]?
+  /// A value handed over by a token refresh, used for the next send.
+  var tokenGrant: TokenGrant?
+  var tokenRetried = false
+  var waitingForToken = false
+  /// The request body, kept (up to `maxReplayBody`) on routes with a token; nil once too big.
+  var requestBodyCopy: [UInt8]?
+  /// Body bytes that arrived while the token was fetched.
+  var pendingBody: [UInt8] = []
+  /// A pass-through body kept (up to a limit) so it can be stored, with its head.
+  var teeBody: [UInt8]?
+  var storableHead: HTTPResponseHead?
+  /// This exchange's part in collapsed forwarding.
+  var collapseRole = CollapseRole.none
+  /// What a leading exchange hands its waiters when it ends (nil: they ask the upstream).
+  var collapseOutcome: CollapseOutcome?
+
+  init(head: HTTPRequestHead, requestID: [UInt8], snapshot: GatewaySnapshot, routeIndex: Int?, startedAt: UInt64) {
+    self.head = head
+    self.requestID = requestID
+    self.snapshot = snapshot
+    self.routeIndex = routeIndex
+    self.startedAt = startedAt
+    requestComplete = false
+  }
+}
