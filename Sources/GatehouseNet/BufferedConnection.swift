@@ -1,65 +1,5 @@
 import Glibc
 
-/// Why a connection ended; delivered exactly once through `connection(_:didCloseWith:)`.
-public enum ConnectionCloseReason: Sendable, Equatable {
-  /// The owner called `close()` (and the queue was flushed) or `abort()`.
-  case closedByOwner
-  /// Both directions finished without an error: end of input was read and output was shut down, or the
-  /// kernel reported a hang-up after end of input.
-  case hangup
-  /// A read, write or connect failed (ECONNRESET, ECONNREFUSED, EPIPE, ETIMEDOUT…).
-  case failed(SystemError)
-  /// An outbound connect did not finish within its timeout.
-  case connectTimedOut
-  /// The event loop stopped while the connection was open.
-  case loopStopped
-  /// TLS failed: the handshake (including certificate verification, see `TLSError.Kind`), its deadline, or
-  /// the session afterwards. A reset or refused socket underneath is still `.failed`.
-  case tlsFailed(TLSError)
-}
-
-/// Queue sizes at which the owner is told to stop and to resume producing (see `ConnectionDelegate`).
-public struct WriteWatermarks: Sendable, Equatable {
-  /// Told "drained" when the queue falls to this size or below after having been above `high`.
-  public var low: Int
-  /// Told "above high watermark" when the queue grows past this size.
-  public var high: Int
-
-  public init(low: Int = 16 * 1024, high: Int = 64 * 1024) {
-    precondition(low >= 0 && low <= high, "need 0 <= low <= high")
-    self.low = low
-    self.high = high
-  }
-}
-
-/// The owner of a `BufferedConnection`. Every method is called on the connection's loop.
-///
-/// The connection keeps its delegate alive until it has delivered `didCloseWith`, then lets go of it, so an
-/// owner that holds its connections strongly forms a cycle that ends exactly when the connection does.
-public protocol ConnectionDelegate: AnyObject {
-  /// An outbound connect finished; queued writes are being sent.
-  func connectionDidConnect(_ connection: BufferedConnection)
-  /// Bytes arrived. `bytes` points into the loop's shared read buffer: valid only during this call.
-  func connection(_ connection: BufferedConnection, didRead bytes: UnsafeRawBufferPointer)
-  /// The peer will send nothing more (FIN). Writing may go on. The default closes gracefully.
-  func connectionDidReadEOF(_ connection: BufferedConnection)
-  /// The write queue grew past the high watermark: stop producing (e.g. pause reading the other side).
-  /// May be called from inside `write`.
-  func connectionWriteQueueDidRiseAboveHighWatermark(_ connection: BufferedConnection)
-  /// The write queue fell to the low watermark after being above the high one: produce again.
-  func connectionWriteQueueDidDrainBelowLowWatermark(_ connection: BufferedConnection)
-  /// The connection is closed and its descriptor released. Always the last call, exactly once, and always
-  /// from the loop, never from inside a method the owner called.
-  func connection(_ connection: BufferedConnection, didCloseWith reason: ConnectionCloseReason)
-}
-
-extension ConnectionDelegate {
-  public func connectionDidConnect(_ connection: BufferedConnection) {}
-  public func connectionDidReadEOF(_ connection: BufferedConnection) { connection.close() }
-  public func connectionWriteQueueDidRiseAboveHighWatermark(_ connection: BufferedConnection) {}
-  public func connectionWriteQueueDidDrainBelowLowWatermark(_ connection: BufferedConnection) {}
-}
-
 /// A TCP socket registered on one event loop, with a write queue, backpressure watermarks, pausable reads,
 /// graceful and abortive close, (for upstreams) a non-blocking connect with a timeout, and optional TLS.
 ///
@@ -91,16 +31,16 @@ public final class BufferedConnection: IOEventHandler {
   public var delegate: (any ConnectionDelegate)?
   public let watermarks: WriteWatermarks
 
-  private let socket: TCPSocket
-  private(set) var state: State
+  let socket: TCPSocket
+  var state: State
   private var registration: IORegistration?
   private var registeredInterest: IOInterest = []
-  private var queue = WriteQueue()
-  private var readingPaused = false
-  private var inputEnded = false
-  private var closeRequested = false
+  var queue = WriteQueue()
+  var readingPaused = false
+  var inputEnded = false
+  var closeRequested = false
   private var outputShutdownRequested = false
-  private var outputShutDown = false
+  var outputShutDown = false
   private var aboveHighWatermark = false
   /// Deregistered after a hang-up that arrived while reading was paused (see `handleIOEvents`).
   private(set) var parkedAfterHangup = false
@@ -112,24 +52,24 @@ public final class BufferedConnection: IOEventHandler {
     parkedAfterHangup || (edgeTriggered && hangupSeen && readingPaused && state == .active)
   }
   /// The connect deadline, then (TLS) the handshake deadline.
-  private var connectTimer: TimerHandle?
+  var connectTimer: TimerHandle?
 
   /// The TLS session, nil for plain TCP. A `let`, so the plain path costs one nil check per read or write
   /// call and nothing per byte.
-  private let tls: TLSStream?
+  let tls: TLSStream?
   /// Outbound TLS: the handshake starts when TCP connects, with this deadline.
   private var clientHandshakeTimeout: Duration = .zero
   /// The last TLS operation asked for the other readiness: a handshake or SSL_write that needs to read,
   /// an SSL_read that needs to write.
-  private var tlsWantsRead = false
-  private var tlsWantsWrite = false
+  var tlsWantsRead = false
+  var tlsWantsWrite = false
   /// close_notify could not be sent yet (socket full); then close or shut down output.
-  private var tlsCloseNotifyPending = false
+  var tlsCloseNotifyPending = false
   /// A read pass is scheduled for input OpenSSL already holds (epoll cannot report it).
-  private var tlsBufferedReadScheduled = false
+  var tlsBufferedReadScheduled = false
   /// Graceful close in its last phase: (close_notify and) FIN sent, input read and dropped until the peer's
   /// EOF (see `startLingering`).
-  private var lingering = false
+  var lingering = false
   /// `closeDrainingInput` was asked for: a plain connection lingers on close too (TLS
   /// connections always do).
   private var lingerOnClose = false
@@ -151,7 +91,7 @@ public final class BufferedConnection: IOEventHandler {
   private var readPassScheduled = false
 
   /// How many write system calls were made; tests use it to see that a full socket is not retried.
-  private(set) var writeAttemptCount = 0
+  var writeAttemptCount = 0
 
   /// Wraps an accepted socket and starts reading. With `tls`, runs a server handshake first (bounded by the
   /// context's `handshakeTimeout`); a failed one closes with `.tlsFailed`. Throws only if the socket cannot
@@ -371,7 +311,7 @@ public final class BufferedConnection: IOEventHandler {
 
   /// Writes queued bytes until the queue is empty or the kernel is full, then fixes the interest set and
   /// tells the owner about drain and finishes a requested close or half-close.
-  private func flush() {
+  func flush() {
     if let tls {
       flushTLS(tls)
     } else {
@@ -430,7 +370,7 @@ public final class BufferedConnection: IOEventHandler {
 
   /// The queue is empty and the owner asked to close: for TLS send close_notify first (waiting for
   /// writability if the socket is full) and linger until the peer's EOF, then close with a FIN.
-  private func finishGracefulClose() {
+  func finishGracefulClose() {
     if let tls {
       guard sendCloseNotify(tls) else { return }
       if !inputEnded {
@@ -444,7 +384,7 @@ public final class BufferedConnection: IOEventHandler {
     finishClose(.closedByOwner, abortive: false)
   }
 
-  private func finishOutputIfRequested() {
+  func finishOutputIfRequested() {
     guard outputShutdownRequested, !outputShutDown, queue.isEmpty, state == .active else { return }
     if let tls, !sendCloseNotify(tls) { return }
     outputShutDown = true
@@ -532,7 +472,7 @@ public final class BufferedConnection: IOEventHandler {
     if state == .active, queue.isEmpty, !tlsCloseNotifyPending { finishOutputIfRequested() }
   }
 
-  private func finishClose(_ reason: ConnectionCloseReason, abortive: Bool) {
+  func finishClose(_ reason: ConnectionCloseReason, abortive: Bool) {
     guard state != .closed else { return }
     state = .closed
     if let connectTimer { loop.cancelTimer(connectTimer) }
@@ -572,7 +512,7 @@ public final class BufferedConnection: IOEventHandler {
     }
   }
 
-  private func updateInterest() {
+  func updateInterest() {
     guard !edgeTriggered, state != .closed, let registration else { return }
     let wanted = desiredInterest
     guard wanted != registeredInterest else { return }
@@ -660,7 +600,7 @@ public final class BufferedConnection: IOEventHandler {
   }
 
   /// What is left of an event after reading and writing: a pending socket error, or a hang-up.
-  private func handleErrorAndHangup(_ events: IOEvents) {
+  func handleErrorAndHangup(_ events: IOEvents) {
     if events.contains(.error) {
       let code = (try? socket.takePendingError()) ?? 0
       if code != 0 {
@@ -746,302 +686,4 @@ public final class BufferedConnection: IOEventHandler {
     guard edgeTriggered, hangupSeen, state == .active, inputEnded || closeRequested else { return }
     finishClose(.hangup, abortive: false)
   }
-}
-
-// MARK: - TLS
-
-extension BufferedConnection {
-  /// SSL_read calls per readiness event (each returns one record, at most 16 KB), about the bytes a plain
-  /// connection reads per event, before yielding to other connections.
-  static let maxTLSReadsPerEvent = 16
-  /// Small queued chunks (a response head and the first body slice) are gathered into one record of up to
-  /// this size, so they cost one record header and one send instead of one each.
-  static let tlsCoalescingLimit = 16 * 1024
-
-  private func startHandshakeTimer(_ timeout: Duration) {
-    connectTimer = loop.scheduleTimer(after: timeout) { [weak self] in
-      guard let self, self.state == .handshaking else { return }
-      self.connectTimer = nil
-      let error = TLSError(kind: .handshakeTimedOut, message: "no TLS handshake within \(timeout)")
-      self.finishClose(.tlsFailed(error), abortive: true)
-    }
-  }
-
-  /// Runs the handshake as far as the socket allows; on success becomes active, tells an outbound owner it
-  /// is connected, sends what was queued meanwhile and delivers input that came with the last flight.
-  private func continueHandshake(_ tls: TLSStream) {
-    switch tls.handshake() {
-    case .wantRead:
-      tlsWantsWrite = false
-      updateInterest()
-    case .wantWrite:
-      tlsWantsWrite = true
-      updateInterest()
-    case .failed(let reason):
-      failTLS(reason)
-    case .done:
-      if let connectTimer { loop.cancelTimer(connectTimer) }
-      connectTimer = nil
-      tlsWantsWrite = false
-      state = .active
-      updateInterest()
-      guard state == .active else { return }
-      if tls.isClient { delegate?.connectionDidConnect(self) }
-      guard state == .active else { return }
-      if !queue.isEmpty {
-        flush()
-      } else if closeRequested {
-        finishGracefulClose()
-      } else {
-        finishOutputIfRequested()
-      }
-      scheduleBufferedTLSReadIfNeeded()
-    }
-  }
-
-  /// A TLS failure may have queued an alert for the peer, so it closes with a FIN that lets the alert out;
-  /// a socket error leaves nothing to say and resets.
-  private func failTLS(_ reason: ConnectionCloseReason) {
-    if case .failed = reason {
-      finishClose(reason, abortive: true)
-    } else {
-      finishClose(reason, abortive: false)
-    }
-  }
-
-  /// `write(UnsafeRawBufferPointer)` with an empty queue: encrypts straight from the caller's bytes. Returns
-  /// how many were taken (the rest is copied into the queue by the caller), nil if the connection failed.
-  private func writeBorrowed(_ bytes: UnsafeRawBufferPointer, through tls: TLSStream) -> Int? {
-    var taken = 0
-    while taken < bytes.count {
-      writeAttemptCount += 1
-      switch tls.write(UnsafeRawBufferPointer(rebasing: bytes[taken...])) {
-      case .processed(let count):
-        taken += count
-      case .wantWrite:
-        tlsWantsRead = false
-        return taken
-      case .wantRead:
-        tlsWantsRead = true
-        return taken
-      case .endOfInput:
-        failTLS(.failed(SystemError(errno: EPIPE, syscall: "SSL_write")))
-        return nil
-      case .failed(let reason):
-        failTLS(reason)
-        return nil
-      }
-    }
-    return taken
-  }
-
-  /// Encrypts queued plaintext record by record until the queue is empty or the socket is full. The queue
-  /// keeps each chunk until SSL_write reports it done, so a retry after WANT_WRITE passes the same bytes.
-  private func flushTLS(_ tls: TLSStream) {
-    tlsWantsRead = false
-    while !queue.isEmpty, state == .active {
-      writeAttemptCount += 1
-      let outcome: TLSStream.Transfer
-      if queue.chunkCount == 1 {
-        outcome = queue.withFirstChunk { tls.write($0) }
-      } else {
-        outcome = queue.withIOVecs { vectors, _ in writeCoalescing(vectors, through: tls) }
-      }
-      switch outcome {
-      case .processed(let count):
-        queue.consume(count)
-      case .wantWrite:
-        return
-      case .wantRead:
-        tlsWantsRead = true
-        return
-      case .endOfInput:
-        failTLS(.failed(SystemError(errno: EPIPE, syscall: "SSL_write")))
-        return
-      case .failed(let reason):
-        failTLS(reason)
-        return
-      }
-    }
-  }
-
-  /// Writes the first chunk as it is when it fills a record, or else the first chunks copied together (up to
-  /// one record). The gathered prefix only grows as chunks are appended, which keeps retries valid.
-  private func writeCoalescing(_ vectors: UnsafeMutableBufferPointer<iovec>, through tls: TLSStream)
-    -> TLSStream.Transfer
-  {
-    let limit = BufferedConnection.tlsCoalescingLimit
-    if vectors[0].iov_len >= limit {
-      return tls.write(UnsafeRawBufferPointer(start: vectors[0].iov_base, count: vectors[0].iov_len))
-    }
-    return withUnsafeTemporaryAllocation(byteCount: limit, alignment: 16) { scratch in
-      var filled = 0
-      for vector in vectors where filled < limit {
-        let count = min(vector.iov_len, limit - filled)
-        scratch.baseAddress!.advanced(by: filled).copyMemory(from: vector.iov_base!, byteCount: count)
-        filled += count
-      }
-      return tls.write(UnsafeRawBufferPointer(rebasing: scratch[..<filled]))
-    }
-  }
-
-  /// Sends close_notify. False while it waits for the socket to take it (the caller is called again then).
-  private func sendCloseNotify(_ tls: TLSStream) -> Bool {
-    switch tls.shutdown() {
-    case .done, .failed:
-      tlsCloseNotifyPending = false
-      return true
-    case .wantWrite, .wantRead:
-      tlsCloseNotifyPending = true
-      updateInterest()
-      return false
-    }
-  }
-
-  /// Interest for an active TLS connection. A TLS call that needs the other readiness (SSL_read sending a
-  /// pending alert or key update, SSL_write reading) swaps what its direction waits for, and only while that
-  /// direction is wanted, so a paused reader is never woken for a write it does not want.
-  private var desiredTLSInterest: IOInterest {
-    if lingering { return .read }
-    let readWanted = !readingPaused && !inputEnded && !closeRequested
-    let writeWanted = !queue.isEmpty
-    var interest: IOInterest = []
-    if (readWanted && !tlsWantsWrite) || (writeWanted && tlsWantsRead) { interest.insert(.read) }
-    if (writeWanted && !tlsWantsRead) || (readWanted && tlsWantsWrite) || tlsCloseNotifyPending {
-      interest.insert(.write)
-    }
-    return interest
-  }
-
-  private func handleTLSActiveEvents(_ events: IOEvents, _ tls: TLSStream) {
-    if lingering {
-      discardInputUntilEOF()
-      return
-    }
-    let failing = events.contains(.error) || events.contains(.hangup)
-    if tlsCloseNotifyPending {
-      if events.contains(.writable) || failing {
-        if closeRequested {
-          finishGracefulClose()
-        } else {
-          finishOutputIfRequested()
-        }
-        guard state == .active else { return }
-      }
-    } else if !queue.isEmpty, events.contains(tlsWantsRead ? .readable : .writable) || failing {
-      flush()
-      guard state == .active else { return }
-    }
-    if !readingPaused, !inputEnded, !closeRequested,
-      events.contains(tlsWantsWrite ? .writable : .readable) || failing
-    {
-      readTLS(tls)
-      guard state == .active else { return }
-    }
-    handleErrorAndHangup(events)
-  }
-
-  /// Decrypts and delivers record by record. Stops at WANT_READ (epoll will say when more comes), at EOF,
-  /// or after `maxTLSReadsPerEvent` records; input OpenSSL already holds is then read on a later turn.
-  private func readTLS(_ tls: TLSStream) {
-    let buffer = loop.readBuffer
-    for _ in 0..<BufferedConnection.maxTLSReadsPerEvent {
-      guard state == .active, !readingPaused, !inputEnded, !closeRequested else { return }
-      switch tls.read(into: buffer) {
-      case .processed(let count):
-        delegate?.connection(self, didRead: UnsafeRawBufferPointer(rebasing: buffer[..<count]))
-      case .wantRead:
-        if tlsWantsWrite {
-          tlsWantsWrite = false
-          updateInterest()
-        }
-        return
-      case .wantWrite:
-        if !tlsWantsWrite {
-          tlsWantsWrite = true
-          updateInterest()
-        }
-        return
-      case .endOfInput:
-        inputEnded = true
-        updateInterest()
-        guard state == .active else { return }
-        delegate?.connectionDidReadEOF(self)
-        return
-      case .failed(let reason):
-        failTLS(reason)
-        return
-      }
-    }
-    scheduleBufferedTLSReadIfNeeded()
-  }
-
-  /// epoll cannot see plaintext OpenSSL has already read ahead, so when reading stops with some left (read
-  /// budget used up, reading resumed, handshake just finished) a read pass is scheduled for the next turn.
-  private func scheduleBufferedTLSReadIfNeeded() {
-    guard let tls, !tlsBufferedReadScheduled, state == .active, !readingPaused, !inputEnded, !closeRequested,
-      tls.hasBufferedInput
-    else { return }
-    tlsBufferedReadScheduled = true
-    loop.executeLater { [weak self] in
-      guard let self else { return }
-      self.tlsBufferedReadScheduled = false
-      guard self.state == .active, let tls = self.tls else { return }
-      self.readTLS(tls)
-    }
-  }
-
-  /// How long a lingering close (TLS, or `closeDrainingInput`) waits for the peer's EOF.
-  static let lingerTimeout: Duration = .seconds(2)
-
-  /// Closing a socket that has unread input makes the kernel send RST, and an RST makes the peer's kernel
-  /// drop whatever it has not yet delivered, including our last bytes. With TLS 1.3 there is nearly always
-  /// unread input (the server's session tickets), so after close_notify the connection sends FIN, then reads
-  /// and drops input until the peer's EOF or `lingerTimeout`, and only then closes (nginx's
-  /// lingering close). The owner hears `didCloseWith(.closedByOwner)` at the end of it.
-  private func startLingering() {
-    guard !lingering else { return }
-    lingering = true
-    if !outputShutDown {
-      outputShutDown = true
-      do {
-        try socket.shutdownOutput()
-      } catch {
-        finishClose(.closedByOwner, abortive: false)
-        return
-      }
-    }
-    connectTimer = loop.scheduleTimer(after: BufferedConnection.lingerTimeout) { [weak self] in
-      guard let self, self.lingering, self.state == .active else { return }
-      self.connectTimer = nil
-      self.finishClose(.closedByOwner, abortive: false)
-    }
-    updateInterest()
-    guard state == .active else { return }
-    discardInputUntilEOF()
-  }
-
-  /// Runs inside other callbacks (a close asked for while handling input), so it must not
-  /// use the loop's read buffer: a caller up the stack may still be reading bytes from it.
-  private func discardInputUntilEOF() {
-    withUnsafeTemporaryAllocation(byteCount: 4096, alignment: 16) { buffer in
-      for _ in 0..<BufferedConnection.maxReadsPerEvent {
-        guard state == .active else { return }
-        switch try? socket.read(into: buffer) {
-        case .processed(let count)?:
-          if count == 0 {
-            finishClose(.closedByOwner, abortive: false)
-            return
-          }
-        case .wouldBlock?:
-          return
-        case nil:
-          // Reset or other error: everything we sent was already handed over; nothing left to protect.
-          finishClose(.closedByOwner, abortive: false)
-          return
-        }
-      }
-    }
-  }
-
 }
