@@ -1,0 +1,539 @@
+import GatehouseCompression
+import GatehouseHTTP
+import GatehouseJSON
+import GatehouseNet
+import GatehouseStore
+
+/// A session's handling of the upstream's answer: its head, its body (passed through,
+/// buffered or wrapped), its end, and the upstream failing before or during it.
+extension ClientSession {
+  func upstreamDidRead(_ upstream: UpstreamConnection, _ bytes: UnsafeRawBufferPointer) -> Int {
+    guard exchange?.upstream === upstream else {
+      upstream.pool.discard(upstream, by: self)
+      return bytes.count
+    }
+    exchange?.responseBytesReceived = true
+    // Until the client has the head, `response_timeout_ms` bounds the whole wait, however
+    // slowly the upstream trickles bytes; once the answer streams to the client it bounds
+    // the silence between reads (a large body may take long, but must keep moving).
+    if exchange?.responseStarted == true, deadlineKind == .upstreamResponse,
+      let timeout = exchange?.pool?.plan.responseTimeoutNanoseconds
+    {
+      setDeadline(.upstreamResponse, nanoseconds: timeout)
+    }
+    var offset = 0
+    while offset <= bytes.count {
+      let step: (step: HTTPParseStep, consumed: Int)
+      do {
+        step = try exchange!.responseParser.next(UnsafeRawBufferPointer(rebasing: bytes[offset...]))
+      } catch {
+        upstreamSentInvalidAnswer(upstream, error)
+        return bytes.count
+      }
+      let start = offset
+      offset += step.consumed
+      switch step.step {
+      case .needMore:
+        flushOutput()
+        return bytes.count
+      case .head:
+        let head = exchange!.responseParser.takeHead()
+        if head.isInformational { continue }
+        upstream.lastAnswerWasHTTP11 = head.version == .http1_1
+        guard beginResponse(head) else { return bytes.count }
+      case .body(let range):
+        appendResponseBody(
+          UnsafeRawBufferPointer(rebasing: bytes[(start + range.lowerBound)..<(start + range.upperBound)]))
+        guard self.exchange?.upstream === upstream else { return bytes.count }
+      case .end:
+        // Bytes after a complete answer belong to the next pipelined request; without one
+        // they were never asked for, and the connection is spoiled. An answer whose end
+        // only its status marks (204, 304) cannot show that the bytes after it are not a
+        // body the upstream should not have sent: requests written behind it go again,
+        // alone, rather than take those bytes for their answers.
+        let reusable: Bool
+        if upstream.pipeline.isEmpty {
+          reusable = offset == bytes.count
+        } else {
+          reusable = HTTPSerializer.statusAllowsBody(exchange?.upstreamStatus ?? 200)
+        }
+        completeResponse(upstreamReusable: reusable)
+        return offset
+      }
+    }
+    flushOutput()
+    return bytes.count
+  }
+
+  func upstreamDidReadEOF(_ upstream: UpstreamConnection) {
+    guard exchange?.upstream === upstream else { return }
+    do {
+      if case .end? = try exchange!.responseParser.finish() {
+        completeResponse(upstreamReusable: false)
+        return
+      }
+    } catch  where exchange?.responseBytesReceived == true {
+      upstreamSentInvalidAnswer(upstream, error)
+      return
+    } catch {}
+    upstreamFailed(exchange?.responseBytesReceived == true ? .invalidResponse : .closed)
+  }
+
+  /// The upstream's bytes are no HTTP answer: logged with what was wrong (fixed texts, never
+  /// the upstream's bytes), kept as the upstream's last error, and failed like a reset.
+  private func upstreamSentInvalidAnswer(_ upstream: UpstreamConnection, _ error: HTTPParseError) {
+    context.shared.logger.warn(
+      "upstream sent an invalid answer",
+      ["upstream": .string(upstream.pool.plan.name), "error": .string(error.description)])
+    upstreamFailed(.invalidResponse, detail: "invalid answer: \(error.description)")
+  }
+
+  func upstreamDidClose(_ upstream: UpstreamConnection, reason: ConnectionCloseReason) {
+    guard exchange?.upstream === upstream else { return }
+    switch reason {
+    case .connectTimedOut:
+      upstreamFailed(.timedOut)
+    case .tlsFailed(let error):
+      // A bad certificate or a failed handshake: the upstream is unusable, like a refusal.
+      context.shared.logger.warn(
+        "upstream TLS failed", ["upstream": .string(upstream.pool.plan.name), "error": .string(error.description)])
+      upstreamFailed(.unavailable, detail: "TLS: \(error.description)")
+    case .closedByOwner, .hangup, .failed, .loopStopped:
+      upstreamFailed(exchange?.responseBytesReceived == true ? .invalidResponse : .closed)
+    }
+  }
+
+  func upstreamDroppedQueuedRequest(_ upstream: UpstreamConnection) {
+    guard let exchange, exchange.upstream === upstream, !exchange.responseComplete else { return }
+    exchange.upstream = nil
+    sendAgainAlone(exchange)
+  }
+
+  /// A request pipelined behind another that was not answered on its connection (dropped
+  /// with it, or given up while waiting): not a failure of this request nor of the
+  /// upstream, and not an attempt. It goes again, alone this time.
+  func sendAgainAlone(_ exchange: Exchange) {
+    context.metrics.pipelineResent &+= 1
+    exchange.pipelineDropped = true
+    exchange.waitedBehindAnother = false
+    exchange.attempts -= 1
+    // The parser may have seen the end of the old connection (or bytes that were no
+    // answer): the answer on the new one starts from scratch.
+    exchange.responseParser = HTTPResponseParser(limits: Exchange.upstreamResponseLimits)
+    exchange.responseBytesReceived = false
+    sendUpstream(fresh: false)
+  }
+
+  /// Returns false when the exchange no longer reads this upstream answer.
+  @discardableResult
+  private func beginResponse(_ head: HTTPResponseHead) -> Bool {
+    guard let exchange else { return false }
+    self.exchange?.upstreamStatus = head.status
+    self.exchange?.upstreamKeepAlive = head.keepAlive
+    if let routeIndex = exchange.routeIndex, let use = exchange.snapshot.routePlans[routeIndex].token {
+      if use.invalidStatuses.contains(head.status) {
+        if tokenRejected(use, exchange: exchange) {
+          if let upstream = exchange.upstream {
+            exchange.upstream = nil
+            exchange.pool?.discard(upstream, by: self)
+          }
+          return false
+        }
+      } else if use.bodyField != nil && exchange.envelope == nil, let length = Self.declaredLength(head),
+        length <= Self.maxReplayBody, JSONMediaType.isJSON(Self.field(head.headers, "content-type") ?? [])
+      {
+        // A pass-through route whose backend signals rejection in the body: keep the (small)
+        // body to look at it before answering.
+        exchange.bodyPlan = .buffer
+        exchange.bufferedHead = head
+        return true
+      }
+    }
+    if head.status >= 500, let stale = staleAnswer(for: exchange) {
+      // A failing backend's error page is worse than yesterday's answer.
+      if let pool = exchange.pool {
+        context.metrics.recordUpstream(pool.plan.name, outcome: "error_status")
+        pool.circuit.recordFailure(now: loop.iterationTime)
+        pool.lastError = "status \(head.status)"
+      }
+      if let upstream = exchange.upstream {
+        exchange.upstream = nil
+        exchange.pool?.discard(upstream, by: self)
+      }
+      if exchange.collapseRole == .leading { exchange.collapseOutcome = .failed(.unavailable) }
+      serveStored(stale, result: .stale)
+      return false
+    }
+    if exchange.hasCacheKey && !exchange.responseParser.requestWasHEAD
+      && CacheStorability.isStorable(status: head.status, headers: head.headers, keyed: Self.keyedNames(exchange))
+    {
+      exchange.teeBody = []
+      exchange.storableHead = head
+    }
+    if let policy = exchange.envelope {
+      let plan = EnvelopeRenderer.plan(
+        status: head.status, contentType: Self.field(head.headers, "content-type"),
+        contentEncoding: Self.field(head.headers, "content-encoding"), contentLength: Self.declaredLength(head),
+        policy: policy)
+      self.exchange?.bodyPlan = plan
+      switch plan {
+      case .buffer:
+        self.exchange?.bufferedHead = head
+        return true
+      case .streamWrapped:
+        exchange.teeBody = nil
+        beginWrappedStream(head, policy: policy)
+        return true
+      case .passThrough:
+        break
+      }
+    }
+    // The request's fields are read one by one: a copy of the whole head would retain each
+    // of its buffers.
+    let requestIsHEAD = exchange.head.method == .head
+    var framing: HTTPBodyFraming
+    var headLength: Int64?
+    var rechunk = false
+    if requestIsHEAD || !HTTPSerializer.statusAllowsBody(head.status) {
+      framing = .none
+      headLength = requestIsHEAD ? Self.declaredLength(head) ?? head.contentLength : nil
+    } else {
+      switch head.bodyFraming {
+      case .contentLength(let length):
+        framing = .contentLength(length)
+      case .chunked, .untilClose:
+        framing = HTTPSerializer.framing(bodyLength: nil, allowsBody: true, peerVersion: exchange.head.version)
+        rechunk = framing == .chunked
+      case .none:
+        framing = .contentLength(0)
+      }
+    }
+    let close = answerEndsConnection(exchange) || framing == .untilClose
+    self.exchange?.closeClient = close
+    self.exchange?.rechunkResponse = rechunk
+    self.exchange?.status = head.status
+    self.exchange?.upstreamStatus = head.status
+    self.exchange?.responseStarted = true
+    self.exchange?.upstreamKeepAlive = head.keepAlive
+    let before = context.output.count
+    ClientResponseWriter.write(
+      head: head, requestID: exchange.requestID, framing: framing, headContentLength: headLength,
+      closeConnection: close, extraLines: Self.cacheLines(exchange.cacheResult),
+      hiding: Self.tokenToHide(exchange, upstreamStatus: head.status), into: &context.output)
+    self.exchange?.bytesSent += Int64(context.output.count - before)
+    return true
+  }
+
+  /// Small pieces are gathered so head and body usually leave in one write; big ones go
+  /// straight from the read buffer.
+  private func appendResponseBody(_ bytes: UnsafeRawBufferPointer) {
+    guard let exchange else { return }
+    switch exchange.bodyPlan {
+    case .buffer:
+      bufferResponseBody(bytes, exchange: exchange)
+      return
+    case .streamWrapped:
+      do {
+        try exchange.streamValidator?.feed(bytes)
+      } catch {
+        // Invalid JSON mid-stream: cut the connection so the client never sees a last chunk.
+        abort()
+        return
+      }
+    case .passThrough:
+      if exchange.teeBody != nil {
+        if exchange.teeBody!.count + bytes.count <= Self.maxStoredBody {
+          exchange.teeBody!.append(contentsOf: bytes)
+        } else {
+          exchange.teeBody = nil
+        }
+      }
+      if exchange.suppressBody { return }
+    }
+    self.exchange?.bytesSent += Int64(bytes.count)
+    if exchange.rechunkResponse {
+      HTTPSerializer.writeChunkHeader(size: bytes.count, into: &context.output)
+    }
+    if bytes.count <= 16 * 1024 {
+      context.output.append(contentsOf: bytes)
+    } else {
+      flushOutput()
+      exchange.responseFlushed = true
+      _ = connection?.write(bytes)
+    }
+    if exchange.rechunkResponse { HTTPSerializer.writeChunkTrailer(into: &context.output) }
+  }
+
+  private func completeResponse(upstreamReusable: Bool) {
+    guard let exchange else { return }
+    if let pool = exchange.pool {
+      context.metrics.recordUpstream(pool.plan.name, outcome: "response")
+      pool.recordResponseTime(loop.iterationTime &- exchange.sentAt)
+      if (exchange.upstreamStatus ?? 0) >= 500 {
+        pool.circuit.recordFailure(now: loop.iterationTime)
+        pool.lastError = "status \(exchange.upstreamStatus ?? 0)"
+      } else {
+        pool.circuit.recordSuccess()
+      }
+    }
+    // A body that says the token was rejected is sent again with a new value when it can
+    // be; when it cannot, it is no good answer: never stored, never wrapped as a success.
+    var tokenRefused = false
+    if exchange.bodyPlan == .buffer, let routeIndex = exchange.routeIndex,
+      let use = exchange.snapshot.routePlans[routeIndex].token, use.bodyField != nil, let head = exchange.bufferedHead,
+      use.answerRejects(head, body: exchange.bufferedBody)
+    {
+      if tokenRejectedAfterBody(use, exchange: exchange, upstreamReusable: upstreamReusable) { return }
+      tokenRefused = true
+    }
+    var rendered = exchange.bodyPlan == .buffer ? renderBufferedAnswer(exchange) : nil
+    if tokenRefused, let policy = exchange.envelope {
+      rendered = .unusable(
+        status: policy.httpStatus(401),
+        body: GatewayResponse.errorBody(status: 401, message: GatewayResponse.Failure.tokenRejected.message))
+    }
+    var usable = !tokenRefused
+    if case .unusable = rendered { usable = false }
+    if usable {
+      noteTokenAccepted(exchange)
+    } else if exchange.collapseRole == .leading {
+      // Waiters answer as an upstream failure would, except after a token rejection: that
+      // is about the token, not the upstream, and each waiter asks with the current value.
+      exchange.collapseOutcome = tokenRefused ? .retry : .failed(.invalidResponse)
+    }
+    if !usable {
+      // The last good answer is worth more than one the backend got wrong.
+      if let stale = staleAnswer(for: exchange) {
+        releaseUpstream(exchange, upstreamReusable: upstreamReusable)
+        exchange.bufferedBody = []
+        serveStored(stale, result: .stale)
+        return
+      }
+    }
+    let kept = usable ? storableAnswer(exchange) : nil
+    if let kept {
+      rememberAnswer(kept, exchange: exchange)
+    } else if usable, let key = exchange.cacheKey, let status = exchange.upstreamStatus, (200..<300).contains(status),
+      !exchange.responseParser.requestWasHEAD
+    {
+      context.store?.forget(key: key)
+    }
+    switch exchange.bodyPlan {
+    case .buffer:
+      writeBufferedAnswer(exchange, outcome: rendered ?? .passThrough)
+    case .streamWrapped:
+      do {
+        try exchange.streamValidator?.finish()
+      } catch {
+        abort()
+        return
+      }
+      appendWrapped(Array(#","message":""}"#.utf8), exchange: exchange)
+    case .passThrough:
+      break
+    }
+    if exchange.collapseRole == .leading, let kept {
+      exchange.collapseOutcome = .answer(CollapsedAnswer(head: kept.head, body: kept.body, rendered: rendered))
+    }
+    if exchange.rechunkResponse { HTTPSerializer.writeLastChunk(into: &context.output) }
+    flushOutput()
+    self.exchange?.responseComplete = true
+    releaseUpstream(exchange, upstreamReusable: upstreamReusable)
+    if !exchange.requestComplete {
+      // The upstream answered before the request body was all read: the rest cannot be
+      // forwarded any more, so the connection ends after this answer (which said so), and
+      // lingers while the client finishes sending.
+      self.exchange?.closeClient = true
+      self.exchange?.bodyLeftUnread = true
+      self.exchange?.requestComplete = true
+    }
+    finishExchange()
+  }
+
+  /// Whether the request asked for 100 Continue, did not get it, and has sent none of its body
+  /// (nothing followed its head in the read that brought it, nor since).
+  func bodyWithheld(_ exchange: Exchange) -> Bool {
+    exchange.head.expectsContinue && !exchange.continueSent && !exchange.requestComplete
+      && !exchange.requestBodyStarted && !inputFollowsHead && Self.hasBody(exchange.head)
+  }
+
+  /// Sends `100 Continue` when the request asked for it, once, as its head goes upstream: the
+  /// body is wanted now, and only now. A request refused or answered by the gateway itself (no
+  /// route, client key, rate limit, stub, the store, an open circuit) is answered without it,
+  /// so a client that waits for it never uploads a body that would be dropped (nginx, too,
+  /// sends it only when it starts reading the body).
+  func sendContinueIfAsked(_ exchange: Exchange) {
+    guard exchange.head.expectsContinue, !exchange.continueSent, !exchange.requestComplete,
+      Self.hasBody(exchange.head)
+    else { return }
+    exchange.continueSent = true
+    _ = connection?.write(Array("HTTP/1.1 100 Continue\r\n\r\n".utf8))
+  }
+
+  /// Whether the answer now being written ends the connection: the client asked for it,
+  /// the gateway is draining, or the request's body is still coming (an upstream answering
+  /// early cannot be sent the rest, so the connection cannot carry another request).
+  func answerEndsConnection(_ exchange: Exchange) -> Bool {
+    closeAfterResponse || !exchange.head.keepAlive || context.draining || !exchange.requestComplete
+  }
+
+  /// Gives the upstream connection of a completely read answer back to its pool.
+  private func releaseUpstream(_ exchange: Exchange, upstreamReusable: Bool) {
+    guard let upstream = exchange.upstream, let pool = exchange.pool else { return }
+    exchange.upstream = nil
+    let reusable =
+      upstreamReusable && exchange.upstreamKeepAlive && exchange.requestComplete
+      && !exchange.responseParser.isClosed
+    pool.release(upstream, reusable: reusable)
+  }
+
+  /// A body said the token was rejected: the answer was read whole, so the connection goes
+  /// back to the pool before the retry.
+  private func tokenRejectedAfterBody(_ use: TokenUse, exchange: Exchange, upstreamReusable: Bool) -> Bool {
+    guard tokenRejected(use, exchange: exchange) else { return false }
+    if let upstream = exchange.upstream, let pool = exchange.pool {
+      exchange.upstream = nil
+      pool.release(upstream, reusable: upstreamReusable && exchange.upstreamKeepAlive)
+    }
+    exchange.bufferedBody = []
+    exchange.bufferedHead = nil
+    exchange.bodyPlan = .passThrough
+    exchange.responseBytesReceived = false
+    return true
+  }
+
+  /// What went wrong with the upstream, for choosing the answer.
+  enum UpstreamFailure {
+    case unavailable
+    case closed
+    case timedOut
+    case invalidResponse
+    /// Refused without a connect attempt: the circuit is open.
+    case circuitOpen
+
+    /// The `outcome` label of `gatehouse_upstream_requests_total`.
+    var outcome: String {
+      switch self {
+      case .unavailable: return "unavailable"
+      case .closed: return "reset"
+      case .timedOut: return "timeout"
+      case .invalidResponse: return "invalid_response"
+      case .circuitOpen: return "circuit_open"
+      }
+    }
+  }
+
+  /// `detail` is what `/admin/upstreams` shows as the upstream's last error when there is more
+  /// to say than the outcome the metrics count.
+  func upstreamFailed(_ failure: UpstreamFailure, detail: String? = nil) {
+    guard let exchange else { return }
+    // The connection ended, or sent what is not an answer, before this request's answer
+    // began while it was pipelined behind another: the upstream may never have read it
+    // (it closed after the answer in front, or reset because requests were left unread),
+    // or the bytes were left over from the answer in front. A safe request goes again alone.
+    if failure == .closed || failure == .invalidResponse, exchange.waitedBehindAnother,
+      exchange.upstreamStatus == nil
+    {
+      if let upstream = exchange.upstream {
+        exchange.upstream = nil
+        exchange.pool?.discard(upstream, by: self)
+      }
+      sendAgainAlone(exchange)
+      return
+    }
+    // A waiter that gave up is no longer answered by the exchange it waited for.
+    if exchange.collapseRole == .waiting { exchange.collapseRole = .none }
+    if let pool = exchange.pool {
+      context.metrics.recordUpstream(pool.plan.name, outcome: failure.outcome)
+      if failure != .circuitOpen {
+        pool.circuit.recordFailure(now: loop.iterationTime)
+        pool.lastError = detail ?? failure.outcome
+      }
+    }
+    if let upstream = exchange.upstream {
+      self.exchange?.upstream = nil
+      exchange.pool?.discard(upstream, by: self)
+    }
+    if exchange.responseStarted {
+      if exchange.responseFlushed {
+        // Part of the answer is out; cutting the connection is the only honest signal left.
+        abort()
+        return
+      }
+      // The answer's head is only staged (the upstream broke within the read that brought
+      // it): dropped, so the client gets the error answer below instead of a cut connection.
+      context.output.removeAll(keepingCapacity: true)
+      exchange.responseStarted = false
+      exchange.rechunkResponse = false
+      exchange.bytesSent = 0
+    }
+    if failure == .closed
+      && UpstreamRetryPolicy.shouldRetry(
+        idempotent: exchange.head.method.isIdempotent, connectionWasReused: exchange.upstreamWasReused,
+        responseBytesReceived: exchange.responseBytesReceived, bodyReplayable: !Self.hasBody(exchange.head),
+        attempts: exchange.attempts)
+    {
+      sendUpstream(fresh: true)
+      return
+    }
+    // Waiters answer as this request does, without trying the failed upstream again.
+    if exchange.collapseRole == .leading { exchange.collapseOutcome = .failed(failure) }
+    if let stale = staleAnswer(for: exchange) {
+      serveStored(stale, result: .stale)
+      return
+    }
+    if let routeIndex = exchange.routeIndex {
+      let plan = exchange.snapshot.routePlans[routeIndex]
+      if plan.stubMode == .fallback {
+        respondLocally(status: plan.stub.status, body: plan.stub.body)
+        return
+      }
+    }
+    respondLocally(failure: failure == .timedOut ? .upstreamTimedOut : .upstreamUnavailable)
+  }
+
+  func finishExchange() {
+    guard let exchange else { return }
+    // Waiters are answered once this session is done with the exchange (their answers
+    // use the loop's output buffer too).
+    let waiters = detachWaiters(of: exchange)
+    defer { waiters?.release() }
+    record(exchange, status: exchange.status)
+    self.exchange = nil
+    // Pausing for the upstream's sake ends with the exchange, whoever was told to resume.
+    setClientReadingPaused(false, reason: .upstreamBackpressure)
+    if exchange.closeClient || closeAfterResponse {
+      closeAfterResponse = true
+      if exchange.bodyLeftUnread {
+        connection?.closeDrainingInput()
+      } else {
+        connection?.close()
+      }
+      // A graceful close waits for the queue to flush: bounded, or a client that never
+      // reads would keep the connection and its queued answer for good.
+      if connection?.isClosed == false { setWriteDeadline(.idle) }
+      return
+    }
+    setWriteDeadline(.idle)
+    guard !consuming else { return }
+    // A client that does not read its answers gets no new ones until it has caught up:
+    // pipelined requests wait, so answers never pile up in memory.
+    if connection?.isAboveHighWatermark == true {
+      resumeOnDrain = true
+      return
+    }
+    resumeHeldInput()
+  }
+
+  /// Parses requests that arrived while the last one was being answered.
+  func resumeHeldInput() {
+    if !held.isEmpty {
+      let input = held
+      held = []
+      input.withUnsafeBytes { consume($0) }
+    }
+    if held.isEmpty && exchange?.requestComplete != true {
+      setClientReadingPaused(false, reason: .pipelining)
+    }
+  }
+}
