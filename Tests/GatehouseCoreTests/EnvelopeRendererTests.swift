@@ -110,6 +110,52 @@ import Testing
     #expect(unusable(render(200, "not gzip at all", encoding: "gzip"))?.0 == 502)
   }
 
+  /// A gzip body that decodes past the limit is too large, not corrupt: the message says
+  /// which (a client is told the truth, an operator where to look).
+  @Test func aGzipBodyThatDecodesPastTheLimitIsTooLargeNotCorrupt() throws {
+    let document = "[" + Array(repeating: #"{"id":12345,"name":"someone"}"#, count: 200).joined(separator: ",") + "]"
+    let compressed = try GzipEncoder.encode(Array(document.utf8))
+    let small = EnvelopePolicy(keyPath: nil, alwaysOK: false, maxBytes: 1024)
+    #expect(compressed.count < small.maxBytes)
+    let outcome = EnvelopeRenderer.render(
+      status: 200, reason: "OK", contentType: json, contentEncoding: ArraySlice("gzip".utf8), body: compressed,
+      truncated: false, policy: small)
+    #expect(unusable(outcome)?.0 == 502)
+    #expect(unusable(outcome)?.1.contains("upstream answer too large") == true)
+  }
+
+  /// Valid JSON that strict parsers refuse is still the backend's data: a lone surrogate
+  /// escape (a string cut inside an emoji) is wrapped byte for byte, and a leading byte order
+  /// mark (RFC 8259 §8.1) is left out of `datas`. Nesting deeper than 512 is refused.
+  @Test func loneSurrogatesAndAByteOrderMarkAreAccepted() {
+    let cut = #"{"title":"caf\u00e9 \ud83d","tail":"\udc00x"}"#
+    #expect(text(render(200, cut))?.1 == #"{"code":0,"datas":"# + cut + #","message":""}"#)
+    #expect(text(render(200, "\u{FEFF}" + #"{"a":1}"#))?.1 == #"{"code":0,"datas":{"a":1},"message":""}"#)
+    #expect(text(render(404, "\u{FEFF}" + #"{"message":"gone away"}"#))?.1.contains("gone away") == true)
+    let deep = String(repeating: "[", count: 513) + String(repeating: "]", count: 513)
+    #expect(unusable(render(200, deep))?.0 == 502)
+    let fine = String(repeating: "[", count: 512) + String(repeating: "]", count: 512)
+    #expect(text(render(200, fine))?.0 == 200)
+  }
+
+  /// Redirects pass as they are; on a route that injects a token they are read whole (to be
+  /// masked), and one too long to read whole is not passed on cut.
+  @Test func redirectsAreReadWholeWhereATokenMayBeEchoed() {
+    let policy = EnvelopePolicy(keyPath: nil, alwaysOK: false, maxBytes: 100)
+    let html: ArraySlice<UInt8> = ArraySlice("text/html".utf8)
+    #expect(
+      EnvelopeRenderer.plan(status: 302, contentType: html, contentEncoding: nil, contentLength: 50, policy: policy)
+        == .passThrough)
+    #expect(
+      EnvelopeRenderer.plan(
+        status: 302, contentType: html, contentEncoding: nil, contentLength: 50, policy: policy, readsRedirects: true)
+        == .buffer)
+    let cut = EnvelopeRenderer.render(
+      status: 302, reason: "Found", contentType: html, contentEncoding: nil, body: Array(repeating: 0x61, count: 100),
+      truncated: true, policy: policy)
+    #expect(unusable(cut)?.0 == 502)
+  }
+
   @Test func plansBufferStreamOrPass() {
     func plan(_ status: Int, _ type: String?, _ length: Int64?, encoding: String? = nil, keyPath: String? = nil)
       -> EnvelopeBodyPlan

@@ -457,6 +457,40 @@ import Testing
     }
   }
 
+  /// A JSON answer over `max_bytes` streams wrapped whether or not the client takes gzip:
+  /// the upstream is not asked for gzip on an enveloped route (a gzip body can only be
+  /// wrapped whole), so a backend that compresses when asked sends it plain. Before, the
+  /// client that took gzip got a 502 where the one that did not got the answer.
+  @Test func aLargeJSONAnswerIsWrappedWhetherOrNotTheClientTakesGzip() throws {
+    let body = "[" + (0..<600).map { #"{"id":\#($0),"name":"user number \#($0)"}"# }.joined(separator: ",") + "]"
+    let compressed = try ExternalTool.gzip(Array(body.utf8))
+    let backend = try TestBackend { request in
+      let asked = (request.head.value("Accept-Encoding") ?? "").contains("gzip")
+      return .respond(
+        BackendResponse(
+          headers: [("Content-Type", "application/json")] + (asked ? [("Content-Encoding", "gzip")] : []),
+          body: .bytes(asked ? compressed : Array(body.utf8))))
+    }
+    defer { backend.stop() }
+    let config = TestConfig.make(
+      routes: [TestConfig.envelopedRoute("wrapped", match: "/*", envelope: ["max_bytes": 4096])],
+      upstreams: ["api": TestConfig.upstream(port: backend.port, responseTimeoutMs: 5000)])
+    let gateway = try GatewayProcess(config: config)
+    defer { gateway.stopExpectingCleanExit() }
+    #expect(compressed.count < 4096 && body.utf8.count > 4096)
+
+    for accepted in [nil, "gzip", "br, gzip;q=0.8"] {
+      let response = try send(
+        "GET", "/users", to: gateway.port, headers: accepted.map { [("Accept-Encoding", $0)] } ?? [])
+      #expect(response.status == 200, "\(accepted ?? "-")")
+      #expect(!response.head.has("Content-Encoding"), "\(accepted ?? "-")")
+      // Compared as a Bool: a failure would print the 25 KB body twice.
+      let wrapped = response.text == successEnvelope(body)
+      #expect(wrapped, "\(accepted ?? "-"): \(response.text.prefix(120))")
+    }
+    #expect(backend.requests.allSatisfy { !$0.head.has("Accept-Encoding") })
+  }
+
   @Test func bigEnvelopeIsGzippedForAClientThatAsks() throws {
     let items = (0..<200).map { #"{"id":\#($0),"name":"item number \#($0)"}"# }
     let body = "[" + items.joined(separator: ",") + "]"

@@ -45,4 +45,44 @@ import Testing
     #expect(fine.status == 200)
     #expect(fine.head.value("X-Debug-Auth") == "Bearer \(Self.token)")
   }
+
+  /// A redirect that repeats the token (`Location: /sso?access_token=…` and the same link
+  /// in its body) reaches the client without it on an enveloped route: the field is left
+  /// out and the body masked, as for error answers.
+  @Test func aRedirectNeverCarriesTheTokenItWasSentWith() throws {
+    let backend = try TestBackend { request in
+      let sent = String((request.head.value("Authorization") ?? "").dropFirst(7))
+      let json = request.path.hasSuffix("/json")
+      return .respond(
+        BackendResponse(
+          status: json ? 307 : 302, reason: json ? "Temporary Redirect" : "Found",
+          headers: [
+            ("Content-Type", json ? "application/json" : "text/html"),
+            ("Location", json ? "/v2" : "/sso?access_token=\(sent)"),
+          ],
+          body: .bytes(
+            Array(
+              (json
+                ? #"{"redirect":"/v2?token=\#(sent)"}"#
+                : "<html>Moved to <a href='/sso?access_token=\(sent)'>here</a></html>").utf8))))
+    }
+    defer { backend.stop() }
+    let config = TestConfig.withTokens(
+      upstreamPort: backend.port, tokens: ["api": ["type": "static", "value": Self.token]],
+      routes: [TestConfig.tokenRoute("wrapped", match: "/e/*", token: "api", extra: ["envelope": ["enabled": true]])])
+    let gateway = try GatewayProcess(config: config)
+    defer { gateway.stopExpectingCleanExit() }
+
+    let html = try send("GET", "/e/login", to: gateway.port)
+    #expect(html.status == 302)
+    #expect(html.head.value("Location") == nil)
+    #expect(html.text == "<html>Moved to <a href='/sso?access_token=<redacted>'>here</a></html>")
+    #expect(html.head.contentLength == Int64(html.body.count))
+
+    let json = try send("GET", "/e/json", to: gateway.port)
+    #expect(json.status == 307)
+    #expect(json.head.value("Location") == "/v2")
+    #expect(json.text == #"{"redirect":"/v2?token=<redacted>"}"#)
+    #expect(backend.requests.allSatisfy { $0.head.value("Authorization") == "Bearer \(Self.token)" })
+  }
 }

@@ -50,9 +50,23 @@ public enum EnvelopeBodyPlan: Equatable, Sendable {
 /// The envelope rules as pure functions of the upstream's status, headers and body, so the
 /// same code answers live responses and stored ones.
 public enum EnvelopeRenderer {
+  /// How upstream bodies are checked. Lone surrogate escapes (`"\ud83d"`, what JavaScript and
+  /// Python write for a string cut inside an emoji) are allowed: RFC 8259's grammar admits
+  /// them, `datas` is copied byte for byte (never decoded), and refusing the whole answer
+  /// for one cut string would turn the backend's data into a 502. The depth limit stays: it
+  /// bounds the work a body can cause (see Config/README.md).
+  public static let validation = JSONValidationOptions(maxDepth: 512, allowsLoneSurrogates: true)
+  /// A UTF-8 byte order mark, which RFC 8259 §8.1 lets a parser ignore; some .NET and PHP
+  /// stacks send one. It is not part of the value, so it is not part of `datas` either.
+  public static let byteOrderMark: [UInt8] = [0xEF, 0xBB, 0xBF]
+
+  /// - Parameter readsRedirects: keep redirect bodies whole too (they pass as they are
+  ///   otherwise): on a route that injects a token, a redirect may echo it (`Location:
+  ///   /sso?access_token=…` and the same link in its body), and only a body in hand can be
+  ///   masked before the client gets it.
   public static func plan(
     status: Int, contentType: ArraySlice<UInt8>?, contentEncoding: ArraySlice<UInt8>?, contentLength: Int64?,
-    policy: EnvelopePolicy
+    policy: EnvelopePolicy, readsRedirects: Bool = false
   ) -> EnvelopeBodyPlan {
     switch status {
     case 200..<300:
@@ -66,7 +80,7 @@ public enum EnvelopeRenderer {
       }
       return .buffer
     case 300..<400:
-      return .passThrough
+      return readsRedirects ? .buffer : .passThrough
     default:
       return .buffer
     }
@@ -82,10 +96,13 @@ public enum EnvelopeRenderer {
     if let contentEncoding, isGzip(contentEncoding), !body.isEmpty, !truncated {
       do {
         body = try GzipDecoder.decode(rawBody, maxOutputBytes: policy.maxBytes)
+      } catch  where error == .outputLimitExceeded {
+        return unusable(502, "upstream answer too large", policy)
       } catch {
         return unusable(502, "upstream sent a corrupt gzip body", policy)
       }
     }
+    if body.starts(with: byteOrderMark) { body.removeFirst(byteOrderMark.count) }
     switch status {
     case 200..<300:
       if status == 204 || body.isEmpty {
@@ -99,7 +116,7 @@ public enum EnvelopeRenderer {
       if body.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) {
         return .json(status: 200, body: success(nil, in: []))
       }
-      guard body.withUnsafeBytes({ JSONValidator.isValid($0) }) else {
+      guard body.withUnsafeBytes({ JSONValidator.isValid($0, options: validation) }) else {
         return unusable(502, "upstream sent invalid JSON", policy)
       }
       if JSONDocument.isEnvelope(body) { return .json(status: policy.httpStatus(status), body: body) }
@@ -111,9 +128,10 @@ public enum EnvelopeRenderer {
       return .json(
         status: policy.httpStatus(status), body: success(JSONDocument.range(of: keyPath, in: body), in: body))
     case 300..<400:
-      return .passThrough
+      // Read whole only to be masked: one cut short cannot be passed on as it is.
+      return truncated ? unusable(502, "upstream answer too large", policy) : .passThrough
     default:
-      let valid = !truncated && !body.isEmpty && body.withUnsafeBytes { JSONValidator.isValid($0) }
+      let valid = !truncated && !body.isEmpty && body.withUnsafeBytes { JSONValidator.isValid($0, options: validation) }
       if valid && JSONDocument.isEnvelope(body) { return .json(status: policy.httpStatus(status), body: body) }
       let message = (valid ? JSONDocument.errorMessage(body) : nil) ?? reason
       return failure(status, message, policy)

@@ -65,8 +65,10 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
     UpstreamRequestWriter.write(
       head: request, method: .get, target: target, hostHeader: pool.plan.hostHeader, plan: plan.headerPlan,
       token: token,
-      acceptsGzip: request.headers.firstValue(lowercaseName: "accept-encoding").map(AcceptEncoding.acceptsGzip)
-        ?? false,
+      acceptsGzip: ClientSession.asksUpstreamForGzip(
+        plan,
+        clientTakesGzip: request.headers.firstValue(lowercaseName: "accept-encoding").map(AcceptEncoding.acceptsGzip)
+          ?? false),
       clientAddress: clientAddress, forwardedProto: "http", requestID: context.requestIDs.next(), framing: .none,
       into: &out)
     _ = upstream?.connection?.write(out)

@@ -24,7 +24,10 @@ extension ClientSession {
       exchange.bufferedBody = []
       beginWrappedStream(head, policy: policy)
       guard exchange.bodyPlan == .streamWrapped else { return }
-      for piece in [kept, Array(bytes)] {
+      for var piece in [kept, Array(bytes)] {
+        if exchange.streamValidator?.bytesFed == 0, piece.starts(with: EnvelopeRenderer.byteOrderMark) {
+          piece.removeFirst(EnvelopeRenderer.byteOrderMark.count)
+        }
         do {
           try exchange.streamValidator?.feed(piece)
         } catch {
@@ -63,7 +66,7 @@ extension ClientSession {
     exchange.closeClient = close
     exchange.rechunkResponse = framing == .chunked
     exchange.bodyPlan = .streamWrapped
-    exchange.streamValidator = JSONStreamingValidator()
+    exchange.streamValidator = JSONStreamingValidator(options: EnvelopeRenderer.validation)
     ClientResponseWriter.writeEnveloped(
       status: exchange.status, upstream: head, requestID: exchange.requestID, framing: framing, gzip: false,
       closeConnection: close, extraLines: Self.cacheLines(exchange.cacheResult), into: &context.output)
@@ -100,13 +103,16 @@ extension ClientSession {
         extra: Self.cacheLines(exchange.cacheResult), hiding: Self.tokenToHide(exchange, upstreamStatus: head.status))
     case .passThrough:
       exchange.status = head.status
+      let secret = Self.tokenToHide(exchange, upstreamStatus: head.status)
+      if let secret, let masked = SecretMasking.masked(SecretMasking.jsonForms(of: secret), in: exchange.bufferedBody) {
+        exchange.bufferedBody = masked
+      }
       let allowsBody = HTTPSerializer.statusAllowsBody(head.status)
       ClientResponseWriter.write(
         head: head, requestID: exchange.requestID,
         framing: allowsBody && !headOnly ? .contentLength(Int64(exchange.bufferedBody.count)) : .none,
         headContentLength: headOnly && allowsBody ? Int64(exchange.bufferedBody.count) : nil, closeConnection: close,
-        extraLines: Self.cacheLines(exchange.cacheResult),
-        hiding: Self.tokenToHide(exchange, upstreamStatus: head.status), into: &context.output)
+        extraLines: Self.cacheLines(exchange.cacheResult), hiding: secret, into: &context.output)
       if !headOnly && allowsBody { context.output.append(contentsOf: exchange.bufferedBody) }
     }
     exchange.bytesSent += Int64(context.output.count - before)

@@ -174,7 +174,7 @@ extension ClientSession {
       let plan = EnvelopeRenderer.plan(
         status: head.status, contentType: Self.field(head.headers, "content-type"),
         contentEncoding: Self.field(head.headers, "content-encoding"), contentLength: Self.declaredLength(head),
-        policy: policy)
+        policy: policy, readsRedirects: exchange.sentToken != nil)
       self.exchange?.bodyPlan = plan
       switch plan {
       case .buffer:
@@ -228,11 +228,15 @@ extension ClientSession {
   /// straight from the read buffer.
   private func appendResponseBody(_ bytes: UnsafeRawBufferPointer) {
     guard let exchange else { return }
+    var bytes = bytes
     switch exchange.bodyPlan {
     case .buffer:
       bufferResponseBody(bytes, exchange: exchange)
       return
     case .streamWrapped:
+      if exchange.streamValidator?.bytesFed == 0, bytes.starts(with: EnvelopeRenderer.byteOrderMark) {
+        bytes = UnsafeRawBufferPointer(rebasing: bytes[EnvelopeRenderer.byteOrderMark.count...])
+      }
       do {
         try exchange.streamValidator?.feed(bytes)
       } catch {

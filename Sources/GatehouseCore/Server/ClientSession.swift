@@ -356,7 +356,9 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     context.scratch.removeAll(keepingCapacity: true)
     UpstreamRequestWriter.write(
       head: exchange.head, method: upstreamMethod, target: exchange.upstreamTarget, hostHeader: pool.plan.hostHeader,
-      plan: plan.headerPlan, token: token, acceptsGzip: exchange.acceptsGzip, clientAddress: clientAddress,
+      plan: plan.headerPlan, token: token,
+      acceptsGzip: Self.asksUpstreamForGzip(plan, clientTakesGzip: exchange.acceptsGzip),
+      clientAddress: clientAddress,
       forwardedProto: secure ? "https" : "http", requestID: exchange.requestID, framing: framing,
       into: &context.scratch)
     if pipelined {
@@ -778,6 +780,15 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     case .contentLength(let length): return .contentLength(length)
     case .chunked, .untilClose: return .chunked
     }
+  }
+
+  /// Whether the upstream is asked for gzip (on routes whose `Accept-Encoding` the gateway
+  /// normalizes). Only where the body passes through: an enveloped body must be read whole
+  /// or validated as it streams, and a gzip one can only be read whole, so a large answer
+  /// that streams wrapped when plain would fail when gzip. The gateway compresses the
+  /// envelope itself for clients that take gzip.
+  static func asksUpstreamForGzip(_ plan: RoutePlan, clientTakesGzip: Bool) -> Bool {
+    clientTakesGzip && plan.envelope == nil
   }
 
   /// A client's own X-Request-Id is kept when it is plain and short.
