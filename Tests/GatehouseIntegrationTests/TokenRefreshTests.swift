@@ -400,6 +400,71 @@ import Testing
     #expect(backend.requests.compactMap(bearerToken) == [oauth.token(1), oauth.token(2)])
   }
 
+  /// A backend that refuses the token from the request's head (before reading its body, as
+  /// authentication middleware does) still gets the retry with the whole body when the
+  /// client sends the rest of it later, or only after `100 Continue`; a large rest streams
+  /// behind the kept start once the retry is under way. A body that outgrows what the
+  /// gateway keeps for a replay while the new token is still being fetched gets the
+  /// rejection as a 401 envelope instead.
+  @Test(arguments: ["split", "continue", "large", "large, slow login"])
+  func aRejectionBeforeTheBodyHasArrivedIsStillRetried(_ mode: String) throws {
+    let oauth = try OAuth2TestServer()
+    let login = Gate()
+    defer { login.open() }
+    let body = BodyPattern.bytes(mode.hasPrefix("large") ? 100_000 : 2000)
+    let backend = try FaultBackend(
+      headAnswer: { head in
+        head.value("Authorization") == "Bearer \(oauth.token(1))"
+          ? FaultAnswer.http(
+            status: 401, reason: "Unauthorized", headers: [("Content-Type", "application/json")],
+            body: Array(#"{"message":"token rejected"}"#.utf8))
+          : nil
+      },
+      handler: { request in
+        FaultAnswer.http(headers: [("Content-Type", "application/octet-stream")], body: request.body)
+      }
+    )
+    defer { backend.stop() }
+    let gateway = try GatewayProcess(
+      config: TestConfig.withTokens(
+        upstreamPort: backend.port, tokens: ["partner": oauth.tokenConfig()],
+        routes: [TestConfig.tokenRoute("all", match: "/*", token: "partner")]))
+    defer { gateway.stopExpectingCleanExit() }
+
+    if mode == "large, slow login" {
+      // Token 1 is issued; the login that the rejection starts waits for the gate.
+      #expect(waitUntil(timeout: 10) { oauth.issuedCount >= 1 })
+      oauth.setMode(.held(login))
+    }
+    let client = try RawClient(port: gateway.port)
+    var head = "POST /submit HTTP/1.1\r\nHost: x\r\nContent-Type: application/octet-stream\r\n"
+    head += "Content-Length: \(body.count)\r\n"
+    if mode == "continue" { head += "Expect: 100-continue\r\n" }
+    head += "\r\n"
+    let firstPart = mode == "continue" ? 0 : 1000
+    try client.send(Array(head.utf8) + body[..<firstPart])
+    if mode == "continue" {
+      #expect(try client.readResponse().status == 100)
+    }
+    // The rest only once the backend has refused the first attempt.
+    #expect(waitUntil(timeout: 10) { backend.requests.count >= 1 })
+    sleep(for: .milliseconds(100))
+    try client.send(Array(body[firstPart...]))
+    let answer = try client.readResponse()
+
+    if mode == "large, slow login" {
+      // The gateway's own answer (the backend's refusal went to the dropped attempt).
+      #expect(isErrorEnvelope(answer, status: 401))
+      #expect(backend.requests.count == 1)
+    } else {
+      #expect(answer.status == 200)
+      #expect(answer.body == body)
+      #expect(backend.requests.count == 2)
+      #expect(backend.requests.last?.body == body)
+      #expect(backend.requests.last.flatMap(bearerToken) == oauth.token(2))
+    }
+  }
+
   @Test func postOverSixtyFourKibibytesIsNotRetried() throws {
     let oauth = try OAuth2TestServer()
     let body = BodyPattern.bytes(64 * 1024 + 4096)

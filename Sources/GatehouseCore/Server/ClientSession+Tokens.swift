@@ -59,7 +59,11 @@ extension ClientSession {
     // retried only when its value has changed since the request went out.
     guard let entry, entry.refreshable || entry.serial != exchange.tokenSerial else { return false }
     let replayable = !Self.hasBody(exchange.head) || exchange.requestBodyCopy != nil
-    guard !exchange.tokenRetried, exchange.requestComplete, replayable,
+    // A body still arriving is replayable too while it fits the copy: authentication
+    // middleware refuses a token from the head, before reading the body, and a client
+    // that waits for `100 Continue` sends its body only after that. The rest is kept (in
+    // the copy) while the token is fetched, and follows the copy to the next upstream.
+    guard !exchange.tokenRetried, replayable, exchange.requestComplete || exchange.requestBodyCopy != nil,
       exchange.head.method.isIdempotent || exchange.requestBodyCopy != nil || !Self.hasBody(exchange.head)
     else { return false }
     exchange.tokenRetried = true

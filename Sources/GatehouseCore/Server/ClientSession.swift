@@ -395,6 +395,14 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
         exchange.requestBodyCopy!.append(contentsOf: bytes)
       } else {
         exchange.requestBodyCopy = nil
+        if exchange.tokenRetried && exchange.waitingForToken {
+          // Refused before the body was all here, and the body has outgrown the copy: its
+          // start went to the upstream that refused it and cannot be sent again.
+          exchange.waitingForToken = false
+          closeAfterResponse = true
+          respondLocally(failure: .tokenRejected)
+          return
+        }
       }
     }
     guard let upstream = exchange.upstream?.connection else {

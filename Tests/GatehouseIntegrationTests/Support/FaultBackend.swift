@@ -91,15 +91,23 @@ final class FaultBackend: Sendable {
   let port: UInt16
   private let listener: TestSocket
   private let handler: Mutex<@Sendable (ReceivedRequest) -> FaultAnswer>
+  /// Answers a request from its head alone, before its body is read (as authentication
+  /// middleware answers 401), when it returns an answer. The request is recorded with no
+  /// body, and the connection ends after the answer.
+  private let headAnswer: (@Sendable (MessageHead) -> FaultAnswer?)?
   private let state = Mutex(State())
   private let stopped = Atomic<Bool>(false)
   private let acceptLoopEnded = Atomic<Bool>(false)
 
   /// Starts a backend that answers each request as `handler` decides.
-  init(handler: @escaping @Sendable (ReceivedRequest) -> FaultAnswer) throws {
+  init(
+    headAnswer: (@Sendable (MessageHead) -> FaultAnswer?)? = nil,
+    handler: @escaping @Sendable (ReceivedRequest) -> FaultAnswer
+  ) throws {
     listener = try TestSocket.listen(backlog: 512)
     port = listener.localPort
     self.handler = Mutex(handler)
+    self.headAnswer = headAnswer
     let thread = Thread { [self] in acceptLoop() }
     thread.name = "FaultBackend.accept"
     thread.start()
@@ -190,6 +198,11 @@ final class FaultBackend: Sendable {
       guard let request else { return }
       served += 1
       state.withLock { $0.requests.append(request) }
+      if request.bodyLength < 0, let answer = headAnswer?(request.head) {
+        _ = try? perform(answer, on: socket, reader: reader)
+        closesByChoice = true
+        return
+      }
       let answer = handler.withLock { $0 }(request)
       guard (try? perform(answer, on: socket, reader: reader)) == true else {
         closesByChoice = true
@@ -204,6 +217,13 @@ final class FaultBackend: Sendable {
     let head = try MessageHead(raw: raw)
     let parts = head.startLine.split(separator: " ")
     guard parts.count == 3 else { throw TestSocketError.malformed("request line '\(head.startLine)'") }
+    if let headAnswer, headAnswer(head) != nil {
+      // Answered from the head: a body length of -1 tells `serve` so.
+      return ReceivedRequest(
+        head: head, method: String(parts[0]), target: String(parts[1]), body: [], bodyLength: -1,
+        bodyWasChunked: head.isChunked, raw: raw, connectionIndex: connection, indexOnConnection: indexOnConnection,
+        arrivedWithPrevious: false, bodyMatchedPattern: nil)
+    }
     var body: [UInt8] = []
     let collect: BodySink = { body.append(contentsOf: $0) }
     if head.isChunked {
