@@ -35,4 +35,27 @@ import Testing
     #expect(metrics.upstreamOutcomes == expected)
     #expect(metrics.sample().upstreamOutcomes == expected)
   }
+
+  /// A reload that renames or removes a route stops exporting the old name (each name kept
+  /// added its series for the life of the process); kept names keep their counts, and a
+  /// request of the old config that ends later counts under its name until the next reload.
+  @Test func aReloadDropsTheSeriesOfRoutesItRemoved() {
+    let metrics = LoopMetrics()
+    metrics.bind(routeNames: ["orders-v1", "users"])
+    metrics.routeSlots[0].record(status: 200, nanoseconds: 1)
+    metrics.routeSlots[1].record(status: 200, nanoseconds: 1)
+    for version in 2...30 {
+      metrics.bind(routeNames: ["orders-v\(version)", "users"])
+      metrics.routeSlots[0].record(status: 200, nanoseconds: 1)
+      metrics.routeSlots[1].record(status: 200, nanoseconds: 1)
+    }
+    var sample = metrics.sample()
+    #expect(Set(sample.routes.keys) == ["orders-v30", "users", ""])
+    #expect(sample.routes["users"]?.count == 30)
+    metrics.counters(forRoute: "orders-v29").record(status: 200, nanoseconds: 1)
+    sample = metrics.sample()
+    #expect(sample.routes["orders-v29"]?.count == 1)
+    metrics.bind(routeNames: ["orders-v31", "users"])
+    #expect(metrics.sample().routes["orders-v29"] == nil)
+  }
 }

@@ -41,6 +41,37 @@ import Testing
     #expect(metrics.value("gatehouse_upstream_requests_total", ["upstream": "api", "outcome": "circuit_open"]) == 5)
   }
 
+  /// A refused connect is counted as `unavailable` (the upstream is down), a reset of an
+  /// established exchange as `reset`: the metric tells the two apart, as `last_error` does.
+  @Test func aRefusedConnectIsCountedAsUnavailableAndAResetAsReset() throws {
+    let refusedPort = try TestSocket.unusedPort()
+    let backend = try ModalBackend()
+    backend.mode.value = .resetting
+    var down = TestConfig.upstream(port: refusedPort, responseTimeoutMs: 5000)
+    down["circuit"] = ["failures": 100, "open_ms": 1000]
+    var resetting = TestConfig.upstream(port: backend.port, responseTimeoutMs: 5000)
+    resetting["circuit"] = ["failures": 100, "open_ms": 1000]
+    let gateway = try GatewayProcess(
+      config: TestConfig.withAdmin(
+        TestConfig.make(
+          routes: [
+            TestConfig.route("down", match: "/down/*", upstream: "down"),
+            TestConfig.route("resetting", match: "/*", upstream: "resetting"),
+          ], upstreams: ["down": down, "resetting": resetting], workers: 1)))
+    defer { gateway.stopExpectingCleanExit() }
+    let admin = try gateway.admin(token: TestConfig.adminToken)
+
+    #expect(isErrorEnvelope(try send("GET", "/down/x", to: gateway.port), status: 502))
+    #expect(isErrorEnvelope(try send("GET", "/x", to: gateway.port), status: 502))
+    let metrics = try MetricsPage(try admin.request("GET", "/metrics").text)
+    #expect(metrics.value("gatehouse_upstream_requests_total", ["upstream": "down", "outcome": "unavailable"]) == 1)
+    #expect(metrics.value("gatehouse_upstream_requests_total", ["upstream": "down", "outcome": "reset"]) == 0)
+    #expect(metrics.value("gatehouse_upstream_requests_total", ["upstream": "resetting", "outcome": "reset"]) >= 1)
+    let upstreams = try admin.json("/admin/upstreams")["upstreams"] as? [[String: Any]] ?? []
+    let lastError = upstreams.first { $0["name"] as? String == "down" }?["last_error"] as? String
+    #expect(lastError?.contains("cannot connect") == true)
+  }
+
   /// A reset on a reused connection is retried on a fresh one, unless that failure opened
   /// the circuit: then the request is answered at once (here from the store).
   @Test func noRetryOnceTheFailureOpenedTheCircuit() throws {

@@ -71,14 +71,20 @@ final class LoopMetrics {
     return all
   }
 
-  /// Lines up counters with a snapshot's routes (by name, so counts survive reloads).
+  /// Lines up counters with a snapshot's routes (by name, so counts survive reloads). A
+  /// route the new config no longer has stops being exported: config pipelines rename
+  /// routes (`orders-v12`), and each name kept would add its series for the life of the
+  /// process. A request of the old config that ends later counts under its name again
+  /// until the next reload (Prometheus takes the restart as a counter reset).
   func bind(routeNames: [String]) {
+    var kept: [String: RouteCounters] = [:]
+    kept.reserveCapacity(routeNames.count)
     routeSlots = routeNames.map { name in
-      if let existing = routes[name] { return existing }
-      let counters = RouteCounters()
-      routes[name] = counters
+      let counters = kept[name] ?? routes[name] ?? RouteCounters()
+      kept[name] = counters
       return counters
     }
+    routes = kept
   }
 
   func counters(forRoute name: String) -> RouteCounters {

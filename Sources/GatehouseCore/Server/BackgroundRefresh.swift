@@ -122,6 +122,8 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
     switch reason {
     case .connectTimedOut: fail(.timedOut)
     case .tlsFailed(let error): fail(.unavailable, detail: "TLS: \(error.description)")
+    case .failed(let error) where error.syscall == "connect":
+      fail(.unavailable, detail: "cannot connect: \(error.description)")
     case .hangup, .failed: fail(.closed)
     // Ended here, or the loop is stopping: nothing the upstream did.
     case .closedByOwner, .loopStopped: fail(nil)

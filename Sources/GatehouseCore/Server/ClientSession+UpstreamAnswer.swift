@@ -98,6 +98,10 @@ extension ClientSession {
       context.shared.logger.warn(
         "upstream TLS failed", ["upstream": .string(upstream.pool.plan.name), "error": .string(error.description)])
       upstreamFailed(.unavailable, detail: "TLS: \(error.description)")
+    case .failed(let error) where error.syscall == "connect":
+      // Refused or unreachable before a byte was exchanged: the upstream is down (outcome
+      // `unavailable`), which a reset of an established exchange is not.
+      upstreamFailed(.unavailable, detail: "cannot connect: \(error.description)")
     case .closedByOwner, .hangup, .failed, .loopStopped:
       upstreamFailed(exchange?.responseBytesReceived == true ? .invalidResponse : .closed)
     }

@@ -14,7 +14,7 @@ final class LoopStore {
   /// or cannot be read): a file put back, or one the writer recreates at the next start,
   /// is read again without a restart, and a missing one costs one `open` now and then.
   private var reopen = RetryBackoff(minMs: 500, maxMs: 30_000)
-  private var recent: [String: RecentEntry] = [:]
+  private(set) var recent = RecentAnswers()
   private var written: [String: WrittenEntry] = [:]
   /// Cache keys already computed on this loop: a key costs string building and a SHA-256.
   private var keys: [KeyInputs: CacheKey] = [:]
@@ -36,22 +36,18 @@ final class LoopStore {
     let gzip: Bool
   }
 
-  /// An answer read (or written) here, trusted for `recentTTLMs` before it is read again,
-  /// which bounds how much older than the store it can be.
-  struct RecentEntry {
-    let response: CachedResponse
-    let readAtMs: Int64
-  }
-
   struct WrittenEntry {
     let bodyHash: Int
     let status: Int
     let atMs: Int64
   }
 
-  static let recentTTLMs: Int64 = 1000
-  static let recentLimit = 1024
-  static let recentMaxBody = 256 * 1024
+  /// How many write records and memoized keys a loop keeps (each cleared when full).
+  static let memoLimit = 4096
+  /// Keys computed from inputs larger than this (long queries, long `vary` values) are not
+  /// remembered: a memo entry holds its inputs about three times over, and the SHA-256 it
+  /// saves is cheap next to copying them.
+  static let keyMemoMaxInputBytes = 1024
   /// An unchanged body is re-queued at most this often; `stored_at` is at most this old.
   static let rewriteIntervalMs: Int64 = 1000
 
@@ -75,20 +71,23 @@ final class LoopStore {
     let key = CacheKey(
       method: "GET", upstream: inputs.upstream, path: path, query: query, vary: varyPairs, clientID: inputs.clientID,
       host: inputs.host.map { String(decoding: $0, as: UTF8.self) }, scope: inputs.scope, gzip: inputs.gzip)
-    if keys.count >= 4 * Self.recentLimit { keys.removeAll(keepingCapacity: true) }
+    var inputBytes = target.count + (inputs.clientID?.utf8.count ?? 0) + (inputs.host?.count ?? 0)
+    for value in inputs.vary { inputBytes += value.utf8.count }
+    guard inputBytes <= Self.keyMemoMaxInputBytes else { return key }
+    if keys.count >= Self.memoLimit { keys.removeAll(keepingCapacity: true) }
     keys[inputs] = key
     return key
   }
 
   /// The stored answer for `id`, or nil (also on any read error: a miss, never a failure).
   func lookup(id: String, nowMs: Int64) -> CachedResponse? {
-    if let entry = recent[id], nowMs - entry.readAtMs < Self.recentTTLMs { return entry.response }
+    if let response = recent.lookup(id, nowMs: nowMs) { return response }
     if reader == nil { openReader() }
     guard let response = reader?.lookup(id: id) else {
-      recent[id] = nil
+      recent.remove(id)
       return nil
     }
-    remember(recent: response, id: id, nowMs: nowMs)
+    recent.insert(response, id: id, nowMs: nowMs)
     return response
   }
 
@@ -133,25 +132,19 @@ final class LoopStore {
       stored.append((String(decoding: name, as: UTF8.self), String(decoding: value, as: UTF8.self)))
     }
     guard store.remember(key: key, status: status, headers: stored, body: body) else { return }
-    if written.count >= 4 * Self.recentLimit { written.removeAll(keepingCapacity: true) }
+    if written.count >= Self.memoLimit { written.removeAll(keepingCapacity: true) }
     written[key.id] = WrittenEntry(bodyHash: bodyHash, status: status, atMs: nowMs)
-    remember(
-      recent: CachedResponse(status: status, headers: stored, body: body, storedAtMs: nowMs), id: key.id, nowMs: nowMs)
+    recent.insert(
+      CachedResponse(status: status, headers: stored, body: body, storedAtMs: nowMs), id: key.id, nowMs: nowMs)
   }
 
   /// The backend's newest good answer for `key` is one the store may not keep (too large,
   /// `no-store`, `private`, `Set-Cookie`): the older stored one is superseded, and serving
   /// it later as a stale answer would go back to what the backend has replaced.
   func forget(key: CacheKey) {
-    recent[key.id] = nil
+    recent.remove(key.id)
     written[key.id] = nil
     store.forget(key: key)
-  }
-
-  private func remember(recent response: CachedResponse, id: String, nowMs: Int64) {
-    guard response.body.count <= Self.recentMaxBody else { return }
-    if recent.count >= Self.recentLimit { recent.removeAll(keepingCapacity: true) }
-    recent[id] = RecentEntry(response: response, readAtMs: nowMs)
   }
 
   /// After a purge: forget everything remembered here.
@@ -160,8 +153,13 @@ final class LoopStore {
     written.removeAll()
   }
 
-  /// Hands recorded accesses to the writer (for LRU) now and then.
+  /// Hands recorded accesses to the writer (for LRU) now and then, and lets go of answers
+  /// whose time in `recent` is over (so an idle loop holds none).
   func flushTouches() {
     reader?.flushTouches()
+    recent.sweep(nowMs: RFC3339.nowMilliseconds())
   }
+
+  /// Keys memoized on this loop (tests).
+  var memoizedKeyCount: Int { keys.count }
 }
