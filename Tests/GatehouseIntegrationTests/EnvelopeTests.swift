@@ -491,6 +491,57 @@ import Testing
     #expect(backend.requests.allSatisfy { !$0.head.has("Accept-Encoding") })
   }
 
+  /// A JSON answer over `max_bytes` that starts with a byte order mark split across reads
+  /// streams wrapped without it (it is not part of the value); one that arrives whole does
+  /// too.
+  @Test(arguments: [[1, 2], [3], [2]])
+  func aByteOrderMarkSplitAcrossReadsIsLeftOutOfAStreamedAnswer(_ cuts: [Int]) throws {
+    let json = "[" + (0..<300).map { #"{"id":\#($0)}"# }.joined(separator: ",") + "]"
+    let body: [UInt8] = [0xEF, 0xBB, 0xBF] + Array(json.utf8)
+    let head = Array("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: \(body.count)\r\n\r\n".utf8)
+    var pieces: [[UInt8]] = []
+    var start = 0
+    for cut in cuts + [body.count] {
+      pieces.append(Array(body[start..<cut]))
+      start = cut
+    }
+    pieces[0] = head + pieces[0]
+    let answer = FaultAnswer(pieces, pause: .milliseconds(50))
+    let backend = try FaultBackend { _ in answer }
+    defer { backend.stop() }
+    let config = TestConfig.make(
+      routes: [TestConfig.envelopedRoute("wrapped", match: "/*", envelope: ["max_bytes": 1024])],
+      upstreams: ["api": TestConfig.upstream(port: backend.port, responseTimeoutMs: 5000)])
+    let gateway = try GatewayProcess(config: config)
+    defer { gateway.stopExpectingCleanExit() }
+
+    let response = try send("GET", "/list", to: gateway.port)
+    #expect(response.status == 200)
+    let wrapped = response.text == successEnvelope(json)
+    #expect(wrapped, "\(response.text.prefix(80))")
+  }
+
+  /// A chunked JSON answer whose first read alone passes `max_bytes` switches to the
+  /// wrapped stream with nothing buffered yet: the empty buffer writes no chunk (an empty
+  /// chunk would end the body; it stopped the gateway).
+  @Test func aFirstReadLargerThanTheBufferSwitchesToAWrappedStream() throws {
+    let json = "[" + (0..<400).map { #"{"id":\#($0)}"# }.joined(separator: ",") + "]"
+    let backend = try TestBackend(
+      always: .respond(
+        BackendResponse(headers: [("Content-Type", "application/json")], body: .chunked([Array(json.utf8)]))))
+    defer { backend.stop() }
+    let config = TestConfig.make(
+      routes: [TestConfig.envelopedRoute("wrapped", match: "/*", envelope: ["max_bytes": 1024])],
+      upstreams: ["api": TestConfig.upstream(port: backend.port, responseTimeoutMs: 5000)])
+    let gateway = try GatewayProcess(config: config)
+    defer { gateway.stopExpectingCleanExit() }
+
+    let response = try send("GET", "/list", to: gateway.port)
+    #expect(response.status == 200)
+    let wrapped = response.text == successEnvelope(json)
+    #expect(wrapped, "\(response.text.prefix(80))")
+  }
+
   @Test func bigEnvelopeIsGzippedForAClientThatAsks() throws {
     let items = (0..<200).map { #"{"id":\#($0),"name":"item number \#($0)"}"# }
     let body = "[" + items.joined(separator: ",") + "]"

@@ -47,28 +47,41 @@ import Testing
   }
 
   /// A redirect that repeats the token (`Location: /sso?access_token=…` and the same link
-  /// in its body) reaches the client without it on an enveloped route: the field is left
-  /// out and the body masked, as for error answers.
+  /// in its body, percent-encoded as URLs carry it, or in a gzip body) reaches the client
+  /// without it on an enveloped route: the field is left out and the body masked, as for
+  /// error answers.
   @Test func aRedirectNeverCarriesTheTokenItWasSentWith() throws {
+    let token = "api/SECRET+7d3b=91aa55"
+    let gzipped = try ExternalTool.gzip(Array("<a href='/sso?t=api%2fSECRET%2b7d3b%3d91aa55'>here</a>".utf8))
     let backend = try TestBackend { request in
       let sent = String((request.head.value("Authorization") ?? "").dropFirst(7))
-      let json = request.path.hasSuffix("/json")
-      return .respond(
-        BackendResponse(
-          status: json ? 307 : 302, reason: json ? "Temporary Redirect" : "Found",
-          headers: [
-            ("Content-Type", json ? "application/json" : "text/html"),
-            ("Location", json ? "/v2" : "/sso?access_token=\(sent)"),
-          ],
-          body: .bytes(
-            Array(
-              (json
-                ? #"{"redirect":"/v2?token=\#(sent)"}"#
-                : "<html>Moved to <a href='/sso?access_token=\(sent)'>here</a></html>").utf8))))
+      let inURL =
+        sent.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(CharacterSet(charactersIn: "-._~")))
+        ?? ""
+      switch request.path {
+      case "/e/json":
+        return .respond(
+          BackendResponse(
+            status: 307, reason: "Temporary Redirect",
+            headers: [("Content-Type", "application/json"), ("Location", "/v2")],
+            body: .bytes(Array(#"{"redirect":"/v2?token=\#(sent)"}"#.utf8))))
+      case "/e/gz":
+        return .respond(
+          BackendResponse(
+            status: 302, reason: "Found",
+            headers: [("Content-Type", "text/html"), ("Content-Encoding", "gzip"), ("Location", "/home")],
+            body: .bytes(gzipped)))
+      default:
+        return .respond(
+          BackendResponse(
+            status: 302, reason: "Found",
+            headers: [("Content-Type", "text/html"), ("Location", "/sso?access_token=\(inURL)")],
+            body: .bytes(Array("<html>Moved to <a href='/sso?access_token=\(inURL)'>here</a></html>".utf8))))
+      }
     }
     defer { backend.stop() }
     let config = TestConfig.withTokens(
-      upstreamPort: backend.port, tokens: ["api": ["type": "static", "value": Self.token]],
+      upstreamPort: backend.port, tokens: ["api": ["type": "static", "value": token]],
       routes: [TestConfig.tokenRoute("wrapped", match: "/e/*", token: "api", extra: ["envelope": ["enabled": true]])])
     let gateway = try GatewayProcess(config: config)
     defer { gateway.stopExpectingCleanExit() }
@@ -83,6 +96,12 @@ import Testing
     #expect(json.status == 307)
     #expect(json.head.value("Location") == "/v2")
     #expect(json.text == #"{"redirect":"/v2?token=<redacted>"}"#)
-    #expect(backend.requests.allSatisfy { $0.head.value("Authorization") == "Bearer \(Self.token)" })
+
+    let zipped = try send("GET", "/e/gz", to: gateway.port)
+    #expect(zipped.status == 302)
+    #expect(zipped.head.value("Location") == "/home")
+    #expect(!zipped.head.has("Content-Encoding"))
+    #expect(zipped.text == "<a href='/sso?t=<redacted>'>here</a>")
+    #expect(backend.requests.allSatisfy { $0.head.value("Authorization") == "Bearer \(token)" })
   }
 }

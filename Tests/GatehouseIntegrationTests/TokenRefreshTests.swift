@@ -465,6 +465,103 @@ import Testing
     }
   }
 
+  /// A rejection in the body (`body_field`) read while the client's body is still arriving:
+  /// the connection it came on still expects the rest of that body, so the retry never goes
+  /// on it (it would be read as that body: a desync that could smuggle a request).
+  @Test func aBodyFieldRejectionBeforeTheBodyHasArrivedNeverReusesItsConnection() throws {
+    let oauth = try OAuth2TestServer()
+    let body = BodyPattern.bytes(2000)
+    let backend = try FaultBackend(
+      headAnswer: { head in
+        head.value("Authorization") == "Bearer \(oauth.token(1))"
+          ? FaultAnswer.http(headers: [("Content-Type", "application/json")], body: Array(#"{"status":-1}"#.utf8))
+          : nil
+      },
+      handler: { request in
+        FaultAnswer.http(headers: [("Content-Type", "application/octet-stream")], body: request.body)
+      }
+    )
+    defer { backend.stop() }
+    let gateway = try GatewayProcess(
+      config: TestConfig.withTokens(
+        upstreamPort: backend.port, tokens: ["partner": oauth.tokenConfig()],
+        routes: [Self.bodyFieldRoute(enveloped: false)]))
+    defer { gateway.stopExpectingCleanExit() }
+
+    let client = try RawClient(port: gateway.port)
+    let head =
+      "POST /submit HTTP/1.1\r\nHost: x\r\nContent-Type: application/octet-stream\r\n"
+      + "Content-Length: \(body.count)\r\n\r\n"
+    try client.send(Array(head.utf8) + body[..<1000])
+    #expect(waitUntil(timeout: 10) { backend.requests.count >= 1 })
+    sleep(for: .milliseconds(100))
+    try client.send(Array(body[1000...]))
+    let answer = try client.readResponse()
+
+    #expect(answer.status == 200)
+    #expect(answer.body == body)
+    let requests = backend.requests
+    #expect(requests.count == 2)
+    #expect(requests.last?.body == body)
+    #expect(requests.last?.connectionIndex != requests.first?.connectionIndex)
+  }
+
+  /// A request refused before its body had all arrived, whose body then ends while the new
+  /// token is still being fetched, waits for the token without a response deadline running
+  /// (that starts when it is sent again): a slow login is not an upstream timeout.
+  @Test func aRetryWaitingForASlowLoginIsNotTimedOutAsTheUpstream() throws {
+    let oauth = try OAuth2TestServer()
+    let login = Gate()
+    defer { login.open() }
+    let body = BodyPattern.bytes(2000)
+    let backend = try FaultBackend(
+      headAnswer: { head in
+        head.value("Authorization") == "Bearer \(oauth.token(1))"
+          ? FaultAnswer.http(status: 401, reason: "Unauthorized", body: Array("no".utf8)) : nil
+      },
+      handler: { request in FaultAnswer.http(body: request.body) })
+    defer { backend.stop() }
+    var config = TestConfig.withTokens(
+      upstreamPort: backend.port, tokens: ["partner": oauth.tokenConfig()],
+      routes: [TestConfig.tokenRoute("all", match: "/*", token: "partner")])
+    config["upstreams"] = ["api": TestConfig.upstream(port: backend.port, responseTimeoutMs: 300)]
+    let gateway = try GatewayProcess(config: config)
+    defer { gateway.stopExpectingCleanExit() }
+    #expect(waitUntil(timeout: 10) { oauth.issuedCount >= 1 })
+    oauth.setMode(.held(login))
+
+    let client = try RawClient(port: gateway.port)
+    let head = "POST /submit HTTP/1.1\r\nHost: x\r\nContent-Length: \(body.count)\r\n\r\n"
+    try client.send(Array(head.utf8) + body[..<1000])
+    #expect(waitUntil(timeout: 10) { backend.requests.count >= 1 })
+    try client.send(Array(body[1000...]))
+    sleep(for: .milliseconds(800))
+    login.open()
+    let answer = try client.readResponse()
+
+    #expect(answer.status == 200)
+    #expect(answer.body == body)
+  }
+
+  /// A rejection body is read as the envelope reads bodies: one with a byte order mark or
+  /// a lone surrogate escape elsewhere is still recognized (not wrapped as a success).
+  @Test(arguments: ["\u{FEFF}{\"status\":-1}", #"{"status":-1,"note":"cut \ud83d"}"#])
+  func aRejectionBodyTheEnvelopeAcceptsIsRecognized(_ rejection: String) throws {
+    let oauth = try OAuth2TestServer()
+    let backend = try TestBackend { request in
+      bearerToken(of: request) == oauth.token(1)
+        ? .respond(Self.json(rejection)) : .respond(Self.json(#"{"status":0}"#))
+    }
+    defer { backend.stop() }
+    let gateway = try GatewayProcess(
+      config: Self.config(backend: backend, oauth: oauth, routes: [Self.bodyFieldRoute(enveloped: true)]))
+    defer { gateway.stopExpectingCleanExit() }
+
+    let response = try send("GET", "/x", to: gateway.port)
+    #expect(response.text == #"{"code":0,"datas":{"status":0},"message":""}"#)
+    #expect(backend.requests.compactMap(bearerToken) == [oauth.token(1), oauth.token(2)])
+  }
+
   @Test func postOverSixtyFourKibibytesIsNotRetried() throws {
     let oauth = try OAuth2TestServer()
     let body = BodyPattern.bytes(64 * 1024 + 4096)

@@ -92,10 +92,17 @@ public enum EnvelopeRenderer {
     status: Int, reason: String, contentType: ArraySlice<UInt8>?, contentEncoding: ArraySlice<UInt8>?,
     body rawBody: [UInt8], truncated: Bool, policy: EnvelopePolicy
   ) -> EnvelopeOutcome {
+    if (300..<400).contains(status) {
+      // Passed as they are (read whole only to be masked: one cut short cannot be).
+      return truncated ? unusable(502, "upstream answer too large", policy) : .passThrough
+    }
     var body = rawBody
     if let contentEncoding, isGzip(contentEncoding), !body.isEmpty, !truncated {
       do {
         body = try GzipDecoder.decode(rawBody, maxOutputBytes: policy.maxBytes)
+      } catch  where status >= 400 {
+        // An error answer keeps its status; a body that cannot be read just has no message.
+        body = []
       } catch  where error == .outputLimitExceeded {
         return unusable(502, "upstream answer too large", policy)
       } catch {
@@ -127,9 +134,6 @@ public enum EnvelopeRenderer {
       }
       return .json(
         status: policy.httpStatus(status), body: success(JSONDocument.range(of: keyPath, in: body), in: body))
-    case 300..<400:
-      // Read whole only to be masked: one cut short cannot be passed on as it is.
-      return truncated ? unusable(502, "upstream answer too large", policy) : .passThrough
     default:
       let valid = !truncated && !body.isEmpty && body.withUnsafeBytes { JSONValidator.isValid($0, options: validation) }
       if valid && JSONDocument.isEnvelope(body) { return .json(status: policy.httpStatus(status), body: body) }

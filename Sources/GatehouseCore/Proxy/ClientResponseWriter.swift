@@ -88,7 +88,7 @@ public enum ClientResponseWriter {
       if HopByHop.isHopByHop(name) || HopByHop.gatewayResponseFields.contains(name) { return }
       if let except, except.contains(name) { return }
       if let connectionNamed, connectionNamed.contains(name) { return }
-      if let secret, SecretMasking.occurs(secret, in: value) { return }
+      if let secret, SecretMasking.occursInAnyForm(secret, in: value) { return }
       out.write(name)
       out.write(0x3A)
       out.write(0x20)

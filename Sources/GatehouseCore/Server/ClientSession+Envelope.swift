@@ -24,23 +24,28 @@ extension ClientSession {
       exchange.bufferedBody = []
       beginWrappedStream(head, policy: policy)
       guard exchange.bodyPlan == .streamWrapped else { return }
-      for var piece in [kept, Array(bytes)] {
-        if exchange.streamValidator?.bytesFed == 0, piece.starts(with: EnvelopeRenderer.byteOrderMark) {
-          piece.removeFirst(EnvelopeRenderer.byteOrderMark.count)
-        }
-        do {
-          try exchange.streamValidator?.feed(piece)
-        } catch {
-          abort()
-          return
-        }
-        exchange.bytesSent += Int64(piece.count)
-        appendWrapped(piece, exchange: exchange)
+      for piece in [kept, Array(bytes)] {
+        let passed = piece.withUnsafeBytes { exchange.bomFilter.filter($0) } ?? piece
+        guard feedWrapped(passed, exchange: exchange) else { return }
       }
       flushOutput()
       return
     }
     exchange.bufferedTruncated = true
+  }
+
+  /// Validates a piece of a wrapped stream's body and queues it; false (the connection cut,
+  /// so the client never sees a last chunk) when it makes the JSON invalid.
+  func feedWrapped(_ piece: [UInt8], exchange: Exchange) -> Bool {
+    do {
+      try exchange.streamValidator?.feed(piece)
+    } catch {
+      abort()
+      return false
+    }
+    exchange.bytesSent += Int64(piece.count)
+    appendWrapped(piece, exchange: exchange)
+    return true
   }
 
   /// Starts a chunked JSON answer whose `datas` is the upstream body as it streams by.
@@ -74,7 +79,9 @@ extension ClientSession {
   }
 
   func appendWrapped(_ bytes: [UInt8], exchange: Exchange) {
-    if exchange.suppressBody { return }
+    // An empty piece (nothing buffered yet, a held byte order mark) writes nothing: as a
+    // chunk it would end the body.
+    if exchange.suppressBody || bytes.isEmpty { return }
     if exchange.rechunkResponse { HTTPSerializer.writeChunkHeader(size: bytes.count, into: &context.output) }
     context.output.append(contentsOf: bytes)
     if exchange.rechunkResponse { HTTPSerializer.writeChunkTrailer(into: &context.output) }
@@ -104,15 +111,28 @@ extension ClientSession {
     case .passThrough:
       exchange.status = head.status
       let secret = Self.tokenToHide(exchange, upstreamStatus: head.status)
-      if let secret, let masked = SecretMasking.masked(SecretMasking.jsonForms(of: secret), in: exchange.bufferedBody) {
-        exchange.bufferedBody = masked
+      var except: HeaderNameSet?
+      if let secret {
+        // A coded body (a redirect's, read whole to be masked) is looked at decoded and sent
+        // plain; one that cannot be decoded is left out: a redirect's body is a note for
+        // people, and clients follow `Location`.
+        if let coding = Self.field(head.headers, "content-encoding") {
+          except = Self.contentEncodingField
+          let decoded =
+            EnvelopeRenderer.isGzip(coding)
+            ? try? GzipDecoder.decode(exchange.bufferedBody, maxOutputBytes: exchange.envelope?.maxBytes ?? 0) : nil
+          exchange.bufferedBody = decoded ?? []
+        }
+        if let masked = SecretMasking.masked(SecretMasking.forms(of: secret), in: exchange.bufferedBody) {
+          exchange.bufferedBody = masked
+        }
       }
       let allowsBody = HTTPSerializer.statusAllowsBody(head.status)
       ClientResponseWriter.write(
         head: head, requestID: exchange.requestID,
         framing: allowsBody && !headOnly ? .contentLength(Int64(exchange.bufferedBody.count)) : .none,
         headContentLength: headOnly && allowsBody ? Int64(exchange.bufferedBody.count) : nil, closeConnection: close,
-        extraLines: Self.cacheLines(exchange.cacheResult), hiding: secret, into: &context.output)
+        extraLines: Self.cacheLines(exchange.cacheResult), except: except, hiding: secret, into: &context.output)
       if !headOnly && allowsBody { context.output.append(contentsOf: exchange.bufferedBody) }
     }
     exchange.bytesSent += Int64(context.output.count - before)
@@ -126,7 +146,7 @@ extension ClientSession {
   ) {
     exchange.status = status
     var body = body
-    if let secret, let masked = SecretMasking.masked(SecretMasking.jsonForms(of: secret), in: body) { body = masked }
+    if let secret, let masked = SecretMasking.masked(SecretMasking.forms(of: secret), in: body) { body = masked }
     var gzip = false
     if exchange.acceptsGzip && body.count > 1024, let compressed = context.compress(body) {
       body = compressed

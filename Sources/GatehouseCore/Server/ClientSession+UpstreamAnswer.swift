@@ -232,14 +232,15 @@ extension ClientSession {
   /// straight from the read buffer.
   private func appendResponseBody(_ bytes: UnsafeRawBufferPointer) {
     guard let exchange else { return }
-    var bytes = bytes
     switch exchange.bodyPlan {
     case .buffer:
       bufferResponseBody(bytes, exchange: exchange)
       return
     case .streamWrapped:
-      if exchange.streamValidator?.bytesFed == 0, bytes.starts(with: EnvelopeRenderer.byteOrderMark) {
-        bytes = UnsafeRawBufferPointer(rebasing: bytes[EnvelopeRenderer.byteOrderMark.count...])
+      if let start = exchange.bomFilter.filter(bytes) {
+        // The body's first bytes, a byte order mark left out (or held until it is known).
+        _ = feedWrapped(start, exchange: exchange)
+        return
       }
       do {
         try exchange.streamValidator?.feed(bytes)
@@ -330,6 +331,8 @@ extension ClientSession {
     case .buffer:
       writeBufferedAnswer(exchange, outcome: rendered ?? .passThrough)
     case .streamWrapped:
+      let held = exchange.bomFilter.finish()
+      if !held.isEmpty && !feedWrapped(held, exchange: exchange) { return }
       do {
         try exchange.streamValidator?.finish()
       } catch {
@@ -398,10 +401,14 @@ extension ClientSession {
   /// A body said the token was rejected: the answer was read whole, so the connection goes
   /// back to the pool before the retry.
   private func tokenRejectedAfterBody(_ use: TokenUse, exchange: Exchange, upstreamReusable: Bool) -> Bool {
+    // Read before `tokenRejected`: a request whose body is still arriving may be retried too,
+    // and its connection then still expects the rest of the body: it can never be reused
+    // (the retry written on it would be read as that body).
+    let requestWasComplete = exchange.requestComplete
     guard tokenRejected(use, exchange: exchange) else { return false }
     if let upstream = exchange.upstream, let pool = exchange.pool {
       exchange.upstream = nil
-      pool.release(upstream, reusable: upstreamReusable && exchange.upstreamKeepAlive)
+      pool.release(upstream, reusable: upstreamReusable && exchange.upstreamKeepAlive && requestWasComplete)
     }
     exchange.bufferedBody = []
     exchange.bufferedHead = nil

@@ -433,7 +433,9 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
   private func requestEnded() {
     guard exchange != nil else { return }
     exchange?.requestComplete = true
-    if deadlineKind == .requestUpload, let exchange, let pool = exchange.pool {
+    // Only once the request is with an upstream: one waiting for a new token after a
+    // rejection gets its response deadline when it is sent again.
+    if deadlineKind == .requestUpload, let exchange, exchange.upstream != nil, let pool = exchange.pool {
       armResponseDeadline(exchange, pool: pool)
     }
     if let exchange, exchange.rechunkRequest, !exchange.responseComplete,

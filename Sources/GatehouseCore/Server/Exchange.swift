@@ -55,6 +55,8 @@ final class Exchange {
   var bufferedBody: [UInt8] = []
   var bufferedTruncated = false
   var streamValidator: JSONStreamingValidator?
+  /// Leaves a byte order mark out of a wrapped stream's body.
+  var bomFilter = LeadingBOMFilter()
   /// A HEAD request sent upstream as GET (enveloped routes need the body to size the
   /// answer): its body is read but never sent to the client.
   var suppressBody = false

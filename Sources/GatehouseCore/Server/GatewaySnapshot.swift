@@ -183,7 +183,10 @@ final class TokenUse: Sendable {
       guard let decoded = try? GzipDecoder.decode(raw, maxOutputBytes: maxDecoded) else { return false }
       body = decoded
     }
-    guard body.withUnsafeBytes({ JSONValidator.isValid($0) }),
+    // Read as the envelope reads it (a byte order mark skipped, lone surrogates allowed), so
+    // a rejection the envelope would wrap as a success is recognized.
+    if body.starts(with: EnvelopeRenderer.byteOrderMark) { body.removeFirst(EnvelopeRenderer.byteOrderMark.count) }
+    guard body.withUnsafeBytes({ JSONValidator.isValid($0, options: EnvelopeRenderer.validation) }),
       let range = JSONDocument.range(of: bodyField, in: body)
     else { return false }
     let value = Array(body[range])

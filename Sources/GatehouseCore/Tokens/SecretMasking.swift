@@ -63,6 +63,48 @@ public enum SecretMasking {
     return [secret, escaped]
   }
 
+  /// Every spelling of `secret` a backend may echo it in: its JSON forms, and
+  /// percent-encoded (`%2B`, `%2f`…: a token carried in a URL, as a redirect carries it).
+  public static func forms(of secret: [UInt8]) -> [[UInt8]] {
+    var all = jsonForms(of: secret)
+    for digits in [upperHex, lowerHex] {
+      let encoded = percentEncoded(secret, digits: digits)
+      if !all.contains(encoded) { all.append(encoded) }
+    }
+    return all
+  }
+
+  /// Whether any spelling of `secret` (`forms(of:)`) occurs in `bytes`.
+  public static func occursInAnyForm(_ secret: [UInt8], in bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+    if occurs(secret, in: bytes) { return true }
+    guard secret.contains(where: { !isUnreserved($0) }) else { return false }
+    return forms(of: secret).dropFirst().contains { occurs($0, in: bytes) }
+  }
+
+  private static let upperHex = Array("0123456789ABCDEF".utf8)
+  private static let lowerHex = Array("0123456789abcdef".utf8)
+
+  /// RFC 3986 §2.3: the bytes a URL carries as they are.
+  private static func isUnreserved(_ byte: UInt8) -> Bool {
+    (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte) || (0x30...0x39).contains(byte)
+      || byte == 0x2D || byte == 0x2E || byte == 0x5F || byte == 0x7E
+  }
+
+  private static func percentEncoded(_ secret: [UInt8], digits: [UInt8]) -> [UInt8] {
+    var out: [UInt8] = []
+    out.reserveCapacity(secret.count * 3)
+    for byte in secret {
+      if isUnreserved(byte) {
+        out.append(byte)
+      } else {
+        out.append(0x25)
+        out.append(digits[Int(byte >> 4)])
+        out.append(digits[Int(byte & 0x0F)])
+      }
+    }
+    return out
+  }
+
   @inline(__always)
   private static func matches(_ secret: [UInt8], _ source: UnsafeBufferPointer<UInt8>, at index: Int) -> Bool {
     guard index + secret.count <= source.count else { return false }

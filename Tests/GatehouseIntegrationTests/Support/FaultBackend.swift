@@ -93,7 +93,9 @@ final class FaultBackend: Sendable {
   private let handler: Mutex<@Sendable (ReceivedRequest) -> FaultAnswer>
   /// Answers a request from its head alone, before its body is read (as authentication
   /// middleware answers 401), when it returns an answer. The request is recorded with no
-  /// body, and the connection ends after the answer.
+  /// body; the connection ends after the answer unless the answer keeps it alive, and then
+  /// whatever comes next on it is read as the next request (the unread body included, as
+  /// a careless server would).
   private let headAnswer: (@Sendable (MessageHead) -> FaultAnswer?)?
   private let state = Mutex(State())
   private let stopped = Atomic<Bool>(false)
@@ -199,9 +201,11 @@ final class FaultBackend: Sendable {
       served += 1
       state.withLock { $0.requests.append(request) }
       if request.bodyLength < 0, let answer = headAnswer?(request.head) {
-        _ = try? perform(answer, on: socket, reader: reader)
-        closesByChoice = true
-        return
+        guard (try? perform(answer, on: socket, reader: reader)) == true, answer.keepAlive else {
+          closesByChoice = true
+          return
+        }
+        continue
       }
       let answer = handler.withLock { $0 }(request)
       guard (try? perform(answer, on: socket, reader: reader)) == true else {
