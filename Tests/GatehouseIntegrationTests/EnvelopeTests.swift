@@ -491,6 +491,23 @@ import Testing
     #expect(backend.requests.allSatisfy { !$0.head.has("Accept-Encoding") })
   }
 
+  /// Asks a gateway whose envelope buffers at most 1 KiB for `/list` from the backend on
+  /// `port`, and expects `json` wrapped (streamed, as it is larger).
+  static func expectStreamedWrap(
+    of json: String, from port: UInt16, sourceLocation: SourceLocation = #_sourceLocation
+  ) throws {
+    let config = TestConfig.make(
+      routes: [TestConfig.envelopedRoute("wrapped", match: "/*", envelope: ["max_bytes": 1024])],
+      upstreams: ["api": TestConfig.upstream(port: port, responseTimeoutMs: 5000)])
+    let gateway = try GatewayProcess(config: config)
+    defer { gateway.stopExpectingCleanExit() }
+    let response = try send("GET", "/list", to: gateway.port)
+    #expect(response.status == 200, sourceLocation: sourceLocation)
+    // Compared as a Bool: a failure would print the whole body twice.
+    let wrapped = response.text == successEnvelope(json)
+    #expect(wrapped, "\(response.text.prefix(80))", sourceLocation: sourceLocation)
+  }
+
   /// A JSON answer over `max_bytes` that starts with a byte order mark split across reads
   /// streams wrapped without it (it is not part of the value); one that arrives whole does
   /// too.
@@ -509,16 +526,7 @@ import Testing
     let answer = FaultAnswer(pieces, pause: .milliseconds(50))
     let backend = try FaultBackend { _ in answer }
     defer { backend.stop() }
-    let config = TestConfig.make(
-      routes: [TestConfig.envelopedRoute("wrapped", match: "/*", envelope: ["max_bytes": 1024])],
-      upstreams: ["api": TestConfig.upstream(port: backend.port, responseTimeoutMs: 5000)])
-    let gateway = try GatewayProcess(config: config)
-    defer { gateway.stopExpectingCleanExit() }
-
-    let response = try send("GET", "/list", to: gateway.port)
-    #expect(response.status == 200)
-    let wrapped = response.text == successEnvelope(json)
-    #expect(wrapped, "\(response.text.prefix(80))")
+    try Self.expectStreamedWrap(of: json, from: backend.port)
   }
 
   /// A chunked JSON answer whose first read alone passes `max_bytes` switches to the
@@ -530,16 +538,7 @@ import Testing
       always: .respond(
         BackendResponse(headers: [("Content-Type", "application/json")], body: .chunked([Array(json.utf8)]))))
     defer { backend.stop() }
-    let config = TestConfig.make(
-      routes: [TestConfig.envelopedRoute("wrapped", match: "/*", envelope: ["max_bytes": 1024])],
-      upstreams: ["api": TestConfig.upstream(port: backend.port, responseTimeoutMs: 5000)])
-    let gateway = try GatewayProcess(config: config)
-    defer { gateway.stopExpectingCleanExit() }
-
-    let response = try send("GET", "/list", to: gateway.port)
-    #expect(response.status == 200)
-    let wrapped = response.text == successEnvelope(json)
-    #expect(wrapped, "\(response.text.prefix(80))")
+    try Self.expectStreamedWrap(of: json, from: backend.port)
   }
 
   @Test func bigEnvelopeIsGzippedForAClientThatAsks() throws {

@@ -400,6 +400,17 @@ import Testing
     #expect(backend.requests.compactMap(bearerToken) == [oauth.token(1), oauth.token(2)])
   }
 
+  /// A backend that answers requests carrying `rejected` with `rejection` from their head,
+  /// before reading their body (as authentication middleware does), and echoes the body of
+  /// every other request.
+  static func backendRejectingFromTheHead(_ rejected: String, with rejection: FaultAnswer) throws -> FaultBackend {
+    try FaultBackend(
+      headAnswer: { head in head.value("Authorization") == "Bearer \(rejected)" ? rejection : nil },
+      handler: { request in
+        FaultAnswer.http(headers: [("Content-Type", "application/octet-stream")], body: request.body)
+      })
+  }
+
   /// A backend that refuses the token from the request's head (before reading its body, as
   /// authentication middleware does) still gets the retry with the whole body when the
   /// client sends the rest of it later, or only after `100 Continue`; a large rest streams
@@ -412,18 +423,11 @@ import Testing
     let login = Gate()
     defer { login.open() }
     let body = BodyPattern.bytes(mode.hasPrefix("large") ? 100_000 : 2000)
-    let backend = try FaultBackend(
-      headAnswer: { head in
-        head.value("Authorization") == "Bearer \(oauth.token(1))"
-          ? FaultAnswer.http(
-            status: 401, reason: "Unauthorized", headers: [("Content-Type", "application/json")],
-            body: Array(#"{"message":"token rejected"}"#.utf8))
-          : nil
-      },
-      handler: { request in
-        FaultAnswer.http(headers: [("Content-Type", "application/octet-stream")], body: request.body)
-      }
-    )
+    let backend = try Self.backendRejectingFromTheHead(
+      oauth.token(1),
+      with: FaultAnswer.http(
+        status: 401, reason: "Unauthorized", headers: [("Content-Type", "application/json")],
+        body: Array(#"{"message":"token rejected"}"#.utf8)))
     defer { backend.stop() }
     let gateway = try GatewayProcess(
       config: TestConfig.withTokens(
@@ -471,16 +475,9 @@ import Testing
   @Test func aBodyFieldRejectionBeforeTheBodyHasArrivedNeverReusesItsConnection() throws {
     let oauth = try OAuth2TestServer()
     let body = BodyPattern.bytes(2000)
-    let backend = try FaultBackend(
-      headAnswer: { head in
-        head.value("Authorization") == "Bearer \(oauth.token(1))"
-          ? FaultAnswer.http(headers: [("Content-Type", "application/json")], body: Array(#"{"status":-1}"#.utf8))
-          : nil
-      },
-      handler: { request in
-        FaultAnswer.http(headers: [("Content-Type", "application/octet-stream")], body: request.body)
-      }
-    )
+    let backend = try Self.backendRejectingFromTheHead(
+      oauth.token(1),
+      with: FaultAnswer.http(headers: [("Content-Type", "application/json")], body: Array(#"{"status":-1}"#.utf8)))
     defer { backend.stop() }
     let gateway = try GatewayProcess(
       config: TestConfig.withTokens(
