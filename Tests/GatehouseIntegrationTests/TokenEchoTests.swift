@@ -4,7 +4,7 @@ import Testing
 /// A backend that echoes the injected token in an error ("token … is not allowed", a debug
 /// header) must not hand it to the client (SPEC §3: clients never hold backend credentials;
 /// token values never appear in error messages). 2xx answers are the backend's data and pass
-/// as they are; so do the bodies of pass-through routes, which stream byte for byte.
+/// as they are; error bodies of pass-through routes stream with the token masked.
 @Suite struct TokenEchoTests {
   static let token = "api-SECRET-7d3b91aa55"
 
@@ -44,6 +44,37 @@ import Testing
     let fine = try send("GET", "/e/ok", to: gateway.port)
     #expect(fine.status == 200)
     #expect(fine.head.value("X-Debug-Auth") == "Bearer \(Self.token)")
+  }
+
+  /// On a pass-through route an error body streams as it is, with the token masked byte for
+  /// byte on the way (`*`, so its length stays true), however the upstream's chunks split
+  /// it; a 2xx body passes untouched.
+  @Test func aPassThroughErrorBodyHasTheTokenMaskedAsItStreams() throws {
+    let backend = try TestBackend { request in
+      let sent = Array((request.head.value("Authorization") ?? "").dropFirst(7).utf8)
+      let body = Array(#"{"message":"token "#.utf8) + sent + Array(#" is not allowed"}"#.utf8)
+      let ok = request.path.hasSuffix("/ok")
+      let chunked = request.path.hasSuffix("/chunked")
+      return .respond(
+        BackendResponse(
+          status: ok ? 200 : 403, reason: ok ? "OK" : "Forbidden", headers: [("Content-Type", "application/json")],
+          body: chunked ? .chunked([Array(body[..<25]), Array(body[25..<30]), Array(body[30...])]) : .bytes(body)))
+    }
+    defer { backend.stop() }
+    let config = TestConfig.withTokens(
+      upstreamPort: backend.port, tokens: ["api": ["type": "static", "value": Self.token]],
+      routes: [TestConfig.tokenRoute("raw", match: "/*", token: "api")])
+    let gateway = try GatewayProcess(config: config)
+    defer { gateway.stopExpectingCleanExit() }
+
+    let masked = #"{"message":"token "# + String(repeating: "*", count: Self.token.utf8.count) + #" is not allowed"}"#
+    for path in ["/r/plain", "/r/chunked"] {
+      let answer = try send("GET", path, to: gateway.port)
+      #expect(answer.status == 403, "\(path)")
+      #expect(answer.text == masked, "\(path)")
+    }
+    let fine = try send("GET", "/r/ok", to: gateway.port)
+    #expect(fine.text.contains(Self.token))
   }
 
   /// A redirect that repeats the token (`Location: /sso?access_token=…` and the same link

@@ -219,6 +219,13 @@ extension ClientSession {
     self.exchange?.upstreamStatus = head.status
     self.exchange?.responseStarted = true
     self.exchange?.upstreamKeepAlive = head.keepAlive
+    if let secret = Self.tokenToHide(exchange, upstreamStatus: head.status), framing != .none, !requestIsHEAD,
+      Self.field(head.headers, "content-encoding") == nil
+    {
+      // An error answer streams as it is on this route: the token it may echo is masked on
+      // the way, byte for byte (the length already announced stays true).
+      exchange.bodyMasker = StreamingSecretMasker(secrets: SecretMasking.forms(of: secret))
+    }
     let before = context.output.count
     ClientResponseWriter.write(
       head: head, requestID: exchange.requestID, framing: framing, headContentLength: headLength,
@@ -258,6 +265,10 @@ extension ClientSession {
         }
       }
       if exchange.suppressBody { return }
+      if exchange.bodyMasker != nil {
+        writeMaskedBody(exchange.bodyMasker!.process(bytes), exchange: exchange)
+        return
+      }
     }
     self.exchange?.bytesSent += Int64(bytes.count)
     if exchange.rechunkResponse {
@@ -270,6 +281,15 @@ extension ClientSession {
       exchange.responseFlushed = true
       _ = connection?.write(bytes)
     }
+    if exchange.rechunkResponse { HTTPSerializer.writeChunkTrailer(into: &context.output) }
+  }
+
+  /// A piece of a masked body (see `bodyMasker`); an empty one (all held back) writes nothing.
+  private func writeMaskedBody(_ piece: [UInt8], exchange: Exchange) {
+    guard !piece.isEmpty else { return }
+    exchange.bytesSent += Int64(piece.count)
+    if exchange.rechunkResponse { HTTPSerializer.writeChunkHeader(size: piece.count, into: &context.output) }
+    context.output.append(contentsOf: piece)
     if exchange.rechunkResponse { HTTPSerializer.writeChunkTrailer(into: &context.output) }
   }
 
@@ -341,7 +361,7 @@ extension ClientSession {
       }
       appendWrapped(Array(#","message":""}"#.utf8), exchange: exchange)
     case .passThrough:
-      break
+      if let tail = exchange.bodyMasker?.finish() { writeMaskedBody(tail, exchange: exchange) }
     }
     if exchange.collapseRole == .leading, let kept {
       exchange.collapseOutcome = .answer(CollapsedAnswer(head: kept.head, body: kept.body, rendered: rendered))

@@ -1,0 +1,68 @@
+/// Masks secrets in a body that streams by in pieces of any size, however the pieces split
+/// an occurrence: each byte of an occurrence becomes `*`, so the body keeps its length (a
+/// `Content-Length` already sent stays true). Holds back at most the longest secret's length
+/// less one byte between pieces, and only while a body is masked (error answers that pass
+/// through on a route that injects a token).
+struct StreamingSecretMasker {
+  private let secrets: [[UInt8]]
+  private let longest: Int
+  /// The end of the last piece, which may start an occurrence the next piece completes.
+  private var carry: [UInt8] = []
+
+  static let maskByte: UInt8 = 0x2A  // "*"
+
+  /// Nil when no secret is long enough to be looked for (`SecretMasking.minimumLength`).
+  init?(secrets: [[UInt8]]) {
+    let candidates = secrets.filter { $0.count >= SecretMasking.minimumLength }.sorted { $0.count > $1.count }
+    guard let first = candidates.first else { return nil }
+    self.secrets = candidates
+    longest = first.count
+  }
+
+  /// The bytes of `piece` (after what was held back) that can go out now, masked.
+  mutating func process(_ piece: UnsafeRawBufferPointer) -> [UInt8] {
+    var buffer = carry
+    buffer.append(contentsOf: piece)
+    let safe = max(0, buffer.count - (longest - 1))
+    let end = mask(&buffer, scanningBefore: safe)
+    carry = Array(buffer[end...])
+    buffer.removeSubrange(end...)
+    return buffer
+  }
+
+  /// At the body's end: what was held back, masked.
+  mutating func finish() -> [UInt8] {
+    var buffer = carry
+    carry = []
+    _ = mask(&buffer, scanningBefore: buffer.count)
+    return buffer
+  }
+
+  /// Masks every occurrence that starts before `limit` (each lies whole in `buffer`: one
+  /// starting before `limit` ends by `limit + longest - 1`). Returns where the bytes that
+  /// can go out end: `limit`, or the end of an occurrence that runs past it.
+  private func mask(_ buffer: inout [UInt8], scanningBefore limit: Int) -> Int {
+    var index = 0
+    var end = limit
+    while index < limit {
+      guard let secret = secrets.first(where: { occurs($0, in: buffer, at: index) }) else {
+        index += 1
+        continue
+      }
+      for position in index..<(index + secret.count) { buffer[position] = Self.maskByte }
+      index += secret.count
+      end = max(end, index)
+    }
+    return end
+  }
+
+  private func occurs(_ secret: [UInt8], in buffer: [UInt8], at index: Int) -> Bool {
+    guard index + secret.count <= buffer.count else { return false }
+    var offset = 0
+    while offset < secret.count {
+      if buffer[index + offset] != secret[offset] { return false }
+      offset += 1
+    }
+    return true
+  }
+}
