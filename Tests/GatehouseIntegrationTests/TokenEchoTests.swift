@@ -55,9 +55,12 @@ import Testing
       let body = Array(#"{"message":"token "#.utf8) + sent + Array(#" is not allowed"}"#.utf8)
       let ok = request.path.hasSuffix("/ok")
       let chunked = request.path.hasSuffix("/chunked")
+      // `identity` names no coding: the body is plain and is masked like one without the field.
+      let identity = request.path.hasSuffix("/identity")
       return .respond(
         BackendResponse(
-          status: ok ? 200 : 403, reason: ok ? "OK" : "Forbidden", headers: [("Content-Type", "application/json")],
+          status: ok ? 200 : 403, reason: ok ? "OK" : "Forbidden",
+          headers: [("Content-Type", "application/json")] + (identity ? [("Content-Encoding", "identity")] : []),
           body: chunked ? .chunked([Array(body[..<25]), Array(body[25..<30]), Array(body[30...])]) : .bytes(body)))
     }
     defer { backend.stop() }
@@ -68,7 +71,7 @@ import Testing
     defer { gateway.stopExpectingCleanExit() }
 
     let masked = #"{"message":"token "# + String(repeating: "*", count: Self.token.utf8.count) + #" is not allowed"}"#
-    for path in ["/r/plain", "/r/chunked"] {
+    for path in ["/r/plain", "/r/chunked", "/r/identity"] {
       let answer = try send("GET", path, to: gateway.port)
       #expect(answer.status == 403, "\(path)")
       #expect(answer.text == masked, "\(path)")

@@ -220,7 +220,7 @@ extension ClientSession {
     self.exchange?.responseStarted = true
     self.exchange?.upstreamKeepAlive = head.keepAlive
     if let secret = Self.tokenToHide(exchange, upstreamStatus: head.status), framing != .none, !requestIsHEAD,
-      Self.field(head.headers, "content-encoding") == nil
+      Self.field(head.headers, "content-encoding").map(EnvelopeRenderer.isIdentity) ?? true
     {
       // An error answer streams as it is on this route: the token it may echo is masked on
       // the way, byte for byte (the length already announced stays true).
