@@ -27,16 +27,20 @@ import Testing
     #expect(request.body == body)
   }
 
+  /// A gateway whose only route is `/api/*`: anything else it answers itself (404).
+  static func gatewayRoutingOnlyAPI(to port: UInt16) throws -> GatewayProcess {
+    try GatewayProcess(
+      config: TestConfig.make(
+        routes: [TestConfig.route("api", match: "/api/*")], upstreams: ["api": TestConfig.upstream(port: port)]))
+  }
+
   /// A request the gateway answers itself gets no `100 Continue` (its body would only be
   /// dropped): the final answer comes first and the connection ends, since the client will
   /// not send the body it was never asked for.
   @Test func expectContinueIsNotAnsweredWhenTheGatewayAnswersItself() throws {
     let backend = try TestBackend(always: .respond(BackendResponse(body: .echo)))
     defer { backend.stop() }
-    let gateway = try GatewayProcess(
-      config: TestConfig.make(
-        routes: [TestConfig.route("api", match: "/api/*")], upstreams: ["api": TestConfig.upstream(port: backend.port)])
-    )
+    let gateway = try Self.gatewayRoutingOnlyAPI(to: backend.port)
     defer { gateway.stopExpectingCleanExit() }
 
     let client = try RawClient(port: gateway.port)
@@ -56,10 +60,7 @@ import Testing
   @Test func aBodySentWithoutWaitingFor100IsDroppedAndTheNextRequestAnswered() throws {
     let backend = try TestBackend(always: .respond(.text("done")))
     defer { backend.stop() }
-    let gateway = try GatewayProcess(
-      config: TestConfig.make(
-        routes: [TestConfig.route("api", match: "/api/*")], upstreams: ["api": TestConfig.upstream(port: backend.port)])
-    )
+    let gateway = try Self.gatewayRoutingOnlyAPI(to: backend.port)
     defer { gateway.stopExpectingCleanExit() }
 
     let client = try RawClient(port: gateway.port)

@@ -14,7 +14,7 @@ final class LoopStore {
   /// or cannot be read): a file put back, or one the writer recreates at the next start,
   /// is read again without a restart, and a missing one costs one `open` now and then.
   private var reopen = RetryBackoff(minMs: 500, maxMs: 30_000)
-  private(set) var recent = RecentAnswers()
+  private var recent = RecentAnswers()
   private var written: [String: WrittenEntry] = [:]
   /// Cache keys already computed on this loop: a key costs string building and a SHA-256.
   private var keys: [KeyInputs: CacheKey] = [:]

@@ -74,13 +74,6 @@ public enum SecretMasking {
     return all
   }
 
-  /// Whether any spelling of `secret` (`forms(of:)`) occurs in `bytes`.
-  public static func occursInAnyForm(_ secret: [UInt8], in bytes: UnsafeBufferPointer<UInt8>) -> Bool {
-    if occurs(secret, in: bytes) { return true }
-    guard secret.contains(where: { !isUnreserved($0) }) else { return false }
-    return forms(of: secret).dropFirst().contains { occurs($0, in: bytes) }
-  }
-
   private static let upperHex = Array("0123456789ABCDEF".utf8)
   private static let lowerHex = Array("0123456789abcdef".utf8)
 
@@ -106,7 +99,7 @@ public enum SecretMasking {
   }
 
   @inline(__always)
-  private static func matches(_ secret: [UInt8], _ source: UnsafeBufferPointer<UInt8>, at index: Int) -> Bool {
+  static func matches(_ secret: [UInt8], _ source: UnsafeBufferPointer<UInt8>, at index: Int) -> Bool {
     guard index + secret.count <= source.count else { return false }
     var offset = 0
     while offset < secret.count {

@@ -42,27 +42,22 @@ struct StreamingSecretMasker {
   /// starting before `limit` ends by `limit + longest - 1`). Returns where the bytes that
   /// can go out end: `limit`, or the end of an occurrence that runs past it.
   private func mask(_ buffer: inout [UInt8], scanningBefore limit: Int) -> Int {
-    var index = 0
-    var end = limit
-    while index < limit {
-      guard let secret = secrets.first(where: { occurs($0, in: buffer, at: index) }) else {
-        index += 1
-        continue
+    let occurrences = buffer.withUnsafeBufferPointer { bytes in
+      var found: [Range<Int>] = []
+      var index = 0
+      while index < limit {
+        if let secret = secrets.first(where: { SecretMasking.matches($0, bytes, at: index) }) {
+          found.append(index..<(index + secret.count))
+          index += secret.count
+        } else {
+          index += 1
+        }
       }
-      for position in index..<(index + secret.count) { buffer[position] = Self.maskByte }
-      index += secret.count
-      end = max(end, index)
+      return found
     }
-    return end
-  }
-
-  private func occurs(_ secret: [UInt8], in buffer: [UInt8], at index: Int) -> Bool {
-    guard index + secret.count <= buffer.count else { return false }
-    var offset = 0
-    while offset < secret.count {
-      if buffer[index + offset] != secret[offset] { return false }
-      offset += 1
+    for occurrence in occurrences {
+      for position in occurrence { buffer[position] = Self.maskByte }
     }
-    return true
+    return max(limit, occurrences.last?.upperBound ?? limit)
   }
 }
