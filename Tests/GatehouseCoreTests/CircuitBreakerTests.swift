@@ -125,3 +125,58 @@ import Testing
     #expect(detector.idleConnectionDropped(now: ConnectionDropDetector.windowNanoseconds + 1, idleLeft: 0) == false)
   }
 }
+
+@Suite struct RouteCircuitsTests {
+  static func circuits() -> RouteCircuits {
+    RouteCircuits(threshold: 2, openNanoseconds: 1000, trialTimeoutNanoseconds: 10_000)
+  }
+
+  @Test func oneRoutesFailuresOpenOnlyItsOwnCircuit() {
+    var circuits = Self.circuits()
+    circuits.recordFailure(route: "pub", now: 0)
+    #expect(!circuits.isSound(route: "pub"))
+    #expect(circuits.isSound(route: "legit"))
+    circuits.recordFailure(route: "pub", now: 0)
+    #expect(circuits.decide(route: "pub", now: 10) == .reject)
+    #expect(circuits.decide(route: "legit", now: 10) == .attempt)
+    #expect(circuits.openRoutes(now: 10) == ["pub"])
+    // Past the open time, one trial; its success closes the route and drops its entry.
+    #expect(circuits.decide(route: "pub", now: 1000) == .attemptAsTrial)
+    #expect(circuits.decide(route: "pub", now: 1001) == .reject)
+    circuits.recordSuccess(route: "pub")
+    #expect(circuits.breakers.isEmpty)
+    #expect(circuits.decide(route: "pub", now: 1002) == .attempt)
+  }
+
+  @Test func anAnswerEndsTheRoutesStreak() {
+    var circuits = Self.circuits()
+    circuits.recordFailure(route: "pub", now: 0)
+    #expect(circuits.allowsRetry(route: "pub", now: 0))
+    circuits.recordSuccess(route: "pub")
+    circuits.recordFailure(route: "pub", now: 0)
+    #expect(circuits.decide(route: "pub", now: 0) == .attempt)
+  }
+
+  @Test func aTrialThatWasNotSentIsGrantedAgain() {
+    var breaker = CircuitBreaker(threshold: 1, openNanoseconds: 100)
+    breaker.recordFailure(now: 0)
+    #expect(breaker.decide(now: 100) == .attemptAsTrial)
+    breaker.trialNotSent(now: 101)
+    #expect(breaker.decide(now: 102) == .attemptAsTrial)
+    var circuits = Self.circuits()
+    circuits.recordFailure(route: "r", now: 0)
+    circuits.recordFailure(route: "r", now: 0)
+    #expect(circuits.decide(route: "r", now: 1000) == .attemptAsTrial)
+    circuits.trialNotSent(route: "r", now: 1001)
+    #expect(circuits.decide(route: "r", now: 1002) == .attemptAsTrial)
+  }
+
+  @Test func theFailureScopeFollowsWhereTheExchangeFailed() {
+    #expect(ClientSession.UpstreamFailure.unavailable.breakerScope == .upstream)
+    #expect(ClientSession.UpstreamFailure.connectTimedOut.breakerScope == .upstream)
+    #expect(ClientSession.UpstreamFailure.closed.breakerScope == .route)
+    #expect(ClientSession.UpstreamFailure.timedOut.breakerScope == .route)
+    #expect(ClientSession.UpstreamFailure.invalidResponse.breakerScope == .route)
+    #expect(ClientSession.UpstreamFailure.circuitOpen.breakerScope == .none)
+  }
+}

@@ -17,6 +17,7 @@ import Testing
     var circuit = CircuitBreaker(threshold: 2, openNanoseconds: 100)
     #expect(RequestCollapsing.mayWait(circuit: circuit, healthy: nil))
     #expect(RequestCollapsing.mayWait(circuit: circuit, healthy: true))
+    #expect(!RequestCollapsing.mayWait(circuit: circuit, routeSound: false, healthy: true))
     #expect(!RequestCollapsing.mayWait(circuit: circuit, healthy: false))
     // One failure: still closed, but requests go one by one so each failure counts.
     circuit.recordFailure(now: 0)

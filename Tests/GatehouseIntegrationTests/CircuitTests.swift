@@ -33,12 +33,34 @@ import Testing
     #expect(refused.allSatisfy { isErrorEnvelope($0, status: 502, message: "upstream unavailable") })
     #expect(backend.server.connectionCount == connectionsWhenOpened)
     #expect(backend.requests.count == 3)
+    // Resets after the request went out are the route's failures: its own circuit opened.
+    let upstreams = try admin.json("/admin/upstreams")["upstreams"] as? [[String: Any]] ?? []
+    let api = try #require(upstreams.first { $0["name"] as? String == "api" })
+    #expect(api["open_routes"] as? [String] == ["guarded"])
+    let metrics = try MetricsPage(try admin.request("GET", "/metrics").text)
+    #expect(metrics.value("gatehouse_upstream_requests_total", ["upstream": "api", "outcome": "circuit_open"]) == 5)
+    #expect(metrics.value("gatehouse_route_circuit_open", ["upstream": "api", "route": "guarded"]) == 1)
+  }
+
+  /// An upstream that refuses connections opens the upstream's own circuit: no route's
+  /// request connects while it is open.
+  @Test func refusedConnectsOpenTheUpstreamsCircuit() throws {
+    let refusedPort = try TestSocket.unusedPort()
+    let gateway = try GatewayProcess(config: Self.config(port: refusedPort, failures: 2, openMs: 60_000))
+    defer { gateway.stopExpectingCleanExit() }
+    let admin = try gateway.admin(token: TestConfig.adminToken)
+
+    let answers = try ["/a", "/b", "/c", "/d"].map { try send("GET", $0, to: gateway.port) }
+
+    #expect(answers.allSatisfy { isErrorEnvelope($0, status: 502, message: "upstream unavailable") })
     let upstreams = try admin.json("/admin/upstreams")["upstreams"] as? [[String: Any]] ?? []
     let api = try #require(upstreams.first { $0["name"] as? String == "api" })
     #expect(api["circuit"] as? String == "open")
     #expect(api["circuit_open_loops"] as? Int == 1)
     let metrics = try MetricsPage(try admin.request("GET", "/metrics").text)
-    #expect(metrics.value("gatehouse_upstream_requests_total", ["upstream": "api", "outcome": "circuit_open"]) == 5)
+    #expect(metrics.value("gatehouse_upstream_requests_total", ["upstream": "api", "outcome": "unavailable"]) == 2)
+    #expect(metrics.value("gatehouse_upstream_requests_total", ["upstream": "api", "outcome": "circuit_open"]) == 2)
+    #expect(metrics.value("gatehouse_circuit_open", ["upstream": "api"]) == 1)
   }
 
   /// A refused connect is counted as `unavailable` (the upstream is down), a reset of an
@@ -91,7 +113,7 @@ import Testing
     // The one request went out on the kept connection; no retry followed the reset.
     #expect(backend.requests.count == 2)
     #expect(backend.server.connectionCount == 1)
-    #expect(try admin.circuitState(of: "api") == "open")
+    #expect(try admin.openRoutes(of: "api") == ["guarded"])
   }
 
   /// A backend that closes every kept connection at once (a shutdown or a restart) is
@@ -134,7 +156,7 @@ import Testing
     let admin = try gateway.admin(token: TestConfig.adminToken)
 
     for _ in 0..<2 { _ = try send("GET", "/flaky", to: gateway.port) }
-    #expect(try admin.circuitState(of: "api") == "open")
+    #expect(try admin.openRoutes(of: "api") == ["guarded"])
     backend.mode.value = .healthy
     // Requests are refused without a connection until the open time is over; then one
     // trial goes through and succeeds.
@@ -146,7 +168,7 @@ import Testing
 
     #expect(recovered, "last answer: \(last?.text ?? "none")")
     #expect(backend.requests.count == 3, "two failures and exactly one trial")
-    #expect(try admin.circuitState(of: "api") == "closed")
+    #expect(try admin.openRoutes(of: "api") == [])
     let after = try (0..<3).map { _ in try send("GET", "/flaky", to: gateway.port).status }
     #expect(after == [200, 200, 200])
     #expect(backend.requests.count == 6)
@@ -170,7 +192,7 @@ import Testing
     #expect(trialSeen)
     #expect(isErrorEnvelope(refusedAfterTrial, status: 502))
     #expect(backend.requests.count == 2)
-    #expect(try admin.circuitState(of: "api") == "open")
+    #expect(try admin.openRoutes(of: "api") == ["guarded"])
   }
 
   @Test func openCircuitServesStaleAnswersWithoutConnecting() throws {
@@ -191,13 +213,20 @@ import Testing
     #expect(backend.server.connectionCount == connections)
     #expect(isErrorEnvelope(uncached, status: 502, message: "upstream unavailable"))
     #expect(backend.server.connectionCount == connections)
-    #expect(try admin.circuitState(of: "api") == "open")
+    #expect(try admin.openRoutes(of: "api") == ["guarded"])
   }
 
-  @Test func errorStatusesCountAsFailures() throws {
+  /// With `count_5xx`, error statuses count against the route that got them.
+  @Test func errorStatusesCountAsFailuresWhenAskedTo() throws {
     let backend = try ModalBackend()
     backend.mode.value = .failing
-    let gateway = try GatewayProcess(config: Self.config(port: backend.port, failures: 2, openMs: 60_000))
+    var config = Self.config(port: backend.port, failures: 2, openMs: 60_000)
+    var upstreams = config["upstreams"] as! [String: Any]
+    var api = upstreams["api"] as! [String: Any]
+    api["circuit"] = ["failures": 2, "open_ms": 60_000, "count_5xx": true]
+    upstreams["api"] = api
+    config["upstreams"] = upstreams
+    let gateway = try GatewayProcess(config: config)
     defer { gateway.stopExpectingCleanExit() }
     let admin = try gateway.admin(token: TestConfig.adminToken)
 
@@ -206,8 +235,65 @@ import Testing
     #expect(answers.map(\.status) == [503, 503, 502, 502])
     #expect(isErrorEnvelope(answers[3], status: 502, message: "upstream unavailable"))
     #expect(backend.requests.count == 2)
-    #expect(try admin.circuitState(of: "api") == "open")
-    let upstreams = try admin.json("/admin/upstreams")["upstreams"] as? [[String: Any]] ?? []
-    #expect((upstreams.first?["last_error"] as? String)?.contains("503") == true)
+    let listed = try admin.json("/admin/upstreams")["upstreams"] as? [[String: Any]] ?? []
+    #expect(listed.first?["open_routes"] as? [String] == ["guarded"])
+    #expect((listed.first?["last_error"] as? String)?.contains("503") == true)
+  }
+
+  /// By default a well-formed 5xx is an answer, not a failure: any client can make an
+  /// endpoint answer 500, and the breaker must not turn that into an outage.
+  @Test func errorStatusesAreNoFailuresByDefault() throws {
+    let backend = try ModalBackend()
+    backend.mode.value = .failing
+    let gateway = try GatewayProcess(config: Self.config(port: backend.port, failures: 2, openMs: 60_000))
+    defer { gateway.stopExpectingCleanExit() }
+    let admin = try gateway.admin(token: TestConfig.adminToken)
+
+    let answers = try (0..<5).map { _ in try send("GET", "/five-hundred", to: gateway.port) }
+
+    #expect(answers.map(\.status) == [503, 503, 503, 503, 503])
+    #expect(backend.requests.count == 5)
+    #expect(try admin.circuitState(of: "api") == "closed")
+  }
+
+  /// A client that keeps finding endpoints that fail (500s, or resets when 5xx do not
+  /// count; 500s with `count_5xx`) never takes the upstream from the other routes.
+  @Test func oneRoutesFailuresLeaveTheOtherRoutesServed() throws {
+    let backend = try TestBackend { request in
+      if request.target.hasPrefix("/pub/reset") { return .reset }
+      if request.target.hasPrefix("/pub/") {
+        return jsonAnswer(#"{"error":"boom"}"#, status: 500, reason: "Internal Server Error")
+      }
+      return jsonAnswer(#"{"ok":true}"#)
+    }
+    defer { backend.stop() }
+    for count5xx in [false, true] {
+      var upstream = TestConfig.upstream(port: backend.port, responseTimeoutMs: 5000)
+      // The default breaker (no `circuit` block), or the example config's with count_5xx.
+      if count5xx { upstream["circuit"] = ["failures": 3, "open_ms": 1000, "count_5xx": true] }
+      let gateway = try GatewayProcess(
+        config: TestConfig.withAdmin(
+          TestConfig.make(
+            routes: [
+              TestConfig.route("pub", match: "/pub/*"), TestConfig.route("legit", match: "/legit/*"),
+            ], upstreams: ["api": upstream], workers: 1)))
+      defer { gateway.stopExpectingCleanExit() }
+      let admin = try gateway.admin(token: TestConfig.adminToken)
+
+      var legit: [Int] = []
+      for round in 0..<12 {
+        // Three attacks, then the legitimate client, round after round.
+        for attack in 0..<3 {
+          _ = try send("GET", attack == 2 ? "/pub/reset-\(round)" : "/pub/x\(round)-\(attack)", to: gateway.port)
+        }
+        legit.append(try send("GET", "/legit/me", to: gateway.port).status)
+      }
+
+      #expect(legit == Array(repeating: 200, count: 12), "count_5xx \(count5xx): \(legit)")
+      #expect(try admin.circuitState(of: "api") == "closed")
+      let listed = try admin.json("/admin/upstreams")["upstreams"] as? [[String: Any]] ?? []
+      // 500s answered between the resets keep the route's count low unless they count.
+      #expect(listed.first?["open_routes"] as? [String] == (count5xx ? ["pub"] : []), "count_5xx \(count5xx)")
+    }
   }
 }

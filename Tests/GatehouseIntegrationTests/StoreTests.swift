@@ -250,15 +250,15 @@ import Testing
     #expect(refreshed, "last answer: \(latest)")
   }
 
-  /// Background refreshes count like a client's requests: a failing upstream's circuit
-  /// opens after `failures` of them, and no refresh goes out while it is open (nor takes its
+  /// Background refreshes count like a client's requests: a failing route's circuit
+  /// (5xx counted, `count_5xx`) opens after `failures` of them, and no refresh goes out while it is open (nor takes its
   /// trial); they show in the upstream metrics.
   @Test func backgroundRefreshesCountForTheCircuitAndStopWhileItIsOpen() throws {
     let backend = try ModalBackend()
     let gateway = try GatewayProcess(
       config: Self.config(
         port: backend.port, cache: ["fresh_s": 0, "stale_while_revalidate_s": 60],
-        upstreamExtra: ["circuit": ["failures": 3, "open_ms": 60_000]]))
+        upstreamExtra: ["circuit": ["failures": 3, "open_ms": 60_000, "count_5xx": true]]))
     defer { gateway.stopExpectingCleanExit() }
     let admin = try gateway.admin(token: TestConfig.adminToken)
 
@@ -271,8 +271,7 @@ import Testing
       let answer = try send("GET", "/swr", to: gateway.port)
       #expect(answer.text == first.text)
       sleep(for: .milliseconds(40))
-      let upstreams = try admin.json("/admin/upstreams")["upstreams"] as? [[String: Any]] ?? []
-      opened = upstreams.first { $0["name"] as? String == "api" }?["circuit"] as? String == "open"
+      opened = try admin.openRoutes(of: "api")?.isEmpty == false
     }
     #expect(opened)
     let askedWhenOpened = backend.requests.count

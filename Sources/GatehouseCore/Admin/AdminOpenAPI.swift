@@ -1125,6 +1125,7 @@ enum AdminOpenAPI {
               "health",
               "circuit",
               "circuit_open_loops",
+              "open_routes",
               "open_connections",
               "idle_connections",
               "last_error"
@@ -1158,6 +1159,13 @@ enum AdminOpenAPI {
                 "type": "integer",
                 "minimum": 0,
                 "description": "Event loops on which the circuit is open."
+              },
+              "open_routes": {
+                "type": "array",
+                "items": {
+                  "type": "string"
+                },
+                "description": "Routes whose own circuit is open on some loop: failures after the request reached the upstream (response timeouts, resets, malformed answers, 5xx with `count_5xx`) open the route's circuit, not the upstream's."
               },
               "open_connections": {
                 "type": "integer",

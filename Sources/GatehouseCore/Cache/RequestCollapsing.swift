@@ -15,12 +15,13 @@ public enum RequestCollapsing {
   }
 
   /// Whether a request may wait for the exchange in flight for its key: only while the
-  /// upstream looks sound (its last exchange succeeded, health checks do not call it down).
+  /// upstream looks sound (its last exchange succeeded, health checks do not call it down)
+  /// and so does its route (`routeSound`: no failure counted against the route's breaker).
   /// Once failures start, requests go one by one again, so each failure counts towards the
   /// circuit breaker and it opens as fast as without collapsing; and a half-open trial never
   /// collects waiters that would all sit out its timeout instead of getting stale answers.
-  public static func mayWait(circuit: CircuitBreaker, healthy: Bool?) -> Bool {
-    circuit.isSound && healthy != false
+  public static func mayWait(circuit: CircuitBreaker, routeSound: Bool = true, healthy: Bool?) -> Bool {
+    circuit.isSound && routeSound && healthy != false
   }
 
   /// How long a waiter waits before it gives up like the leader would have: a connect and

@@ -94,7 +94,8 @@ extension ConfigDecoder {
     guard let object = field.object() else { return nil }
     let circuit = CircuitBreakerConfig(
       failures: object.field("failures")?.integer(in: 0...100_000) ?? 5,
-      openDuration: object.field("open_ms")?.milliseconds() ?? .milliseconds(5000))
+      openDuration: object.field("open_ms")?.milliseconds() ?? .milliseconds(5000),
+      count5xx: object.field("count_5xx")?.bool() ?? false)
     object.finishReading()
     return circuit
   }

@@ -50,4 +50,14 @@ public struct CircuitBreakerConfig: Sendable, Equatable {
   public let failures: Int
   /// How long it stays open before one trial request. Default 5 s.
   public let openDuration: Duration
+  /// Whether a well-formed 5xx answer counts as a failure (`count_5xx`). Default false: any
+  /// client can make an endpoint answer 500, and that must not take the upstream away
+  /// from everyone else (nginx counts only connect errors and timeouts).
+  public let count5xx: Bool
+
+  public init(failures: Int, openDuration: Duration, count5xx: Bool = false) {
+    self.failures = failures
+    self.openDuration = openDuration
+    self.count5xx = count5xx
+  }
 }

@@ -50,7 +50,9 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
     }
     // A refresh goes only to an upstream in good standing: the client already has its answer,
     // so a refresh never takes an open circuit's trial or adds to a failing upstream's load.
-    guard pool.circuit.isClosed, context.upstreamHealthy[pool.plan.name] != false else {
+    guard pool.circuit.isClosed, pool.routeCircuits.isClosed(route: plan.name),
+      context.upstreamHealthy[pool.plan.name] != false
+    else {
       finish()
       return
     }
@@ -120,7 +122,7 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
 
   func upstreamDidClose(_ upstream: UpstreamConnection, reason: ConnectionCloseReason) {
     switch reason {
-    case .connectTimedOut: fail(.timedOut)
+    case .connectTimedOut: fail(.connectTimedOut)
     case .tlsFailed(let error): fail(.unavailable, detail: "TLS: \(error.description)")
     case .failed(let error) where error.syscall == "connect":
       fail(.unavailable, detail: "cannot connect: \(error.description)")
@@ -142,12 +144,7 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
     // Counted like a client's exchange: in the upstream metrics and by the circuit.
     if let pool {
       context.metrics.recordUpstream(pool.plan.name, outcome: "response")
-      if let status = head?.status, status >= 500 {
-        pool.circuit.recordFailure(now: context.loop.iterationTime)
-        pool.lastError = "status \(status)"
-      } else {
-        pool.circuit.recordSuccess()
-      }
+      pool.recordAnswer(status: head?.status ?? 0, route: plan?.name ?? "", now: context.loop.iterationTime)
     }
     if let head, (200..<300).contains(head.status) {
       if tooBig
@@ -188,7 +185,7 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
   private func fail(_ failure: ClientSession.UpstreamFailure?, detail: String? = nil) {
     if let failure, let pool, !finished {
       context.metrics.recordUpstream(pool.plan.name, outcome: failure.outcome)
-      pool.circuit.recordFailure(now: context.loop.iterationTime)
+      pool.recordFailure(failure.breakerScope, route: plan?.name ?? "", now: context.loop.iterationTime)
       pool.lastError = detail ?? failure.outcome
     }
     if let upstream, let pool {

@@ -108,7 +108,9 @@ extension ClientSession {
     guard group.admits(exchange, routeIndex: routeIndex),
       let upstreamIndex = exchange.snapshot.routePlans[routeIndex].upstreamIndex,
       let pool = context.pool(upstreamIndex, of: exchange.snapshot),
-      RequestCollapsing.mayWait(circuit: pool.circuit, healthy: context.upstreamHealthy[pool.plan.name])
+      RequestCollapsing.mayWait(
+        circuit: pool.circuit, routeSound: pool.routeCircuits.isSound(route: exchange.snapshot.routePlans[routeIndex].name),
+        healthy: context.upstreamHealthy[pool.plan.name])
     else { return false }
     group.add(self, exchange)
     exchange.collapseRole = .waiting

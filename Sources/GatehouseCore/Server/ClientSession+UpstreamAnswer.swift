@@ -92,7 +92,7 @@ extension ClientSession {
     guard exchange?.upstream === upstream else { return }
     switch reason {
     case .connectTimedOut:
-      upstreamFailed(.timedOut)
+      upstreamFailed(.connectTimedOut)
     case .tlsFailed(let error):
       // A bad certificate or a failed handshake: the upstream is unusable, like a refusal.
       context.shared.logger.warn(
@@ -157,8 +157,7 @@ extension ClientSession {
       // A failing backend's error page is worse than yesterday's answer.
       if let pool = exchange.pool {
         context.metrics.recordUpstream(pool.plan.name, outcome: "error_status")
-        pool.circuit.recordFailure(now: loop.iterationTime)
-        pool.lastError = "status \(head.status)"
+        pool.recordAnswer(status: head.status, route: Self.routeName(of: exchange), now: loop.iterationTime)
       }
       if let upstream = exchange.upstream {
         exchange.upstream = nil
@@ -298,12 +297,8 @@ extension ClientSession {
     if let pool = exchange.pool {
       context.metrics.recordUpstream(pool.plan.name, outcome: "response")
       pool.recordResponseTime(loop.iterationTime &- exchange.sentAt)
-      if (exchange.upstreamStatus ?? 0) >= 500 {
-        pool.circuit.recordFailure(now: loop.iterationTime)
-        pool.lastError = "status \(exchange.upstreamStatus ?? 0)"
-      } else {
-        pool.circuit.recordSuccess()
-      }
+      pool.recordAnswer(
+        status: exchange.upstreamStatus ?? 0, route: Self.routeName(of: exchange), now: loop.iterationTime)
     }
     // A body that says the token was rejected is sent again with a new value when it can
     // be; when it cannot, it is no good answer: never stored, never wrapped as a success.
@@ -437,6 +432,12 @@ extension ClientSession {
     return true
   }
 
+  /// The name of the exchange's route, for its breaker (every exchange that reaches an
+  /// upstream has one).
+  static func routeName(of exchange: Exchange) -> String {
+    exchange.routeIndex.map { exchange.snapshot.routePlans[$0].name } ?? ""
+  }
+
   /// What went wrong with the upstream, for choosing the answer.
   enum UpstreamFailure {
     case unavailable
@@ -445,6 +446,8 @@ extension ClientSession {
     case invalidResponse
     /// Refused without a connect attempt: the circuit is open.
     case circuitOpen
+    /// The connection to the upstream was not established in time.
+    case connectTimedOut
 
     /// The `outcome` label of `gatehouse_upstream_requests_total`.
     var outcome: String {
@@ -454,6 +457,17 @@ extension ClientSession {
       case .timedOut: return "timeout"
       case .invalidResponse: return "invalid_response"
       case .circuitOpen: return "circuit_open"
+      case .connectTimedOut: return "timeout"
+      }
+    }
+
+    /// Which breaker the failure counts against: not reaching the upstream is the
+    /// upstream's; what goes wrong once the request is with it may be the route's alone.
+    var breakerScope: BreakerScope {
+      switch self {
+      case .unavailable, .connectTimedOut: return .upstream
+      case .closed, .timedOut, .invalidResponse: return .route
+      case .circuitOpen: return .none
       }
     }
   }
@@ -480,8 +494,8 @@ extension ClientSession {
     if exchange.collapseRole == .waiting { exchange.collapseRole = .none }
     if let pool = exchange.pool {
       context.metrics.recordUpstream(pool.plan.name, outcome: failure.outcome)
-      if failure != .circuitOpen {
-        pool.circuit.recordFailure(now: loop.iterationTime)
+      if failure.breakerScope != .none {
+        pool.recordFailure(failure.breakerScope, route: Self.routeName(of: exchange), now: loop.iterationTime)
         pool.lastError = detail ?? failure.outcome
       }
     }
@@ -524,7 +538,8 @@ extension ClientSession {
         return
       }
     }
-    respondLocally(failure: failure == .timedOut ? .upstreamTimedOut : .upstreamUnavailable)
+    respondLocally(
+      failure: failure == .timedOut || failure == .connectTimedOut ? .upstreamTimedOut : .upstreamUnavailable)
   }
 
   func finishExchange() {

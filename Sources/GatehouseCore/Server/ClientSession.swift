@@ -296,10 +296,8 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     // being retried may have opened it, or be one of many); it never takes a trial.
     let now = loop.iterationTime
     var skip = !context.upstreamHealthy.isEmpty && context.upstreamHealthy[pool.plan.name] == false
-    if !skip && fresh {
-      skip = !pool.circuit.allowsRetry(now: now)
-    } else if !skip {
-      switch pool.circuit.decide(now: now) {
+    if !skip {
+      switch pool.breakersDecide(route: plan.name, retry: fresh, now: now) {
       case .attempt, .attemptAsTrial: break
       case .reject: skip = true
       // On probation, with the check out: a request with a stored answer takes it.

@@ -112,6 +112,7 @@ extension GatewayServer: AdminBackend {
             ("health", .string(health[plan.name].map { $0.healthy ? "healthy" : "unhealthy" } ?? "unknown")),
             ("circuit", .string(openLoops == 0 ? "closed" : "open")),
             ("circuit_open_loops", .int(openLoops)),
+            ("open_routes", .array(Set(figures.flatMap(\.openRoutes)).sorted().map { .string($0) })),
             ("open_connections", .int(figures.reduce(0) { $0 + $1.open })),
             ("idle_connections", .int(figures.reduce(0) { $0 + $1.idle })),
             ("last_error", .optionalString(health[plan.name]?.lastError ?? figures.compactMap(\.lastError).first)),
@@ -132,6 +133,9 @@ extension GatewayServer: AdminBackend {
       let total = summed
       let circuits = snapshot.upstreamPlans.map { plan in
         (plan.name, perLoop.contains { $0.1[plan.name]?.circuitOpen == true })
+      }
+      let routeCircuits = snapshot.upstreamPlans.flatMap { plan in
+        Set(perLoop.flatMap { $0.1[plan.name]?.openRoutes ?? [] }).sorted().map { (plan.name, $0) }
       }
       // Store totals and token states are read where they live: the control loop.
       self.onControl {
@@ -196,6 +200,10 @@ extension GatewayServer: AdminBackend {
         text.family(
           "gatehouse_circuit_open", type: "gauge", help: "1 while an upstream's circuit is open (on any loop).",
           samples: circuits.map { ([("upstream", $0.0)], $0.1 ? 1.0 : 0.0) })
+        text.family(
+          "gatehouse_route_circuit_open", type: "gauge",
+          help: "1 while a route's own circuit on an upstream is open (on any loop); only open ones are listed.",
+          samples: routeCircuits.map { ([("upstream", $0.0), ("route", $0.1)], 1.0) })
         text.family(
           "gatehouse_connections", type: "gauge", help: "Open connections by side.",
           samples: [

@@ -238,6 +238,8 @@ struct UpstreamPlan: Sendable {
   /// 0 when the upstream has no `circuit` block.
   let circuitFailures: Int
   let circuitOpen: Duration
+  /// `circuit.count_5xx`: a 5xx answer counts against its route's breaker.
+  let circuitCounts5xx: Bool
 
   init(_ upstream: UpstreamConfig) throws(SnapshotError) {
     name = upstream.name
@@ -264,6 +266,7 @@ struct UpstreamPlan: Sendable {
     }
     circuitFailures = upstream.circuit?.failures ?? Self.defaultCircuitFailures
     circuitOpen = upstream.circuit?.openDuration ?? Self.defaultCircuitOpen
+    circuitCounts5xx = upstream.circuit?.count5xx ?? false
   }
 
   /// A client context per upstream: the system trust store or `tls.ca`, verification on

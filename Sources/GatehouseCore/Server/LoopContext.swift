@@ -178,6 +178,7 @@ final class LoopContext: @unchecked Sendable {
     for pool in pools {
       figures[pool.plan.name] = PoolFigures(
         open: pool.openCount, idle: pool.idleCount, circuitOpen: pool.circuit.isOpen(now: now),
+        openRoutes: pool.routeCircuits.openRoutes(now: now),
         lastError: pool.lastError)
     }
     return figures
@@ -337,5 +338,7 @@ struct PoolFigures: Sendable {
   let open: Int
   let idle: Int
   let circuitOpen: Bool
+  /// Routes whose own circuit is open on this loop (`RouteCircuits`).
+  let openRoutes: [String]
   let lastError: String?
 }

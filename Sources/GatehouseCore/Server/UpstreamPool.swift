@@ -18,6 +18,8 @@ final class UpstreamPool {
   /// This loop's breaker for the upstream: loops judge failures on their own (no shared
   /// state on the request path), so each opens after `failures` of its own requests.
   var circuit: CircuitBreaker
+  /// This loop's breakers of the routes on this upstream (see `RouteCircuits`).
+  var routeCircuits: RouteCircuits
   /// The last failure, for the admin API.
   var lastError: String?
   private var drops = ConnectionDropDetector()
@@ -33,9 +35,60 @@ final class UpstreamPool {
     batch = PipelineBatch(maxDepth: plan.pipelineDepth)
     // A trial's outcome is in by a connect and a response, twice (one retry on a fresh
     // connection); past that it is presumed lost and another request may try.
+    let openNanoseconds = UInt64(CachePolicy.milliseconds(plan.circuitOpen)) * 1_000_000
+    let trialTimeout = EventLoop.nanoseconds(of: (plan.connectTimeout + plan.responseTimeout) * 2)
     circuit = CircuitBreaker(
-      threshold: plan.circuitFailures, openNanoseconds: UInt64(CachePolicy.milliseconds(plan.circuitOpen)) * 1_000_000,
-      trialTimeoutNanoseconds: EventLoop.nanoseconds(of: (plan.connectTimeout + plan.responseTimeout) * 2))
+      threshold: plan.circuitFailures, openNanoseconds: openNanoseconds, trialTimeoutNanoseconds: trialTimeout)
+    routeCircuits = RouteCircuits(
+      threshold: plan.circuitFailures, openNanoseconds: openNanoseconds, trialTimeoutNanoseconds: trialTimeout)
+  }
+
+  /// Whether `route`'s request may go to this upstream now, by the upstream's breaker and
+  /// then the route's. A retry on a fresh connection (`retry`) takes no trial: it only asks
+  /// whether the failure it follows was the first of a streak.
+  func breakersDecide(route: String, retry: Bool, now: UInt64) -> CircuitBreaker.Decision {
+    if retry {
+      return circuit.allowsRetry(now: now) && routeCircuits.allowsRetry(route: route, now: now) ? .attempt : .reject
+    }
+    let upstream = circuit.decide(now: now)
+    if case .reject = upstream { return .reject }
+    let ofRoute = routeCircuits.decide(route: route, now: now)
+    switch (upstream, ofRoute) {
+    case (_, .reject):
+      circuit.trialNotSent(now: now)
+      return .reject
+    case (.attemptAsTrial, _), (_, .attemptAsTrial):
+      return .attemptAsTrial
+    case (.attemptUnlessAnswerable, _), (_, .attemptUnlessAnswerable):
+      return .attemptUnlessAnswerable
+    case (.attempt, .attempt), (.reject, _):
+      return .attempt
+    }
+  }
+
+  /// A failed exchange of `route`, counted against the breaker its kind belongs to.
+  func recordFailure(_ scope: BreakerScope, route: String, now: UInt64) {
+    switch scope {
+    case .upstream: circuit.recordFailure(now: now)
+    case .route: routeCircuits.recordFailure(route: route, now: now)
+    case .none: break
+    }
+  }
+
+  /// The upstream answered `route`'s request with `status`. Returns whether the answer
+  /// counted as a failure (a 5xx with `count_5xx`); otherwise both breakers hear that the
+  /// upstream and the route work.
+  @discardableResult
+  func recordAnswer(status: Int, route: String, now: UInt64) -> Bool {
+    // Reached and answering: the upstream's own breaker hears a success either way.
+    circuit.recordSuccess()
+    if status >= 500 && plan.circuitCounts5xx {
+      routeCircuits.recordFailure(route: route, now: now)
+      lastError = "status \(status)"
+      return true
+    }
+    routeCircuits.recordSuccess(route: route)
+    return false
   }
 
   /// A connection for `owner`'s exchange: the warmest idle one, or a new one whose connect

@@ -58,6 +58,17 @@ public struct CircuitBreaker: Sendable, Equatable {
     }
   }
 
+  /// A trial granted by `decide` was not sent after all (another breaker refused the
+  /// request): the next request takes it, rather than every one waiting out the trial
+  /// timeout.
+  public mutating func trialNotSent(now: UInt64) {
+    switch state {
+    case .halfOpen: state = .open(until: now)
+    case .probation: state = .probation(since: nil)
+    case .closed, .open: break
+    }
+  }
+
   public mutating func recordSuccess() {
     state = .closed(failures: 0)
   }

@@ -162,6 +162,12 @@ struct AdminClient: Sendable {
     let upstreams = try json("/admin/upstreams")["upstreams"] as? [[String: Any]] ?? []
     return upstreams.first { $0["name"] as? String == name }?["circuit"] as? String
   }
+
+  /// The routes whose own circuit is open on upstream `name`.
+  func openRoutes(of name: String) throws -> [String]? {
+    let upstreams = try json("/admin/upstreams")["upstreams"] as? [[String: Any]] ?? []
+    return upstreams.first { $0["name"] as? String == name }?["open_routes"] as? [String]
+  }
 }
 
 /// `text` with every byte outside the URL-safe unreserved set percent-encoded.
