@@ -269,8 +269,21 @@ struct ConfigDecoder {
       }
       remove.append(name)
     }
+    var pass: [String] = []
+    for element in object.field("pass")?.array() ?? [] {
+      guard let name = headerName(element) else { continue }
+      let lowercased = name.lowercased()
+      if HopByHop.fields.contains(lowercased) || HopByHop.gatewayRequestFields.contains(lowercased)
+        || lowercased.hasPrefix("proxy")
+      {
+        element.report("\(name) is never passed: the gateway sets or drops it itself")
+        continue
+      }
+      pass.append(name)
+    }
+    let forwarded = object.field("forwarded")?.bool()
     object.finishReading()
-    return HeaderRules(set: set, remove: remove)
+    return HeaderRules(set: set, remove: remove, pass: pass, forwarded: forwarded)
   }
 
   private func hostProblem(_ name: String, _ value: String) -> String? {

@@ -134,6 +134,19 @@ public struct HeaderRules: Sendable, Equatable {
   public let set: [HeaderField]
   /// Names to drop, as written (compare ignoring case).
   public let remove: [String]
+  /// Client fields the operator keeps on purpose (`pass`): forwarded although the gateway
+  /// drops them by default (`HeaderPlan.overrideFields`), and forwarded on requests whose
+  /// answer may be shared although the cache key does not hold them.
+  public let pass: [String]
+  /// `forwarded`: the gateway writes an RFC 7239 `Forwarded` field (nil: not said here).
+  public let forwarded: Bool?
+
+  public init(set: [HeaderField], remove: [String], pass: [String] = [], forwarded: Bool? = nil) {
+    self.set = set
+    self.remove = remove
+    self.pass = pass
+    self.forwarded = forwarded
+  }
 
   public static let empty = HeaderRules(set: [], remove: [])
 }

@@ -26,14 +26,41 @@ public struct HeaderPlan: Sendable {
   /// (virtual hosting behind the gateway); nil when no rule sets it. Never in `setLines`,
   /// so the upstream always gets exactly one Host.
   public let host: [UInt8]?
+  /// The client fields a request whose answer may be shared (it has a cache key: the
+  /// answer is stored, handed to collapsed waiters, or refreshed in the background with
+  /// the first client's request) still carries: those its cache key holds (`vary`) and the
+  /// `pass` names. Any other field could make the upstream answer for that one client, and
+  /// the answer would then be served to everyone.
+  public let sharedFields: HeaderNameSet
+  /// The gateway writes `Forwarded: for=…;proto=…` (`headers.forwarded`).
+  public let writesForwarded: Bool
 
-  /// One header rule list: `set` pairs and `remove` names, in config order.
+  /// Fields that tell a backend, or a framework in front of it, to take another URL,
+  /// method, host or client address than the gateway's: honoured next to the injected
+  /// token they would defeat route and method allow-lists, and echoed into stored answers
+  /// they would poison the store. The gateway writes X-Forwarded-For and -Proto itself;
+  /// these are dropped unless a `pass` list names them.
+  public static let overrideFields = [
+    "x-original-url", "x-rewrite-url", "x-original-uri", "x-http-method-override", "x-http-method",
+    "x-method-override", "x-original-method", "forwarded", "x-real-ip", "x-client-ip", "true-client-ip",
+    "x-forwarded-prefix", "x-forwarded-host", "x-forwarded-port", "x-forwarded-server", "x-forwarded-scheme",
+    "x-forwarded-ssl", "x-original-host", "x-host",
+  ]
+
+  /// One header rule list: `set` pairs, `remove` and `pass` names, in config order.
   public struct Rules: Sendable {
     public var set: [(name: String, value: String)]
     public var remove: [String]
-    public init(set: [(name: String, value: String)] = [], remove: [String] = []) {
+    public var pass: [String]
+    /// Nil: this layer does not say.
+    public var forwarded: Bool?
+    public init(
+      set: [(name: String, value: String)] = [], remove: [String] = [], pass: [String] = [], forwarded: Bool? = nil
+    ) {
       self.set = set
       self.remove = remove
+      self.pass = pass
+      self.forwarded = forwarded
     }
   }
 
@@ -66,6 +93,15 @@ public struct HeaderPlan: Sendable {
       }
     }
     for name in alsoDropped { drop(name) }
+    let passed = Set(layers.flatMap(\.pass).map(HTTPSyntax.canonicalName))
+    for name in Self.overrideFields where !passed.contains(name) { drop(name) }
+    writesForwarded = layers.compactMap(\.forwarded).last ?? false
+    var shared = HeaderNameSet([])
+    for name in lookAlikesOf + layers.flatMap(\.pass) {
+      shared.insert(name.lowercased())
+      shared.insert(HTTPSyntax.canonicalName(name))
+    }
+    sharedFields = shared
     // A rule of the operator's own for the field wins over the normalization.
     let normalizes = normalizingAcceptEncoding && final["accept-encoding"] == nil
     if normalizes { drop("accept-encoding") }
@@ -85,7 +121,9 @@ public struct HeaderPlan: Sendable {
     }
     self.dropped = dropped
     var lookAlikes = dropped
-    for name in lookAlikesOf {
+    // A passed override field goes as the client wrote it with dashes; its `_` spelling,
+    // which a CGI-style backend reads as the same variable, would be a second value.
+    for name in lookAlikesOf + Self.overrideFields {
       lookAlikes.insert(name)
       lookAlikes.insert(HTTPSyntax.canonicalName(name))
     }

@@ -23,7 +23,7 @@ public enum UpstreamRequestWriter {
 
   public static func write(
     head: HTTPRequestHead, method: HTTPMethod? = nil, target: [UInt8], hostHeader: [UInt8], plan: HeaderPlan,
-    token: TokenLine? = nil, acceptsGzip: Bool = false,
+    token: TokenLine? = nil, acceptsGzip: Bool = false, sharedAnswer: Bool = false,
     clientAddress: [UInt8],
     forwardedProto: StaticString, requestID: [UInt8], framing: HTTPBodyFraming, into out: inout [UInt8]
   ) {
@@ -38,6 +38,7 @@ public enum UpstreamRequestWriter {
       fixedBound + methodName.utf8.count + target.count + host.count + headers.serializedFieldsLength
       + plan.setLines.count + clientAddress.count + requestID.count + 24
     if let token { bound += token.prefix.count + token.value.count + token.suffix.count }
+    if plan.writesForwarded { bound += clientAddress.count + 40 }
     out.appendBytes(upTo: bound) { out in
       methodName.withUTF8 { out.write($0) }
       out.write(0x20)
@@ -56,6 +57,8 @@ public enum UpstreamRequestWriter {
           return
         }
         if let connectionNamed, connectionNamed.contains(name) { return }
+        // An answer others will get depends on no field of this client's but the keyed ones.
+        if sharedAnswer && !plan.sharedFields.contains(name) { return }
         if plan.dropsAPIKeyAuthorization && ASCIIBytes.equalsLowercase(name, "authorization")
           && ClientKeys.isAPIKeyScheme(value)
         {
@@ -87,6 +90,17 @@ public enum UpstreamRequestWriter {
       out.write(clientAddress)
       out.write("\r\nX-Forwarded-Proto: ")
       out.write(forwardedProto)
+      if plan.writesForwarded {
+        // RFC 7239 §6: an IPv6 address goes in brackets, quoted; the client's own
+        // `Forwarded` was dropped (or passed on purpose, above).
+        let ipv6 = clientAddress.contains(0x3A)
+        out.write("\r\nForwarded: for=")
+        if ipv6 { out.write("\"[") }
+        out.write(clientAddress)
+        if ipv6 { out.write("]\"") }
+        out.write(";proto=")
+        out.write(forwardedProto)
+      }
       out.write("\r\nX-Request-Id: ")
       out.write(requestID)
       out.write("\r\n")

@@ -71,7 +71,8 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
         plan,
         clientTakesGzip: request.headers.firstValue(lowercaseName: "accept-encoding").map(AcceptEncoding.acceptsGzip)
           ?? false),
-      clientAddress: clientAddress, forwardedProto: "http", requestID: context.requestIDs.next(), framing: .none,
+      sharedAnswer: true, clientAddress: clientAddress, forwardedProto: "http", requestID: context.requestIDs.next(),
+      framing: .none,
       into: &out)
     _ = upstream?.connection?.write(out)
     // Strong: `finish` cancels the timer, which then lets go of this refresh.

@@ -18,7 +18,10 @@ extension ClientSession {
   /// (`fresh_s`, `stale_while_revalidate_s`). Returns true when it answered.
   func answerFromStoreBeforeUpstream(_ exchange: Exchange, plan: RoutePlan, cache: CachePolicy) -> Bool {
     guard let store = context.store, let upstreamName = plan.upstreamName else { return false }
-    guard exchange.head.method == .get || exchange.head.method == .head else {
+    // A GET or HEAD with a body is no request for the shared answer: the body may change
+    // what the upstream answers, and the key does not hold it. Never looked up, stored or
+    // collapsed.
+    guard exchange.head.method == .get || exchange.head.method == .head, !Self.hasBody(exchange.head) else {
       exchange.cacheResult = .bypass
       return false
     }
@@ -109,7 +112,8 @@ extension ClientSession {
       let upstreamIndex = exchange.snapshot.routePlans[routeIndex].upstreamIndex,
       let pool = context.pool(upstreamIndex, of: exchange.snapshot),
       RequestCollapsing.mayWait(
-        circuit: pool.circuit, routeSound: pool.routeCircuits.isSound(route: exchange.snapshot.routePlans[routeIndex].name),
+        circuit: pool.circuit,
+        routeSound: pool.routeCircuits.isSound(route: exchange.snapshot.routePlans[routeIndex].name),
         healthy: context.upstreamHealthy[pool.plan.name])
     else { return false }
     group.add(self, exchange)

@@ -356,7 +356,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       head: exchange.head, method: upstreamMethod, target: exchange.upstreamTarget, hostHeader: pool.plan.hostHeader,
       plan: plan.headerPlan, token: token,
       acceptsGzip: Self.asksUpstreamForGzip(plan, clientTakesGzip: exchange.acceptsGzip),
-      clientAddress: clientAddress,
+      sharedAnswer: exchange.hasCacheKey, clientAddress: clientAddress,
       forwardedProto: secure ? "https" : "http", requestID: exchange.requestID, framing: framing,
       into: &context.scratch)
     if pipelined {

@@ -78,7 +78,8 @@ public struct SnapshotError: Error, Sendable, CustomStringConvertible {
 
 extension HeaderPlan.Rules {
   init(_ rules: HeaderRules) {
-    self.init(set: rules.set.map { ($0.name, $0.value) }, remove: rules.remove)
+    self.init(
+      set: rules.set.map { ($0.name, $0.value) }, remove: rules.remove, pass: rules.pass, forwarded: rules.forwarded)
   }
 }
 
