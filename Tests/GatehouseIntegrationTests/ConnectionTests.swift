@@ -61,7 +61,8 @@ import Testing
   }
 
   @Test func failureAnsweredWhileTheBodyIsStillArrivingKeepsTheConnectionInStep() throws {
-    let gateway = try GatewayProcess(config: TestConfig.passThrough(to: try TestSocket.unusedPort()))
+    let gateway = try GatewayProcess(
+      config: TestConfig.streamingBodies(TestConfig.passThrough(to: try TestSocket.unusedPort())))
     defer { gateway.stopExpectingCleanExit() }
 
     let client = try RawClient(port: gateway.port)

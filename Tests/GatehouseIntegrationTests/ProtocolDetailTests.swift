@@ -300,7 +300,7 @@ import Testing
     }
     backend.start()
     defer { listener.close() }
-    let gateway = try GatewayProcess(config: TestConfig.passThrough(to: listener.localPort))
+    let gateway = try GatewayProcess(config: TestConfig.streamingBodies(TestConfig.passThrough(to: listener.localPort)))
     defer { gateway.stopExpectingCleanExit() }
 
     let client = try RawClient(port: gateway.port)

@@ -430,9 +430,10 @@ import Testing
         body: Array(#"{"message":"token rejected"}"#.utf8)))
     defer { backend.stop() }
     let gateway = try GatewayProcess(
-      config: TestConfig.withTokens(
-        upstreamPort: backend.port, tokens: ["partner": oauth.tokenConfig()],
-        routes: [TestConfig.tokenRoute("all", match: "/*", token: "partner")]))
+      config: TestConfig.streamingBodies(
+        TestConfig.withTokens(
+          upstreamPort: backend.port, tokens: ["partner": oauth.tokenConfig()],
+          routes: [TestConfig.tokenRoute("all", match: "/*", token: "partner")])))
     defer { gateway.stopExpectingCleanExit() }
 
     if mode == "large, slow login" {
@@ -480,9 +481,10 @@ import Testing
       with: FaultAnswer.http(headers: [("Content-Type", "application/json")], body: Array(#"{"status":-1}"#.utf8)))
     defer { backend.stop() }
     let gateway = try GatewayProcess(
-      config: TestConfig.withTokens(
-        upstreamPort: backend.port, tokens: ["partner": oauth.tokenConfig()],
-        routes: [Self.bodyFieldRoute(enveloped: false)]))
+      config: TestConfig.streamingBodies(
+        TestConfig.withTokens(
+          upstreamPort: backend.port, tokens: ["partner": oauth.tokenConfig()],
+          routes: [Self.bodyFieldRoute(enveloped: false)])))
     defer { gateway.stopExpectingCleanExit() }
 
     let client = try RawClient(port: gateway.port)
@@ -522,7 +524,7 @@ import Testing
       upstreamPort: backend.port, tokens: ["partner": oauth.tokenConfig()],
       routes: [TestConfig.tokenRoute("all", match: "/*", token: "partner")])
     config["upstreams"] = ["api": TestConfig.upstream(port: backend.port, responseTimeoutMs: 300)]
-    let gateway = try GatewayProcess(config: config)
+    let gateway = try GatewayProcess(config: TestConfig.streamingBodies(config))
     defer { gateway.stopExpectingCleanExit() }
     #expect(waitUntil(timeout: 10) { oauth.issuedCount >= 1 })
     oauth.setMode(.held(login))

@@ -22,6 +22,9 @@ extension ConfigDecoder {
     let tls = tlsField.flatMap(decodeUpstreamTLS)
     let health = object.field("health").flatMap(decodeHealthCheck)
     let circuit = object.field("circuit").flatMap(decodeCircuitBreaker)
+    let maxConnections =
+      object.field("max_connections")?.integer(in: 1...1_000_000) ?? Defaults.maxUpstreamConnections
+    let queueTimeout = object.field("queue_timeout_ms")?.milliseconds(allowZero: true)
     object.finishReading()
     if let url, let tlsField, url.scheme == .http {
       tlsField.report("tls settings need an https url (url is http)")
@@ -29,7 +32,8 @@ extension ConfigDecoder {
     guard let url else { return nil }
     return UpstreamConfig(
       name: name, url: url, connectTimeout: connectTimeout, responseTimeout: responseTimeout,
-      maxIdleConnections: maxIdle, pipelineDepth: pipelineDepth, tls: tls, health: health, circuit: circuit)
+      maxIdleConnections: maxIdle, pipelineDepth: pipelineDepth, tls: tls, health: health, circuit: circuit,
+      maxConnections: maxConnections, queueTimeout: queueTimeout)
   }
 
   func httpURL(_ field: ConfigField) -> HTTPURL? {

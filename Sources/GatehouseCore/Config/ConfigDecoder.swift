@@ -19,6 +19,11 @@ struct ConfigDecoder {
     static let headerTimeout = Duration.milliseconds(10_000)
     static let idleTimeout = Duration.milliseconds(60_000)
     static let drainTimeout = Duration.milliseconds(10_000)
+    static let bodyTimeout = Duration.milliseconds(60_000)
+    static let bodyBufferBytes = 64 << 10
+    // A quarter of the Kubernetes manifest's 512 Mi memory limit.
+    static let bufferedBytes = 128 << 20
+    static let maxUpstreamConnections = 1024
     static let workersLimit = 1024
   }
 
@@ -210,7 +215,10 @@ struct ConfigDecoder {
       maxBodyBytes: object?.field("max_body_bytes")?.integer(in: 0...Int.max) ?? Defaults.maxBodyBytes,
       headerTimeout: object?.field("header_timeout_ms")?.milliseconds() ?? Defaults.headerTimeout,
       idleTimeout: object?.field("idle_timeout_ms")?.milliseconds() ?? Defaults.idleTimeout,
-      drainTimeout: object?.field("drain_timeout_ms")?.milliseconds(allowZero: true) ?? Defaults.drainTimeout)
+      drainTimeout: object?.field("drain_timeout_ms")?.milliseconds(allowZero: true) ?? Defaults.drainTimeout,
+      bodyTimeout: object?.field("body_timeout_ms")?.milliseconds() ?? Defaults.bodyTimeout,
+      bodyBufferBytes: object?.field("body_buffer_bytes")?.integer(in: 0...(64 << 20)) ?? Defaults.bodyBufferBytes,
+      bufferedBytes: object?.field("buffered_bytes")?.integer(in: 0...Int.max) ?? Defaults.bufferedBytes)
     object?.finishReading()
     return limits
   }

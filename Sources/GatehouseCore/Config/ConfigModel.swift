@@ -120,6 +120,17 @@ public struct LimitsConfig: Sendable, Equatable {
   public let idleTimeout: Duration
   /// Default 10 s.
   public let drainTimeout: Duration
+  /// `body_timeout_ms`: the whole request body must arrive within this time of its head
+  /// (a total, not a bound per read: a client dripping a byte at a time cannot stretch it).
+  /// Default 60 s.
+  public var bodyTimeout: Duration = ConfigDecoder.Defaults.bodyTimeout
+  /// `body_buffer_bytes`: this much of a request body is read before an upstream
+  /// connection is leased (the whole body when it is no larger), so a slow client holds
+  /// no backend connection while it sends. Default 64 KiB.
+  public var bodyBufferBytes: Int = ConfigDecoder.Defaults.bodyBufferBytes
+  /// `buffered_bytes`: the most upstream answer bytes all exchanges may hold at once to
+  /// wrap them whole (enveloped answers); past it, answers stream wrapped. Default 128 MiB.
+  public var bufferedBytes: Int = ConfigDecoder.Defaults.bufferedBytes
 }
 
 /// One header to set: name as written, value already checked for CR, LF and NUL.

@@ -17,6 +17,12 @@ public struct UpstreamConfig: Sendable, Equatable {
   public let health: HealthCheckConfig?
   /// Nil: no circuit breaker.
   public let circuit: CircuitBreakerConfig?
+  /// `max_connections`: open connections to this upstream at most (shared out between
+  /// the loops); a request that finds them all busy waits up to `queueTimeout`, then gets
+  /// a 503. Default 1024.
+  public var maxConnections: Int = ConfigDecoder.Defaults.maxUpstreamConnections
+  /// `queue_timeout_ms`: default the connect timeout.
+  public var queueTimeout: Duration? = nil
 }
 
 /// How to verify and authenticate to an https upstream.

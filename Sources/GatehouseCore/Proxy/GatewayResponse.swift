@@ -8,6 +8,8 @@ public enum GatewayResponse {
     case noRoute(method: String, path: String)
     case upstreamUnavailable
     case upstreamTimedOut
+    /// Every connection the upstream's `max_connections` allows was busy for the queue timeout.
+    case upstreamBusy
     case badRequest(HTTPParseError)
     case headerTimeout
     case methodNotAllowed
@@ -23,6 +25,7 @@ public enum GatewayResponse {
       case .noRoute: return 404
       case .upstreamUnavailable: return 502
       case .upstreamTimedOut: return 504
+      case .upstreamBusy: return 503
       case .badRequest(let error): return error.status
       case .headerTimeout: return 408
       case .methodNotAllowed: return 405
@@ -37,6 +40,7 @@ public enum GatewayResponse {
       case .noRoute(let method, let path): return "no route for \(method) \(path)"
       case .upstreamUnavailable: return "upstream unavailable"
       case .upstreamTimedOut: return "upstream timed out"
+      case .upstreamBusy: return "upstream busy"
       case .badRequest(let error): return "bad request: \(error)"
       case .headerTimeout: return "request timeout"
       case .methodNotAllowed: return "method not allowed"

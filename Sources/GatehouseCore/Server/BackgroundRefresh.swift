@@ -56,6 +56,11 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
       finish()
       return
     }
+    // Nobody waits for a refresh: it never queues for a connection.
+    guard pool.hasRoom(fresh: false) else {
+      finish()
+      return
+    }
     self.pool = pool
     do {
       upstream = try pool.lease(for: self, fresh: false)

@@ -448,6 +448,8 @@ extension ClientSession {
     case circuitOpen
     /// The connection to the upstream was not established in time.
     case connectTimedOut
+    /// No connection came free within the queue timeout (`max_connections`).
+    case busy
 
     /// The `outcome` label of `gatehouse_upstream_requests_total`.
     var outcome: String {
@@ -458,6 +460,7 @@ extension ClientSession {
       case .invalidResponse: return "invalid_response"
       case .circuitOpen: return "circuit_open"
       case .connectTimedOut: return "timeout"
+      case .busy: return "busy"
       }
     }
 
@@ -467,7 +470,7 @@ extension ClientSession {
       switch self {
       case .unavailable, .connectTimedOut: return .upstream
       case .closed, .timedOut, .invalidResponse: return .route
-      case .circuitOpen: return .none
+      case .circuitOpen, .busy: return .none
       }
     }
   }
@@ -538,8 +541,11 @@ extension ClientSession {
         return
       }
     }
-    respondLocally(
-      failure: failure == .timedOut || failure == .connectTimedOut ? .upstreamTimedOut : .upstreamUnavailable)
+    switch failure {
+    case .timedOut, .connectTimedOut: respondLocally(failure: .upstreamTimedOut)
+    case .busy: respondLocally(failure: .upstreamBusy)
+    case .unavailable, .closed, .invalidResponse, .circuitOpen: respondLocally(failure: .upstreamUnavailable)
+    }
   }
 
   func finishExchange() {

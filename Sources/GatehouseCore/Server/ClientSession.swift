@@ -57,6 +57,9 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     /// The request is pipelined behind other answers: it waits at most
     /// `PipelinePolicy.queuePatienceNanoseconds` for its turn, then goes alone.
     case pipelineWait
+    /// Every connection the upstream's `max_connections` allows is busy: the request waits
+    /// for one up to the upstream's queue timeout.
+    case connectionQueue
   }
 
   enum PauseReason: Hashable {
@@ -255,6 +258,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     }
     exchange?.upstreamTarget = snapshot.routeTable.upstreamPath(
       for: match, requestPath: head.path, query: head.query)
+    if Self.hasBody(head) { exchange?.bodyDeadline = loop.iterationTime &+ snapshot.bodyTimeoutNanoseconds }
     if plan.token != nil && Self.hasBody(head) { exchange?.requestBodyCopy = [] }
     if let cache = plan.cache, let exchange {
       if answerFromStoreBeforeUpstream(exchange, plan: plan, cache: cache) { return }
@@ -296,7 +300,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     // being retried may have opened it, or be one of many); it never takes a trial.
     let now = loop.iterationTime
     var skip = !context.upstreamHealthy.isEmpty && context.upstreamHealthy[pool.plan.name] == false
-    if !skip {
+    if !skip && (fresh || !exchange.breakersAdmitted) {
       switch pool.breakersDecide(route: plan.name, retry: fresh, now: now) {
       case .attempt, .attemptAsTrial: break
       case .reject: skip = true
@@ -307,6 +311,25 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     if skip {
       self.exchange?.pool = pool
       upstreamFailed(.circuitOpen)
+      return
+    }
+    exchange.breakersAdmitted = true
+    // A body is read ahead (all of it, or its first `body_buffer_bytes`) before a
+    // connection is leased: a client that sends slowly holds no upstream connection.
+    if !fresh && exchange.attempts == 0 && !exchange.bodyBuffered && !exchange.requestComplete
+      && exchange.snapshot.bodyBufferBytes > 0 && Self.hasBody(exchange.head)
+    {
+      exchange.bufferingBody = true
+      sendContinueIfAsked(exchange)
+      if exchange.pendingBody.count >= exchange.snapshot.bodyBufferBytes {
+        bodyReadAhead(exchange)
+      } else {
+        setUploadDeadline()
+      }
+      return
+    }
+    if !pool.hasRoom(fresh: fresh) {
+      waitForConnection(exchange, on: pool, fresh: fresh)
       return
     }
     let upstream: UpstreamConnection
@@ -372,6 +395,8 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       writeRequestBody(exchange.pendingBody, to: upstream, exchange: exchange)
     }
     exchange.pendingBody = []
+    // Reading stopped once the read-ahead was full; the rest now streams to the upstream.
+    setClientReadingPaused(false, reason: .upstreamBackpressure)
     if exchange.requestComplete && exchange.rechunkRequest, let connection = upstream.connection {
       var last: [UInt8] = []
       HTTPSerializer.writeLastChunk(into: &last)
@@ -381,7 +406,42 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     if exchange.requestComplete {
       armResponseDeadline(exchange, pool: pool)
     } else {
-      setDeadline(.requestUpload, nanoseconds: context.snapshot.idleTimeoutNanoseconds)
+      setUploadDeadline()
+    }
+  }
+
+  /// The body's read-ahead is over (it is all here, or `body_buffer_bytes` of it): reading
+  /// pauses until a connection carries what was read, and the request goes on its way.
+  private func bodyReadAhead(_ exchange: Exchange) {
+    exchange.bufferingBody = false
+    exchange.bodyBuffered = true
+    if !exchange.requestComplete { setClientReadingPaused(true, reason: .upstreamBackpressure) }
+    sendUpstream(fresh: false)
+  }
+
+  /// Every connection `pool` may open is busy: the request waits its turn, up to the
+  /// upstream's queue timeout (then a 503, or a stored answer).
+  private func waitForConnection(_ exchange: Exchange, on pool: UpstreamPool, fresh: Bool) {
+    exchange.queuedOn = pool
+    exchange.queuedFresh = fresh
+    pool.enqueue(self)
+    setDeadline(.connectionQueue, nanoseconds: pool.plan.queueTimeoutNanoseconds)
+  }
+
+  /// `pool` has room for the request this session queued there.
+  func connectionRoomAvailable(on pool: UpstreamPool) {
+    guard !closed, let exchange, exchange.queuedOn === pool else { return }
+    exchange.queuedOn = nil
+    clearDeadline()
+    sendUpstream(fresh: exchange.queuedFresh)
+  }
+
+  /// The request body is still coming: it must keep moving (the idle timeout between reads)
+  /// and be all here by `limits.body_timeout_ms` after the head, whichever comes first.
+  private func setUploadDeadline() {
+    setDeadline(.requestUpload, nanoseconds: context.snapshot.idleTimeoutNanoseconds)
+    if let bodyDeadline = exchange?.bodyDeadline, bodyDeadline != 0, bodyDeadline < deadline {
+      deadline = bodyDeadline
     }
   }
 
@@ -404,18 +464,28 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       }
     }
     guard let upstream = exchange.upstream?.connection else {
-      guard exchange.waitingForToken else { return }
-      // The token is being fetched: hold the body (bounded) until the upstream gets the head.
+      // Held until the upstream gets the head: the body's read-ahead, a request waiting
+      // for a connection (reading is paused then: at most one more read), or one waiting
+      // for its token (bounded below).
+      guard exchange.bufferingBody || exchange.queuedOn != nil || exchange.waitingForToken else { return }
       exchange.pendingBody.append(contentsOf: bytes)
-      if exchange.pendingBody.count > Self.maxPendingBody {
-        exchange.waitingForToken = false
-        closeAfterResponse = true
-        respondLocally(failure: .tokenUnavailable)
+      if exchange.waitingForToken {
+        if exchange.pendingBody.count > Self.maxPendingBody {
+          exchange.waitingForToken = false
+          closeAfterResponse = true
+          respondLocally(failure: .tokenUnavailable)
+        }
+      } else if exchange.bufferingBody {
+        if exchange.pendingBody.count >= exchange.snapshot.bodyBufferBytes {
+          bodyReadAhead(exchange)
+        } else {
+          setUploadDeadline()
+        }
       }
       return
     }
     if deadlineKind == .requestUpload {
-      setDeadline(.requestUpload, nanoseconds: context.snapshot.idleTimeoutNanoseconds)
+      setUploadDeadline()
     }
     if exchange.rechunkRequest {
       var frame: [UInt8] = []
@@ -431,6 +501,10 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
   private func requestEnded() {
     guard exchange != nil else { return }
     exchange?.requestComplete = true
+    if let exchange, exchange.bufferingBody {
+      bodyReadAhead(exchange)
+      return
+    }
     // Only once the request is with an upstream: one waiting for a new token after a
     // rejection gets its response deadline when it is sent again.
     if deadlineKind == .requestUpload, let exchange, exchange.upstream != nil, let pool = exchange.pool {
@@ -523,6 +597,8 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     if exchange.requestComplete {
       finishExchange()
     } else {
+      // Reading may have stopped for the upstream's sake (a full read-ahead).
+      setClientReadingPaused(false, reason: .upstreamBackpressure)
       // The body is read and dropped so the connection can carry the next request, but not
       // for ever: a client that declared one and sends nothing (or drips it) would hold the
       // connection without a deadline. It gets the idle timeout to finish.
@@ -696,6 +772,12 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       } else {
         abort()
       }
+    case .connectionQueue:
+      guard let exchange, let pool = exchange.queuedOn else { return }
+      pool.leaveQueue(self)
+      exchange.queuedOn = nil
+      exchange.pool = pool
+      upstreamFailed(.busy)
     case .stubDelay:
       guard let exchange, exchange.waitingForStub, let routeIndex = exchange.routeIndex else { return }
       self.exchange?.waitingForStub = false
@@ -724,6 +806,10 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
 
   func connection(_ connection: BufferedConnection, didCloseWith reason: ConnectionCloseReason) {
     closed = true
+    if let pool = exchange?.queuedOn {
+      exchange?.queuedOn = nil
+      pool.leaveQueue(self)
+    }
     if let exchange, let upstream = exchange.upstream {
       self.exchange?.upstream = nil
       exchange.pool?.discard(upstream, by: self)

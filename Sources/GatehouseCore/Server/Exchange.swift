@@ -87,6 +87,19 @@ final class Exchange {
   /// A pass-through body kept (up to a limit) so it can be stored, with its head.
   var teeBody: [UInt8]?
   var storableHead: HTTPResponseHead?
+  /// The pool whose `max_connections` were all busy, while the request waits for one.
+  var queuedOn: UpstreamPool?
+  /// The queued send is a retry on a fresh connection.
+  var queuedFresh = false
+  /// The breakers let this request through; a send after it waited (for its body, for a
+  /// connection) does not ask them again, and so never takes a second trial.
+  var breakersAdmitted = false
+  /// The request's body is being read before a connection is leased (`limits.body_buffer_bytes`).
+  var bufferingBody = false
+  /// Reading ahead is over: the body (or its first `body_buffer_bytes`) is in `pendingBody`.
+  var bodyBuffered = false
+  /// When the whole request body must have arrived (`limits.body_timeout_ms`); 0 for none.
+  var bodyDeadline: UInt64 = 0
   /// This exchange's part in collapsed forwarding.
   var collapseRole = CollapseRole.none
   /// What a leading exchange hands its waiters when it ends (nil: they ask the upstream).

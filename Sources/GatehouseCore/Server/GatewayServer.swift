@@ -107,6 +107,7 @@ public final class GatewayServer: @unchecked Sendable {
     control = try EventLoop()
     group = try EventLoopGroup(loopCount: config.workers)
     contexts = group.loops.map { LoopContext(loop: $0, shared: shared, snapshot: snapshot) }
+    for context in contexts { context.loopCount = contexts.count }
     var groups: [(key: String, listeners: [TCPListener], tls: TLSContext?)] = []
     var adminListener: TCPListener?
     var adminTLS: TLSContext?

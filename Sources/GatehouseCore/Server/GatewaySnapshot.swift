@@ -22,6 +22,12 @@ public final class GatewaySnapshot: Sendable {
   /// The two timeouts above in nanoseconds, for the per-request deadlines.
   let headerTimeoutNanoseconds: UInt64
   let idleTimeoutNanoseconds: UInt64
+  /// `limits.body_timeout_ms`, counted from the request head.
+  let bodyTimeoutNanoseconds: UInt64
+  /// `limits.body_buffer_bytes`.
+  let bodyBufferBytes: Int
+  /// `limits.buffered_bytes`, for the whole process.
+  let bufferedBytes: Int
   let drainTimeout: Duration
   let accessLogEnabled: Bool
   /// Client keys (SPEC §2 `clients`) and their shared token buckets. A reload carries each
@@ -60,6 +66,9 @@ public final class GatewaySnapshot: Sendable {
     idleTimeout = config.limits.idleTimeout
     headerTimeoutNanoseconds = EventLoop.nanoseconds(of: config.limits.headerTimeout)
     idleTimeoutNanoseconds = EventLoop.nanoseconds(of: config.limits.idleTimeout)
+    bodyTimeoutNanoseconds = EventLoop.nanoseconds(of: config.limits.bodyTimeout)
+    bodyBufferBytes = config.limits.bodyBufferBytes
+    bufferedBytes = config.limits.bufferedBytes
     drainTimeout = config.limits.drainTimeout
     accessLogEnabled = config.log.access == .stdout
     clients = ClientKeys(config.clients)
@@ -241,6 +250,10 @@ struct UpstreamPlan: Sendable {
   let circuitOpen: Duration
   /// `circuit.count_5xx`: a 5xx answer counts against its route's breaker.
   let circuitCounts5xx: Bool
+  /// `max_connections`, for the whole process (each loop's pool takes its share).
+  let maxConnections: Int
+  /// How long a request waits for a connection when `max_connections` are all busy.
+  let queueTimeoutNanoseconds: UInt64
 
   init(_ upstream: UpstreamConfig) throws(SnapshotError) {
     name = upstream.name
@@ -268,6 +281,8 @@ struct UpstreamPlan: Sendable {
     circuitFailures = upstream.circuit?.failures ?? Self.defaultCircuitFailures
     circuitOpen = upstream.circuit?.openDuration ?? Self.defaultCircuitOpen
     circuitCounts5xx = upstream.circuit?.count5xx ?? false
+    maxConnections = upstream.maxConnections
+    queueTimeoutNanoseconds = EventLoop.nanoseconds(of: upstream.queueTimeout ?? upstream.connectTimeout)
   }
 
   /// A client context per upstream: the system trust store or `tls.ca`, verification on

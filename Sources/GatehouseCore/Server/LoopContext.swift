@@ -81,6 +81,10 @@ final class LoopContext: @unchecked Sendable {
   /// This loop's listener sockets, by the configured address they were bound for.
   var listeners: [String: TCPListener] = [:]
 
+  /// The loops in the process: limits kept per loop (an upstream's `max_connections`)
+  /// take a share of the whole. Set before the loops start.
+  var loopCount = 1
+
   init(loop: EventLoop, shared: GatewayShared, snapshot: GatewaySnapshot) {
     self.loop = loop
     self.shared = shared

@@ -27,6 +27,11 @@ final class UpstreamPool {
   private var batch: PipelineBatch<ObjectIdentifier>
   private var batchConnection: UpstreamConnection?
   private var responseTime = ResponseTimeAverage()
+  /// Sessions waiting for a connection while this loop's share of `max_connections` is
+  /// open, oldest first (a slow client's exchange holds its connection; others queue
+  /// behind a bound instead of opening ever more).
+  private var queue: [ClientSession] = []
+  private var admitScheduled = false
 
   init(context: LoopContext, plan: UpstreamPlan) {
     self.context = context
@@ -91,6 +96,41 @@ final class UpstreamPool {
     return false
   }
 
+  /// This loop's share of the upstream's `max_connections` (at least one).
+  var maxOpen: Int { max(1, plan.maxConnections / context.loopCount) }
+
+  /// Whether a lease can be had now: an idle connection (unless `fresh`), or room for a new one.
+  func hasRoom(fresh: Bool) -> Bool {
+    (!fresh && !idleConnections.isEmpty) || state.openCount < maxOpen
+  }
+
+  /// `session` waits for `hasRoom`; it is offered room with `connectionRoomAvailable`.
+  func enqueue(_ session: ClientSession) {
+    queue.append(session)
+  }
+
+  /// `session` stopped waiting (its deadline passed, or its client left).
+  func leaveQueue(_ session: ClientSession) {
+    queue.removeAll { $0 === session }
+  }
+
+  var queuedCount: Int { queue.count }
+
+  /// A connection went idle or closed: the oldest waiters take the room, after the current
+  /// call stack (the session that freed it may still be writing its answer).
+  private func offerRoom() {
+    guard !queue.isEmpty, !admitScheduled else { return }
+    admitScheduled = true
+    context.loop.executeLater { [self] in
+      admitScheduled = false
+      // Each pass takes one waiter off; one that no longer wants the room leaves it for
+      // the next.
+      while !queue.isEmpty && (retired || hasRoom(fresh: false)) {
+        queue.removeFirst().connectionRoomAvailable(on: self)
+      }
+    }
+  }
+
   /// A connection for `owner`'s exchange: the warmest idle one, or a new one whose connect
   /// is under way (writes made before it completes are queued). `fresh` skips idle ones,
   /// for the retry after a reused connection failed.
@@ -114,6 +154,7 @@ final class UpstreamPool {
       return upstream
     } catch {
       state.connectFailed()
+      offerRoom()
       throw error
     }
   }
@@ -180,6 +221,7 @@ final class UpstreamPool {
         state.leasedConnectionClosed()
         connection.connection?.close()
         dropQueued(dropped, from: connection)
+        offerRoom()
         return
       }
     }
@@ -191,6 +233,7 @@ final class UpstreamPool {
     case .close:
       connection.connection?.close()
     }
+    offerRoom()
   }
 
   /// `owner` gives up its exchange on `connection`. The request being answered takes the
@@ -207,6 +250,7 @@ final class UpstreamPool {
     let dropped = connection.pipeline.dropAll()
     connection.connection?.abort()
     dropQueued(dropped, from: connection)
+    offerRoom()
   }
 
   /// Requests that were written behind an answer that never came (or was the last on its
@@ -236,6 +280,7 @@ final class UpstreamPool {
   /// otherwise wait out whatever now listens on its address).
   func idleConnectionEnded(_ connection: UpstreamConnection) {
     state.idleConnectionClosed(ObjectIdentifier(connection))
+    offerRoom()
     guard let index = idleConnections.firstIndex(where: { $0 === connection }) else { return }
     idleConnections.remove(at: index)
     if drops.idleConnectionDropped(now: context.loop.iterationTime, idleLeft: idleConnections.count) {
@@ -255,6 +300,8 @@ final class UpstreamPool {
     let idle = idleConnections
     idleConnections.removeAll()
     for connection in idle { connection.connection?.close() }
+    // Waiters go to the running config's pool for their upstream.
+    offerRoom()
   }
 
   var idleCount: Int { idleConnections.count }

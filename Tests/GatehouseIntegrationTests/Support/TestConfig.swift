@@ -66,3 +66,15 @@ func isErrorEnvelope(_ response: ReceivedResponse, status: Int, message: String?
   else { return false }
   return message.map { $0 == text } ?? true
 }
+
+extension TestConfig {
+  /// `config` with request bodies streamed to the upstream as they come
+  /// (`limits.body_buffer_bytes: 0`), for tests of what happens while a body is arriving.
+  static func streamingBodies(_ config: [String: Any]) -> [String: Any] {
+    var config = config
+    var limits = config["limits"] as? [String: Any] ?? [:]
+    limits["body_buffer_bytes"] = 0
+    config["limits"] = limits
+    return config
+  }
+}

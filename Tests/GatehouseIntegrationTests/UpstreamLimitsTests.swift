@@ -1,0 +1,114 @@
+import Foundation
+import Testing
+
+/// Slow or greedy clients cannot hold the upstream's connections: an upstream's
+/// `max_connections` bounds them (a request that finds them all busy waits its turn up to
+/// `queue_timeout_ms`, then gets a 503), a request body is read ahead before a connection
+/// is leased (`limits.body_buffer_bytes`), and the whole body must arrive within
+/// `limits.body_timeout_ms`.
+@Suite struct UpstreamLimitsTests {
+  static func config(port: UInt16, upstream extra: [String: Any] = [:], limits: [String: Any]? = nil)
+    -> [String: Any]
+  {
+    var upstream = TestConfig.upstream(port: port, responseTimeoutMs: 20_000)
+    for (key, value) in extra { upstream[key] = value }
+    return TestConfig.withAdmin(
+      TestConfig.make(
+        routes: [TestConfig.route("all", match: "/*")], upstreams: ["api": upstream], limits: limits, workers: 1))
+  }
+
+  @Test func busyConnectionsMakeRequestsWaitThenAnswer503() throws {
+    let backend = try ModalBackend()
+    backend.mode.value = .hanging
+    let gateway = try GatewayProcess(
+      config: Self.config(port: backend.port, upstream: ["max_connections": 2, "queue_timeout_ms": 300]))
+    defer { gateway.stopExpectingCleanExit() }
+    let admin = try gateway.admin(token: TestConfig.adminToken)
+
+    let held = try ["a", "b"].map { try CollapseTests.start("/held-\($0)", id: $0, port: gateway.port) }
+    #expect(backend.server.waitForRequests(2))
+    let refused = try send("GET", "/third", to: gateway.port)
+
+    #expect(isErrorEnvelope(refused, status: 503, message: "upstream busy"), "\(refused.text)")
+    #expect(backend.server.connectionCount == 2)
+    let metrics = try MetricsPage(try admin.request("GET", "/metrics").text)
+    #expect(metrics.value("gatehouse_upstream_requests_total", ["upstream": "api", "outcome": "busy"]) == 1)
+    backend.gate.open()
+    #expect(try held.map { try $0.readResponse().status } == [200, 200])
+  }
+
+  @Test func aQueuedRequestTakesTheFirstConnectionThatComesFree() throws {
+    let backend = try ModalBackend()
+    let hold = Gate()
+    backend.holdHealthy.value = hold
+    let gateway = try GatewayProcess(
+      config: Self.config(port: backend.port, upstream: ["max_connections": 1, "queue_timeout_ms": 15_000]))
+    defer { gateway.stopExpectingCleanExit() }
+
+    let first = try CollapseTests.start("/first", id: "first", port: gateway.port)
+    #expect(backend.server.waitForRequests(1))
+    let second = try CollapseTests.start("/second", id: "second", port: gateway.port)
+    sleep(for: .milliseconds(300))
+    #expect(backend.requests.count == 1, "the second waits for the only connection")
+    hold.open()
+
+    #expect(try first.readResponse().status == 200)
+    let answer = try second.readResponse(timeout: 15)
+    #expect(answer.status == 200)
+    #expect(answer.text.contains("/second"))
+    #expect(backend.server.connectionCount == 1)
+  }
+
+  /// 20 clients that send 3 bytes of a 100 kB body hold no upstream connection.
+  @Test func clientsSendingBodiesSlowlyHoldNoUpstreamConnection() throws {
+    let backend = try TestBackend { _ in jsonAnswer(#"{"ok":true}"#) }
+    defer { backend.stop() }
+    let gateway = try GatewayProcess(config: Self.config(port: backend.port))
+    defer { gateway.stopExpectingCleanExit() }
+
+    let slow = try (0..<20).map { _ in
+      let client = try RawClient(port: gateway.port)
+      try client.send(httpRequest("POST", "/upload", headers: [("Content-Length", "100000")]) + Array("abc".utf8))
+      return client
+    }
+    defer { slow.forEach { $0.close() } }
+    sleep(for: .milliseconds(500))
+    let other = try send("GET", "/other", to: gateway.port)
+
+    #expect(other.status == 200)
+    #expect(backend.connectionCount == 1, "only the GET reached the upstream")
+    // A small body comes whole: the upstream gets it in one piece.
+    let small = try send("POST", "/small", to: gateway.port, body: Array(repeating: 0x61, count: 2000))
+    #expect(small.status == 200)
+    #expect(backend.requests.last?.body.count == 2000)
+  }
+
+  /// A body dripped a byte at a time keeps each read within the idle timeout, but not the
+  /// whole body within `body_timeout_ms`.
+  @Test func aDrippedBodyEndsAtTheBodyTimeout() throws {
+    let backend = try TestBackend { _ in jsonAnswer(#"{"ok":true}"#) }
+    defer { backend.stop() }
+    let gateway = try GatewayProcess(
+      config: Self.config(port: backend.port, limits: ["body_timeout_ms": 1500, "idle_timeout_ms": 30_000]))
+    defer { gateway.stopExpectingCleanExit() }
+
+    let client = try RawClient(port: gateway.port)
+    defer { client.close() }
+    try client.send(httpRequest("POST", "/upload", headers: [("Content-Length", "1000")]))
+    let started = Date()
+    let stop = Shared(false)
+    let drip = Thread { [socket = client.socket] in
+      for _ in 0..<60 where !stop.value {
+        try? socket.send(Array("x".utf8), deadline: Deadline(seconds: 5))
+        Thread.sleep(forTimeInterval: 0.25)
+      }
+    }
+    drip.start()
+    defer { stop.value = true }
+    let answer = try client.readResponse(timeout: 20)
+
+    #expect(answer.status == 408)
+    #expect(Date().timeIntervalSince(started) < 12, "well before the 30 s idle timeout")
+    #expect(backend.requests.isEmpty)
+  }
+}
