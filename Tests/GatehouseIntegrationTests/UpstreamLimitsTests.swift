@@ -112,3 +112,56 @@ import Testing
     #expect(backend.requests.isEmpty)
   }
 }
+
+/// `limits.buffered_bytes` bounds the answers held whole to be wrapped, across all
+/// exchanges: past it a large JSON success streams wrapped, an answer that cannot stream
+/// gets a 503, and the budget comes back once the held answers are delivered.
+@Suite struct BufferedAnswerBudgetTests {
+  @Test func pastTheBudgetAnswersStreamOrGet503AndTheBudgetComesBack() throws {
+    let document = JSONArrayDocument(approximateBytes: 700_000)
+    var bytes: [UInt8] = []
+    document.stream { bytes += $0 }
+    let json = bytes
+    let gate = Gate()
+    let backend = try TestBackend { request in
+      if request.target == "/held" {
+        // Half the document, then nothing until the test opens the gate.
+        var answer = BackendResponse(
+          headers: [("Content-Type", "application/json")],
+          body: .chunked([Array(json[0..<400_000]), Array(json[400_000...])]))
+        answer.pauseAfterFirstPiece = gate
+        return .respond(answer)
+      }
+      return .respond(BackendResponse(headers: [("Content-Type", "application/json")], body: .bytes(json)))
+    }
+    defer { backend.stop() }
+    let gateway = try GatewayProcess(
+      config: TestConfig.make(
+        routes: [
+          TestConfig.envelopedRoute("picked", match: "/kp/*", envelope: ["key_path": "0"]),
+          TestConfig.envelopedRoute("all", match: "/*", envelope: [:]),
+        ],
+        upstreams: ["api": TestConfig.upstream(port: backend.port, responseTimeoutMs: 20_000)],
+        limits: ["buffered_bytes": 1_000_000], workers: 1))
+    defer { gateway.stopExpectingCleanExit() }
+
+    let held = try CollapseTests.start("/held", id: "held", port: gateway.port)
+    #expect(backend.waitForRequests(1))
+    sleep(for: .milliseconds(500))  // the first 400 kB are held by the gateway
+    let streamed = try send("GET", "/big", to: gateway.port, timeout: 20)
+    let refused = try send("GET", "/kp/big", to: gateway.port, timeout: 20)
+    gate.open()
+    let whole = try held.readResponse(timeout: 20)
+    let after = try send("GET", "/big", to: gateway.port, timeout: 20)
+
+    #expect(streamed.status == 200)
+    #expect(streamed.head.isChunked, "wrapped as it streamed")
+    #expect(streamed.text.hasPrefix(#"{"code":0,"datas":["#) && streamed.body.count > 700_000)
+    #expect(isErrorEnvelope(refused, status: 503, message: "gateway overloaded"), "\(refused.text.prefix(200))")
+    for answer in [whole, after] {
+      #expect(answer.status == 200)
+      #expect(answer.head.contentLength != nil, "wrapped whole")
+      #expect(answer.text.hasPrefix(#"{"code":0,"datas":["#) && answer.body.count > 700_000)
+    }
+  }
+}

@@ -10,6 +10,9 @@ public enum GatewayResponse {
     case upstreamTimedOut
     /// Every connection the upstream's `max_connections` allows was busy for the queue timeout.
     case upstreamBusy
+    /// The answers being wrapped whole already hold `limits.buffered_bytes`, and this one
+    /// cannot stream wrapped.
+    case overloaded
     case badRequest(HTTPParseError)
     case headerTimeout
     case methodNotAllowed
@@ -25,7 +28,7 @@ public enum GatewayResponse {
       case .noRoute: return 404
       case .upstreamUnavailable: return 502
       case .upstreamTimedOut: return 504
-      case .upstreamBusy: return 503
+      case .upstreamBusy, .overloaded: return 503
       case .badRequest(let error): return error.status
       case .headerTimeout: return 408
       case .methodNotAllowed: return 405
@@ -41,6 +44,7 @@ public enum GatewayResponse {
       case .upstreamUnavailable: return "upstream unavailable"
       case .upstreamTimedOut: return "upstream timed out"
       case .upstreamBusy: return "upstream busy"
+      case .overloaded: return "gateway overloaded"
       case .badRequest(let error): return "bad request: \(error)"
       case .headerTimeout: return "request timeout"
       case .methodNotAllowed: return "method not allowed"

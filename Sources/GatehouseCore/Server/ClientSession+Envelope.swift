@@ -13,15 +13,21 @@ extension ClientSession {
       exchange.bufferedBody.append(contentsOf: bytes)
       return
     }
-    if exchange.bufferedBody.count + bytes.count <= policy.maxBytes {
+    let fits = exchange.bufferedBody.count + bytes.count <= policy.maxBytes
+    if fits && context.shared.chargeBufferedAnswer(bytes.count, limit: exchange.snapshot.bufferedBytes) {
+      exchange.bufferCharge += bytes.count
       exchange.bufferedBody.append(contentsOf: bytes)
       return
     }
     if let head = exchange.bufferedHead, (200..<300).contains(head.status), policy.keyPath == nil,
       Self.field(head.headers, "content-encoding") == nil
     {
+      // Too large to wrap whole, or the budget for answers held whole is spent: a stream
+      // holds no more than the client's connection queue at a time.
       let kept = exchange.bufferedBody
       exchange.bufferedBody = []
+      context.shared.releaseBufferedAnswer(exchange.bufferCharge)
+      exchange.bufferCharge = 0
       beginWrappedStream(head, policy: policy)
       guard exchange.bodyPlan == .streamWrapped else { return }
       for piece in [kept, Array(bytes)] {
@@ -31,7 +37,33 @@ extension ClientSession {
       flushOutput()
       return
     }
+    if fits {
+      // Within the route's size, but no room in the budget and no way to stream it.
+      if let upstream = exchange.upstream {
+        exchange.upstream = nil
+        exchange.pool?.discard(upstream, by: self)
+      }
+      context.shared.warnAboutLimit(
+        "buffered answers reached limits.buffered_bytes", ["limit": .int(exchange.snapshot.bufferedBytes)])
+      closeAfterResponse = closeAfterResponse || !exchange.requestComplete
+      respondLocally(failure: .overloaded)
+      return
+    }
     exchange.bufferedTruncated = true
+  }
+
+  /// The exchange's budget charge passes to the session: held until its connection has
+  /// taken the answer (its queue drained), or released now when it already has.
+  func settleBufferCharge(_ exchange: Exchange) {
+    heldBufferCharge += exchange.bufferCharge
+    exchange.bufferCharge = 0
+    guard heldBufferCharge > 0 else { return }
+    if closed || connection?.isAboveHighWatermark != true { releaseHeldBufferCharge() }
+  }
+
+  func releaseHeldBufferCharge() {
+    context.shared.releaseBufferedAnswer(heldBufferCharge)
+    heldBufferCharge = 0
   }
 
   /// Validates a piece of a wrapped stream's body and queues it; false (the connection cut,

@@ -43,6 +43,8 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
   private var pausedReasons: Set<PauseReason> = []
   /// Held pipelined requests wait for the client to read what it was sent.
   var resumeOnDrain = false
+  /// Budget bytes (`limits.buffered_bytes`) of answers written but not yet taken by the client.
+  var heldBufferCharge = 0
 
   enum DeadlineKind {
     case header
@@ -636,6 +638,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
   }
 
   func connectionWriteQueueDidDrainBelowLowWatermark(_ connection: BufferedConnection) {
+    if heldBufferCharge > 0 { releaseHeldBufferCharge() }
     if resumeOnDrain && exchange == nil {
       resumeOnDrain = false
       resumeHeldInput()
@@ -824,12 +827,14 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     let waiters = exchange.flatMap(detachWaiters)
     exchange = nil
     defer { waiters?.release() }
+    releaseHeldBufferCharge()
     self.connection = nil
     context.sessionClosed(self)
   }
 
   /// Counts a finished (or abandoned) exchange and writes its access line.
   func record(_ exchange: Exchange, status: Int) {
+    settleBufferCharge(exchange)
     let elapsed = EventLoop.monotonicNanoseconds() &- exchange.startedAt
     if let result = exchange.cacheResult { context.metrics.cacheResults[result.metricLabel, default: 0] &+= 1 }
     context.recordRequest(

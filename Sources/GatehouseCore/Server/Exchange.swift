@@ -54,6 +54,8 @@ final class Exchange {
   var bufferedHead: HTTPResponseHead?
   var bufferedBody: [UInt8] = []
   var bufferedTruncated = false
+  /// Bytes of `bufferedBody` taken from the `limits.buffered_bytes` budget.
+  var bufferCharge = 0
   var streamValidator: JSONStreamingValidator?
   /// Leaves a byte order mark out of a wrapped stream's body.
   var bomFilter = LeadingBOMFilter()

@@ -22,6 +22,9 @@ public final class GatewayShared: Sendable {
   let refusedAtLimit = Atomic<Int>(0)
   /// Accepts that failed for want of descriptors or memory (the listener backs off).
   let acceptFailures = Atomic<Int>(0)
+  /// Upstream answer bytes held across all loops to be wrapped whole (enveloped answers),
+  /// from the first byte kept until the client's connection has taken the answer.
+  let bufferedAnswerBytes = Atomic<Int>(0)
   /// One limit warning per 10 s at most, from any loop, so a flood does not flood the log
   /// too (the admin listener throttles its refusals the same way).
   private let limitWarnings = Mutex(LogThrottle(intervalNanoseconds: 10_000_000_000))
@@ -30,6 +33,21 @@ public final class GatewayShared: Sendable {
     self.logger = logger
     self.store = store
     self.maxConnections = Atomic(maxConnections)
+  }
+
+  /// Takes `count` bytes out of the `limits.buffered_bytes` budget (`limit`); false, and
+  /// nothing taken, when they do not fit. One atomic add on the path of buffered answers
+  /// only (never for answers that stream).
+  func chargeBufferedAnswer(_ count: Int, limit: Int) -> Bool {
+    let total = bufferedAnswerBytes.add(count, ordering: .relaxed).newValue
+    guard total > limit else { return true }
+    bufferedAnswerBytes.subtract(count, ordering: .relaxed)
+    return false
+  }
+
+  func releaseBufferedAnswer(_ count: Int) {
+    guard count > 0 else { return }
+    bufferedAnswerBytes.subtract(count, ordering: .relaxed)
   }
 
   /// Open client connections right now.
