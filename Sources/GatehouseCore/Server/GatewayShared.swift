@@ -1,4 +1,5 @@
 import GatehouseNet
+import Glibc
 import GatehouseStore
 import Synchronization
 
@@ -25,6 +26,8 @@ public final class GatewayShared: Sendable {
   /// Upstream answer bytes held across all loops to be wrapped whole (enveloped answers),
   /// from the first byte kept until the client's connection has taken the answer.
   let bufferedAnswerBytes = Atomic<Int>(0)
+  /// The most `bufferedAnswerBytes` reached since the heap was last trimmed.
+  private let bufferedAnswerPeak = Atomic<Int>(0)
   /// One limit warning per 10 s at most, from any loop, so a flood does not flood the log
   /// too (the admin listener throttles its refusals the same way).
   private let limitWarnings = Mutex(LogThrottle(intervalNanoseconds: 10_000_000_000))
@@ -40,15 +43,28 @@ public final class GatewayShared: Sendable {
   /// only (never for answers that stream).
   func chargeBufferedAnswer(_ count: Int, limit: Int) -> Bool {
     let total = bufferedAnswerBytes.add(count, ordering: .relaxed).newValue
-    guard total > limit else { return true }
+    guard total > limit else {
+      if total > bufferedAnswerPeak.load(ordering: .relaxed) { bufferedAnswerPeak.store(total, ordering: .relaxed) }
+      return true
+    }
     bufferedAnswerBytes.subtract(count, ordering: .relaxed)
     return false
   }
 
   func releaseBufferedAnswer(_ count: Int) {
     guard count > 0 else { return }
-    bufferedAnswerBytes.subtract(count, ordering: .relaxed)
+    let total = bufferedAnswerBytes.subtract(count, ordering: .relaxed).newValue
+    // Once a burst of large answers is over, the allocator is asked to hand the freed pages
+    // back (glibc keeps them otherwise, and a pod near its memory limit would stay there).
+    // Rare by construction: only when the held bytes fall to zero after passing 32 MiB.
+    if total == 0, bufferedAnswerPeak.load(ordering: .relaxed) > Self.trimAfterPeak,
+      bufferedAnswerPeak.exchange(0, ordering: .relaxed) > Self.trimAfterPeak
+    {
+      malloc_trim(0)
+    }
   }
+
+  static let trimAfterPeak = 32 << 20
 
   /// Open client connections right now.
   public var openClientConnections: Int { clientConnections.load(ordering: .relaxed) }
