@@ -330,7 +330,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
         upstream = try pool.lease(for: self, fresh: fresh)
       }
     } catch {
-      context.shared.logger.warn("cannot open upstream connection", ["error": .string("\(error)")])
+      context.shared.warnCannotOpenUpstream(pool.plan.name, error: error)
       upstreamFailed(.unavailable)
       return
     }
