@@ -253,6 +253,10 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       respondLocally(failure: .upstreamUnavailable)
       return
     }
+    if snapshot.routeTable.rewriteCarriesEncodedDelimiter(for: match, requestPath: head.path) {
+      respondLocally(failure: .badRequest(.invalidTarget))
+      return
+    }
     exchange?.upstreamTarget = snapshot.routeTable.upstreamPath(
       for: match, requestPath: head.path, query: head.query)
     if plan.token != nil && Self.hasBody(head) { exchange?.requestBodyCopy = [] }
