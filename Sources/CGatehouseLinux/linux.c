@@ -93,6 +93,7 @@ const int GH_TCP_NODELAY = TCP_NODELAY;
 const int GH_IPPROTO_TCP = IPPROTO_TCP;
 const int GH_SO_REUSEPORT = SO_REUSEPORT;
 const int GH_MSG_NOSIGNAL = MSG_NOSIGNAL;
+const int GH_MSG_PEEK = MSG_PEEK;
 
 void gh_set_thread_name(const char *name) {
   char truncated[16];

@@ -97,10 +97,10 @@ import Testing
   // MARK: Bytes nobody asked for
 
   /// A backend that sends a second, unasked answer right behind the first (in the same
-  /// write): a client's next request, pipelined on the same connection and sent upstream on
-  /// the same connection the moment the first answer ended, must not get those bytes as its
-  /// answer, and they are not stored. The connection is closed; the request goes again on a
-  /// new one.
+  /// write): a client's next request, pipelined on the same client connection and handled
+  /// the moment the first answer ended, must not get those bytes as its answer, nor are they
+  /// stored. (Bytes that arrive on an idle connection before a request reuses it are caught
+  /// before the reuse; `UndeliveredInputTests` checks that they are seen.)
   @Test func aStrayAnswerBehindAnotherIsNobodysAnswer() throws {
     let stray = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 9\r\n\r\n\"STRAYED\""
     let backend = try FaultBackend { request in

@@ -57,4 +57,5 @@ extern const int GH_TCP_NODELAY;
 extern const int GH_IPPROTO_TCP;
 extern const int GH_SO_REUSEPORT;
 extern const int GH_MSG_NOSIGNAL;
+extern const int GH_MSG_PEEK;
 #endif

@@ -42,13 +42,26 @@ final class UpstreamPool {
   /// is under way (writes made before it completes are queued). `fresh` skips idle ones,
   /// for the retry after a reused connection failed.
   func lease(for owner: any UpstreamExchangeOwner, fresh: Bool) throws(SystemError) -> UpstreamConnection {
-    switch fresh ? state.leaseNew() : state.lease() {
-    case .reuse(let id):
-      let connection = idleConnections.removeLast()
-      assert(ObjectIdentifier(connection) == id, "idle list out of step with the pool state")
-      connection.owner = owner
-      return connection
-    case .connect:
+    // Bounded: each pass takes one idle connection off the list or connects.
+    while true {
+      switch fresh ? state.leaseNew() : state.lease() {
+      case .reuse(let id):
+        let connection = idleConnections.removeLast()
+        assert(ObjectIdentifier(connection) == id, "idle list out of step with the pool state")
+        // An idle connection must be silent. Bytes (or an end) it has received but not yet
+        // delivered — epoll's report may be later in this loop turn, or reading was put
+        // off — were sent while no request was outstanding: written to, they would be read
+        // as this request's answer. It is closed instead, and the next one tried. Costs a
+        // system call per reuse (see `hasUndeliveredInput`).
+        guard connection.connection?.hasUndeliveredInput != true else {
+          discardIdle(connection)
+          continue
+        }
+        connection.owner = owner
+        return connection
+      case .connect:
+        break
+      }
       break
     }
     do {
@@ -192,6 +205,16 @@ final class UpstreamPool {
     if drops.idleConnectionDropped(now: context.loop.iterationTime, idleLeft: idleConnections.count) {
       circuit.recordConnectionsDropped()
     }
+  }
+
+  /// Closes an idle connection just taken off the idle list because it spoke out of turn
+  /// (`lease`), counted like one the upstream dropped while idle.
+  private func discardIdle(_ connection: UpstreamConnection) {
+    state.leasedConnectionClosed()
+    if drops.idleConnectionDropped(now: context.loop.iterationTime, idleLeft: idleConnections.count) {
+      circuit.recordConnectionsDropped()
+    }
+    connection.connection?.abort()
   }
 
   func connectionClosed() {
