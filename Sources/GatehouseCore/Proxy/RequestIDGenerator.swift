@@ -68,7 +68,10 @@ public struct RequestIDGenerator: Sendable {
   }
 
   /// A client-sent id is kept only when it is short and plain (letters, digits, `-_.:`),
-  /// so it is safe in logs and headers.
+  /// so it is safe in logs and headers: no space, quote, comma, `;`, `=` or control byte
+  /// that could split a field or forge one. `:` is not an RFC 9110 token byte, but it is
+  /// kept: it is as harmless in a header value and a JSON string, and tracers write ids
+  /// with it (Jaeger's `trace:span:parent:flags`).
   public static func isAcceptable(_ id: some Collection<UInt8>) -> Bool {
     guard !id.isEmpty && id.count <= 128 else { return false }
     for byte in id {
