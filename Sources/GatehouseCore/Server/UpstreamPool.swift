@@ -150,7 +150,6 @@ final class UpstreamPool {
     endBatch(connection)
     switch state.release(ObjectIdentifier(connection), reusable: reusable && !retired && !connection.pipeline.spoiled) {
     case .keepIdle:
-      connection.idleReleases &+= 1
       idleConnections.append(connection)
     case .close:
       connection.connection?.close()
@@ -269,9 +268,6 @@ final class UpstreamConnection: ConnectionDelegate {
   /// The answer before the one now read left the connection in doubt (`UpstreamAnswerDoubt`):
   /// this one may be what the backend sent after it, and is not stored.
   var followsDoubtfulAnswer = false
-  /// Times the connection went back to the idle list: a change across an owner's read call
-  /// means its answer ended there and the connection went idle (maybe leased anew since).
-  var idleReleases = 0
   /// Pipelined requests of this loop turn, sent together at its end.
   private var gathered: [UInt8] = []
   private var sendScheduled = false
@@ -303,20 +299,14 @@ final class UpstreamConnection: ConnectionDelegate {
   func connection(_ connection: BufferedConnection, didRead bytes: UnsafeRawBufferPointer) {
     var rest = bytes
     while let owner {
-      let idleReleasesBefore = idleReleases
       let used = owner.upstreamDidRead(self, rest)
       guard used < rest.count, self.connection === connection else { return }
       // The rest is the next pipelined answer; an owner that kept the connection without
       // taking all the bytes would be a bug, and the bytes are not trusted then.
       guard self.owner !== owner else { break }
-      // The answer ended and the connection went idle inside that call, and a request may
-      // have leased it again since (a client's next pipelined one is handled at once): the
-      // rest came while no request was outstanding, so it is nobody's answer.
-      guard idleReleases == idleReleasesBefore else { break }
       rest = UnsafeRawBufferPointer(rebasing: rest[used...])
     }
     // An idle keep-alive connection must stay silent; bytes here mean it cannot be trusted.
-    // A request that leased it meanwhile is told by the close, and goes again elsewhere.
     pool.idleConnectionEnded(self)
     connection.abort()
   }
