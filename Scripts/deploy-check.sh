@@ -6,7 +6,8 @@
 #   systemd-analyze      `verify` (and an offline `security` score) of Deploy/gatehouse.service
 #   gatehouse check      the ConfigMap's gatehouse.json, and Deploy/gatehouse.json as the
 #                        image runs it, with dummy values for the variables they reference
-#   consistency          ports, probes, selectors, secrets and stop timeouts agree across files
+#   consistency          ports, probes, selectors, secrets and stop timeouts agree across files;
+#                        the NetworkPolicy keeps the admin port to the nodes and operators
 #   (optional)           ShellCheck on this script and Deploy/healthcheck.sh, when installed
 #
 # usage: Scripts/deploy-check.sh [GATEHOUSE_BINARY]     (default .build/debug/gatehouse)
@@ -271,6 +272,28 @@ hpa = one("HorizontalPodAutoscaler")
 need(hpa["spec"]["scaleTargetRef"]["name"] == deploy["metadata"]["name"], "HPA does not target the Deployment")
 need(config.get("workers", 0) > 0, "set workers explicitly: 0 counts the node's cores, not the pod's CPU limit")
 
+# NetworkPolicy: the pods' admin port is reachable only from listed peers (the nodes, for
+# the kubelet's probes, and the operator namespace); client traffic stays open.
+policies = [p for p in by_kind.get("NetworkPolicy", [])
+            if selects(p["spec"].get("podSelector", {}).get("matchLabels", {}))]
+need(len(policies) == 1, f"expected one NetworkPolicy selecting the pods, found {len(policies)}")
+for policy in policies:
+    spec = policy["spec"]
+    need("Ingress" in spec.get("policyTypes", []), "the NetworkPolicy must restrict Ingress")
+    def covers(rule, port):
+        listed = rule.get("ports")
+        return not listed or any(p.get("port") in (port, ports.get(port)) for p in listed)
+    admin_rules = [r for r in spec.get("ingress", []) if covers(r, "admin")]
+    need(admin_rules, "the NetworkPolicy lets nothing reach the admin port (the probes would fail)")
+    for rule in admin_rules:
+        peers = rule.get("from", [])
+        need(peers, "a NetworkPolicy rule opens the admin port to every peer")
+        need(any("ipBlock" in p for p in peers), "the admin port rule must admit the nodes (kubelet probes) by ipBlock")
+        need(any("namespaceSelector" in p and "podSelector" not in p for p in peers),
+             "the admin port rule must admit the operator namespace")
+    need(any(covers(r, "http") and not r.get("from") for r in spec.get("ingress", [])),
+         "the NetworkPolicy must leave the client port open")
+
 # Dockerfile: published ports and the health probe port match the shipped config.
 dockerfile = open("Deploy/Dockerfile").read()
 need(re.search(r"^EXPOSE 8080 9901$", dockerfile, re.M), "Dockerfile must EXPOSE 8080 9901")
@@ -280,7 +303,7 @@ for p in problems:
     print(p)
 sys.exit(1 if problems else 0)
 PY
-  result PASS consistency "ports, probes, secrets, mounts, selectors and stop timeouts agree"
+  result PASS consistency "ports, probes, secrets, mounts, selectors, stop timeouts and admin NetworkPolicy agree"
 else
   result FAIL consistency "files disagree" "$work/consistency.log"
 fi

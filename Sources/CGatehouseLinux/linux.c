@@ -1,4 +1,5 @@
 #define _GNU_SOURCE
+#include <malloc.h>
 #include "CGatehouseLinux.h"
 #include <errno.h>
 #include <pthread.h>
@@ -93,6 +94,7 @@ const int GH_TCP_NODELAY = TCP_NODELAY;
 const int GH_IPPROTO_TCP = IPPROTO_TCP;
 const int GH_SO_REUSEPORT = SO_REUSEPORT;
 const int GH_MSG_NOSIGNAL = MSG_NOSIGNAL;
+const int GH_MSG_PEEK = MSG_PEEK;
 
 void gh_set_thread_name(const char *name) {
   char truncated[16];
@@ -100,3 +102,5 @@ void gh_set_thread_name(const char *name) {
   truncated[sizeof truncated - 1] = 0;
   pthread_setname_np(pthread_self(), truncated);
 }
+
+int gh_return_free_heap(void) { return malloc_trim(0); }

@@ -76,7 +76,8 @@ enum RequestTarget {
         if (next == dot || next == percent) && isDotSegment(p, i + 1) { throw .dotSegment }
         i += 1
       } else if byte == percent {
-        guard ASCII.hexValue(p[i + 1]) != nil, ASCII.hexValue(p[i + 2]) != nil else { throw .invalidTarget }
+        guard let high = ASCII.hexValue(p[i + 1]), let low = ASCII.hexValue(p[i + 2]) else { throw .invalidTarget }
+        if isRefusedEscape(p, i, value: UInt8(truncatingIfNeeded: high << 4 | low)) { throw .invalidTarget }
         // An encoded `/` or `\` starts a segment too, for servers that decode first.
         if (isEscape(p, i, 0x32, 0x66) || isEscape(p, i, 0x35, 0x63)) && isDotSegment(p, i + 3) {
           throw .dotSegment
@@ -88,11 +89,32 @@ enum RequestTarget {
     }
   }
 
+  /// Whether the escape at `i`, which decodes to `value`, is one no path worth serving
+  /// holds: NUL (C code ends the path there, so `..%00x` is `..` to it), or the start of
+  /// overlong UTF-8, which no valid UTF-8 holds and lenient decoders read as the ASCII byte
+  /// it spells (`%C0%AE` is `.`, `%C0%AF` is `/`): a lead byte C0 or C1, E0 before a
+  /// continuation byte below A0, F0 before one below 90. Costs nothing but at a `%`.
+  static func isRefusedEscape(_ p: UnsafeBufferPointer<UInt8>, _ i: Int, value: UInt8) -> Bool {
+    switch value {
+    case 0x00, 0xC0, 0xC1:
+      return true
+    case 0xE0, 0xF0:
+      guard p[i + 3] == percent, let high = ASCII.hexValue(p[i + 4]), let low = ASCII.hexValue(p[i + 5]) else {
+        return false
+      }
+      let next = high << 4 | low
+      return value == 0xE0 ? (0x80..<0xA0).contains(next) : (0x80..<0x90).contains(next)
+    default:
+      return false
+    }
+  }
+
   /// Whether the segment starting at `start` (after a `/`, `%2F` or `%5C`) is `.` or `..`,
   /// each dot written as `.` or `%2E` (either case), ended by `/`, `?`, the end of the
   /// target, `;` (servlet containers drop `;parameters` before resolving, so `..;x` is `..`
-  /// to them), or an encoded `/` or `\` (`%2F`, `%5C`: servers that decode before resolving
-  /// read `..%2F` as `../`). A backend or a framework resolving such a segment would reach a
+  /// to them), an encoded `/` or `\` (`%2F`, `%5C`: servers that decode before resolving
+  /// read `..%2F` as `../`), an encoded `;` (`%3B`, dropped with what follows by servlet
+  /// containers that decode first), or an encoded NUL (`%00`, where C code ends the path). A backend or a framework resolving such a segment would reach a
   /// path that no route allowed, with the credentials of the route that matched.
   static func isDotSegment(_ p: UnsafeBufferPointer<UInt8>, _ start: Int) -> Bool {
     var j = start
@@ -110,7 +132,10 @@ enum RequestTarget {
     guard dots == 1 || dots == 2 else { return false }
     switch p[j] {
     case slash, ASCII.question, ASCII.space, ASCII.semicolon: return true
-    default: return isEscape(p, j, 0x32, 0x66) || isEscape(p, j, 0x35, 0x63)  // %2F, %5C
+    default:
+      // %2F, %5C, %3B, %00
+      return isEscape(p, j, 0x32, 0x66) || isEscape(p, j, 0x35, 0x63) || isEscape(p, j, 0x33, 0x62)
+        || isEscape(p, j, 0x30, 0x30)
     }
   }
 

@@ -202,6 +202,17 @@ public final class BufferedConnection: IOEventHandler {
   /// between two moments, it tells a peer that reads slowly from one that stopped reading
   /// (bytes the socket takes into its own buffer say nothing about the peer).
   public var peerAcknowledgedBytes: Int64? { socket.bytesAcknowledgedByPeer }
+  /// Whether the peer sent something (bytes or its end) that has not been delivered yet,
+  /// whether or not epoll has reported it: for a kept-alive connection about to carry a
+  /// new request, where anything already there was sent while no request was outstanding.
+  /// Plain TCP asks the kernel (a one-byte MSG_PEEK, one system call); TLS answers only
+  /// from what was seen, since TLS records that are no data (a session ticket) may sit
+  /// there harmlessly.
+  public var hasUndeliveredInput: Bool {
+    guard state == .active else { return false }
+    if inputEnded || hangupSeen { return true }
+    return tls == nil && socket.hasInput
+  }
   /// True between the high-watermark and drain callbacks.
   public var isAboveHighWatermark: Bool { aboveHighWatermark }
   public var isReadingPaused: Bool { readingPaused }

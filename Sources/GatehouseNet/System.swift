@@ -98,6 +98,12 @@ enum Syscall {
     try runNonBlocking("recv") { Glibc.recv(fd, buffer.baseAddress, buffer.count, 0) }
   }
 
+  /// Looks at the next byte without taking it (MSG_PEEK): `.processed(0)` is end of file,
+  /// `.wouldBlock` that nothing is there.
+  static func peek(_ fd: Int32, into byte: UnsafeMutablePointer<UInt8>) throws(SystemError) -> IOResult<Int> {
+    try runNonBlocking("recv") { Glibc.recv(fd, byte, 1, GH_MSG_PEEK) }
+  }
+
   /// Sends from several buffers with MSG_NOSIGNAL, so a peer that went away gives EPIPE, not SIGPIPE.
   static func sendmsg(
     _ fd: Int32, _ vectors: UnsafeMutableBufferPointer<iovec>

@@ -61,6 +61,16 @@ public final class TCPSocket {
     try Syscall.receive(fileDescriptor, into: buffer)
   }
 
+  /// Whether a read would return something now (a byte, or the end of file), without
+  /// taking it. An error counts as something: a read would report it.
+  public var hasInput: Bool {
+    var byte: UInt8 = 0
+    switch try? Syscall.peek(fileDescriptor, into: &byte) {
+    case .wouldBlock?: return false
+    case .processed?, nil: return true
+    }
+  }
+
   /// Writes as much of `bytes` as the kernel takes now.
   @inline(__always)
   public func write(_ bytes: UnsafeRawBufferPointer) throws(SystemError) -> IOResult<Int> {

@@ -1,3 +1,4 @@
+import GatehouseNet
 import Testing
 
 @testable import GatehouseCore
@@ -131,5 +132,48 @@ import Testing
     #expect(failures.flush(now: 30 * second) == nil)
     #expect(failures.record(peer: "127.0.0.1:1003", now: 15 * second) == nil)
     #expect(line(failures.record(peer: nil, now: 20 * second)) == line([("peer", .null), ("failures", .int(2))]))
+  }
+
+  // MARK: Connection caps
+
+  static func peer(_ host: String, port: UInt16) -> SocketAddress {
+    try! SocketAddress(parsing: "\(host):\(port)")
+  }
+
+  @Test func oneAddressGetsAtMostItsShareWhateverPortsItUses() {
+    var counts = AdminConnectionCounts()
+    for port in 0..<UInt16(AdminConnectionLimits.maxConnectionsPerPeer) {
+      #expect(counts.admit(Self.peer("10.0.0.7", port: 40_000 + port)) == .accept)
+    }
+    #expect(counts.admit(Self.peer("10.0.0.7", port: 50_000)) == .refusePeer)
+    // Another address (a probe) still gets in.
+    #expect(counts.admit(Self.peer("10.0.0.8", port: 40_000)) == .accept)
+    // One of the first address's connections closes: it may open one more.
+    counts.release(Self.peer("10.0.0.7", port: 40_003))
+    #expect(counts.admit(Self.peer("10.0.0.7", port: 50_001)) == .accept)
+    #expect(counts.count(from: Self.peer("10.0.0.7", port: 1)) == AdminConnectionLimits.maxConnectionsPerPeer)
+    #expect(counts.total == AdminConnectionLimits.maxConnectionsPerPeer + 1)
+  }
+
+  @Test func theTotalCapHoldsAcrossAddresses() {
+    var counts = AdminConnectionCounts()
+    var admitted = 0
+    for index in 0..<100 where counts.admit(Self.peer("10.0.1.\(index % 10)", port: UInt16(1000 + index))) == .accept {
+      admitted += 1
+    }
+    #expect(admitted == AdminConnectionLimits.maxConnections)
+    #expect(counts.admit(Self.peer("10.0.2.1", port: 1)) == .refuseTotal)
+    counts.release(Self.peer("10.0.1.0", port: 9))
+    #expect(counts.admit(Self.peer("10.0.2.1", port: 1)) == .accept)
+  }
+
+  @Test func releasingWhatWasNotCountedChangesNothing() {
+    var counts = AdminConnectionCounts()
+    #expect(counts.admit(nil) == .accept)
+    counts.release(Self.peer("10.0.0.1", port: 1))
+    #expect(counts.total == 1)
+    counts.release(nil)
+    counts.release(nil)
+    #expect(counts.total == 0)
   }
 }

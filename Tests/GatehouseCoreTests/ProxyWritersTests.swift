@@ -256,6 +256,49 @@ import Testing
     #expect(!RequestIDGenerator.isAcceptable(Array(repeating: 0x61, count: 200)))
     #expect(!RequestIDGenerator.isAcceptable([UInt8]()))
   }
+
+  /// Generated ids do not follow one another: the part after the prefix of consecutive ids
+  /// is not a counter, and two generators never give the same sequence. They stay unique.
+  @Test func generatedRequestIDsCannotBeGuessedFromEarlierOnes() {
+    var generator = RequestIDGenerator()
+    let ids = (0..<2000).map { _ in String(decoding: generator.next(), as: UTF8.self) }
+    let tails = ids.map { UInt64($0.suffix(16), radix: 16) ?? 0 }
+    let steps = zip(tails, tails.dropFirst()).map { $1 &- $0 }
+    #expect(Set(ids).count == ids.count)
+    #expect(Set(ids.map { $0.prefix(16) }).count == 1)
+    // A counter steps by one; a permutation's outputs are spread over the whole range.
+    #expect(steps.filter { $0 == 1 }.count < 5, "consecutive ids differ by one")
+    #expect(Set(steps).count > 1900)
+    let high = tails.filter { $0 >= 1 << 63 }.count
+    #expect((800...1200).contains(high), "\(high) of 2000 tails in the upper half")
+
+    var other = RequestIDGenerator()
+    let otherTails = (0..<50).map { _ in String(decoding: other.next(), as: UTF8.self).suffix(16) }
+    #expect(Set(otherTails).isDisjoint(with: Set(ids.map { $0.suffix(16) })))
+  }
+
+  /// The permutation is one: distinct inputs, distinct outputs (checked on a run of
+  /// counters around a wrap), and a different key gives a different permutation.
+  @Test func theRequestIDPermutationIsOneToOne() {
+    let key: (UInt64, UInt64) = (0x0123_4567_89AB_CDEF, 0xFEDC_BA98_7654_3210)
+    let inputs = (0..<5000).map { UInt64.max &- 2500 &+ UInt64($0) }
+    let outputs = inputs.map { RequestIDGenerator.permute($0, key: key) }
+    #expect(Set(outputs).count == inputs.count)
+    #expect(outputs.map { RequestIDGenerator.permute($0, key: key) } != outputs)
+    #expect(inputs.map { RequestIDGenerator.permute($0, key: (key.0, key.1 ^ 1)) } != outputs)
+  }
+
+  /// A client's id is kept only when it is 1 to 128 bytes of letters, digits and `-_.:`
+  /// (no space, quote, comma, semicolon, control or non-ASCII byte that could split a log
+  /// field or a header); anything else is replaced by a generated one.
+  @Test func clientRequestIDsAreBoundedPlainTokens() {
+    let allowed = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:".utf8)
+    for byte in UInt8(0)...UInt8(255) {
+      #expect(RequestIDGenerator.isAcceptable([0x61, byte, 0x62]) == allowed.contains(byte), "byte \(byte)")
+    }
+    #expect(RequestIDGenerator.isAcceptable(Array(repeating: 0x61, count: 128)))
+    #expect(!RequestIDGenerator.isAcceptable(Array(repeating: 0x61, count: 129)))
+  }
 }
 
 @Suite struct UnderscoreLookAlikeTests {

@@ -191,6 +191,28 @@ private func upstreamTarget(_ table: RouteTable, _ target: String, method: Strin
     #expect(upstreamTarget(table, "/pass") == "/v2")
   }
 
+  /// A parameter holding an encoded `?` or `#` would cut the rewrite short for a backend
+  /// that decodes before splitting: refused. A rest (it ends the template) and paths
+  /// without a rewrite go as sent.
+  @Test func rewritesRefuseEncodedQueryAndFragmentDelimitersInParameters() throws {
+    let table = try routeTable([
+      #"{"match": {"path": "/users/:id"}, "path": "/v2/users/:id/profile"}"#,
+      #"{"match": {"path": "/tail/*"}, "path": "/t/*"}"#,
+      #"{"match": {"path": "/plain/:id"}}"#,
+    ])
+    func refused(_ path: String) throws -> Bool {
+      let bytes = ArraySlice(path.utf8)
+      let match = try #require(table.match(method: ArraySlice("GET".utf8), path: bytes))
+      return table.rewriteCarriesEncodedDelimiter(for: match, requestPath: bytes)
+    }
+    for path in ["/users/1%3F", "/users/1%3fadmin=1", "/users/1%23", "/users/%23x", "/users/a%2F%3F"] {
+      #expect(try refused(path), "\(path)")
+    }
+    for path in ["/users/1", "/users/%3", "/users/1%2F", "/users/1%33F", "/tail/a%3F", "/tail/a%23/b", "/plain/1%3F"] {
+      #expect(try !refused(path), "\(path)")
+    }
+  }
+
   @Test func rewriteMayDropTheRest() throws {
     let table = try routeTable([#"{"match": {"path": "/legacy/*"}, "path": "/new"}"#])
     #expect(upstreamTarget(table, "/legacy/a/b") == "/new")

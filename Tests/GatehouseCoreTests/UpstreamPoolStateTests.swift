@@ -106,3 +106,36 @@ import Testing
         idempotent: true, connectionWasReused: true, responseBytesReceived: false, bodyReplayable: true, attempts: 2))
   }
 }
+
+/// Which answers leave their connection in doubt: those with no body by rule whose head
+/// announces one anyway.
+@Suite struct UpstreamAnswerDoubtTests {
+  @Test func bodilessAnswersThatAnnounceABodyLeaveDoubt() {
+    // HEAD answers announcing the GET's length or chunking.
+    #expect(
+      UpstreamAnswerDoubt.leavesDoubt(requestWasHEAD: true, status: 200, announcedLength: 10, announcesChunked: false))
+    #expect(
+      UpstreamAnswerDoubt.leavesDoubt(requestWasHEAD: true, status: 200, announcedLength: nil, announcesChunked: true))
+    // 204 and 304 with a length.
+    #expect(
+      UpstreamAnswerDoubt.leavesDoubt(requestWasHEAD: false, status: 204, announcedLength: 5, announcesChunked: false))
+    #expect(
+      UpstreamAnswerDoubt.leavesDoubt(requestWasHEAD: false, status: 304, announcedLength: 1, announcesChunked: false))
+  }
+
+  @Test func answersThatCarryWhatTheyAnnounceLeaveNone() {
+    #expect(
+      !UpstreamAnswerDoubt.leavesDoubt(requestWasHEAD: false, status: 200, announcedLength: 10, announcesChunked: false)
+    )
+    #expect(
+      !UpstreamAnswerDoubt.leavesDoubt(requestWasHEAD: false, status: 200, announcedLength: nil, announcesChunked: true)
+    )
+    #expect(
+      !UpstreamAnswerDoubt.leavesDoubt(requestWasHEAD: true, status: 200, announcedLength: 0, announcesChunked: false))
+    #expect(
+      !UpstreamAnswerDoubt.leavesDoubt(
+        requestWasHEAD: false, status: 304, announcedLength: nil, announcesChunked: false))
+    #expect(
+      !UpstreamAnswerDoubt.leavesDoubt(requestWasHEAD: false, status: 204, announcedLength: 0, announcesChunked: false))
+  }
+}

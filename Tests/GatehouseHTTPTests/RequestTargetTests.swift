@@ -28,6 +28,32 @@ import Testing
     #expect(error(path).map(\.status) == 400)
   }
 
+  /// A dot segment ended by an encoded `;` (servlet containers drop `;parameters` after
+  /// decoding) or an encoded NUL (C code ends the string there) is still `..` to someone.
+  @Test(arguments: ["/a/..%3B/b", "/a/..%3bx/admin", "/a/.%3B", "/a/%2e%2e%3b", "/a/..%00", "/a/..%00/b", "/a/.%00"])
+  func dotSegmentsEndedByAnEncodedSemicolonOrNulAreRefused(_ path: String) {
+    #expect(error(path) == .dotSegment, "\(path)")
+  }
+
+  /// NUL anywhere in the path, and overlong UTF-8 (`%C0%AE` is `.` and `%C0%AF` is `/` to
+  /// decoders that accept it; no valid UTF-8 holds `%C0`, `%C1`, `%E0` followed by
+  /// `%80`-`%9F`, or `%F0` followed by `%80`-`%8F`), are refused: 400.
+  @Test(arguments: [
+    "/a%00b", "/a/%00", "/%c0%ae%c0%ae/admin", "/a/%C0%AE%C0%AE/b", "/a/%c0%af..", "/a/%c1%9c",
+    "/a/%e0%80%ae%e0%80%ae/b",
+    "/a/%F0%80%80%AE", "/a/x%C0%AE",
+  ])
+  func nulAndOverlongUTF8AreRefusedInThePath(_ path: String) {
+    #expect(error(path) == .invalidTarget, "\(path)")
+    #expect(error(path).map(\.status) == 400)
+  }
+
+  /// Valid UTF-8, encoded, is kept: three- and four-byte sequences included.
+  @Test(arguments: ["/caf%C3%A9", "/%E0%A4%85", "/%E2%82%AC", "/%F0%9F%98%80", "/%C2%A0", "/a?x=%00&y=%C0%AE"])
+  func validEncodedUTF8IsKept(_ path: String) throws {
+    #expect(try target(path) == path)
+  }
+
   @Test func dotSegmentsInAbsoluteFormAreRefusedToo() {
     #expect(error("http://example.com/a/../b") == .dotSegment)
     #expect(error("https://example.com/%2e%2e") == .dotSegment)

@@ -197,7 +197,10 @@ import Testing
 
     var held: [RawClient] = []
     defer { for client in held { client.close() } }
-    for _ in 0..<(cap + extra) { held.append(try RawClient(port: admin.port)) }
+    // From five addresses, under the per-peer cap, so the total cap is what refuses.
+    for index in 0..<(cap + extra) {
+      held.append(try RawClient(port: admin.port, sourceHost: "127.0.0.\(1 + index % 5)"))
+    }
     let refusedSeen = waitUntil(timeout: 15, interval: .milliseconds(100)) {
       held.filter(Self.hasEnded).count >= extra
     }
@@ -220,5 +223,121 @@ import Testing
       (try? admin.request("GET", "/healthz", timeout: 2).status) == 200
     }
     #expect(answersAgain)
+  }
+
+  /// One address flooding the admin port with keep-alive `/healthz` requests (64
+  /// connections, each re-sending every second and reconnecting when closed) holds only
+  /// its per-peer share: probes from another address, each on a new connection as the
+  /// kubelet sends them, keep being answered while the flood runs. Before, the flood held
+  /// the whole cap and every probe was closed unanswered.
+  @Test func oneAddressFloodingTheAdminPortDoesNotLockOutProbes() throws {
+    let gateway = try Self.gateway()
+    defer { gateway.stopExpectingCleanExit() }
+    let admin = try gateway.admin()
+    #expect(try admin.request("GET", "/healthz").status == 200)
+
+    let flood = AdminFlood(port: admin.port, connections: 64, sourceHost: "127.0.0.2")
+    flood.start()
+    defer { flood.stop() }
+    // The flood is in place: its first round has been made.
+    #expect(waitUntil(timeout: 20, interval: .milliseconds(50)) { flood.rounds >= 1 })
+
+    var outcomes: [String] = []
+    for index in 0..<24 {
+      let path = index % 2 == 0 ? "/healthz" : "/readyz"
+      let outcome: String
+      do {
+        let client = try RawClient(port: admin.port, sourceHost: "127.0.0.1")
+        defer { client.close() }
+        let response = try client.exchange(
+          httpRequest("GET", path, headers: [("Connection", "close")], host: "10.0.0.1:9901"), timeout: 5)
+        outcome = response.status == 200 ? "ok" : "\(path): \(response.status)"
+      } catch {
+        outcome = "\(path): \(error)"
+      }
+      outcomes.append(outcome)
+      Thread.sleep(forTimeInterval: 0.25)
+    }
+    let roundsDuringProbes = flood.rounds
+    flood.stop()
+
+    #expect(outcomes.filter { $0 != "ok" }.isEmpty, "failed probes: \(outcomes.filter { $0 != "ok" })")
+    #expect(roundsDuringProbes >= 2, "the flood ran \(roundsDuringProbes) rounds")
+    #expect(flood.mostAnsweredInOneRound <= 16, "one address held \(flood.mostAnsweredInOneRound) connections")
+    #expect(
+      gateway.waitForLogLine {
+        $0["level"] as? String == "warn"
+          && $0["msg"] as? String == "too many admin connections from one address; closing new ones"
+          && $0["limit"] as? Int == 16 && $0["peer"] as? String == "127.0.0.2"
+      })
+  }
+}
+
+/// Keep-alive admin connections from one address that each send `GET /healthz` once a
+/// round (a second) and reconnect when closed, on a thread of their own until stopped
+/// (at most 120 rounds).
+final class AdminFlood: @unchecked Sendable {
+  let port: UInt16
+  let connections: Int
+  let sourceHost: String
+  private let lock = NSLock()
+  private var stopped = false
+  private var finishedRounds = 0
+  private var mostAnswered = 0
+  private var thread: Thread?
+  private let done = DispatchSemaphore(value: 0)
+
+  init(port: UInt16, connections: Int, sourceHost: String) {
+    self.port = port
+    self.connections = connections
+    self.sourceHost = sourceHost
+  }
+
+  var rounds: Int { lock.withLock { finishedRounds } }
+  /// The most flood connections answered in one round.
+  var mostAnsweredInOneRound: Int { lock.withLock { mostAnswered } }
+  private var isStopped: Bool { lock.withLock { stopped } }
+
+  func start() {
+    let thread = Thread { [self] in
+      run()
+      done.signal()
+    }
+    self.thread = thread
+    thread.start()
+  }
+
+  func stop() {
+    let wasRunning = lock.withLock {
+      defer { stopped = true }
+      return !stopped && thread != nil
+    }
+    if wasRunning { _ = done.wait(timeout: .now() + 30) }
+  }
+
+  private func run() {
+    var clients: [RawClient?] = Array(repeating: nil, count: connections)
+    defer { for client in clients { client?.close() } }
+    for _ in 0..<120 {
+      guard !isStopped else { return }
+      let started = Date()
+      var answered = 0
+      for index in clients.indices {
+        if clients[index] == nil { clients[index] = try? RawClient(port: port, sourceHost: sourceHost) }
+        guard let client = clients[index] else { continue }
+        if let response = try? client.exchange(httpRequest("GET", "/healthz"), timeout: 1), response.status == 200 {
+          answered += 1
+        } else {
+          client.close()
+          clients[index] = nil
+        }
+      }
+      lock.withLock {
+        finishedRounds += 1
+        mostAnswered = max(mostAnswered, answered)
+      }
+      let rest = 1 - Date().timeIntervalSince(started)
+      if rest > 0 { Thread.sleep(forTimeInterval: rest) }
+    }
   }
 }

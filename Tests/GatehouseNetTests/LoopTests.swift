@@ -587,3 +587,36 @@ final class Counter: Sendable {
   func increment(by amount: Int = 1) { storage.add(amount, ordering: .relaxed) }
   var value: Int { storage.load(ordering: .relaxed) }
 }
+
+/// `hasUndeliveredInput`: what a peer sent that the connection has not delivered yet is seen
+/// at once, without the loop having read it (a pooled connection is checked before reuse).
+@Suite struct UndeliveredInputTests {
+  @Test func bytesAndTheEndAreSeenBeforeTheyAreDelivered() throws {
+    try withRecordingServer { server in
+      let loop = server.loop
+      let log = server.log
+      // Not reading: nothing is delivered, whatever epoll reports.
+      try server.start { $0.pauseReading() }
+      let client = try BlockingClient(port: server.port)
+      #expect(waitUntil { log.count("accept") == 1 })
+      let silent = try onLoop(loop) { server.accepted.value?.hasUndeliveredInput }
+      try client.send(Array("stray".utf8))
+      let afterBytes = waitUntil { (try? onLoop(loop) { server.accepted.value?.hasUndeliveredInput }) == true }
+
+      #expect(silent == false)
+      #expect(afterBytes)
+      #expect(log.receivedCount == 0)
+    }
+  }
+
+  @Test func anEndSentWhileIdleIsSeenToo() throws {
+    try withRecordingServer { server in
+      let loop = server.loop
+      try server.start { $0.pauseReading() }
+      let client = try BlockingClient(port: server.port)
+      #expect(waitUntil { server.log.count("accept") == 1 })
+      client.shutdownWrite()
+      #expect(waitUntil { (try? onLoop(loop) { server.accepted.value?.hasUndeliveredInput }) == true })
+    }
+  }
+}

@@ -57,4 +57,9 @@ extern const int GH_TCP_NODELAY;
 extern const int GH_IPPROTO_TCP;
 extern const int GH_SO_REUSEPORT;
 extern const int GH_MSG_NOSIGNAL;
+extern const int GH_MSG_PEEK;
+
+/// Asks glibc to hand freed heap pages back to the kernel (malloc_trim(0)); returns
+/// whether any were.
+int gh_return_free_heap(void);
 #endif

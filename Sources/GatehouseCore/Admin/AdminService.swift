@@ -46,6 +46,10 @@ final class AdminService: @unchecked Sendable {
   private var sweepTimer: TimerHandle?
   /// One line per 10 s at most about refused connections: a flood must not flood the log.
   private var refusals = LogThrottle(intervalNanoseconds: 10_000_000_000)
+  /// The same for connections refused by the per-peer cap (its own, so neither hides the other).
+  private var peerRefusals = LogThrottle(intervalNanoseconds: 10_000_000_000)
+  /// The open sessions, in all and per peer address, for the caps of `AdminConnectionLimits`.
+  private var counts = AdminConnectionCounts()
   /// Failed authentications, for their throttled warning.
   private var authFailures = AdminAuthFailures()
   /// Failed authentications since start, for `gatehouse_admin_auth_failures_total`: read
@@ -74,7 +78,11 @@ final class AdminService: @unchecked Sendable {
   }
 
   func accept(_ socket: TCPSocket) {
-    guard sessions.count < AdminConnectionLimits.maxConnections else {
+    let peer = socket.peerAddress
+    switch counts.admit(peer) {
+    case .accept:
+      break
+    case .refuseTotal:
       socket.close()
       if let earlier = refusals.admit(now: loop.iterationTime) {
         logger.warn(
@@ -82,13 +90,27 @@ final class AdminService: @unchecked Sendable {
           ["limit": .int(AdminConnectionLimits.maxConnections), "refused_before": .int(earlier)])
       }
       return
+    case .refusePeer:
+      socket.close()
+      if let earlier = peerRefusals.admit(now: loop.iterationTime) {
+        logger.warn(
+          "too many admin connections from one address; closing new ones",
+          [
+            "limit": .int(AdminConnectionLimits.maxConnectionsPerPeer), "peer": .string(peer?.hostText ?? "unknown"),
+            "refused_before": .int(earlier),
+          ])
+      }
+      return
     }
     let session = AdminSession(service: self)
+    session.peer = peer
+    // Listed first, so a close reported from inside the connection's set-up releases it once.
+    sessions[ObjectIdentifier(session)] = session
     do {
       session.connection = try BufferedConnection(socket: socket, loop: loop, delegate: session, tls: tls)
-      sessions[ObjectIdentifier(session)] = session
       session.start()
     } catch {
+      sessionClosed(session)
       socket.close()
     }
   }
@@ -106,7 +128,8 @@ final class AdminService: @unchecked Sendable {
   }
 
   func sessionClosed(_ session: AdminSession) {
-    sessions[ObjectIdentifier(session)] = nil
+    guard sessions.removeValue(forKey: ObjectIdentifier(session)) != nil else { return }
+    counts.release(session.peer)
   }
 
   func nextRequestID() -> [UInt8] { requestIDs.next() }

@@ -13,6 +13,8 @@ import GatehouseNet
 final class AdminSession: ConnectionDelegate {
   unowned let service: AdminService
   var connection: BufferedConnection?
+  /// The client's address, counted against the per-peer cap until the session closes.
+  var peer: SocketAddress?
   /// CONNECT and TRACE reach the router, which answers them like any method a path does
   /// not take (401 without the token, else 405 with `Allow`).
   private var parser = HTTPRequestParser(

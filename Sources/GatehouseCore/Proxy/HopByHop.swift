@@ -40,8 +40,12 @@ public enum HopByHop {
   /// (`X-Request-Id`), and the upstream's `Server` and `X-Powered-By` — which software
   /// answers behind the gateway is none of the client's business, and a version number
   /// there tells an attacker which published flaws to try (nginx hides `Server`; hiding
-  /// `X-Powered-By` is the usual hardening on top).
-  public static let gatewayResponseFields: HeaderNameSet = HeaderNameSet(["x-request-id", "server", "x-powered-by"])
+  /// `X-Powered-By` is the usual hardening on top). `X-Gatehouse-Cache` is the gateway's
+  /// to set too: a backend's own would make a client (or a cache before it) read a `HIT`
+  /// the gateway never served, or two values.
+  public static let gatewayResponseFields: HeaderNameSet = HeaderNameSet([
+    "x-request-id", "server", "x-powered-by", "x-gatehouse-cache",
+  ])
 
   /// A name like `Transfer_Encoding` or `X_Backend_Token`: not the field itself, but CGI,
   /// WSGI and PHP backends read `_` as `-`, so forwarding it could make a backend see a

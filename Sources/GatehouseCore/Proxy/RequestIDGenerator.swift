@@ -1,13 +1,19 @@
-/// Makes request ids: 32 lowercase hex digits, a random per-generator prefix and a counter,
-/// so ids are unique across loops and restarts without a random draw per request.
+/// Makes request ids: 32 lowercase hex digits, a random per-generator prefix and a counter
+/// that is put through a keyed permutation, so ids are unique across loops and restarts,
+/// and one id tells nothing about the next (a client that sees its own cannot guess
+/// another's to look it up in the logs or to forge a correlation). The key is drawn once
+/// per generator; an id costs four SipHash rounds (`Hasher`), no system call.
 public struct RequestIDGenerator: Sendable {
   private var counter: UInt64
   /// The random prefix's 16 digits, worked out once.
   private let prefixDigits: (UInt64, UInt64)
+  /// The permutation's secret key.
+  private let key: (UInt64, UInt64)
 
   public init<R: RandomNumberGenerator>(using random: inout R) {
     prefixDigits = Self.hexDigits(of: random.next())
-    counter = random.next() >> 16
+    counter = random.next()
+    key = (random.next(), random.next())
   }
 
   public init() {
@@ -20,8 +26,26 @@ public struct RequestIDGenerator: Sendable {
     // Digits on the stack, then one copy into the array: `Array(repeating:count:)` goes
     // through the standard library's unspecialized allocation entry point, which looks the
     // array's type metadata up in the runtime's cache on every call.
-    var digits = (prefixDigits.0, prefixDigits.1, Self.hexDigits(of: counter))
+    var digits = (prefixDigits.0, prefixDigits.1, Self.hexDigits(of: Self.permute(counter, key: key)))
     return withUnsafeBytes(of: &digits) { Array($0.assumingMemoryBound(to: UInt8.self)) }
+  }
+
+  /// A keyed permutation of 64-bit values: a four-round Feistel network whose round
+  /// function is SipHash (`Hasher`, keyed with `key` on top of the process's own seed).
+  /// A permutation, so distinct counters never give the same id; four rounds of a
+  /// pseudorandom function make it a pseudorandom permutation (Luby–Rackoff).
+  static func permute(_ value: UInt64, key: (UInt64, UInt64)) -> UInt64 {
+    var left = UInt32(truncatingIfNeeded: value >> 32)
+    var right = UInt32(truncatingIfNeeded: value)
+    for round in 0..<4 {
+      var hasher = Hasher()
+      hasher.combine(key.0)
+      hasher.combine(key.1)
+      hasher.combine(UInt8(round))
+      hasher.combine(right)
+      (left, right) = (right, left ^ UInt32(truncatingIfNeeded: hasher.finalize()))
+    }
+    return UInt64(left) << 32 | UInt64(right)
   }
 
   /// The 16 lowercase hex digits of `value`, most significant first, as they lie in memory
@@ -44,7 +68,10 @@ public struct RequestIDGenerator: Sendable {
   }
 
   /// A client-sent id is kept only when it is short and plain (letters, digits, `-_.:`),
-  /// so it is safe in logs and headers.
+  /// so it is safe in logs and headers: no space, quote, comma, `;`, `=` or control byte
+  /// that could split a field or forge one. `:` is not an RFC 9110 token byte, but it is
+  /// kept: it is as harmless in a header value and a JSON string, and tracers write ids
+  /// with it (Jaeger's `trace:span:parent:flags`).
   public static func isAcceptable(_ id: some Collection<UInt8>) -> Bool {
     guard !id.isEmpty && id.count <= 128 else { return false }
     for byte in id {

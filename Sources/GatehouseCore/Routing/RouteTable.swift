@@ -238,6 +238,45 @@ public struct RouteTable: Sendable {
     }
   }
 
+  /// Whether the route's rewrite would carry an encoded `?` or `#` (`%3F`, `%23`) from the
+  /// request into the upstream path, in a parameter. A backend (or a proxy before it) that decodes the path before
+  /// splitting it would read a query or a fragment there, cutting off the rest of the
+  /// template: `/users/:id` rewritten to `/v2/users/:id/profile` would reach `/v2/users/1`
+  /// for `id` = `1%23`. Such requests are refused (400). Without a rewrite the path goes as
+  /// sent, and a `/*` rest ends the template: there the client only reaches what it could
+  /// have asked for directly.
+  public func rewriteCarriesEncodedDelimiter(for match: RouteMatch, requestPath: ArraySlice<UInt8>) -> Bool {
+    guard let rewrite = compiledRoutes[match.routeIndex].rewrite else { return false }
+    return requestPath.withUnsafeBytes { path in
+      for part in rewrite {
+        switch part {
+        // The rest always ends the template: there is nothing after it to cut off.
+        case .literal, .remainder:
+          continue
+        case .parameter(let index):
+          if Self.holdsEncodedDelimiter(path[match.parameterRange(at: index)]) { return true }
+        }
+      }
+      return false
+    }
+  }
+
+  /// `%3F` or `%23`, in either case.
+  static func holdsEncodedDelimiter(_ bytes: Slice<UnsafeRawBufferPointer>) -> Bool {
+    var index = bytes.startIndex
+    while index + 2 < bytes.endIndex {
+      if bytes[index] == UInt8(ascii: "%") {
+        let high = bytes[index + 1]
+        let low = bytes[index + 2] | 0x20
+        if (high == UInt8(ascii: "3") && low == UInt8(ascii: "f")) || (high == UInt8(ascii: "2") && low == 0x33) {
+          return true
+        }
+      }
+      index += 1
+    }
+    return false
+  }
+
   /// `upstreamPath(for:requestPath:query:)` for bytes held in arrays.
   public func upstreamPath(for match: RouteMatch, requestPath: ArraySlice<UInt8>, query: ArraySlice<UInt8>?)
     -> [UInt8]

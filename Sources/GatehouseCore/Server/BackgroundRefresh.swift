@@ -23,6 +23,8 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
   private var plan: RoutePlan?
   /// The serial of the token value sent, reported back if the answer rejects it.
   private var tokenSerial: UInt64?
+  /// The client asked for gzip: on a pass-through route its entry is the gzip one.
+  private var clientTakesGzip = false
 
   init(context: LoopContext, key: CacheKey) {
     self.context = context
@@ -69,13 +71,12 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
       return
     }
     var out: [UInt8] = []
+    clientTakesGzip =
+      request.headers.firstValue(lowercaseName: "accept-encoding").map(AcceptEncoding.acceptsGzip) ?? false
     UpstreamRequestWriter.write(
       head: request, method: .get, target: target, hostHeader: pool.plan.hostHeader, plan: plan.headerPlan,
       token: token,
-      acceptsGzip: ClientSession.asksUpstreamForGzip(
-        plan,
-        clientTakesGzip: request.headers.firstValue(lowercaseName: "accept-encoding").map(AcceptEncoding.acceptsGzip)
-          ?? false),
+      acceptsGzip: ClientSession.asksUpstreamForGzip(plan, clientTakesGzip: clientTakesGzip),
       sharedAnswer: true, clientAddress: clientAddress, forwardedProto: "http", requestID: context.requestIDs.next(),
       framing: .none,
       into: &out)
@@ -158,9 +159,12 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
       {
         // Superseded by an answer the store may not keep (see `LoopStore.forget`).
         context.store?.forget(key: key)
-      } else if isGoodAnswer(head) {
+      } else if isGoodAnswer(head), upstream?.followsDoubtfulAnswer != true, let plan,
+        let kept = ClientSession.keptForm(head, body: body, gzipEntry: plan.envelope == nil && clientTakesGzip)
+      {
         context.store?.remember(
-          key: key, status: head.status, headers: head.headers, body: body, nowMs: RFC3339.nowMilliseconds())
+          key: key, status: kept.head.status, headers: kept.head.headers, body: kept.body,
+          nowMs: RFC3339.nowMilliseconds())
       }
     }
     if let upstream, let pool {

@@ -70,7 +70,7 @@ extension ClientSession {
   /// The complete upstream answer of a request with a cache key, when it may be stored
   /// (raw: the envelope is applied when it is served, so envelope settings can change).
   func storableAnswer(_ exchange: Exchange) -> (head: HTTPResponseHead, body: [UInt8])? {
-    guard exchange.hasCacheKey, let status = exchange.upstreamStatus else { return nil }
+    guard exchange.hasCacheKey, let status = exchange.upstreamStatus, !exchange.answerFollowsDoubt else { return nil }
     switch exchange.bodyPlan {
     case .buffer:
       guard let head = exchange.bufferedHead, !exchange.bufferedTruncated,
@@ -87,10 +87,34 @@ extension ClientSession {
   }
 
   func rememberAnswer(_ answer: (head: HTTPResponseHead, body: [UInt8]), exchange: Exchange) {
-    guard let key = exchange.cacheKey, let store = context.store else { return }
+    guard let key = exchange.cacheKey, let store = context.store,
+      let kept = Self.keptForm(answer.head, body: answer.body, gzipEntry: Self.isGzipEntry(exchange))
+    else { return }
     store.remember(
-      key: key, status: answer.head.status, headers: answer.head.headers, body: answer.body,
-      nowMs: RFC3339.nowMilliseconds())
+      key: key, status: kept.head.status, headers: kept.head.headers, body: kept.body, nowMs: RFC3339.nowMilliseconds())
+  }
+
+  /// An answer as the store keeps it. A gzip body for an entry that serves clients without
+  /// gzip (the backend sent it unasked) is kept decoded, once, rather than inflated on
+  /// every hit; gzip clients of pass-through routes have an entry of their own, which keeps
+  /// it as it came. nil when it does not decode within `maxDecodedKeptBody`: not kept.
+  static func keptForm(_ head: HTTPResponseHead, body: [UInt8], gzipEntry: Bool) -> (
+    head: HTTPResponseHead, body: [UInt8]
+  )? {
+    guard !gzipEntry, let coding = field(head.headers, "content-encoding"), EnvelopeRenderer.isGzip(coding) else {
+      return (head, body)
+    }
+    guard let decoded = try? GzipDecoder.decode(body, maxOutputBytes: maxDecodedKeptBody) else { return nil }
+    var plain = head
+    plain.headers = HTTPHeaders(head.headers.pairs.filter { $0.name.lowercased() != "content-encoding" })
+    plain.bodyFraming = .contentLength(Int64(decoded.count))
+    return (plain, decoded)
+  }
+
+  /// Whether the request's entry is the gzip one of a pass-through route (see `cacheKeyInputs`).
+  static func isGzipEntry(_ exchange: Exchange) -> Bool {
+    let plan = exchange.routeIndex.map { exchange.snapshot.routePlans[$0] }
+    return plan?.envelope == nil && exchange.acceptsGzip
   }
 
   // MARK: Collapsed forwarding
@@ -219,7 +243,13 @@ extension ClientSession {
         // Kept gzip (another client asked for it) goes to a client without gzip decoded,
         // as the upstream would have answered it (RFC 9110 §12.5.3).
         guard let decoded = try? GzipDecoder.decode(body, maxOutputBytes: Self.maxDecodedKeptBody) else {
+          // Not an answer from the store after all (nor a `STALE` one): the entry cannot
+          // be served, so it goes, and the next request asks the upstream.
           exchange.responseStarted = false
+          if exchange.cacheResult == .hit || exchange.cacheResult == .stale {
+            exchange.cacheResult = .miss
+            if let key = exchange.cacheKey { context.store?.forget(key: key) }
+          }
           respondLocally(failure: .upstreamUnavailable)
           return
         }
@@ -258,7 +288,7 @@ extension ClientSession {
     // A route that passes bodies through keeps the gzip answer (for clients that take it)
     // apart from the plain one: decoding a kept body per answer would cost the loop the time
     // a large body takes to inflate, on every hit. Enveloped routes decode anyway to wrap.
-    let gzip = plan?.envelope == nil && exchange.acceptsGzip
+    let gzip = isGzipEntry(exchange)
     return LoopStore.KeyInputs(
       upstream: upstream, target: exchange.upstreamTarget, varyNames: vary, vary: values, clientID: client,
       host: plan?.headerPlan.host, scope: plan?.cacheScope, gzip: gzip)

@@ -134,6 +134,10 @@ extension ClientSession {
     guard let exchange else { return false }
     self.exchange?.upstreamStatus = head.status
     self.exchange?.upstreamKeepAlive = head.keepAlive
+    exchange.answerFollowsDoubt = exchange.upstream?.followsDoubtfulAnswer == true
+    exchange.answerLeavesDoubt = UpstreamAnswerDoubt.leavesDoubt(
+      requestWasHEAD: exchange.responseParser.requestWasHEAD, status: head.status,
+      announcedLength: head.contentLength, announcesChunked: head.headers.contains("transfer-encoding"))
     if let routeIndex = exchange.routeIndex, let use = exchange.snapshot.routePlans[routeIndex].token {
       if use.invalidStatuses.contains(head.status) {
         if tokenRejected(use, exchange: exchange) {
@@ -337,8 +341,8 @@ extension ClientSession {
     let kept = usable ? storableAnswer(exchange) : nil
     if let kept {
       rememberAnswer(kept, exchange: exchange)
-    } else if usable, let key = exchange.cacheKey, let status = exchange.upstreamStatus, (200..<300).contains(status),
-      !exchange.responseParser.requestWasHEAD
+    } else if usable, !exchange.answerFollowsDoubt, let key = exchange.cacheKey, let status = exchange.upstreamStatus,
+      (200..<300).contains(status), !exchange.responseParser.requestWasHEAD
     {
       context.store?.forget(key: key)
     }
@@ -410,7 +414,7 @@ extension ClientSession {
     let reusable =
       upstreamReusable && exchange.upstreamKeepAlive && exchange.requestComplete
       && !exchange.responseParser.isClosed
-    pool.release(upstream, reusable: reusable)
+    pool.release(upstream, reusable: reusable, leavesDoubt: exchange.answerLeavesDoubt)
   }
 
   /// A body said the token was rejected: the answer was read whole, so the connection goes

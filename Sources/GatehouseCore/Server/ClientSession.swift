@@ -258,6 +258,10 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       respondLocally(failure: .upstreamUnavailable)
       return
     }
+    if snapshot.routeTable.rewriteCarriesEncodedDelimiter(for: match, requestPath: head.path) {
+      respondLocally(failure: .badRequest(.invalidTarget))
+      return
+    }
     exchange?.upstreamTarget = snapshot.routeTable.upstreamPath(
       for: match, requestPath: head.path, query: head.query)
     if Self.hasBody(head) { exchange?.bodyDeadline = loop.iterationTime &+ snapshot.bodyTimeoutNanoseconds }
@@ -353,7 +357,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
         upstream = try pool.lease(for: self, fresh: fresh)
       }
     } catch {
-      context.shared.logger.warn("cannot open upstream connection", ["error": .string("\(error)")])
+      context.shared.warnCannotOpenUpstream(pool.plan.name, error: error)
       upstreamFailed(.unavailable)
       return
     }

@@ -17,6 +17,9 @@ final class Exchange {
   var upstream: UpstreamConnection?
   var attempts = 0
   var upstreamWasReused = false
+  /// This answer leaves its connection in doubt, or follows one that did (`UpstreamAnswerDoubt`).
+  var answerLeavesDoubt = false
+  var answerFollowsDoubt = false
   /// When the request went to the upstream (loop time), for its response-time average.
   var sentAt: UInt64 = 0
   /// Was pipelined behind an answer after which the connection ended: it goes alone now.

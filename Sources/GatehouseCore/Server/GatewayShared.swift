@@ -1,5 +1,4 @@
 import GatehouseNet
-import Glibc
 import GatehouseStore
 import Synchronization
 
@@ -31,6 +30,11 @@ public final class GatewayShared: Sendable {
   /// One limit warning per 10 s at most, from any loop, so a flood does not flood the log
   /// too (the admin listener throttles its refusals the same way).
   private let limitWarnings = Mutex(LogThrottle(intervalNanoseconds: 10_000_000_000))
+  /// Upstream connections that could not be opened (out of descriptors or memory): every
+  /// request would fail the same way and log it, so one line per 10 s from any loop, with
+  /// how many were held back since the last one.
+  private let upstreamOpenFailures = Mutex(LogThrottle(intervalNanoseconds: 10_000_000_000))
+  static let cannotOpenUpstream = "cannot open upstream connection"
 
   init(logger: Logger, maxConnections: Int, store: Store?) {
     self.logger = logger
@@ -60,7 +64,7 @@ public final class GatewayShared: Sendable {
     if total == 0, bufferedAnswerPeak.load(ordering: .relaxed) > Self.trimAfterPeak,
       bufferedAnswerPeak.exchange(0, ordering: .relaxed) > Self.trimAfterPeak
     {
-      malloc_trim(0)
+      Heap.returnFreePages()
     }
   }
 
@@ -75,5 +79,23 @@ public final class GatewayShared: Sendable {
     let now = EventLoop.monotonicNanoseconds()
     guard limitWarnings.withLock({ $0.admit(now: now) }) != nil else { return }
     logger.warn(message, fields)
+  }
+
+  /// An upstream connection could not be opened: a warning unless one went out in the last
+  /// 10 s (`suppressed_before` counts the ones held back since the previous line).
+  func warnCannotOpenUpstream(_ upstream: String, error: any Error) {
+    let now = EventLoop.monotonicNanoseconds()
+    guard let earlier = upstreamOpenFailures.withLock({ $0.admit(now: now) }) else { return }
+    logger.warn(
+      Self.cannotOpenUpstream,
+      ["upstream": .string(upstream), "error": .string("\(error)"), "suppressed_before": .int(earlier)])
+  }
+
+  /// Reports the failures held back since the last line once 10 s have passed (from the
+  /// loops' sweeps), so the end of a burst is not left unreported.
+  func flushUpstreamOpenFailures() {
+    let now = EventLoop.monotonicNanoseconds()
+    guard let held = upstreamOpenFailures.withLock({ $0.flush(now: now) }) else { return }
+    logger.warn(Self.cannotOpenUpstream, ["suppressed_before": .int(held)])
   }
 }

@@ -295,6 +295,7 @@ final class LoopContext: @unchecked Sendable {
 
   private func sweep() {
     store?.flushTouches()
+    shared.flushUpstreamOpenFailures()
     let now = EventLoop.monotonicNanoseconds()
     for session in Array(sessions.values) where session.deadline != 0 && session.deadline <= now {
       session.deadlinePassed()

@@ -128,7 +128,8 @@ final class LoopStore {
     var stored: StoredHeaders = []
     stored.reserveCapacity(headers.count)
     headers.withEachField { name, value in
-      if HopByHop.isHopByHop(name) { return }
+      // Nor what a client never sees from the upstream (the gateway's own fields among them).
+      if HopByHop.isHopByHop(name) || HopByHop.gatewayResponseFields.contains(name) { return }
       stored.append((String(decoding: name, as: UTF8.self), String(decoding: value, as: UTF8.self)))
     }
     guard store.remember(key: key, status: status, headers: stored, body: body) else { return }

@@ -135,13 +135,26 @@ final class UpstreamPool {
   /// is under way (writes made before it completes are queued). `fresh` skips idle ones,
   /// for the retry after a reused connection failed.
   func lease(for owner: any UpstreamExchangeOwner, fresh: Bool) throws(SystemError) -> UpstreamConnection {
-    switch fresh ? state.leaseNew() : state.lease() {
-    case .reuse(let id):
-      let connection = idleConnections.removeLast()
-      assert(ObjectIdentifier(connection) == id, "idle list out of step with the pool state")
-      connection.owner = owner
-      return connection
-    case .connect:
+    // Bounded: each pass takes one idle connection off the list or connects.
+    while true {
+      switch fresh ? state.leaseNew() : state.lease() {
+      case .reuse(let id):
+        let connection = idleConnections.removeLast()
+        assert(ObjectIdentifier(connection) == id, "idle list out of step with the pool state")
+        // An idle connection must be silent. Bytes (or an end) it has received but not yet
+        // delivered — epoll's report may be later in this loop turn, or reading was put
+        // off — were sent while no request was outstanding: written to, they would be read
+        // as this request's answer. It is closed instead, and the next one tried. Costs a
+        // system call per reuse (see `hasUndeliveredInput`).
+        guard connection.connection?.hasUndeliveredInput != true else {
+          discardIdle(connection)
+          continue
+        }
+        connection.owner = owner
+        return connection
+      case .connect:
+        break
+      }
       break
     }
     do {
@@ -201,8 +214,11 @@ final class UpstreamPool {
   /// The exchange on `connection` is over (its answer was read whole). The next request
   /// written on it, if any, owns it now; otherwise reusable connections go back to the
   /// idle list.
-  func release(_ connection: UpstreamConnection, reusable: Bool) {
+  /// `leavesDoubt`: the answer was one of `UpstreamAnswerDoubt`'s, so the next one read on
+  /// the connection (pipelined or after a lease) must not be stored.
+  func release(_ connection: UpstreamConnection, reusable: Bool, leavesDoubt: Bool = false) {
     connection.useCount += 1
+    connection.followsDoubtfulAnswer = leavesDoubt
     // Flow control belonged to the finished exchange: its client may have paused reading
     // from the upstream, and the next owner (or the idle list) needs it reading again.
     connection.connection?.resumeReading()
@@ -288,6 +304,16 @@ final class UpstreamPool {
     }
   }
 
+  /// Closes an idle connection just taken off the idle list because it spoke out of turn
+  /// (`lease`), counted like one the upstream dropped while idle.
+  private func discardIdle(_ connection: UpstreamConnection) {
+    state.leasedConnectionClosed()
+    if drops.idleConnectionDropped(now: context.loop.iterationTime, idleLeft: idleConnections.count) {
+      circuit.recordConnectionsDropped()
+    }
+    connection.connection?.abort()
+  }
+
   func connectionClosed() {
     context.shared.upstreamConnections.subtract(1, ordering: .relaxed)
   }
@@ -339,6 +365,9 @@ final class UpstreamConnection: ConnectionDelegate {
   var useCount = 0
   /// The last answer was HTTP/1.1 (pipelining is an HTTP/1.1 feature).
   var lastAnswerWasHTTP11 = false
+  /// The answer before the one now read left the connection in doubt (`UpstreamAnswerDoubt`):
+  /// this one may be what the backend sent after it, and is not stored.
+  var followsDoubtfulAnswer = false
   /// Pipelined requests of this loop turn, sent together at its end.
   private var gathered: [UInt8] = []
   private var sendScheduled = false

@@ -94,3 +94,18 @@ public enum UpstreamRetryPolicy {
     idempotent && connectionWasReused && !responseBytesReceived && bodyReplayable && attempts == 1
   }
 }
+
+/// Whether an upstream answer leaves its connection in doubt: it has no body by rule (it
+/// answers a HEAD, or is a 204 or 304) while its head announces one. A backend that sends
+/// that body all the same leaves bytes on the connection that the next exchange on it
+/// would read as its own answer, and nothing on the wire tells the two apart. The next
+/// answer on such a connection is still passed on, but never stored: one client may get a
+/// wrong answer, not every client after it from the store.
+public enum UpstreamAnswerDoubt {
+  public static func leavesDoubt(requestWasHEAD: Bool, status: Int, announcedLength: Int64?, announcesChunked: Bool)
+    -> Bool
+  {
+    guard requestWasHEAD || status == 204 || status == 304 else { return false }
+    return announcesChunked || (announcedLength ?? 0) > 0
+  }
+}

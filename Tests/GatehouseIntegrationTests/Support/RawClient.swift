@@ -38,9 +38,10 @@ final class RawClient {
   let socket: TestSocket
   let reader: WireReader
 
-  /// Connects to the gateway (or any server) on `host`:`port`.
-  init(port: UInt16, host: String = "127.0.0.1", receiveBufferSize: Int32? = nil) throws {
-    socket = try TestSocket.connect(port: port, host: host, receiveBufferSize: receiveBufferSize)
+  /// Connects to the gateway (or any server) on `host`:`port`, from `sourceHost` if given.
+  init(port: UInt16, host: String = "127.0.0.1", sourceHost: String? = nil, receiveBufferSize: Int32? = nil) throws {
+    socket = try TestSocket.connect(
+      port: port, host: host, sourceHost: sourceHost, receiveBufferSize: receiveBufferSize)
     reader = WireReader(socket: socket)
   }
 

@@ -97,9 +97,25 @@ final class TestSocket: Sendable {
 
   /// Connects to `host`:`port`, `host` being a loopback IPv4 address (loopback connects
   /// complete or fail at once).
-  static func connect(port: UInt16, host: String = "127.0.0.1", receiveBufferSize: Int32? = nil) throws -> TestSocket {
+  /// With `sourceHost` (another loopback address, such as 127.0.0.2) the connection comes
+  /// from that address, so a test can play several peers.
+  static func connect(
+    port: UInt16, host: String = "127.0.0.1", sourceHost: String? = nil, receiveBufferSize: Int32? = nil
+  ) throws -> TestSocket {
     let socket = try make()
     if let receiveBufferSize { socket.setReceiveBufferSize(receiveBufferSize) }
+    if let sourceHost {
+      var source = loopback(port: 0)
+      guard inet_pton(AF_INET, sourceHost, &source.sin_addr) == 1 else {
+        throw TestSocketError.malformed("address \(sourceHost)")
+      }
+      let bound = withUnsafePointer(to: &source) { pointer in
+        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+          bind(socket.descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+        }
+      }
+      guard bound == 0 else { throw TestSocketError.system(call: "bind", errno: errno) }
+    }
     var address = loopback(port: port)
     guard inet_pton(AF_INET, host, &address.sin_addr) == 1 else { throw TestSocketError.malformed("address \(host)") }
     let result = withUnsafePointer(to: &address) { pointer in
