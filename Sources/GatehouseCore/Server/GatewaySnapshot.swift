@@ -123,7 +123,10 @@ final class RoutePlan: Sendable {
       lookAlikesOf: route.cache?.vary ?? [],
       // What the gateway keeps or wraps it must be able to decode, and give each client in
       // a coding it accepts: gzip or none (Varnish normalizes the same way).
-      normalizingAcceptEncoding: route.envelope.enabled || route.cache != nil)
+      // A route with a token asks for no coding either where it passes bodies through: an
+      // error answer may echo the token, and it is masked as it streams, which a gzip body
+      // would defeat.
+      normalizingAcceptEncoding: route.envelope.enabled || route.cache != nil || route.token != nil)
     stubMode = route.stub.mode
     stub = StubAnswer(route.stub, envelope: route.envelope)
     envelopeEnabled = route.envelope.enabled
