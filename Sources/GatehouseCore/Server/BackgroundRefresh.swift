@@ -23,6 +23,8 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
   private var plan: RoutePlan?
   /// The serial of the token value sent, reported back if the answer rejects it.
   private var tokenSerial: UInt64?
+  /// Where a rejection came from (`RejectingEndpoints.key`), as for a client's request.
+  private var tokenEndpoint: String?
 
   init(context: LoopContext, key: CacheKey) {
     self.context = context
@@ -47,6 +49,7 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
       }
       token = UpstreamRequestWriter.TokenLine(prefix: use.linePrefix, value: grant.bytes, suffix: use.lineSuffix)
       tokenSerial = grant.serial
+      tokenEndpoint = RejectingEndpoints.key(route: use.routeName, path: request.path)
     }
     // A refresh goes only to an upstream in good standing: the client already has its answer,
     // so a refresh never takes an open circuit's trial or adds to a failing upstream's load.
@@ -173,7 +176,10 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
   private func isGoodAnswer(_ head: HTTPResponseHead) -> Bool {
     guard let plan else { return false }
     if let use = plan.token, use.answerRejects(head, body: body) {
-      if let tokenSerial { context.shared.tokens?.reportRejected(token: use.name, serial: tokenSerial) }
+      context.metrics.countTokenRejection(token: use.name, route: use.routeName)
+      if let tokenSerial {
+        context.shared.tokens?.reportRejected(token: use.name, serial: tokenSerial, endpoint: tokenEndpoint)
+      }
       return false
     }
     if let policy = plan.envelope,

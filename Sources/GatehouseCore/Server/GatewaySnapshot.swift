@@ -148,6 +148,8 @@ final class RoutePlan: Sendable {
 /// `RoutePlan`: it is read on every request of a route with a token.
 final class TokenUse: Sendable {
   let name: String
+  /// The route's name: rejections are counted, and remembered per endpoint, by route.
+  let routeName: String
   /// Where the token should be in the published values (config order), checked by name.
   let index: Int?
   /// `Authorization: Bearer ` — the header name and the format's text before `{token}`.
@@ -164,6 +166,7 @@ final class TokenUse: Sendable {
   init(name: String, index: Int?, route: RouteConfig) {
     self.name = name
     self.index = index
+    routeName = route.name
     linePrefix = Array("\(route.tokenHeader): \(route.tokenFormat.prefix)".utf8)
     lineSuffix = Array("\(route.tokenFormat.suffix)\r\n".utf8)
     invalidStatuses = Array(Set(route.invalidToken.statuses)).sorted()
