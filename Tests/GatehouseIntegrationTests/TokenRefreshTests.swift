@@ -324,10 +324,10 @@ import Testing
   }
 
   /// A backend with one endpoint that answers 401 whatever the token (this client may not
-  /// see it), and 200 everywhere else.
-  static func backendWithADeniedEndpoint() throws -> TestBackend {
+  /// see it) while `denying` holds, and 200 everywhere else.
+  static func backendWithADeniedEndpoint(denying: Shared<Bool> = Shared(true)) throws -> TestBackend {
     try TestBackend { request in
-      request.path == "/denied"
+      request.path == "/denied" && denying.value
         ? .respond(Self.json(#"{"message":"not yours"}"#, 401)) : .respond(Self.json(#"{"name":"accepted"}"#))
     }
   }
@@ -361,10 +361,11 @@ import Testing
 
   /// An endpoint whose 401 is its own answer costs one refresh: it caused one, rejected the
   /// fresh value too, and from then on its 401 goes to the client as it is, however long
-  /// after the 10 s episode it comes.
+  /// after the 10 s episode it comes. Once it accepts a value, its rejections count again.
   @Test func anEndpointThatRejectsTheFreshValueTooCausesNoMoreRefreshes() throws {
     let oauth = try OAuth2TestServer()
-    let backend = try Self.backendWithADeniedEndpoint()
+    let denying = Shared(true)
+    let backend = try Self.backendWithADeniedEndpoint(denying: denying)
     defer { backend.stop() }
     let gateway = try GatewayProcess(config: Self.config(backend: backend, oauth: oauth))
     defer { gateway.stopExpectingCleanExit() }
@@ -392,6 +393,16 @@ import Testing
     // Each later 401 is the endpoint's own answer: not sent again.
     #expect(backend.requests.filter { $0.path == "/denied" }.count == 2 + answers.count)
     #expect(backend.requests.dropFirst().allSatisfy { bearerToken(of: $0) == oauth.token(2) })
+
+    // It takes the token now: it counts again, and its next rejection asks for a new value.
+    denying.value = false
+    #expect(try send("GET", "/denied", to: gateway.port).status == 200)
+    #expect(gateway.waitForLogLine { $0["msg"] as? String == "endpoint accepts the token again" })
+    denying.value = true
+    let refreshed = try send("GET", "/denied", to: gateway.port)
+    #expect(refreshed.status == 401)
+    #expect(oauth.requestCount == 3)
+    #expect(bearerToken(of: try #require(backend.requests.last)) == oauth.token(3))
   }
 
   /// A body that still says "rejected" after the retry is no answer to keep or to wrap as

@@ -96,7 +96,7 @@ extension ClientSession {
   func noteTokenAccepted(_ exchange: Exchange) {
     guard exchange.tokenSerial != nil, let status = exchange.upstreamStatus, status < 400,
       let routeIndex = exchange.routeIndex, let use = exchange.snapshot.routePlans[routeIndex].token,
-      let entry = context.tokenEntry(use.name, index: use.index), !entry.ownAnswerEndpoints.isEmpty
+      context.tokenHasOwnAnswerEndpoints(index: use.index), let entry = context.tokenEntry(use.name, index: use.index)
     else { return }
     let endpoint = RejectingEndpoints.key(route: use.routeName, path: exchange.head.path)
     guard entry.ownAnswerEndpoints.contains(endpoint) else { return }

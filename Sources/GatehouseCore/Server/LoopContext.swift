@@ -26,7 +26,19 @@ final class LoopContext: @unchecked Sendable {
   var upstreamHealthy: [String: Bool] = [:]
 
   /// The token values, as last published by the token manager.
-  var tokens = TokenValues.empty
+  var tokens = TokenValues.empty {
+    didSet { tokensWithOwnAnswerEndpoints = tokens.entries.map { !$0.ownAnswerEndpoints.isEmpty } }
+  }
+  /// By token index: whether the token has endpoints that answer on their own. Answers
+  /// check it per request, so it is a plain array.
+  private var tokensWithOwnAnswerEndpoints: [Bool] = []
+
+  /// Whether the token at `index` may have endpoints that answer on their own (see
+  /// `TokenValues.Entry.ownAnswerEndpoints`): an array read, false for an unknown index.
+  func tokenHasOwnAnswerEndpoints(index: Int?) -> Bool {
+    guard let index, index < tokensWithOwnAnswerEndpoints.count else { return false }
+    return tokensWithOwnAnswerEndpoints[index]
+  }
 
   /// A usable value of `name` by the snapshot's own expiry, with its serial.
   func usableToken(_ name: String, index: Int? = nil) -> TokenGrant? {
