@@ -405,6 +405,33 @@ import Testing
     #expect(bearerToken(of: try #require(backend.requests.last)) == oauth.token(3))
   }
 
+  /// Endpoints that answer 401 on their own, met one path after another, cannot make a
+  /// refresh every 10 s either: after a futile refresh the next one waits twice as long.
+  @Test func endpointsMetOneAfterAnotherCannotForceARefreshEveryTenSeconds() throws {
+    let oauth = try OAuth2TestServer()
+    let backend = try TestBackend { request in
+      request.path.hasPrefix("/denied/")
+        ? .respond(Self.json(#"{"message":"not yours"}"#, 401)) : .respond(Self.json(#"{"name":"accepted"}"#))
+    }
+    defer { backend.stop() }
+    let gateway = try GatewayProcess(config: Self.config(backend: backend, oauth: oauth))
+    defer { gateway.stopExpectingCleanExit() }
+
+    let first = try send("GET", "/denied/1", to: gateway.port)
+    #expect(first.status == 401)
+    #expect(oauth.requestCount == 2)
+    // Past the 10 s of a first episode, not the 20 s that follow a futile refresh.
+    sleep(for: .milliseconds(10_500))
+    let second = try send("GET", "/denied/2", to: gateway.port)
+    let other = try send("GET", "/other", to: gateway.port)
+    sleep(for: .milliseconds(500))  // time for any further login to arrive
+
+    #expect(second.status == 401)
+    #expect(second.text == #"{"message":"not yours"}"#)
+    #expect(other.status == 200)
+    #expect(oauth.requestCount == 2, "\(oauth.requestCount) logins")
+  }
+
   /// A body that still says "rejected" after the retry is no answer to keep or to wrap as
   /// a success: the last good answer stands in, and without one the client gets a 401.
   @Test func aBodyStillRejectingAfterTheRetryIsNeverStoredOrWrapped() throws {

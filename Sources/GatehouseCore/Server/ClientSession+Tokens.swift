@@ -90,16 +90,18 @@ extension ClientSession {
     return true
   }
 
-  /// An endpoint whose rejections were its own answers and that takes the token now (an
-  /// answer below 400) counts again. Costs an array read per answer unless the token has
-  /// such endpoints.
+  /// An answer below 400: an endpoint whose rejections were its own answers and that takes
+  /// the token now counts again, and a retry after a rejection that went through says the
+  /// refresh helped (see `TokenLifecycle.maximumRejectionHoldOff`). Costs an array read per
+  /// answer unless the token has such endpoints or the request was retried.
   func noteTokenAccepted(_ exchange: Exchange) {
-    guard exchange.tokenSerial != nil, let status = exchange.upstreamStatus, status < 400,
+    guard let serial = exchange.tokenSerial, let status = exchange.upstreamStatus, status < 400,
       let routeIndex = exchange.routeIndex, let use = exchange.snapshot.routePlans[routeIndex].token,
-      context.tokenHasOwnAnswerEndpoints(index: use.index), let entry = context.tokenEntry(use.name, index: use.index)
+      exchange.tokenRetried || context.tokenHasOwnAnswerEndpoints(index: use.index),
+      let entry = context.tokenEntry(use.name, index: use.index), entry.refreshable
     else { return }
     let endpoint = RejectingEndpoints.key(route: use.routeName, path: exchange.head.path)
-    guard entry.ownAnswerEndpoints.contains(endpoint) else { return }
-    context.shared.tokens?.reportAccepted(token: use.name, endpoint: endpoint)
+    guard exchange.tokenRetried || entry.ownAnswerEndpoints.contains(endpoint) else { return }
+    context.shared.tokens?.reportAccepted(token: use.name, endpoint: endpoint, serial: serial)
   }
 }

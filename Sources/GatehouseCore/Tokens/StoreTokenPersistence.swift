@@ -103,9 +103,10 @@ final class TokenBroker: @unchecked Sendable {
     }
   }
 
-  /// `endpoint` accepted the token: its rejections count again.
-  func reportAccepted(token: String, endpoint: String) {
+  /// `endpoint` accepted the token's value with `serial`: its rejections count again, and a
+  /// refresh it asked for helped.
+  func reportAccepted(token: String, endpoint: String, serial: UInt64) {
     nonisolated(unsafe) let manager = self.manager
-    control.execute { manager.reportAccepted(token: token, endpoint: endpoint) }
+    control.execute { manager.reportAccepted(token: token, endpoint: endpoint, serial: serial) }
   }
 }

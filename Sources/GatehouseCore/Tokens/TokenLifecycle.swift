@@ -18,8 +18,10 @@
 ///   endpoint's 401 must not stop every route that uses the token. The request that was refused waits
 ///   for the new value (`retryAfterRejection`). Rejections are remembered per endpoint (route and path,
 ///   `RejectingEndpoints`): an endpoint that caused a refresh and rejects the fresh value too answers
-///   on its own from then on, and causes no more refreshes. Static and file values cannot be refreshed:
-///   a backend's rejection changes nothing about them (the request path counts it per route).
+///   on its own from then on, and causes no more refreshes; each such futile refresh lengthens
+///   `rejectionHoldOff` for the next fresh value (`maximumRejectionHoldOff`). Static and file values
+///   cannot be refreshed: a backend's rejection changes nothing about them (the request path counts it
+///   per route).
 /// - `invalidate` (an operator) makes the value unusable; an oauth2 token then refreshes on next use.
 ///   Static and file tokens stay `invalid` until `set`, a config reload (the owner starts a new
 ///   lifecycle), or (file) the file changing.
@@ -102,6 +104,7 @@ public struct TokenLifecycle: Sendable {
     var expiresAt: TokenInstant?
     var lastError: String?
     var ownAnswers: Set<String>
+    var rejectionsIgnoredUntil: TokenInstant?
   }
 
   /// How long the backoff after a failed refresh may grow.
@@ -113,6 +116,13 @@ public struct TokenLifecycle: Sendable {
   /// yet another one would not help (the backend refuses what the token endpoint hands out, or uses the
   /// status for something else), and every rejected request would cost a token request.
   public static let rejectionHoldOff: Duration = .seconds(10)
+  /// How long `rejectionHoldOff` may grow: each futile refresh in a row (an endpoint rejected the value
+  /// fetched because it rejected the one before) doubles it, so that endpoints that answer 401 on their
+  /// own, met one path after another, cannot make a refresh every 10 s either.
+  public static let maximumRejectionHoldOff: Duration = .seconds(320)
+  /// A run of futile refreshes is forgotten after this long without one: the hold-off is back to
+  /// `rejectionHoldOff`, so a real revocation much later is acted on as fast as ever.
+  public static let futileRefreshMemory: Duration = .seconds(600)
 
   public let kind: Kind
   private(set) var credential: Credential?
@@ -125,6 +135,12 @@ public struct TokenLifecycle: Sendable {
   private var inFlightReplacing: UInt64?
   /// Which endpoints rejected which values (oauth2 only).
   private(set) var endpoints = RejectingEndpoints()
+  /// Futile refreshes in a row (see `maximumRejectionHoldOff`); reset by a refresh that helped (the
+  /// endpoint that asked for it took the new value) or `futileRefreshMemory` without one.
+  private var futileRefreshes = 0
+  private var lastFutileAt: TokenInstant?
+  /// The value whose refresh was last found futile: counted once however many endpoints say so.
+  private var lastFutileSerial: UInt64?
   private(set) var consecutiveFailures = 0
   /// No automatic refresh before this instant (backoff after a failure).
   private(set) var retryAt: TokenInstant?
@@ -164,10 +180,12 @@ public struct TokenLifecycle: Sendable {
     if case .oauth2 = kind { return true }
     return false
   }
-  /// Until then, a backend's rejection of the current value is not acted on (`rejectionHoldOff`).
+  /// Until then, a backend's rejection of the current value is not acted on (`rejectionHoldOff`, doubled
+  /// for each futile refresh in a row up to `maximumRejectionHoldOff`).
   public var rejectionsIgnoredUntil: TokenInstant? {
     guard let credential, credential.fetchedAfterRejection else { return nil }
-    return credential.refreshedAt + Self.rejectionHoldOff
+    let holdOff = min(Self.rejectionHoldOff * (1 << min(futileRefreshes, 16)), Self.maximumRejectionHoldOff)
+    return credential.refreshedAt + holdOff
   }
 
   /// The value a request may send now: present, not invalidated by an operator, not expired. A value a
@@ -333,8 +351,15 @@ public struct TokenLifecycle: Sendable {
     return requestValue(now: now)
   }
 
-  /// `endpoint` accepted a value: if its rejections were its own answers, they count again.
-  public mutating func reportAccepted(endpoint: String, now: TokenInstant) -> [Action] {
+  /// `endpoint` accepted the value with `serial` (nil: some value): if its rejections were its own answers,
+  /// they count again. If it asked for that very value, the refresh helped: a run of futile ones ends.
+  public mutating func reportAccepted(endpoint: String, serial: UInt64? = nil, now: TokenInstant) -> [Action] {
+    if let serial, let current = credential, current.serial == serial, let replaced = current.replacedSerial,
+      endpoints.causedRefresh(of: replaced, endpoint)
+    {
+      futileRefreshes = 0
+      lastFutileAt = nil
+    }
     endpoints.noteAccepted(endpoint)
     return finish(now: now)
   }
@@ -344,11 +369,20 @@ public struct TokenLifecycle: Sendable {
   private mutating func noteRejection(serial: UInt64?, endpoint: String?, now: TokenInstant) -> Bool {
     guard case .oauth2 = kind, var current = credential, !current.rejected, serial == nil || serial == current.serial
     else { return false }
+    if let last = lastFutileAt, now >= last + Self.futileRefreshMemory {
+      futileRefreshes = 0
+      lastFutileAt = nil
+    }
     if let endpoint {
       if endpoints.isOwnAnswer(endpoint) { return false }
       // It asked for this very value and refuses it too: a new one would not help.
       if let replaced = current.replacedSerial, endpoints.causedRefresh(of: replaced, endpoint) {
         endpoints.noteOwnAnswer(endpoint)
+        if lastFutileSerial != current.serial {
+          lastFutileSerial = current.serial
+          futileRefreshes += 1
+        }
+        lastFutileAt = now
         return false
       }
     }
@@ -542,7 +576,8 @@ public struct TokenLifecycle: Sendable {
     var actions: [Action] = []
     let facts = PublishedFacts(
       state: state(at: now), serial: credential?.serial, usable: usableGrant(at: now) != nil,
-      expiresAt: credential?.expiresAt, lastError: lastError, ownAnswers: endpoints.ownAnswers)
+      expiresAt: credential?.expiresAt, lastError: lastError, ownAnswers: endpoints.ownAnswers,
+      rejectionsIgnoredUntil: rejectionsIgnoredUntil)
     if facts != published {
       published = facts
       actions.append(.publish)

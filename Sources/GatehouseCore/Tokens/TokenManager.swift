@@ -244,13 +244,14 @@ public final class TokenManager {
     }
   }
 
-  /// `endpoint` accepted the token: if its rejections were its own answers, they count again.
-  public func reportAccepted(token name: String, endpoint: String) {
+  /// `endpoint` accepted the token's value with `serial` (nil: some value): if its rejections were its own
+  /// answers, they count again; if it asked for that value, the refresh helped.
+  public func reportAccepted(token name: String, endpoint: String, serial: UInt64? = nil) {
     loop.assertInEventLoop()
     guard let slot = slotsByName[name], !stopped else { return }
     withEvent {
       let before = slot.lifecycle.ownAnswerEndpoints.count
-      perform(slot.lifecycle.reportAccepted(endpoint: endpoint, now: clock.now), on: slot)
+      perform(slot.lifecycle.reportAccepted(endpoint: endpoint, serial: serial, now: clock.now), on: slot)
       if slot.lifecycle.ownAnswerEndpoints.count < before {
         logger.info("endpoint accepts the token again", ["token": .string(name), "endpoint": .string(endpoint)])
       }

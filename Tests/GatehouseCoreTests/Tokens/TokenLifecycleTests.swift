@@ -412,7 +412,72 @@ import Testing
     _ = accepted.reportRejected(serial: 2, endpoint: "r /denied", now: at(12))
     #expect(accepted.reportAccepted(endpoint: "r /denied", now: at(13)).contains(.publish))
     #expect(accepted.ownAnswerEndpoints.isEmpty)
-    #expect(ticket(accepted.reportRejected(serial: 2, endpoint: "r /denied", now: at(30))) != nil)
+    // After the hold-off (doubled by that futile refresh).
+    #expect(ticket(accepted.reportRejected(serial: 2, endpoint: "r /denied", now: at(31))) != nil)
+  }
+
+  /// Drives one futile refresh at `at(start)`: `endpoint` rejects the current value (a
+  /// refresh starts, the new value arrives a second later) and then the new value too.
+  func futileRefresh(_ lifecycle: inout TokenLifecycle, endpoint: String, at start: Int) -> Bool {
+    let serial = lifecycle.currentSerial
+    guard let refresh = ticket(lifecycle.reportRejected(serial: serial, endpoint: endpoint, now: at(start))) else {
+      return false
+    }
+    _ = lifecycle.refreshSucceeded(
+      refresh, value: SecretValue("V\(start)"), expiresIn: .seconds(7200), now: at(start + 1))
+    _ = lifecycle.reportRejected(serial: serial + 1, endpoint: endpoint, now: at(start + 1))
+    return lifecycle.ownAnswerEndpoints.contains(endpoint)
+  }
+
+  /// Endpoints that answer on their own, met one path after another, cannot make a refresh
+  /// every 10 s either: each futile refresh doubles the hold-off of the next fresh value (up
+  /// to `maximumRejectionHoldOff`).
+  @Test func futileRefreshesOneAfterAnotherLengthenTheHoldOff() {
+    var lifecycle = oauth2()
+    #expect(futileRefresh(&lifecycle, endpoint: "r /1", at: 10))
+    #expect(lifecycle.rejectionsIgnoredUntil == at(11 + 20))
+    #expect(ticket(lifecycle.reportRejected(serial: 2, endpoint: "r /2", now: at(25))) == nil)
+    #expect(futileRefresh(&lifecycle, endpoint: "r /2", at: 31))
+    #expect(lifecycle.rejectionsIgnoredUntil == at(32 + 40))
+    #expect(ticket(lifecycle.reportRejected(serial: 3, endpoint: "r /3", now: at(60))) == nil)
+    #expect(ticket(lifecycle.reportRejected(serial: 3, endpoint: "r /3", now: at(72))) != nil)
+
+    var capped = oauth2()
+    var start = 10
+    for index in 0..<8 {
+      #expect(futileRefresh(&capped, endpoint: "r /\(index)", at: start))
+      // The next endpoint comes as soon as the hold-off allows.
+      let holdOff = min(10 << (index + 1), Int(TokenLifecycle.maximumRejectionHoldOff.components.seconds))
+      #expect(capped.rejectionsIgnoredUntil == at(start + 1 + holdOff))
+      start += 1 + holdOff
+    }
+    #expect(TokenLifecycle.maximumRejectionHoldOff == .seconds(320))
+  }
+
+  /// A refresh that helped (the endpoint that asked for it takes the new value) ends the
+  /// run of futile ones; so do `futileRefreshMemory` without one.
+  @Test func aHelpfulRefreshOrAQuietSpellResetsTheHoldOff() {
+    var helped = oauth2()
+    #expect(futileRefresh(&helped, endpoint: "r /1", at: 10))
+    #expect(futileRefresh(&helped, endpoint: "r /2", at: 40))
+    let refresh = ticket(helped.reportRejected(serial: 3, endpoint: "r /revoked", now: at(200)))!
+    _ = helped.refreshSucceeded(refresh, value: SecretValue("fresh"), expiresIn: .seconds(3600), now: at(201))
+    #expect(helped.rejectionsIgnoredUntil == at(201 + 40))
+    #expect(helped.reportAccepted(endpoint: "r /revoked", serial: 4, now: at(202)).contains(.publish))
+    #expect(helped.rejectionsIgnoredUntil == at(201 + 10))
+    // An endpoint that did not ask for the value taking it says nothing.
+    var unrelated = oauth2()
+    #expect(futileRefresh(&unrelated, endpoint: "r /1", at: 10))
+    _ = unrelated.reportAccepted(endpoint: "r /other", serial: 2, now: at(12))
+    #expect(unrelated.rejectionsIgnoredUntil == at(11 + 20))
+
+    var quiet = oauth2()
+    #expect(futileRefresh(&quiet, endpoint: "r /1", at: 10))
+    #expect(futileRefresh(&quiet, endpoint: "r /2", at: 40))
+    let memory = Int(TokenLifecycle.futileRefreshMemory.components.seconds)
+    let later = ticket(quiet.reportRejected(serial: 3, endpoint: "r /3", now: at(41 + memory)))!
+    _ = quiet.refreshSucceeded(later, value: SecretValue("late"), expiresIn: .seconds(3600), now: at(42 + memory))
+    #expect(quiet.rejectionsIgnoredUntil == at(42 + memory + 10))
   }
 
   /// A refresh that an endpoint caused earlier, for an older value, does not make it an
