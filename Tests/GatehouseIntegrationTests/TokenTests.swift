@@ -204,8 +204,14 @@ import Testing
     #expect(Set(object.keys) == ["tokens"])
     let tokens = try #require(object["tokens"] as? [[String: Any]])
     #expect(Set(tokens.compactMap { $0["name"] as? String }) == ["api", "partner", "legacy"])
-    let members: Set = ["name", "type", "state", "fingerprint", "expires_at", "refreshed_at", "last_error"]
-    for token in tokens { #expect(Set(token.keys) == members, "members of \(token)") }
+    // SPEC §6's members, and the rejections per route (none yet).
+    let members: Set = [
+      "name", "type", "state", "fingerprint", "expires_at", "refreshed_at", "last_error", "rejections",
+    ]
+    for token in tokens {
+      #expect(Set(token.keys) == members, "members of \(token)")
+      #expect((token["rejections"] as? [String: Any])?.isEmpty == true)
+    }
     let byName = Dictionary(uniqueKeysWithValues: tokens.map { ($0["name"] as? String ?? "", $0) })
     let api = try #require(byName["api"])
     #expect(api["type"] as? String == "static")
@@ -344,7 +350,8 @@ import Testing
 
   /// One endpoint that answers 401 must not stop every route using a static token: the
   /// client gets that endpoint's own answer, other requests still carry the token, and the
-  /// operator's token stays `valid`; the rejection is counted for its route.
+  /// operator's token stays `valid`; the rejection is counted for its route (in the metrics
+  /// and in the token's listing).
   @Test func aStaticTokenRefusedByOneEndpointStaysValidAndCountsTheRejectionPerRoute() throws {
     let backend = try TestBackend { request in
       request.path.hasSuffix("/forbidden")
@@ -384,6 +391,9 @@ import Testing
     #expect(page?.value("gatehouse_token_rejections_total", ["token": "api", "route": "all"]) == 1)
     #expect(page?.types["gatehouse_token_rejections_total"] == "counter")
     #expect(page?.value("gatehouse_token_state", ["token": "api", "state": "invalid"]) == 0)
+    // The listing shows the same counts, per route.
+    let listed = try admin.token("api")
+    #expect(listed?["rejections"] as? [String: Int] == ["strict": 2, "all": 1], "\(String(describing: listed))")
     // A refused request is not sent again with the same value; the others all went out.
     #expect(backend.requests.count == 6)
     #expect(backend.requests.allSatisfy { bearerToken(of: $0) == "static-value-77c1" })
