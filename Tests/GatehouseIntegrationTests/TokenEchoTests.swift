@@ -80,6 +80,47 @@ import Testing
     #expect(fine.text.contains(Self.token))
   }
 
+  /// A client that takes gzip does not make the upstream gzip an error that echoes the token
+  /// (the gateway could not mask it): on a pass-through token route the upstream is not
+  /// asked for gzip. Escaped spellings of the token (JSON `\u002F`/`\u002b`, percent-encoding
+  /// in any case) are masked as the body streams.
+  @Test func aGzipClientAndEscapedSpellingsStillGetTheTokenMasked() throws {
+    let token = "api/SECRET+7d3b91aa55"
+    let spellings = [
+      #"api\u002FSECRET\u002B7d3b91aa55"#, #"api\u002fSECRET\u002b7d3b91aa55"#, "api%2fSECRET%2b7d3b91aa55",
+      "api%2FSECRET%2b7d3b91aa55",
+    ]
+    let echo = #"{"message":"token "# + token + #" refused","seen":[""# + spellings.joined(separator: #"",""#) + #""]}"#
+    let backend = try TestBackend { request in
+      let gzip = request.head.value("Accept-Encoding")?.contains("gzip") == true
+      let body = Array(echo.utf8)
+      return .respond(
+        BackendResponse(
+          status: 403, reason: "Forbidden",
+          headers: [("Content-Type", "application/json")] + (gzip ? [("Content-Encoding", "gzip")] : []),
+          body: .bytes(gzip ? (try? ExternalTool.gzip(body)) ?? body : body)))
+    }
+    defer { backend.stop() }
+    let config = TestConfig.withTokens(
+      upstreamPort: backend.port, tokens: ["api": ["type": "static", "value": token]],
+      routes: [TestConfig.tokenRoute("raw", match: "/*", token: "api")])
+    let gateway = try GatewayProcess(config: config)
+    defer { gateway.stopExpectingCleanExit() }
+
+    let answer = try send("GET", "/r/x", to: gateway.port, headers: [("Accept-Encoding", "gzip")])
+    let gzipped = answer.head.value("Content-Encoding")?.contains("gzip") == true
+    let text = String(decoding: gzipped ? try ExternalTool.gunzip(answer.body) : answer.body, as: UTF8.self)
+
+    #expect(answer.status == 403)
+    #expect(!gzipped)
+    #expect(backend.requests.allSatisfy { $0.head.value("Accept-Encoding")?.contains("gzip") != true })
+    for spelling in [token] + spellings {
+      #expect(!text.contains(spelling), "\(spelling) in \(text)")
+    }
+    #expect(text.utf8.count == echo.utf8.count)
+    #expect(text.hasPrefix(#"{"message":"token ***"#), "\(text)")
+  }
+
   /// A redirect that repeats the token (`Location: /sso?access_token=…` and the same link
   /// in its body, percent-encoded as URLs carry it, or in a gzip body) reaches the client
   /// without it on an enveloped route: the field is left out and the body masked, as for

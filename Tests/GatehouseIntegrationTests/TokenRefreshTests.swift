@@ -323,6 +323,115 @@ import Testing
     #expect(backend.requests.dropFirst().allSatisfy { bearerToken(of: $0) == oauth.token(2) })
   }
 
+  /// A backend with one endpoint that answers 401 whatever the token (this client may not
+  /// see it) while `denying` holds, and 200 everywhere else.
+  static func backendWithADeniedEndpoint(denying: Shared<Bool> = Shared(true)) throws -> TestBackend {
+    try TestBackend { request in
+      request.path == "/denied" && denying.value
+        ? .respond(Self.json(#"{"message":"not yours"}"#, 401)) : .respond(Self.json(#"{"name":"accepted"}"#))
+    }
+  }
+
+  /// One 401 while the token endpoint is down does not throw away a value that has not
+  /// expired: every other request keeps sending it while the refresh fails.
+  @Test func aRejectedValueStaysInUseWhileTheTokenEndpointIsDown() throws {
+    let oauth = try OAuth2TestServer()
+    let backend = try Self.backendWithADeniedEndpoint()
+    defer { backend.stop() }
+    let gateway = try GatewayProcess(config: Self.config(backend: backend, oauth: oauth))
+    defer { gateway.stopExpectingCleanExit() }
+
+    #expect(try send("GET", "/first", to: gateway.port).status == 200)
+    oauth.setMode(.fail(description: "endpoint is down for maintenance"))
+    let denied = try send("GET", "/denied", to: gateway.port)
+    #expect(denied.status == 401)
+    // The refresh that rejection asked for fails; the value is still sent meanwhile.
+    #expect(oauth.waitForRequests(2, timeout: 10))
+    var statuses: [Int] = []
+    for index in 0..<5 {
+      statuses.append(try send("GET", "/other/\(index)", to: gateway.port).status)
+      sleep(for: .milliseconds(100))
+    }
+
+    #expect(statuses == [200, 200, 200, 200, 200], "\(statuses)")
+    let others = backend.requests.filter { $0.path.hasPrefix("/other/") }
+    #expect(others.count == 5)
+    #expect(others.allSatisfy { bearerToken(of: $0) == oauth.token(1) })
+  }
+
+  /// An endpoint whose 401 is its own answer costs one refresh: it caused one, rejected the
+  /// fresh value too, and from then on its 401 goes to the client as it is, however long
+  /// after the 10 s episode it comes. Once it accepts a value, its rejections count again.
+  @Test func anEndpointThatRejectsTheFreshValueTooCausesNoMoreRefreshes() throws {
+    let oauth = try OAuth2TestServer()
+    let denying = Shared(true)
+    let backend = try Self.backendWithADeniedEndpoint(denying: denying)
+    defer { backend.stop() }
+    let gateway = try GatewayProcess(config: Self.config(backend: backend, oauth: oauth))
+    defer { gateway.stopExpectingCleanExit() }
+
+    let first = try send("GET", "/denied", to: gateway.port)
+    #expect(first.status == 401)
+    #expect(first.text == #"{"message":"not yours"}"#)
+    #expect(oauth.requestCount == 2)
+    // Past `rejectionHoldOff` (10 s), when a rejection of the fresh value would ask again.
+    sleep(for: .milliseconds(10_500))
+    var answers: [ReceivedResponse] = []
+    for _ in 0..<4 {
+      answers.append(try send("GET", "/denied", to: gateway.port))
+      sleep(for: .milliseconds(200))
+    }
+    let other = try send("GET", "/other", to: gateway.port)
+    sleep(for: .milliseconds(500))  // time for any further login to arrive
+
+    for answer in answers {
+      #expect(answer.status == 401)
+      #expect(answer.text == #"{"message":"not yours"}"#)
+    }
+    #expect(other.status == 200)
+    #expect(oauth.requestCount == 2, "\(oauth.requestCount) logins")
+    // Each later 401 is the endpoint's own answer: not sent again.
+    #expect(backend.requests.filter { $0.path == "/denied" }.count == 2 + answers.count)
+    #expect(backend.requests.dropFirst().allSatisfy { bearerToken(of: $0) == oauth.token(2) })
+
+    // It takes the token now: it counts again, and its next rejection asks for a new value.
+    denying.value = false
+    #expect(try send("GET", "/denied", to: gateway.port).status == 200)
+    #expect(gateway.waitForLogLine { $0["msg"] as? String == "endpoint accepts the token again" })
+    denying.value = true
+    let refreshed = try send("GET", "/denied", to: gateway.port)
+    #expect(refreshed.status == 401)
+    #expect(oauth.requestCount == 3)
+    #expect(bearerToken(of: try #require(backend.requests.last)) == oauth.token(3))
+  }
+
+  /// Endpoints that answer 401 on their own, met one path after another, cannot make a
+  /// refresh every 10 s either: after a futile refresh the next one waits twice as long.
+  @Test func endpointsMetOneAfterAnotherCannotForceARefreshEveryTenSeconds() throws {
+    let oauth = try OAuth2TestServer()
+    let backend = try TestBackend { request in
+      request.path.hasPrefix("/denied/")
+        ? .respond(Self.json(#"{"message":"not yours"}"#, 401)) : .respond(Self.json(#"{"name":"accepted"}"#))
+    }
+    defer { backend.stop() }
+    let gateway = try GatewayProcess(config: Self.config(backend: backend, oauth: oauth))
+    defer { gateway.stopExpectingCleanExit() }
+
+    let first = try send("GET", "/denied/1", to: gateway.port)
+    #expect(first.status == 401)
+    #expect(oauth.requestCount == 2)
+    // Past the 10 s of a first episode, not the 20 s that follow a futile refresh.
+    sleep(for: .milliseconds(10_500))
+    let second = try send("GET", "/denied/2", to: gateway.port)
+    let other = try send("GET", "/other", to: gateway.port)
+    sleep(for: .milliseconds(500))  // time for any further login to arrive
+
+    #expect(second.status == 401)
+    #expect(second.text == #"{"message":"not yours"}"#)
+    #expect(other.status == 200)
+    #expect(oauth.requestCount == 2, "\(oauth.requestCount) logins")
+  }
+
   /// A body that still says "rejected" after the retry is no answer to keep or to wrap as
   /// a success: the last good answer stands in, and without one the client gets a 401.
   @Test func aBodyStillRejectingAfterTheRetryIsNeverStoredOrWrapped() throws {

@@ -204,8 +204,14 @@ import Testing
     #expect(Set(object.keys) == ["tokens"])
     let tokens = try #require(object["tokens"] as? [[String: Any]])
     #expect(Set(tokens.compactMap { $0["name"] as? String }) == ["api", "partner", "legacy"])
-    let members: Set = ["name", "type", "state", "fingerprint", "expires_at", "refreshed_at", "last_error"]
-    for token in tokens { #expect(Set(token.keys) == members, "members of \(token)") }
+    // SPEC §6's members, and the rejections per route (none yet).
+    let members: Set = [
+      "name", "type", "state", "fingerprint", "expires_at", "refreshed_at", "last_error", "rejections",
+    ]
+    for token in tokens {
+      #expect(Set(token.keys) == members, "members of \(token)")
+      #expect((token["rejections"] as? [String: Any])?.isEmpty == true)
+    }
     let byName = Dictionary(uniqueKeysWithValues: tokens.map { ($0["name"] as? String ?? "", $0) })
     let api = try #require(byName["api"])
     #expect(api["type"] as? String == "static")
@@ -344,42 +350,52 @@ import Testing
 
   /// One endpoint that answers 401 must not stop every route using a static token: the
   /// client gets that endpoint's own answer, other requests still carry the token, and the
-  /// token shows `invalid` only until a backend takes it again.
-  @Test func aStaticTokenRefusedByOneEndpointStillServesTheOthers() throws {
+  /// operator's token stays `valid`; the rejection is counted for its route (in the metrics
+  /// and in the token's listing).
+  @Test func aStaticTokenRefusedByOneEndpointStaysValidAndCountsTheRejectionPerRoute() throws {
     let backend = try TestBackend { request in
-      request.path == "/forbidden"
+      request.path.hasSuffix("/forbidden")
         ? jsonAnswer(#"{"message":"not for this client"}"#, status: 401, reason: "Unauthorized")
         : .respond(.text("ok"))
     }
     defer { backend.stop() }
     let config = TestConfig.withTokens(
       upstreamPort: backend.port, tokens: ["api": ["type": "static", "value": "static-value-77c1"]],
-      routes: [TestConfig.tokenRoute("all", match: "/*", token: "api", extra: ["envelope": ["enabled": true]])])
+      routes: [
+        TestConfig.tokenRoute("strict", match: "/s/*", token: "api", extra: ["envelope": ["enabled": true]]),
+        TestConfig.tokenRoute("all", match: "/*", token: "api", extra: ["envelope": ["enabled": true]]),
+      ])
     let gateway = try GatewayProcess(config: config)
     defer { gateway.stopExpectingCleanExit() }
     #expect(try gateway.waitForValidTokens(["api"]))
     let admin = try gateway.admin()
 
-    let refused = try send("GET", "/forbidden", to: gateway.port)
-    let markedInvalid = admin.waitForState("api", "invalid", timeout: 10)
-    let other = try send("GET", "/other", to: gateway.port)
-    // Valid again once an answer is accepted at least `refusalHoldOff` (1 s) after the
-    // refusal: requests keep coming until then.
-    var others: [Int] = [other.status]
-    let validAgain = waitUntil(timeout: 15, interval: .milliseconds(200)) {
-      others.append((try? send("GET", "/other", to: gateway.port).status) ?? 0)
-      return (try? admin.token("api"))?["state"] as? String == "valid"
+    let refused = try send("GET", "/s/forbidden", to: gateway.port)
+    let again = try send("GET", "/s/forbidden", to: gateway.port)
+    let elsewhere = try send("GET", "/forbidden", to: gateway.port)
+    var others: [Int] = []
+    for _ in 0..<3 { others.append(try send("GET", "/other", to: gateway.port).status) }
+    var page: MetricsPage?
+    let counted = waitUntil(timeout: 10, interval: .milliseconds(100)) {
+      page = try? MetricsPage(try admin.request("GET", "/metrics").text)
+      return page?.value("gatehouse_token_rejections_total", ["token": "api", "route": "strict"]) == 2
     }
 
     #expect(isErrorEnvelope(refused, status: 401, message: "not for this client"), "\(refused.text)")
-    #expect(markedInvalid)
-    #expect(others.allSatisfy { $0 == 200 }, "\(others)")
-    // The refused request was not sent again with the same value; the others all went out.
-    let paths = backend.requests.map(\.path)
-    #expect(paths.first == "/forbidden" && paths.dropFirst().allSatisfy { $0 == "/other" })
-    #expect(paths.count == 1 + others.count)
+    #expect(isErrorEnvelope(again, status: 401, message: "not for this client"), "\(again.text)")
+    #expect(isErrorEnvelope(elsewhere, status: 401, message: "not for this client"), "\(elsewhere.text)")
+    #expect(others == [200, 200, 200])
+    #expect(try admin.token("api")?["state"] as? String == "valid")
+    let rejections = page?.samples("gatehouse_token_rejections_total")
+    #expect(counted, "\(String(describing: rejections))")
+    #expect(page?.value("gatehouse_token_rejections_total", ["token": "api", "route": "all"]) == 1)
+    #expect(page?.types["gatehouse_token_rejections_total"] == "counter")
+    #expect(page?.value("gatehouse_token_state", ["token": "api", "state": "invalid"]) == 0)
+    // The listing shows the same counts, per route.
+    let listed = try admin.token("api")
+    #expect(listed?["rejections"] as? [String: Int] == ["strict": 2, "all": 1], "\(String(describing: listed))")
+    // A refused request is not sent again with the same value; the others all went out.
+    #expect(backend.requests.count == 6)
     #expect(backend.requests.allSatisfy { bearerToken(of: $0) == "static-value-77c1" })
-    #expect(validAgain)
-    #expect(gateway.waitForLogLine { $0["msg"] as? String == "token accepted by backend again" })
   }
 }

@@ -1538,6 +1538,14 @@ enum AdminOpenAPI {
                   "null"
                 ],
                 "description": "Why the last refresh or read failed."
+              },
+              "rejections": {
+                "type": "object",
+                "additionalProperties": {
+                  "type": "integer",
+                  "minimum": 0
+                },
+                "description": "In `GET /admin/tokens` only: upstream answers that rejected the token (`invalid_token` status or body field) since start, by route name. A rejection does not make a static or file token `invalid`: one endpoint's refusal shows here, per route."
               }
             }
           },

@@ -64,6 +64,13 @@ final class LoopMetrics {
   /// them sent again alone (their connection ended first, or they waited too long).
   var pipelined: UInt64 = 0
   var pipelineResent: UInt64 = 0
+  /// Answers that said a route's token was rejected (status or body field), by token and
+  /// route: where a backend refuses a token shows per route, not as a global token state.
+  private(set) var tokenRejections: [TokenRouteKey: UInt64] = [:]
+
+  func countTokenRejection(token: String, route: String) {
+    tokenRejections[TokenRouteKey(token: token, route: route), default: 0] &+= 1
+  }
 
   var upstreamOutcomes: [UpstreamOutcomeKey: UInt64] {
     var all = talliedOutcomes
@@ -115,8 +122,14 @@ final class LoopMetrics {
     sample.collapsed = collapsed
     sample.pipelined = pipelined
     sample.pipelineResent = pipelineResent
+    sample.tokenRejections = tokenRejections
     return sample
   }
+}
+
+struct TokenRouteKey: Hashable, Sendable {
+  let token: String
+  let route: String
 }
 
 struct UpstreamOutcomeKey: Hashable, Sendable {
@@ -156,6 +169,7 @@ public struct MetricsSample: Sendable {
   var collapsed: UInt64 = 0
   var pipelined: UInt64 = 0
   var pipelineResent: UInt64 = 0
+  var tokenRejections: [TokenRouteKey: UInt64] = [:]
 
   public init() {}
 
@@ -166,6 +180,7 @@ public struct MetricsSample: Sendable {
     collapsed &+= other.collapsed
     pipelined &+= other.pipelined
     pipelineResent &+= other.pipelineResent
+    for (key, value) in other.tokenRejections { tokenRejections[key, default: 0] &+= value }
   }
 
   /// Requests answered, by status, over all routes.

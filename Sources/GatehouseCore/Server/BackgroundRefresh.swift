@@ -25,6 +25,8 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
   private var tokenSerial: UInt64?
   /// The client asked for gzip: on a pass-through route its entry is the gzip one.
   private var clientTakesGzip = false
+  /// Where a rejection came from (`RejectingEndpoints.key`), as for a client's request.
+  private var tokenEndpoint: String?
 
   init(context: LoopContext, key: CacheKey) {
     self.context = context
@@ -49,6 +51,7 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
       }
       token = UpstreamRequestWriter.TokenLine(prefix: use.linePrefix, value: grant.bytes, suffix: use.lineSuffix)
       tokenSerial = grant.serial
+      tokenEndpoint = RejectingEndpoints.key(route: use.routeName, path: request.path)
     }
     // A refresh goes only to an upstream in good standing: the client already has its answer,
     // so a refresh never takes an open circuit's trial or adds to a failing upstream's load.
@@ -180,7 +183,10 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
   private func isGoodAnswer(_ head: HTTPResponseHead) -> Bool {
     guard let plan else { return false }
     if let use = plan.token, use.answerRejects(head, body: body) {
-      if let tokenSerial { context.shared.tokens?.reportRejected(token: use.name, serial: tokenSerial) }
+      context.metrics.countTokenRejection(token: use.name, route: use.routeName)
+      if let tokenSerial {
+        context.shared.tokens?.reportRejected(token: use.name, serial: tokenSerial, endpoint: tokenEndpoint)
+      }
       return false
     }
     if let policy = plan.envelope,

@@ -155,7 +155,7 @@ extension ClientSession {
             ? try? GzipDecoder.decode(exchange.bufferedBody, maxOutputBytes: exchange.envelope?.maxBytes ?? 0) : nil
           exchange.bufferedBody = decoded ?? []
         }
-        if let masked = SecretMasking.masked(SecretMasking.forms(of: secret), in: exchange.bufferedBody) {
+        if let masked = SecretMasking.masked([secret], in: exchange.bufferedBody) {
           exchange.bufferedBody = masked
         }
       }
@@ -178,7 +178,7 @@ extension ClientSession {
   ) {
     exchange.status = status
     var body = body
-    if let secret, let masked = SecretMasking.masked(SecretMasking.forms(of: secret), in: body) { body = masked }
+    if let secret, let masked = SecretMasking.masked([secret], in: body) { body = masked }
     var gzip = false
     if exchange.acceptsGzip && body.count > 1024, let compressed = context.compress(body) {
       body = compressed

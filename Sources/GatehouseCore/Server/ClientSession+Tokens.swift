@@ -7,15 +7,16 @@ import GatehouseStore
 /// A session's part in token use: waiting for a value, and a backend's rejection of one.
 extension ClientSession {
   /// Waits (on the control loop) for a usable value of the route's token, then sends the
-  /// request; answers 401 (or a stale answer) when none can be had.
-  func waitForToken(_ use: TokenUse) {
+  /// request; answers 401 (or a stale answer) when none can be had. After a rejection
+  /// (`rejected`), waits for the value `TokenManager.retryAfterRejection` gives instead.
+  func waitForToken(_ use: TokenUse, afterRejecting rejected: (serial: UInt64, endpoint: String)? = nil) {
     guard let exchange, let broker = context.shared.tokens else {
       tokenUnavailable()
       return
     }
     exchange.waitingForToken = true
     clearDeadline()
-    broker.waitForRefresh(token: use.name, replyOn: loop) { [self] outcome in
+    let reply: (TokenOutcome) -> Void = { [self] outcome in
       guard self.exchange === exchange, exchange.waitingForToken, !closed else { return }
       exchange.waitingForToken = false
       switch outcome {
@@ -25,6 +26,12 @@ extension ClientSession {
       case .unavailable:
         tokenUnavailable()
       }
+    }
+    if let rejected {
+      broker.retryAfterRejection(
+        token: use.name, serial: rejected.serial, endpoint: rejected.endpoint, replyOn: loop, completion: reply)
+    } else {
+      broker.waitForRefresh(token: use.name, replyOn: loop, completion: reply)
     }
   }
 
@@ -37,49 +44,64 @@ extension ClientSession {
     respondLocally(failure: .tokenUnavailable)
   }
 
-  /// A backend said the token was rejected (status or body field). Reports it, and sends the
-  /// request once more with a fresh value when it can be replayed. Returns true when a retry
-  /// is under way (the answer in hand is then dropped).
+  /// A backend said the token was rejected (status or body field). Counts it for the route,
+  /// reports it, and sends the request once more with a fresh value when it can be replayed.
+  /// Returns true when a retry is under way (the answer in hand is then dropped).
   func tokenRejected(_ use: TokenUse, exchange: Exchange) -> Bool {
-    let entry = context.tokenEntry(use.name, index: use.index)
-    if let serial = exchange.tokenSerial {
-      // A value fetched because of a rejection, rejected again at once: neither reported
-      // nor retried (see `TokenLifecycle.rejectionHoldOff`); the client gets the answer.
-      if let entry, entry.serial == serial, let until = entry.rejectionsIgnoredUntil,
-        TokenInstant(millisecondsSinceEpoch: RFC3339.nowMilliseconds()) < until
-      {
-        return false
-      }
-      // A refused fixed or file value already shows `invalid`: nothing new to report.
-      if !context.tokenRefused(use.name, index: use.index, serial: serial) {
-        context.shared.tokens?.reportRejected(token: use.name, serial: serial)
-      }
+    context.metrics.countTokenRejection(token: use.name, route: use.routeName)
+    guard let entry = context.tokenEntry(use.name, index: use.index), let serial = exchange.tokenSerial else {
+      return false
     }
-    // Sending the same value again would only be rejected again: a fixed or file token is
-    // retried only when its value has changed since the request went out.
-    guard let entry, entry.refreshable || entry.serial != exchange.tokenSerial else { return false }
     let replayable = !Self.hasBody(exchange.head) || exchange.requestBodyCopy != nil
     // A body still arriving is replayable too while it fits the copy: authentication
     // middleware refuses a token from the head, before reading the body, and a client
     // that waits for `100 Continue` sends its body only after that. The rest is kept (in
     // the copy) while the token is fetched, and follows the copy to the next upstream.
-    guard !exchange.tokenRetried, replayable, exchange.requestComplete || exchange.requestBodyCopy != nil,
-      exchange.head.method.isIdempotent || exchange.requestBodyCopy != nil || !Self.hasBody(exchange.head)
-    else { return false }
+    let canRetry =
+      !exchange.tokenRetried && replayable && (exchange.requestComplete || exchange.requestBodyCopy != nil)
+      && (exchange.head.method.isIdempotent || exchange.requestBodyCopy != nil || !Self.hasBody(exchange.head))
+    guard entry.refreshable else {
+      // A fixed or file value cannot be refreshed, and one endpoint's rejection says nothing
+      // about the others: nothing to report. Sending the same value again would only be
+      // rejected again: retried only when the value has changed since the request went out.
+      guard entry.serial != serial, canRetry else { return false }
+      exchange.tokenRetried = true
+      exchange.tokenGrant = nil
+      waitForToken(use)
+      return true
+    }
+    let endpoint = RejectingEndpoints.key(route: use.routeName, path: exchange.head.path)
+    // This endpoint rejects fresh values too: its 401 is its own answer, for the client.
+    if !entry.ownAnswerEndpoints.isEmpty, entry.ownAnswerEndpoints.contains(endpoint) { return false }
+    // A value fetched because of a rejection, rejected again at once, is not retried (see
+    // `TokenLifecycle.rejectionHoldOff`); like a retry's own rejection it is still reported,
+    // so that an endpoint that rejects every value stops causing refreshes.
+    let heldOff =
+      entry.serial == serial
+      && entry.rejectionsIgnoredUntil.map { TokenInstant(millisecondsSinceEpoch: RFC3339.nowMilliseconds()) < $0 }
+        ?? false
+    guard canRetry, !heldOff else {
+      context.shared.tokens?.reportRejected(token: use.name, serial: serial, endpoint: endpoint)
+      return false
+    }
     exchange.tokenRetried = true
     exchange.tokenGrant = nil
-    waitForToken(use)
+    waitForToken(use, afterRejecting: (serial, endpoint))
     return true
   }
 
-  /// A fixed or file token that a backend refused shows `invalid` until a backend takes it
-  /// again: an answer below 400 sent with that very value says it did. Costs an array read
-  /// per answer unless the token is in that state.
+  /// An answer below 400: an endpoint whose rejections were its own answers and that takes
+  /// the token now counts again, and a retry after a rejection that went through says the
+  /// refresh helped (see `TokenLifecycle.maximumRejectionHoldOff`). Costs an array read per
+  /// answer unless the token has such endpoints or the request was retried.
   func noteTokenAccepted(_ exchange: Exchange) {
     guard let serial = exchange.tokenSerial, let status = exchange.upstreamStatus, status < 400,
       let routeIndex = exchange.routeIndex, let use = exchange.snapshot.routePlans[routeIndex].token,
-      context.tokenRefused(use.name, index: use.index, serial: serial)
+      exchange.tokenRetried || context.tokenHasOwnAnswerEndpoints(index: use.index),
+      let entry = context.tokenEntry(use.name, index: use.index), entry.refreshable
     else { return }
-    context.shared.tokens?.reportAccepted(token: use.name, serial: serial)
+    let endpoint = RejectingEndpoints.key(route: use.routeName, path: exchange.head.path)
+    guard exchange.tokenRetried || entry.ownAnswerEndpoints.contains(endpoint) else { return }
+    context.shared.tokens?.reportAccepted(token: use.name, endpoint: endpoint, serial: serial)
   }
 }

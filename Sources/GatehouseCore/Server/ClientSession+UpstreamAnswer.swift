@@ -227,7 +227,7 @@ extension ClientSession {
     {
       // An error answer streams as it is on this route: the token it may echo is masked on
       // the way, byte for byte (the length already announced stays true).
-      exchange.bodyMasker = StreamingSecretMasker(secrets: SecretMasking.forms(of: secret))
+      exchange.bodyMasker = StreamingSecretMasker(secrets: [secret])
     }
     let before = context.output.count
     ClientResponseWriter.write(

@@ -890,8 +890,10 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
   /// or validated as it streams, and a gzip one can only be read whole, so a large answer
   /// that streams wrapped when plain would fail when gzip. The gateway compresses the
   /// envelope itself for clients that take gzip.
+  /// Never on a route with a token: an error answer may echo the token, and only a plain
+  /// body can be masked as it streams.
   static func asksUpstreamForGzip(_ plan: RoutePlan, clientTakesGzip: Bool) -> Bool {
-    clientTakesGzip && plan.envelope == nil
+    clientTakesGzip && plan.envelope == nil && plan.token == nil
   }
 
   /// A client's own X-Request-Id is kept when it is plain and short.

@@ -197,6 +197,14 @@ extension GatewayServer: AdminBackend {
               ([("token", state.name), ("state", candidate.rawValue)], state.state == candidate ? 1.0 : 0.0)
             }
           })
+        // Beyond SPEC §7's families: a backend's rejections of a token, per route (a static
+        // token stays `valid` in `gatehouse_token_state` when one endpoint refuses it).
+        text.family(
+          "gatehouse_token_rejections_total", type: "counter",
+          help: "Upstream answers that rejected a route's token (invalid_token status or body field).",
+          samples: total.tokenRejections.keys.sorted { ($0.token, $0.route) < ($1.token, $1.route) }.map { key in
+            ([("token", key.token), ("route", key.route)], Double(total.tokenRejections[key]!))
+          })
         text.family(
           "gatehouse_circuit_open", type: "gauge", help: "1 while an upstream's circuit is open (on any loop).",
           samples: circuits.map { ([("upstream", $0.0)], $0.1 ? 1.0 : 0.0) })

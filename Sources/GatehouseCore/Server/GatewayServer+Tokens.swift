@@ -7,8 +7,20 @@ extension GatewayServer {
     nonisolated(unsafe) let manager = tokenManager
     switch endpoint {
     case .tokens:
-      onControl {
-        completion(.json(.object([("tokens", .array(manager.tokenStates().map(\.json)))])))
+      // The rejections are counted per loop (where answers are read), the states kept on the
+      // control loop: both are read where they live.
+      gather({ $0.metrics.tokenRejections }) { perLoop in
+        var rejections: [String: [String: UInt64]] = [:]
+        for counts in perLoop {
+          for (key, count) in counts { rejections[key.token, default: [:]][key.route, default: 0] &+= count }
+        }
+        let summed = rejections
+        self.onControl {
+          let listed = manager.tokenStates().map { state in
+            Self.listing(state, rejections: summed[state.name] ?? [:])
+          }
+          completion(.json(.object([("tokens", .array(listed))])))
+        }
       }
     case .setToken(let name):
       let request: (value: String, expiresIn: Duration?)
@@ -39,6 +51,15 @@ extension GatewayServer {
     default:
       completion(.error(404, "not a token endpoint"))
     }
+  }
+
+  /// A token in `GET /admin/tokens`: its public state, and how often backends rejected it,
+  /// by route (a static token stays `valid` when one endpoint refuses it).
+  static func listing(_ state: TokenPublicState, rejections: [String: UInt64]) -> JSONValue {
+    guard case .object(var members) = state.json else { return state.json }
+    let byRoute = rejections.keys.sorted().map { route in (route, JSONValue.int(rejections[route]!)) }
+    members.append(("rejections", .object(byRoute)))
+    return .object(members)
   }
 
   static func answer(_ result: Result<TokenPublicState, TokenOperationError>) -> AdminResponse {

@@ -133,7 +133,10 @@ final class RoutePlan: Sendable {
       lookAlikesOf: route.cache?.vary ?? [],
       // What the gateway keeps or wraps it must be able to decode, and give each client in
       // a coding it accepts: gzip or none (Varnish normalizes the same way).
-      normalizingAcceptEncoding: route.envelope.enabled || route.cache != nil)
+      // A route with a token asks for no coding either where it passes bodies through: an
+      // error answer may echo the token, and it is masked as it streams, which a gzip body
+      // would defeat.
+      normalizingAcceptEncoding: route.envelope.enabled || route.cache != nil || route.token != nil)
     stubMode = route.stub.mode
     stub = StubAnswer(route.stub, envelope: route.envelope)
     envelopeEnabled = route.envelope.enabled
@@ -155,6 +158,8 @@ final class RoutePlan: Sendable {
 /// `RoutePlan`: it is read on every request of a route with a token.
 final class TokenUse: Sendable {
   let name: String
+  /// The route's name: rejections are counted, and remembered per endpoint, by route.
+  let routeName: String
   /// Where the token should be in the published values (config order), checked by name.
   let index: Int?
   /// `Authorization: Bearer ` — the header name and the format's text before `{token}`.
@@ -171,6 +176,7 @@ final class TokenUse: Sendable {
   init(name: String, index: Int?, route: RouteConfig) {
     self.name = name
     self.index = index
+    routeName = route.name
     linePrefix = Array("\(route.tokenHeader): \(route.tokenFormat.prefix)".utf8)
     lineSuffix = Array("\(route.tokenFormat.suffix)\r\n".utf8)
     invalidStatuses = Array(Set(route.invalidToken.statuses)).sorted()

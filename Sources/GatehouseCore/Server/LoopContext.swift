@@ -27,22 +27,17 @@ final class LoopContext: @unchecked Sendable {
 
   /// The token values, as last published by the token manager.
   var tokens = TokenValues.empty {
-    didSet {
-      refusedTokenSerials = tokens.entries.map { entry in
-        entry.state == .invalid && entry.value != nil && !entry.refreshable ? entry.serial : 0
-      }
-    }
+    didSet { tokensWithOwnAnswerEndpoints = tokens.entries.map { !$0.ownAnswerEndpoints.isEmpty } }
   }
-  /// By token index: the serial of a fixed or file value a backend refused (still sent,
-  /// shown `invalid`), else 0. Answers check it per request, so it is a plain array.
-  private var refusedTokenSerials: [UInt64] = []
+  /// By token index: whether the token has endpoints that answer on their own. Answers
+  /// check it per request, so it is a plain array.
+  private var tokensWithOwnAnswerEndpoints: [Bool] = []
 
-  /// Whether token `name` (at `index` in the values) is a fixed or file value with `serial`
-  /// that a backend refused. An array read unless it is; then the name is checked too (a
-  /// reload may have moved the token).
-  func tokenRefused(_ name: String, index: Int?, serial: UInt64) -> Bool {
-    guard let index, index < refusedTokenSerials.count, refusedTokenSerials[index] == serial else { return false }
-    return tokens.entries[index].name == name
+  /// Whether the token at `index` may have endpoints that answer on their own (see
+  /// `TokenValues.Entry.ownAnswerEndpoints`): an array read, false for an unknown index.
+  func tokenHasOwnAnswerEndpoints(index: Int?) -> Bool {
+    guard let index, index < tokensWithOwnAnswerEndpoints.count else { return false }
+    return tokensWithOwnAnswerEndpoints[index]
   }
 
   /// A usable value of `name` by the snapshot's own expiry, with its serial.

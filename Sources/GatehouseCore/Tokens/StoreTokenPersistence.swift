@@ -82,15 +82,31 @@ final class TokenBroker: @unchecked Sendable {
     }
   }
 
-  /// A backend rejected the value with this serial.
-  func reportRejected(token: String, serial: UInt64) {
+  /// A backend rejected the value with this serial at `endpoint` (`RejectingEndpoints.key`).
+  func reportRejected(token: String, serial: UInt64, endpoint: String?) {
     nonisolated(unsafe) let manager = self.manager
-    control.execute { manager.reportRejected(token: token, serial: serial) }
+    control.execute { manager.reportRejected(token: token, serial: serial, endpoint: endpoint) }
   }
 
-  /// A backend accepted the value with this serial.
-  func reportAccepted(token: String, serial: UInt64) {
+  /// A backend rejected the value with this serial at `endpoint` and the request goes again with
+  /// what `TokenManager.retryAfterRejection` gives; `completion` runs on `loop`.
+  func retryAfterRejection(
+    token: String, serial: UInt64, endpoint: String?, replyOn loop: EventLoop,
+    completion: @escaping (TokenOutcome) -> Void
+  ) {
+    nonisolated(unsafe) let completion = completion
     nonisolated(unsafe) let manager = self.manager
-    control.execute { manager.reportAccepted(token: token, serial: serial) }
+    control.execute {
+      manager.retryAfterRejection(token: token, serial: serial, endpoint: endpoint) { outcome in
+        loop.execute { completion(outcome) }
+      }
+    }
+  }
+
+  /// `endpoint` accepted the token's value with `serial`: its rejections count again, and a
+  /// refresh it asked for helped.
+  func reportAccepted(token: String, endpoint: String, serial: UInt64) {
+    nonisolated(unsafe) let manager = self.manager
+    control.execute { manager.reportAccepted(token: token, endpoint: endpoint, serial: serial) }
   }
 }

@@ -1,10 +1,12 @@
 /// Masks secrets in a body that streams by in pieces of any size, however the pieces split
-/// an occurrence: each byte of an occurrence becomes `*`, so the body keeps its length (a
-/// `Content-Length` already sent stays true). Holds back at most the longest secret's length
-/// less one byte between pieces, and only while a body is masked (error answers that pass
-/// through on a route that injects a token).
+/// an occurrence: each byte of an occurrence (in any spelling `SecretMasking` finds, escapes
+/// included) becomes `*`, so the body keeps its length (a `Content-Length` already sent stays
+/// true). Holds back less than the longest spelling of the longest secret between pieces, and
+/// only while a body is masked (error answers that pass through on a route that injects a
+/// token).
 struct StreamingSecretMasker {
   private let secrets: [[UInt8]]
+  /// The longest an occurrence can be: every byte of the longest secret escaped.
   private let longest: Int
   /// The end of the last piece, which may start an occurrence the next piece completes.
   private var carry: [UInt8] = []
@@ -16,7 +18,7 @@ struct StreamingSecretMasker {
     let candidates = secrets.filter { $0.count >= SecretMasking.minimumLength }.sorted { $0.count > $1.count }
     guard let first = candidates.first else { return nil }
     self.secrets = candidates
-    longest = first.count
+    longest = first.count * SecretMasking.maximumEscapeLength
   }
 
   /// The bytes of `piece` (after what was held back) that can go out now, masked.
@@ -46,9 +48,9 @@ struct StreamingSecretMasker {
       var found: [Range<Int>] = []
       var index = 0
       while index < limit {
-        if let secret = secrets.first(where: { SecretMasking.matches($0, bytes, at: index) }) {
-          found.append(index..<(index + secret.count))
-          index += secret.count
+        if let length = SecretMasking.firstMatchLength(secrets, bytes, at: index) {
+          found.append(index..<(index + length))
+          index += length
         } else {
           index += 1
         }

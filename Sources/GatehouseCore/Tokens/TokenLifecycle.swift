@@ -10,12 +10,21 @@
 ///   lifetime before it, so short-lived tokens do not refresh in a loop), and on demand when a request
 ///   needs a value and none is usable.
 /// - A failed refresh sets `error` with `lastError`; requests keep the last value that has not expired and
-///   was not rejected. oauth2 refreshes are retried with exponential backoff (1 s doubling to 60 s); during
-///   the backoff requests that have no usable value fail at once instead of piling onto a broken endpoint.
-/// - `reportRejected` (a backend said no) makes the value unusable and starts a refresh where one is
-///   possible. `invalidate` (an operator) makes it unusable; an oauth2 token then refreshes on next use.
-///   Static and file tokens cannot refresh: they stay `invalid` until `set`, a config reload (the owner
-///   starts a new lifecycle), or (file) the file changing.
+///   was not invalidated by an operator. oauth2 refreshes are retried with exponential backoff (1 s
+///   doubling to 60 s); during the backoff requests that have no usable value fail at once instead of
+///   piling onto a broken endpoint.
+/// - `reportRejected` (a backend said no to an oauth2 value) starts a refresh, and the value is still
+///   sent until a new one is in hand — while the refresh runs, and if it fails, until it expires: one
+///   endpoint's 401 must not stop every route that uses the token. The request that was refused waits
+///   for the new value (`retryAfterRejection`). Rejections are remembered per endpoint (route and path,
+///   `RejectingEndpoints`): an endpoint that caused a refresh and rejects the fresh value too answers
+///   on its own from then on, and causes no more refreshes; each such futile refresh lengthens
+///   `rejectionHoldOff` for the next fresh value (`maximumRejectionHoldOff`). Static and file values
+///   cannot be refreshed: a backend's rejection changes nothing about them (the request path counts it
+///   per route).
+/// - `invalidate` (an operator) makes the value unusable; an oauth2 token then refreshes on next use.
+///   Static and file tokens stay `invalid` until `set`, a config reload (the owner starts a new
+///   lifecycle), or (file) the file changing.
 /// - Static values with CR, LF or NUL (or other control characters) are `error` and never sent; an empty
 ///   static value is `missing`.
 public struct TokenLifecycle: Sendable {
@@ -73,16 +82,15 @@ public struct TokenLifecycle: Sendable {
     var expiresAt: TokenInstant?
     /// When the background refresh starts (oauth2 with an expiry only).
     var refreshAt: TokenInstant?
-    /// A backend or an operator said no: never handed out again.
+    /// An operator said no: never handed out again.
     var rejected = false
-    /// A backend refused this fixed or file value. It is still sent (there is no other one
-    /// to send, and one endpoint's 401 must not stop every route that uses the token), and
-    /// shows as `invalid` until a backend takes it again or the value changes.
-    var refusedByBackend = false
+    /// A backend rejected this oauth2 value: a new one is due, and this one is still sent until
+    /// the new one is in hand (or it expires).
+    var rejectedByBackend = false
     /// The value was fetched because the one before it was rejected.
     var fetchedAfterRejection = false
-    /// When a backend refused it (`refusedByBackend`).
-    var refusedAt: TokenInstant?
+    /// The serial of the rejected value this one replaced (`fetchedAfterRejection` only).
+    var replacedSerial: UInt64?
     /// False for values that come from the config or a file: those are the source of truth, so they are
     /// not copied into the store.
     var persistsValue: Bool
@@ -95,6 +103,8 @@ public struct TokenLifecycle: Sendable {
     var usable: Bool
     var expiresAt: TokenInstant?
     var lastError: String?
+    var ownAnswers: Set<String>
+    var rejectionsIgnoredUntil: TokenInstant?
   }
 
   /// How long the backoff after a failed refresh may grow.
@@ -106,10 +116,13 @@ public struct TokenLifecycle: Sendable {
   /// yet another one would not help (the backend refuses what the token endpoint hands out, or uses the
   /// status for something else), and every rejected request would cost a token request.
   public static let rejectionHoldOff: Duration = .seconds(10)
-  /// How long a refused fixed or file value stays `invalid` at least, whatever is accepted
-  /// meanwhile: one endpoint refusing it and others taking it would otherwise flip the state
-  /// (a publish to every loop, a log line) on every request.
-  public static let refusalHoldOff: Duration = .seconds(1)
+  /// How long `rejectionHoldOff` may grow: each futile refresh in a row (an endpoint rejected the value
+  /// fetched because it rejected the one before) doubles it, so that endpoints that answer 401 on their
+  /// own, met one path after another, cannot make a refresh every 10 s either.
+  public static let maximumRejectionHoldOff: Duration = .seconds(320)
+  /// A run of futile refreshes is forgotten after this long without one: the hold-off is back to
+  /// `rejectionHoldOff`, so a real revocation much later is acted on as fast as ever.
+  public static let futileRefreshMemory: Duration = .seconds(600)
 
   public let kind: Kind
   private(set) var credential: Credential?
@@ -118,8 +131,16 @@ public struct TokenLifecycle: Sendable {
   /// Why the last refresh or read failed; cleared by a success or `set`. Never holds a token value.
   public private(set) var lastError: String?
   private(set) var inFlight: RefreshTicket?
-  /// The refresh in flight replaces a rejected value.
-  private var inFlightAfterRejection = false
+  /// The refresh in flight replaces a rejected value: the serial of that value.
+  private var inFlightReplacing: UInt64?
+  /// Which endpoints rejected which values (oauth2 only).
+  private(set) var endpoints = RejectingEndpoints()
+  /// Futile refreshes in a row (see `maximumRejectionHoldOff`); reset by a refresh that helped (the
+  /// endpoint that asked for it took the new value) or `futileRefreshMemory` without one.
+  private var futileRefreshes = 0
+  private var lastFutileAt: TokenInstant?
+  /// The value whose refresh was last found futile: counted once however many endpoints say so.
+  private var lastFutileSerial: UInt64?
   private(set) var consecutiveFailures = 0
   /// No automatic refresh before this instant (backoff after a failure).
   private(set) var retryAt: TokenInstant?
@@ -150,19 +171,25 @@ public struct TokenLifecycle: Sendable {
   /// The serial of the current value (0 before the first value).
   public var currentSerial: UInt64 { credential?.serial ?? 0 }
   /// Whether the current value was rejected (by a backend or an operator).
-  public var isRejected: Bool { credential.map { $0.rejected || $0.refusedByBackend } ?? false }
+  public var isRejected: Bool { credential.map { $0.rejected || $0.rejectedByBackend } ?? false }
+  /// Endpoints (`RejectingEndpoints.key`) whose rejections are their own answers: the request
+  /// path neither retries nor reports them.
+  public var ownAnswerEndpoints: Set<String> { endpoints.ownAnswers }
   /// Whether a rejection can lead to a new value (oauth2 tokens).
   public var isRefreshable: Bool {
     if case .oauth2 = kind { return true }
     return false
   }
-  /// Until then, a backend's rejection of the current value is not acted on (`rejectionHoldOff`).
+  /// Until then, a backend's rejection of the current value is not acted on (`rejectionHoldOff`, doubled
+  /// for each futile refresh in a row up to `maximumRejectionHoldOff`).
   public var rejectionsIgnoredUntil: TokenInstant? {
     guard let credential, credential.fetchedAfterRejection else { return nil }
-    return credential.refreshedAt + Self.rejectionHoldOff
+    let holdOff = min(Self.rejectionHoldOff * (1 << min(futileRefreshes, 16)), Self.maximumRejectionHoldOff)
+    return credential.refreshedAt + holdOff
   }
 
-  /// The value a request may send now: present, not rejected, not expired.
+  /// The value a request may send now: present, not invalidated by an operator, not expired. A value a
+  /// backend rejected is still sent until a new one is in hand.
   public func usableGrant(at now: TokenInstant) -> TokenGrant? {
     guard let credential, !credential.rejected else { return nil }
     if let expiresAt = credential.expiresAt, now >= expiresAt { return nil }
@@ -174,7 +201,7 @@ public struct TokenLifecycle: Sendable {
     if inFlight != nil { return .refreshing }
     if failed { return .error }
     guard let credential else { return .missing }
-    if credential.rejected || credential.refusedByBackend { return .invalid }
+    if credential.rejected || credential.rejectedByBackend { return .invalid }
     if let expiresAt = credential.expiresAt {
       if now >= expiresAt { return .expired }
       if case .oauth2(let refreshBefore) = kind, now >= expiresAt - refreshBefore { return .expiring }
@@ -215,17 +242,9 @@ public struct TokenLifecycle: Sendable {
     case .fixed(let configured):
       if configured.value.isEmpty {
         // An empty config value means "set through the admin API"; a value set that way survives restarts.
-        if let restored = Self.restorable(persisted, now: now, keepingRefused: true) {
-          adopt(restored, now: now)
-          // Stored while a backend refused it: it was still being sent (the store holds no
-          // value for one an operator invalidated), so it is sent again, and still `invalid`
-          // until a backend takes it.
-          if restored.state == .invalid, var current = credential {
-            current.refusedByBackend = true
-            current.refusedAt = now
-            credential = current
-          }
-        }
+        // A value stored as `invalid` was refused by a backend in an earlier version and still
+        // sent (the store holds no value for one an operator invalidated): it is `valid` now.
+        if let restored = Self.restorable(persisted, now: now, keepingRefused: true) { adopt(restored, now: now) }
       } else if let problem = TokenValueProblem.check(configured.value) {
         failed = true
         lastError = "configured value refused: \(problem)"
@@ -289,7 +308,8 @@ public struct TokenLifecycle: Sendable {
     case .oauth2: persists = true
     }
     replaceCredential(value: value, expiresAt: expiresIn.map { now + $0 }, now: now, persistsValue: persists)
-    credential?.fetchedAfterRejection = inFlightAfterRejection
+    credential?.fetchedAfterRejection = inFlightReplacing != nil
+    credential?.replacedSerial = inFlightReplacing
     failed = false
     lastError = nil
     consecutiveFailures = 0
@@ -305,41 +325,77 @@ public struct TokenLifecycle: Sendable {
     return recordFailure(error, now: now)
   }
 
-  /// A backend rejected the value with this serial (nil: whatever the current value is). A report about an
-  /// older value is ignored: that value was already replaced. So is one inside `rejectionHoldOff`.
-  public mutating func reportRejected(serial: UInt64?, now: TokenInstant) -> [Action] {
-    guard var current = credential, !current.rejected, !current.refusedByBackend,
-      serial == nil || serial == current.serial
-    else {
-      return finish(now: now)
-    }
-    switch kind {
-    case .fixed, .file:
-      current.refusedByBackend = true
-      current.refusedAt = now
-      credential = current
-    case .oauth2:
-      if let until = rejectionsIgnoredUntil, now < until { return finish(now: now) }
-      current.rejected = true
-      credential = current
-      failed = false
-      // Within a backoff the retry timer refreshes; otherwise at once, so waiting requests get a new value.
-      if inFlight == nil, retryAt.map({ now >= $0 }) ?? true { beginRefresh() }
-    }
+  /// A backend rejected the value with this serial (nil: whatever the current value is) at `endpoint`
+  /// (`RejectingEndpoints.key`; nil when not known). A report about an older value is ignored: that value
+  /// was already replaced. So is one inside `rejectionHoldOff`, and one from an endpoint that answers on
+  /// its own. Static and file values are not changed by it.
+  public mutating func reportRejected(serial: UInt64?, endpoint: String? = nil, now: TokenInstant) -> [Action] {
+    _ = noteRejection(serial: serial, endpoint: endpoint, now: now)
     return finish(now: now)
   }
 
-  /// A backend accepted the value with this serial: a fixed or file value it had refused is `valid` again.
-  /// Inside `refusalHoldOff` of the refusal it stays `invalid`.
-  public mutating func reportAccepted(serial: UInt64, now: TokenInstant) -> [Action] {
-    if var current = credential, current.serial == serial, current.refusedByBackend,
-      current.refusedAt.map({ now >= $0 + Self.refusalHoldOff }) ?? true
-    {
-      current.refusedByBackend = false
-      current.refusedAt = nil
-      credential = current
+  /// A backend rejected the value with `serial` at `endpoint`, and the request wants to go again: with a
+  /// new value (`wait` while it is fetched), or — when the rejection asks for none (an endpoint that
+  /// answers on its own, `rejectionHoldOff`, a static value) — with whatever `requestValue` gives, so
+  /// the endpoint's answer to it is the client's. During a failure backoff no new value can be had:
+  /// `unavailable`.
+  public mutating func retryAfterRejection(serial: UInt64, endpoint: String?, now: TokenInstant) -> (
+    Decision, [Action]
+  ) {
+    let wanted = noteRejection(serial: serial, endpoint: endpoint, now: now)
+    startRefreshIfDue(now: now)
+    if wanted, currentSerial == serial {
+      if inFlight != nil { return (.wait, finish(now: now)) }
+      return (.unavailable(unavailability(at: now)), finish(now: now))
     }
+    return requestValue(now: now)
+  }
+
+  /// `endpoint` accepted the value with `serial` (nil: some value): if its rejections were its own answers,
+  /// they count again. If it asked for that very value, the refresh helped: a run of futile ones ends.
+  public mutating func reportAccepted(endpoint: String, serial: UInt64? = nil, now: TokenInstant) -> [Action] {
+    if let serial, let current = credential, current.serial == serial, let replaced = current.replacedSerial,
+      endpoints.causedRefresh(of: replaced, endpoint)
+    {
+      futileRefreshes = 0
+      lastFutileAt = nil
+    }
+    endpoints.noteAccepted(endpoint)
     return finish(now: now)
+  }
+
+  /// Records a backend's rejection; true when it asks for a new value (a refresh started, runs, or
+  /// follows the backoff).
+  private mutating func noteRejection(serial: UInt64?, endpoint: String?, now: TokenInstant) -> Bool {
+    guard case .oauth2 = kind, var current = credential, !current.rejected, serial == nil || serial == current.serial
+    else { return false }
+    if let last = lastFutileAt, now >= last + Self.futileRefreshMemory {
+      futileRefreshes = 0
+      lastFutileAt = nil
+    }
+    if let endpoint {
+      if endpoints.isOwnAnswer(endpoint) { return false }
+      // It asked for this very value and refuses it too: a new one would not help.
+      if let replaced = current.replacedSerial, endpoints.causedRefresh(of: replaced, endpoint) {
+        endpoints.noteOwnAnswer(endpoint)
+        if lastFutileSerial != current.serial {
+          lastFutileSerial = current.serial
+          futileRefreshes += 1
+        }
+        lastFutileAt = now
+        return false
+      }
+    }
+    if let until = rejectionsIgnoredUntil, now < until { return false }
+    if let endpoint { endpoints.noteCausedRefresh(of: current.serial, endpoint) }
+    if !current.rejectedByBackend {
+      current.rejectedByBackend = true
+      credential = current
+      failed = false
+    }
+    // Within a backoff the retry timer refreshes; otherwise at once, so waiting requests get a new value.
+    if inFlight == nil, retryAt.map({ now >= $0 }) ?? true { beginRefresh() }
+    return true
   }
 
   /// An operator marked the token invalid (admin `invalidate`).
@@ -471,7 +527,7 @@ public struct TokenLifecycle: Sendable {
     lastTicket += 1
     let ticket = RefreshTicket(id: lastTicket)
     inFlight = ticket
-    inFlightAfterRejection = credential?.rejected ?? false
+    inFlightReplacing = credential.flatMap { $0.rejected || $0.rejectedByBackend ? $0.serial : nil }
     refreshOnNextUseOnly = false
     pendingStart = ticket
   }
@@ -481,7 +537,7 @@ public struct TokenLifecycle: Sendable {
   private func pendingRefreshTime() -> TokenInstant? {
     guard case .oauth2 = kind, inFlight == nil, !refreshOnNextUseOnly else { return nil }
     let neededAt: TokenInstant?
-    if let credential, !credential.rejected {
+    if let credential, !credential.rejected, !credential.rejectedByBackend {
       neededAt = credential.refreshAt  // nil for a token without expiry: nothing to do until rejected
     } else {
       neededAt = .epoch  // missing or rejected: as soon as the backoff allows
@@ -520,7 +576,8 @@ public struct TokenLifecycle: Sendable {
     var actions: [Action] = []
     let facts = PublishedFacts(
       state: state(at: now), serial: credential?.serial, usable: usableGrant(at: now) != nil,
-      expiresAt: credential?.expiresAt, lastError: lastError)
+      expiresAt: credential?.expiresAt, lastError: lastError, ownAnswers: endpoints.ownAnswers,
+      rejectionsIgnoredUntil: rejectionsIgnoredUntil)
     if facts != published {
       published = facts
       actions.append(.publish)

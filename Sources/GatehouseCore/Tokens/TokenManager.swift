@@ -207,34 +207,71 @@ public final class TokenManager {
   }
 
   /// A backend rejected the token value with `serial` (from the snapshot entry or grant the request used;
-  /// nil means whatever the current value is). Marks it `invalid` and starts one refresh where possible.
-  public func reportRejected(token name: String, serial: UInt64? = nil) {
+  /// nil means whatever the current value is) at `endpoint` (`RejectingEndpoints.key`). An oauth2 token
+  /// starts one refresh and keeps sending the value until the new one is in hand.
+  public func reportRejected(token name: String, serial: UInt64? = nil, endpoint: String? = nil) {
     loop.assertInEventLoop()
     guard let slot = slotsByName[name], !stopped else { return }
     withEvent {
-      let now = clock.now
-      let before = slot.lifecycle.isRejected
-      let actions = slot.lifecycle.reportRejected(serial: serial, now: now)
-      if !before && slot.lifecycle.isRejected {
-        logger.info(
-          "token rejected by backend", ["token": .string(name), "serial": .int(Int(slot.lifecycle.currentSerial))])
-      }
-      perform(actions, on: slot)
+      let before = noteState(slot)
+      perform(slot.lifecycle.reportRejected(serial: serial, endpoint: endpoint, now: clock.now), on: slot)
+      logRejection(slot, before: before, endpoint: endpoint)
     }
   }
 
-  /// A backend accepted the value with `serial`: a fixed or file token it had refused is `valid` again.
-  public func reportAccepted(token name: String, serial: UInt64) {
+  /// A backend rejected the value with `serial` at `endpoint` and the request wants to go again: completes
+  /// with a new value once it is fetched, or with the value to send again when the rejection asks for no
+  /// new one (the endpoint's answer to it is then the client's), or with why no value can be had.
+  public func retryAfterRejection(
+    token name: String, serial: UInt64, endpoint: String?, completion: @escaping (TokenOutcome) -> Void
+  ) {
+    loop.assertInEventLoop()
+    guard let slot = slotsByName[name], !stopped else {
+      completion(
+        .unavailable(TokenUnavailable(state: .missing, reason: stopped ? "gateway is stopping" : "no such token")))
+      return
+    }
+    withEvent {
+      let before = noteState(slot)
+      let (decision, actions) = slot.lifecycle.retryAfterRejection(serial: serial, endpoint: endpoint, now: clock.now)
+      switch decision {
+      case .use(let grant): pendingCompletions.append { completion(.available(grant)) }
+      case .wait: slot.waiters.append(completion)
+      case .unavailable(let reason): pendingCompletions.append { completion(.unavailable(reason)) }
+      }
+      perform(actions, on: slot)
+      logRejection(slot, before: before, endpoint: endpoint)
+    }
+  }
+
+  /// `endpoint` accepted the token's value with `serial` (nil: some value): if its rejections were its own
+  /// answers, they count again; if it asked for that value, the refresh helped.
+  public func reportAccepted(token name: String, endpoint: String, serial: UInt64? = nil) {
     loop.assertInEventLoop()
     guard let slot = slotsByName[name], !stopped else { return }
     withEvent {
-      let now = clock.now
-      let before = slot.lifecycle.isRejected
-      let actions = slot.lifecycle.reportAccepted(serial: serial, now: now)
-      if before && !slot.lifecycle.isRejected {
-        logger.info("token accepted by backend again", ["token": .string(name), "serial": .int(Int(serial))])
+      let before = slot.lifecycle.ownAnswerEndpoints.count
+      perform(slot.lifecycle.reportAccepted(endpoint: endpoint, serial: serial, now: clock.now), on: slot)
+      if slot.lifecycle.ownAnswerEndpoints.count < before {
+        logger.info("endpoint accepts the token again", ["token": .string(name), "endpoint": .string(endpoint)])
       }
-      perform(actions, on: slot)
+    }
+  }
+
+  private func noteState(_ slot: Slot) -> (rejected: Bool, ownAnswers: Int) {
+    (slot.lifecycle.isRejected, slot.lifecycle.ownAnswerEndpoints.count)
+  }
+
+  private func logRejection(_ slot: Slot, before: (rejected: Bool, ownAnswers: Int), endpoint: String?) {
+    if !before.rejected && slot.lifecycle.isRejected {
+      logger.info(
+        "token rejected by backend",
+        ["token": .string(slot.name), "serial": .int(Int(slot.lifecycle.currentSerial))])
+    }
+    if let endpoint, slot.lifecycle.ownAnswerEndpoints.count > before.ownAnswers {
+      logger.info(
+        "endpoint rejects fresh tokens too: its rejections no longer cause refreshes",
+        ["token": .string(slot.name), "endpoint": .string(endpoint)])
     }
   }
 
@@ -494,7 +531,8 @@ public final class TokenManager {
           name: slot.name, index: slot.index, value: grant?.bytes, serial: slot.lifecycle.currentSerial,
           state: slot.lifecycle.state(at: now), expiresAt: grant == nil ? nil : slot.lifecycle.expiresAt,
           refreshable: slot.lifecycle.isRefreshable, rejectionsIgnoredUntil: slot.lifecycle.rejectionsIgnoredUntil,
-          refreshSuccesses: slot.counts.success, refreshFailures: slot.counts.failure)
+          refreshSuccesses: slot.counts.success, refreshFailures: slot.counts.failure,
+          ownAnswerEndpoints: slot.lifecycle.ownAnswerEndpoints)
       })
   }
 

@@ -22,6 +22,27 @@ public struct TokenValues: Sendable, CustomStringConvertible, CustomDebugStringC
     public let rejectionsIgnoredUntil: TokenInstant?
     public let refreshSuccesses: Int
     public let refreshFailures: Int
+    /// Endpoints (`RejectingEndpoints.key`) whose rejections are their own answers: neither
+    /// reported nor retried. Usually empty.
+    public let ownAnswerEndpoints: Set<String>
+
+    public init(
+      name: String, index: Int, value: [UInt8]?, serial: UInt64, state: TokenState, expiresAt: TokenInstant?,
+      refreshable: Bool, rejectionsIgnoredUntil: TokenInstant?, refreshSuccesses: Int, refreshFailures: Int,
+      ownAnswerEndpoints: Set<String> = []
+    ) {
+      self.name = name
+      self.index = index
+      self.value = value
+      self.serial = serial
+      self.state = state
+      self.expiresAt = expiresAt
+      self.refreshable = refreshable
+      self.rejectionsIgnoredUntil = rejectionsIgnoredUntil
+      self.refreshSuccesses = refreshSuccesses
+      self.refreshFailures = refreshFailures
+      self.ownAnswerEndpoints = ownAnswerEndpoints
+    }
 
     /// The value if it is still usable at `now` by the snapshot's own expiry.
     public func value(at now: TokenInstant) -> [UInt8]? {

@@ -304,8 +304,12 @@ import Testing
     let secret = Array("tok-123".utf8)
     #expect(SecretMasking.masked([secret], in: Array("no secret here".utf8)) == nil)
     let slashed = Array("s3cr3t/tok+en".utf8)
-    let echoed = SecretMasking.masked(SecretMasking.jsonForms(of: slashed), in: Array(#"{"m":"s3cr3t\/tok+en"}"#.utf8))
+    let echoed = SecretMasking.masked([slashed], in: Array(#"{"m":"s3cr3t\/tok+en"}"#.utf8))
     #expect(echoed.map { String(decoding: $0, as: UTF8.self) } == #"{"m":"<redacted>"}"#)
+    // JSON `\u` escapes in either case and percent-encoding in any case, mixed too.
+    let escaped = SecretMasking.masked(
+      [slashed], in: Array(#"{"m":"s3cr3t\u002ftok\u002Ben","u":"/x?t=s3cr3t%2Ftok%2ben"}"#.utf8))
+    #expect(escaped.map { String(decoding: $0, as: UTF8.self) } == #"{"m":"<redacted>","u":"/x?t=<redacted>"}"#)
     let masked = SecretMasking.masked([secret], in: Array("tok-123,tok-123tok-123!".utf8))
     #expect(masked.map { String(decoding: $0, as: UTF8.self) } == "<redacted>,<redacted><redacted>!")
     func occurs(_ secret: [UInt8], in text: String) -> Bool {

@@ -101,43 +101,25 @@ import Testing
     #expect(value(lifecycle, at: at(10)) == "def")
   }
 
-  @Test func staticRejectionDoesNotStartARefresh() {
-    var lifecycle = TokenLifecycle(kind: .fixed(SecretValue("abc")))
-    _ = lifecycle.start(restoring: nil, now: at(0))
-    let actions = lifecycle.reportRejected(serial: 1, now: at(1))
-    #expect(ticket(actions) == nil)
-    #expect(lifecycle.state(at: at(1)) == .invalid)
-  }
-
-  /// One endpoint's 401 must not stop every route that uses a static token: the value is
-  /// still sent, shown `invalid` until a backend takes it again.
-  @Test func aStaticValueRefusedByABackendIsStillSentAndRecovers() {
+  /// One endpoint's 401 says nothing about the others: a static value a backend refused
+  /// stays `valid` and is still sent (the request path counts the rejection per route).
+  @Test func staticRejectionChangesNothing() {
     var lifecycle = TokenLifecycle(kind: .fixed(SecretValue("abc")))
     _ = lifecycle.start(restoring: nil, now: at(0))
     #expect(!lifecycle.isRefreshable)
-    let refused = lifecycle.reportRejected(serial: 1, now: at(1))
+    let actions = lifecycle.reportRejected(serial: 1, endpoint: "all /x", now: at(1))
 
-    #expect(refused.first == .publish)
-    #expect(lifecycle.state(at: at(1)) == .invalid)
+    #expect(actions.isEmpty)
+    #expect(lifecycle.state(at: at(1)) == .valid)
     #expect(value(lifecycle, at: at(1)) == "abc")
-    // Accepted with another serial: no change; with its own inside the hold-off: no change
-    // either (one endpoint refusing and others accepting must not flip it per request);
-    // after it: valid again.
-    _ = lifecycle.reportAccepted(serial: 7, now: at(3))
-    #expect(lifecycle.state(at: at(3)) == .invalid)
-    let early = lifecycle.reportAccepted(serial: 1, now: at(1))
-    #expect(!early.contains(.publish))
-    #expect(lifecycle.state(at: at(1)) == .invalid)
-    let accepted = lifecycle.reportAccepted(serial: 1, now: at(3))
-    #expect(accepted.first == .publish)
-    #expect(lifecycle.state(at: at(3)) == .valid)
+    #expect(lifecycle.ownAnswerEndpoints.isEmpty)
   }
 
   @Test func anOperatorsInvalidationOfAStaticValueStillStopsIt() {
     var lifecycle = TokenLifecycle(kind: .fixed(SecretValue("abc")))
     _ = lifecycle.start(restoring: nil, now: at(0))
     _ = lifecycle.invalidate(now: at(1))
-    _ = lifecycle.reportAccepted(serial: 1, now: at(2))
+    _ = lifecycle.reportAccepted(endpoint: "all /x", now: at(2))
 
     #expect(lifecycle.usableGrant(at: at(2)) == nil)
     #expect(lifecycle.state(at: at(2)) == .invalid)
@@ -368,17 +350,147 @@ import Testing
 
   // MARK: Rejection and invalidation
 
-  @Test func rejectionMarksInvalidAndStartsOneRefresh() {
+  /// A rejected value is still sent until a new one is in hand; the refused request waits
+  /// for the new one.
+  @Test func rejectionStartsOneRefreshAndKeepsSendingTheValue() {
     var lifecycle = oauth2()
     let rejected = lifecycle.reportRejected(serial: 1, now: at(10))
     let refresh = try! #require(ticket(rejected))
-    #expect(lifecycle.usableGrant(at: at(10)) == nil)
+    #expect(value(lifecycle, at: at(10)) == "A")
     #expect(lifecycle.state(at: at(10)) == .refreshing)
-    // More rejections of the same value, and requests, join the refresh.
+    // More rejections of the same value join the refresh; other requests use the value.
     #expect(ticket(lifecycle.reportRejected(serial: 1, now: at(10))) == nil)
-    #expect(lifecycle.requestValue(now: at(10)).0 == .wait)
+    #expect(lifecycle.requestValue(now: at(10)).0 == .use(TokenGrant(bytes: Array("A".utf8), serial: 1)))
+    #expect(lifecycle.retryAfterRejection(serial: 1, endpoint: "r /a", now: at(10)).0 == .wait)
     let done = lifecycle.refreshSucceeded(refresh, value: SecretValue("B"), expiresIn: .seconds(3600), now: at(11))
     #expect(released(done) == .available(TokenGrant(bytes: Array("B".utf8), serial: 2)))
+  }
+
+  /// With the token endpoint down, the rejected value is sent until it expires (SPEC §3:
+  /// "requests get the last token that still has not expired"); the refused request itself
+  /// cannot get a new one during the backoff.
+  @Test func aRejectedValueIsStillSentWhenTheRefreshFails() {
+    var lifecycle = oauth2(lifetime: 3600)
+    let refresh = ticket(lifecycle.reportRejected(serial: 1, endpoint: "r /a", now: at(10)))!
+    let failed = lifecycle.refreshFailed(refresh, error: "down", now: at(10))
+    #expect(released(failed) == .unavailable(TokenUnavailable(state: .error, reason: "down")))
+    #expect(lifecycle.state(at: at(10)) == .error)
+    #expect(value(lifecycle, at: at(10)) == "A")
+    #expect(lifecycle.requestValue(now: at(10)).0 == .use(TokenGrant(bytes: Array("A".utf8), serial: 1)))
+    guard case .unavailable = lifecycle.retryAfterRejection(serial: 1, endpoint: "r /b", now: at(10)).0 else {
+      Issue.record("a refused request got a value during the backoff")
+      return
+    }
+    // Retried after the backoff, without a request asking; the value expires as it would.
+    #expect(lifecycle.nextWakeUp(after: at(10)) == at(11))
+    #expect(ticket(lifecycle.wakeUp(now: at(11))) != nil)
+    #expect(lifecycle.usableGrant(at: at(3600)) == nil)
+  }
+
+  /// An endpoint that caused a refresh and rejects the fresh value too answers on its own:
+  /// it causes no more refreshes (after the 10 s episode either), its refused requests go
+  /// again with the value in hand, and it counts again once it accepts a value.
+  @Test func anEndpointRejectingTheFreshValueTooCausesNoMoreRefreshes() {
+    var lifecycle = oauth2()
+    let first = ticket(lifecycle.retryAfterRejection(serial: 1, endpoint: "r /denied", now: at(10)).1)!
+    _ = lifecycle.refreshSucceeded(first, value: SecretValue("B"), expiresIn: .seconds(3600), now: at(11))
+    let own = lifecycle.reportRejected(serial: 2, endpoint: "r /denied", now: at(11))
+    #expect(own.contains(.publish))
+    #expect(lifecycle.ownAnswerEndpoints == ["r /denied"])
+
+    let later = lifecycle.retryAfterRejection(serial: 2, endpoint: "r /denied", now: at(100))
+    #expect(later.0 == .use(TokenGrant(bytes: Array("B".utf8), serial: 2)))
+    #expect(ticket(later.1) == nil)
+    #expect(ticket(lifecycle.reportRejected(serial: 2, endpoint: "r /denied", now: at(200))) == nil)
+    #expect(lifecycle.state(at: at(200)) == .valid)
+    // Another endpoint's rejection (after the hold-off) is still acted on.
+    #expect(ticket(lifecycle.reportRejected(serial: 2, endpoint: "r /other", now: at(300))) != nil)
+
+    var accepted = oauth2()
+    let refresh = ticket(accepted.reportRejected(serial: 1, endpoint: "r /denied", now: at(10)))!
+    _ = accepted.refreshSucceeded(refresh, value: SecretValue("B"), expiresIn: .seconds(3600), now: at(11))
+    _ = accepted.reportRejected(serial: 2, endpoint: "r /denied", now: at(12))
+    #expect(accepted.reportAccepted(endpoint: "r /denied", now: at(13)).contains(.publish))
+    #expect(accepted.ownAnswerEndpoints.isEmpty)
+    // After the hold-off (doubled by that futile refresh).
+    #expect(ticket(accepted.reportRejected(serial: 2, endpoint: "r /denied", now: at(31))) != nil)
+  }
+
+  /// Drives one futile refresh at `at(start)`: `endpoint` rejects the current value (a
+  /// refresh starts, the new value arrives a second later) and then the new value too.
+  func futileRefresh(_ lifecycle: inout TokenLifecycle, endpoint: String, at start: Int) -> Bool {
+    let serial = lifecycle.currentSerial
+    guard let refresh = ticket(lifecycle.reportRejected(serial: serial, endpoint: endpoint, now: at(start))) else {
+      return false
+    }
+    _ = lifecycle.refreshSucceeded(
+      refresh, value: SecretValue("V\(start)"), expiresIn: .seconds(7200), now: at(start + 1))
+    _ = lifecycle.reportRejected(serial: serial + 1, endpoint: endpoint, now: at(start + 1))
+    return lifecycle.ownAnswerEndpoints.contains(endpoint)
+  }
+
+  /// Endpoints that answer on their own, met one path after another, cannot make a refresh
+  /// every 10 s either: each futile refresh doubles the hold-off of the next fresh value (up
+  /// to `maximumRejectionHoldOff`).
+  @Test func futileRefreshesOneAfterAnotherLengthenTheHoldOff() {
+    var lifecycle = oauth2()
+    #expect(futileRefresh(&lifecycle, endpoint: "r /1", at: 10))
+    #expect(lifecycle.rejectionsIgnoredUntil == at(11 + 20))
+    #expect(ticket(lifecycle.reportRejected(serial: 2, endpoint: "r /2", now: at(25))) == nil)
+    #expect(futileRefresh(&lifecycle, endpoint: "r /2", at: 31))
+    #expect(lifecycle.rejectionsIgnoredUntil == at(32 + 40))
+    #expect(ticket(lifecycle.reportRejected(serial: 3, endpoint: "r /3", now: at(60))) == nil)
+    #expect(ticket(lifecycle.reportRejected(serial: 3, endpoint: "r /3", now: at(72))) != nil)
+
+    var capped = oauth2()
+    var start = 10
+    for index in 0..<8 {
+      #expect(futileRefresh(&capped, endpoint: "r /\(index)", at: start))
+      // The next endpoint comes as soon as the hold-off allows.
+      let holdOff = min(10 << (index + 1), Int(TokenLifecycle.maximumRejectionHoldOff.components.seconds))
+      #expect(capped.rejectionsIgnoredUntil == at(start + 1 + holdOff))
+      start += 1 + holdOff
+    }
+    #expect(TokenLifecycle.maximumRejectionHoldOff == .seconds(320))
+  }
+
+  /// A refresh that helped (the endpoint that asked for it takes the new value) ends the
+  /// run of futile ones; so do `futileRefreshMemory` without one.
+  @Test func aHelpfulRefreshOrAQuietSpellResetsTheHoldOff() {
+    var helped = oauth2()
+    #expect(futileRefresh(&helped, endpoint: "r /1", at: 10))
+    #expect(futileRefresh(&helped, endpoint: "r /2", at: 40))
+    let refresh = ticket(helped.reportRejected(serial: 3, endpoint: "r /revoked", now: at(200)))!
+    _ = helped.refreshSucceeded(refresh, value: SecretValue("fresh"), expiresIn: .seconds(3600), now: at(201))
+    #expect(helped.rejectionsIgnoredUntil == at(201 + 40))
+    #expect(helped.reportAccepted(endpoint: "r /revoked", serial: 4, now: at(202)).contains(.publish))
+    #expect(helped.rejectionsIgnoredUntil == at(201 + 10))
+    // An endpoint that did not ask for the value taking it says nothing.
+    var unrelated = oauth2()
+    #expect(futileRefresh(&unrelated, endpoint: "r /1", at: 10))
+    _ = unrelated.reportAccepted(endpoint: "r /other", serial: 2, now: at(12))
+    #expect(unrelated.rejectionsIgnoredUntil == at(11 + 20))
+
+    var quiet = oauth2()
+    #expect(futileRefresh(&quiet, endpoint: "r /1", at: 10))
+    #expect(futileRefresh(&quiet, endpoint: "r /2", at: 40))
+    let memory = Int(TokenLifecycle.futileRefreshMemory.components.seconds)
+    let later = ticket(quiet.reportRejected(serial: 3, endpoint: "r /3", now: at(41 + memory)))!
+    _ = quiet.refreshSucceeded(later, value: SecretValue("late"), expiresIn: .seconds(3600), now: at(42 + memory))
+    #expect(quiet.rejectionsIgnoredUntil == at(42 + memory + 10))
+  }
+
+  /// A refresh that an endpoint caused earlier, for an older value, does not make it an
+  /// endpoint that answers on its own: only rejecting the value fetched for it does.
+  @Test func anEndpointThatCausedAnOlderRefreshStillCausesOne() {
+    var lifecycle = oauth2()
+    let first = ticket(lifecycle.reportRejected(serial: 1, endpoint: "r /a", now: at(10)))!
+    _ = lifecycle.refreshSucceeded(first, value: SecretValue("B"), expiresIn: .seconds(3600), now: at(11))
+    let second = ticket(lifecycle.reportRejected(serial: 2, endpoint: "r /b", now: at(30)))!
+    _ = lifecycle.refreshSucceeded(second, value: SecretValue("C"), expiresIn: .seconds(3600), now: at(31))
+
+    #expect(ticket(lifecycle.reportRejected(serial: 3, endpoint: "r /a", now: at(50))) != nil)
+    #expect(lifecycle.ownAnswerEndpoints.isEmpty)
   }
 
   @Test func rejectionOfAnOlderValueIsIgnored() {
@@ -389,17 +501,6 @@ import Testing
     #expect(ticket(actions) == nil)
     #expect(value(lifecycle, at: at(6)) == "B")
     #expect(lifecycle.state(at: at(6)) == .valid)
-  }
-
-  @Test func rejectedValueStaysUnusableWhenTheRefreshFails() {
-    var lifecycle = oauth2()
-    let refresh = ticket(lifecycle.reportRejected(serial: nil, now: at(10)))!
-    _ = lifecycle.refreshFailed(refresh, error: "down", now: at(10))
-    #expect(lifecycle.state(at: at(10)) == .error)
-    #expect(lifecycle.usableGrant(at: at(10)) == nil)
-    // Retried after the backoff, without a request asking.
-    #expect(lifecycle.nextWakeUp(after: at(10)) == at(11))
-    #expect(ticket(lifecycle.wakeUp(now: at(11))) != nil)
   }
 
   @Test func rejectionDuringABackoffWaitsForTheRetry() {
@@ -509,25 +610,16 @@ import Testing
     }
   }
 
-  @Test func anOperatorsValueRefusedByABackendIsRestoredAsStillSent() throws {
-    // Before the restart: set by an operator, refused by one endpoint, still sent.
-    var before = TokenLifecycle(kind: .fixed(SecretValue("")))
-    _ = before.start(restoring: nil, now: at(0))
-    _ = try before.set(value: SecretValue("operator"), expiresIn: nil, now: at(1))
-    let serial = try #require(before.usableGrant(at: at(2))?.serial)
-    _ = before.reportRejected(serial: serial, now: at(2))
-    let record = before.persisted(name: "api", source: "s", now: at(3))
-    #expect(record.state == .invalid)
-    #expect(record.value == SecretValue("operator"))
-
+  /// Earlier versions stored an operator's value that a backend refused as `invalid` (it was
+  /// still sent): it is restored, and `valid`.
+  @Test func anOperatorsValueStoredAsRefusedIsRestoredAsValid() throws {
+    let record = PersistedToken(
+      name: "api", source: "s", value: SecretValue("operator"), expiresAt: nil, refreshedAt: at(1), state: .invalid,
+      lastError: nil)
     var after = TokenLifecycle(kind: .fixed(SecretValue("")))
     _ = after.start(restoring: record, now: at(100))
     #expect(value(after, at: at(100)) == "operator")
-    #expect(after.state(at: at(100)) == .invalid)
-    // Taken by a backend again (after the hold-off): valid.
-    let restoredSerial = try #require(after.usableGrant(at: at(102))?.serial)
-    _ = after.reportAccepted(serial: restoredSerial, now: at(102))
-    #expect(after.state(at: at(102)) == .valid)
+    #expect(after.state(at: at(100)) == .valid)
   }
 
   @Test func anOperatorsInvalidatedValueIsNotRestored() throws {

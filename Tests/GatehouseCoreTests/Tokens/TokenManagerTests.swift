@@ -169,12 +169,19 @@ func oauth2Token(_ name: String = "partner", clientID: String = "gw", refreshBef
     try harness.run { _ in harness.fetcher.succeed("A") }
     let serial = try #require(harness.latest["partner"]?.serial)
     let outcomes = OutcomeLog<TokenOutcome>()
+    let others = OutcomeLog<TokenOutcome>()
     try harness.run { manager in
       for _ in 0..<5 { manager.reportRejected(token: "partner", serial: serial) }
-      for _ in 0..<3 { manager.waitForRefresh(token: "partner") { outcomes.append($0) } }
+      for index in 0..<3 {
+        manager.retryAfterRejection(token: "partner", serial: serial, endpoint: "r /\(index)") { outcomes.append($0) }
+      }
+      // Other requests keep the rejected value until the new one is in hand.
+      manager.waitForRefresh(token: "partner") { others.append($0) }
     }
     #expect(harness.fetcher.fetchCount == 2)
     #expect(harness.latest["partner"]?.state == .refreshing)
+    #expect(harness.latestValue("partner") == "A")
+    #expect(others.all.map(grantText) == ["A"])
     try harness.run { _ in harness.fetcher.succeed("B") }
     #expect(outcomes.all.map(grantText) == ["B", "B", "B"])
     try harness.run { $0.reportRejected(token: "partner", serial: serial) }

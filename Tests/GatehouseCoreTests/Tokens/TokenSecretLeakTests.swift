@@ -59,8 +59,9 @@ import Testing
       body: #"{"error":"invalid_client","error_description":"secret \#(Self.secretCanary) token \#(firstToken)"}"#)
     let waited = OutcomeLog<TokenOutcome>()
     try onManager { manager in
-      manager.reportRejected(token: "partner", serial: manager.values["partner"]?.serial)
-      manager.waitForRefresh(token: "partner") { waited.append($0) }
+      // The refused request waits for the refresh its rejection started (which fails).
+      let serial = manager.values["partner"]?.serial ?? 0
+      manager.retryAfterRejection(token: "partner", serial: serial, endpoint: "r /x") { waited.append($0) }
     }
     #expect(waitFor { waited.count == 1 })
     waited.all.forEach(record)
