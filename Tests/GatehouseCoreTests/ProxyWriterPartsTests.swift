@@ -56,13 +56,19 @@ import Testing
     }
   }
 
-  @Test func requestIDsCountUpFromARandomPrefix() {
+  /// Ids share a random prefix; their counter half is scrambled, so one id does not
+  /// tell the next (consecutive ids differ in many bits, not by one).
+  @Test func requestIDsShareAPrefixAndDoNotCountVisibly() {
     var source = SplitMix64(seed: 3)
     var generator = RequestIDGenerator(using: &source)
-    let first = String(decoding: generator.next(), as: UTF8.self)
-    let second = String(decoding: generator.next(), as: UTF8.self)
-    #expect(first.prefix(16) == second.prefix(16))
-    #expect(UInt64(second.suffix(16), radix: 16) == UInt64(first.suffix(16), radix: 16)! &+ 1)
+    let ids = (0..<64).map { _ in String(decoding: generator.next(), as: UTF8.self) }
+    #expect(Set(ids).count == ids.count)
+    #expect(Set(ids.map { $0.prefix(16) }).count == 1)
+    let counters = ids.map { UInt64($0.suffix(16), radix: 16)! }
+    for (earlier, later) in zip(counters, counters.dropFirst()) {
+      #expect(later != earlier &+ 1)
+      #expect((earlier ^ later).nonzeroBitCount > 8)
+    }
   }
 
   func parseRequest(_ text: String) throws -> HTTPRequestHead {
