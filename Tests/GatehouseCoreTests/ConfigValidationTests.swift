@@ -41,6 +41,20 @@ import Testing
     #expect(issueLines(configJSON(extra: #""frobnicate": 1"#)) == ["frobnicate: unknown key"])
   }
 
+  @Test func hardeningKeysAreCheckedAndDecoded() {
+    #expect(
+      issueLines(configJSON(extra: #""headers": {"pass": ["X-Forwarded-Host", "Connection", "X-Request-Id"]}"#)) == [
+        "headers.pass[1]: Connection is never passed: the gateway sets or drops it itself",
+        "headers.pass[2]: X-Request-Id is never passed: the gateway sets or drops it itself",
+      ])
+    #expect(
+      issueLines(configJSON(extra: #""limits": {"body_timeout_ms": 0, "body_buffer_bytes": -1}"#)).count == 2)
+    #expect(
+      issueLines(
+        configJSON(extra: #""limits": {"body_timeout_ms": 5000, "body_buffer_bytes": 0, "buffered_bytes": 1024}"#))
+        == ["loaded"])
+  }
+
   @Test func unknownKeyForATokenTypeNamesTheType() {
     let json = configJSON().replacingOccurrences(
       of: #""value": "s3cret-token""#, with: #""value": "s3cret-token", "client_id": "x""#)

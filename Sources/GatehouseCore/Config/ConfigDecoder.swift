@@ -280,10 +280,9 @@ struct ConfigDecoder {
     var pass: [String] = []
     for element in object.field("pass")?.array() ?? [] {
       guard let name = headerName(element) else { continue }
-      let lowercased = name.lowercased()
-      if HopByHop.fields.contains(lowercased) || HopByHop.gatewayRequestFields.contains(lowercased)
-        || lowercased.hasPrefix("proxy")
-      {
+      // The fields the gateway manages (hop-by-hop, framing, its own X-Forwarded-*,
+      // Host) are never a client's to pass.
+      if HTTPSyntax.ManagedHeader(canonicalName: HTTPSyntax.canonicalName(name)) != nil {
         element.report("\(name) is never passed: the gateway sets or drops it itself")
         continue
       }
