@@ -219,6 +219,10 @@ extension GatewayServer: AdminBackend {
             ([("side", "upstream")], Double(shared.upstreamConnections.load(ordering: .relaxed))),
           ])
         text.family(
+          "gatehouse_buffered_answer_bytes", type: "gauge",
+          help: "Answer bytes held whole to be wrapped, against limits.buffered_bytes.",
+          samples: [([], Double(shared.bufferedAnswerBytes.load(ordering: .relaxed)))])
+        text.family(
           "gatehouse_config_reloads_total", type: "counter",
           help: "Config reloads (SIGHUP or POST /admin/reload): applied, or refused (the running config kept).",
           samples: [
