@@ -430,6 +430,9 @@ extension ClientSession {
       pool.release(upstream, reusable: upstreamReusable && exchange.upstreamKeepAlive && requestWasComplete)
     }
     exchange.bufferedBody = []
+    // The refused answer's share of `limits.buffered_bytes` goes with it.
+    context.shared.releaseBufferedAnswer(exchange.bufferCharge)
+    exchange.bufferCharge = 0
     exchange.bufferedHead = nil
     exchange.bodyPlan = .passThrough
     exchange.responseBytesReceived = false
