@@ -1,0 +1,108 @@
+import Foundation
+import Testing
+
+@testable import GatehouseCore
+
+/// The key table (`ConfigKeys`) is what the decoder reads, and `Config/REFERENCE.md` is what
+/// the table renders.
+@Suite struct ConfigKeysTests {
+  /// A config with every object the decoder knows, each token type included, so decoding it
+  /// asks for every key there is (asking is recorded whether or not the key is present).
+  static let everyKeyJSON = #"""
+    {
+      "listen": [
+        { "address": "127.0.0.1:8080" },
+        { "address": "127.0.0.1:8443",
+          "tls": { "cert": "c.pem", "key": "k.pem",
+                   "sni": [{ "names": ["a.example"], "cert": "a.pem", "key": "a.key" }] } }
+      ],
+      "workers": 1,
+      "admin": { "listen": "127.0.0.1:9901", "token": "t", "metrics_public": false,
+                 "tls": { "cert": "c.pem", "key": "k.pem",
+                          "sni": [{ "names": ["b.example"], "cert": "b.pem", "key": "b.key" }] } },
+      "store": { "path": "var/x.sqlite", "max_bytes": 1000, "secret_key": "" },
+      "limits": { "max_connections": 1, "max_header_bytes": 1, "max_body_bytes": 1, "header_timeout_ms": 1,
+                  "idle_timeout_ms": 1, "drain_timeout_ms": 1, "body_timeout_ms": 1, "body_buffer_bytes": 1,
+                  "buffered_bytes": 1 },
+      "headers": { "set": { "Accept": "application/json" }, "remove": ["Cookie"], "pass": ["X-Forwarded-Host"],
+                   "forwarded": true },
+      "upstreams": {
+        "api": {
+          "url": "https://127.0.0.1:3000/api", "connect_timeout_ms": 1, "response_timeout_ms": 1,
+          "max_idle_connections": 1, "pipeline_depth": 1, "max_connections": 1, "queue_timeout_ms": 1,
+          "tls": { "ca": "ca.pem", "verify": true, "server_name": "api.internal", "cert": "c.pem", "key": "k.pem" },
+          "health": { "path": "/health", "interval_ms": 1, "unhealthy_after": 1, "healthy_after": 1 },
+          "circuit": { "failures": 1, "open_ms": 1, "count_5xx": true }
+        }
+      },
+      "tokens": {
+        "fixed": { "type": "static", "value": "v" },
+        "from_file": { "type": "file", "path": "token.txt" },
+        "fetched": { "type": "oauth2_client_credentials", "token_url": "https://auth.example/token",
+                     "client_id": "gw", "client_secret": "s", "scope": "read", "refresh_before_s": 1 }
+      },
+      "clients": { "required": true,
+                   "keys": [{ "id": "app", "sha256": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+                              "rate_per_s": 1, "burst": 1 }] },
+      "routes": [
+        {
+          "name": "users",
+          "match": { "path": "/users/:id", "methods": ["GET"] },
+          "upstream": "api",
+          "path": "/v2/users/:id",
+          "token": "fixed", "token_header": "X-Token", "token_format": "Token {token}",
+          "invalid_token": { "status": [401], "body_field": "status", "body_values": [-1] },
+          "headers": { "set": { "X-Client": "gw" }, "remove": ["X-Debug"], "pass": ["X-Original-URL"],
+                       "forwarded": false },
+          "envelope": { "enabled": true, "key_path": "user", "status": "mirror", "max_bytes": 1 },
+          "cache": { "stale_if_error_s": 1, "fresh_s": 1, "stale_while_revalidate_s": 1, "vary": ["Accept-Language"],
+                     "collapse": true },
+          "stub": { "mode": "fallback", "status": 200, "body": { "user": 1 }, "delay_ms": 0 }
+        }
+      ],
+      "log": { "level": "info", "access": "stdout", "format": "json" }
+    }
+    """#
+
+  @Test func theDecoderReadsExactlyTheKeysInTheTable() throws {
+    let diagnostics = ConfigDiagnostics()
+    let decoder = ConfigDecoder(diagnostics: diagnostics, interpolation: EnvironmentInterpolation(environment: [:]))
+    let config = decoder.decode(try JSONParser.parse(Array(Self.everyKeyJSON.utf8), limits: .config))
+    #expect(config != nil)
+    #expect(diagnostics.issues.isEmpty, "\(diagnostics.issues)")
+    let table = Set(ConfigKeys.all.map(\.path))
+    let read = diagnostics.keysRead
+    #expect(read.subtracting(table).sorted() == [], "keys the decoder reads that ConfigKeys does not list")
+    #expect(table.subtracting(read).sorted() == [], "keys ConfigKeys lists that the decoder does not read")
+    #expect(ConfigKeys.all.count == table.count, "a key is listed twice")
+  }
+
+  @Test func everyKeyHasAMeaningAndADefault() {
+    for key in ConfigKeys.all {
+      #expect(!key.type.isEmpty && !key.defaultText.isEmpty && !key.meaning.isEmpty, "\(key.path)")
+    }
+  }
+
+  /// `Config/REFERENCE.md` is generated; `GATEHOUSE_WRITE_REFERENCE=1` rewrites it.
+  @Test func theReferenceFileIsWhatTheTableRenders() throws {
+    let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+      .deletingLastPathComponent()
+    let path = repository.appendingPathComponent("Config/REFERENCE.md").path
+    let rendered = ConfigKeys.renderReference()
+    if ProcessInfo.processInfo.environment["GATEHOUSE_WRITE_REFERENCE"] == "1" {
+      try rendered.write(toFile: path, atomically: true, encoding: .utf8)
+    }
+    let onDisk = try String(contentsOfFile: path, encoding: .utf8)
+    #expect(
+      onDisk == rendered,
+      "Config/REFERENCE.md is out of date: run GATEHOUSE_WRITE_REFERENCE=1 swift test --filter ConfigKeysTests")
+  }
+
+  @Test func pathsNameIndexesAndChosenNamesGenerically() throws {
+    let path = ConfigPath.root.appending(key: "upstreams").appending(name: "a.b").appending(key: "circuit")
+    #expect(path.description == #"upstreams["a.b"].circuit"#)
+    #expect(path.schema == "upstreams.*.circuit")
+    let route = ConfigPath.root.appending(key: "routes").appending(index: 3).appending(key: "cache")
+    #expect(route.description == "routes[3].cache" && route.schema == "routes[].cache")
+  }
+}
