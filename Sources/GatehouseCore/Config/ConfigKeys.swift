@@ -319,8 +319,8 @@ public enum ConfigKeys {
       differ; `GATEHOUSE_WRITE_REFERENCE=1 swift test --filter ConfigKeysTests` rewrites it).
       How the blocks work together is in [`README.md`](README.md) and [`../Docs/`](../Docs/).
 
-      - `*` stands for a name you choose (`upstreams.api.url`), `[]` for any element of a list
-        (`routes[0].cache`).
+      - `*` stands for a name you choose (`upstreams.*.url` is the `url` of every upstream), `[]`
+        for any element of a list (`routes[].cache` is the `cache` of every route).
       - Durations are integers in the unit their name ends with (`_ms`, `_s`), sizes are bytes,
         and every string may use `${ENV}` or `${ENV:-default}`.
       - Reload: `yes` applies on `SIGHUP` or `POST /admin/reload` to what starts afterwards;
