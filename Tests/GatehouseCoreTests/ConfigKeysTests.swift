@@ -95,7 +95,7 @@ import Testing
     let onDisk = try String(contentsOfFile: path, encoding: .utf8)
     #expect(
       onDisk == rendered,
-      "Config/REFERENCE.md is out of date: run GATEHOUSE_WRITE_REFERENCE=1 swift test --filter ConfigKeysTests")
+      "Config/REFERENCE.md is out of date: run Scripts/write-config-reference.sh")
   }
 
   @Test func pathsNameIndexesAndChosenNamesGenerically() throws {

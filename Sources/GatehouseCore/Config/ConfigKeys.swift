@@ -316,7 +316,7 @@ public enum ConfigKeys {
 
       Every key `gatehouse check` and `gatehouse serve` accept. Generated from the table in
       `Sources/GatehouseCore/Config/ConfigKeys.swift` (a test fails when it and this file
-      differ; `GATEHOUSE_WRITE_REFERENCE=1 swift test --filter ConfigKeysTests` rewrites it).
+      differ; `Scripts/write-config-reference.sh` rewrites it).
       How the blocks work together is in [`README.md`](README.md) and [`../Docs/`](../Docs/).
 
       - `*` stands for a name you choose (`upstreams.*.url` is the `url` of every upstream), `[]`
