@@ -52,6 +52,21 @@ import Testing
     #expect(warnings.contains { $0.contains("/api/v1/api/v1/health") })
   }
 
+  /// `serve` says the same at start, for configs that never went through `check`.
+  @Test func serveLogsWhatCheckFindsAtStart() throws {
+    let config = TestConfig.make(
+      routes: [
+        TestConfig.route("all", match: "/*", upstream: nil, extra: ["stub": ["mode": "always"]]),
+        TestConfig.route("users", match: "/users", upstream: nil, extra: ["stub": ["mode": "always"]]),
+      ])
+    let gateway = try GatewayProcess(config: config)
+    defer { gateway.stopExpectingCleanExit() }
+    let warning = gateway.logLines().first { $0["msg"] as? String == "config warning" }
+    #expect(warning?["level"] as? String == "warn")
+    #expect(warning?["path"] as? String == "routes[1]")
+    #expect((warning?["warning"] as? String)?.hasPrefix("route \"users\" (/users) never matches") == true)
+  }
+
   @Test func strictMakesWarningsErrors() throws {
     let result = try Self.runCheck(["--config", "config.json", "--strict"], config: Self.config)
     #expect(result.status == 1)
