@@ -77,6 +77,72 @@ import Testing
     #expect(ConfigKeys.all.count == table.count, "a key is listed twice")
   }
 
+  /// The defaults the reference states for numbers and switches are the ones the decoder
+  /// applies: each block present but empty, every value compared with the table's text.
+  @Test func theStatedDefaultsAreTheDecodersDefaults() throws {
+    let config = try loadConfig(
+      #"{"limits": {}, "store": {}, "upstreams": {"api": {"url": "http://h", "health": {}, "circuit": {}}}, "#
+        + #""tokens": {"t": {"type": "oauth2_client_credentials", "token_url": "https://a/t", "client_id": "c", "#
+        + #""client_secret": "s"}}, "#
+        + #""routes": [{"name": "r", "match": {"path": "/"}, "upstream": "api", "cache": {}, "stub": {}, "envelope": {}}]}"#
+    )
+    let upstream = try #require(config.upstreams.first)
+    let health = try #require(upstream.health)
+    let circuit = try #require(upstream.circuit)
+    let route = try #require(config.routes.first)
+    let cache = try #require(route.cache)
+    guard case .oauth2ClientCredentials(let oauth2) = try #require(config.tokens.first).source else {
+      Issue.record("not an oauth2 token")
+      return
+    }
+    func ms(_ duration: Duration) -> Int { Int(duration.components.seconds) * 1000 }
+    func s(_ duration: Duration) -> Int { Int(duration.components.seconds) }
+    let decoded: [String: String] = [
+      "workers": "\(config.workers)",
+      "store.max_bytes": "\(config.store.maxBytes)",
+      "limits.max_connections": "\(config.limits.maxConnections)",
+      "limits.max_header_bytes": "\(config.limits.maxHeaderBytes)",
+      "limits.max_body_bytes": "\(config.limits.maxBodyBytes)",
+      "limits.header_timeout_ms": "\(ms(config.limits.headerTimeout))",
+      "limits.idle_timeout_ms": "\(ms(config.limits.idleTimeout))",
+      "limits.drain_timeout_ms": "\(ms(config.limits.drainTimeout))",
+      "limits.body_timeout_ms": "\(ms(config.limits.bodyTimeout))",
+      "limits.body_buffer_bytes": "\(config.limits.bodyBufferBytes)",
+      "limits.buffered_bytes": "\(config.limits.bufferedBytes)",
+      "upstreams.*.connect_timeout_ms": "\(ms(upstream.connectTimeout))",
+      "upstreams.*.response_timeout_ms": "\(ms(upstream.responseTimeout))",
+      "upstreams.*.max_idle_connections": "\(upstream.maxIdleConnections)",
+      "upstreams.*.pipeline_depth": "\(upstream.pipelineDepth)",
+      "upstreams.*.max_connections": "\(upstream.maxConnections)",
+      "upstreams.*.health.path": "`\(health.path)`",
+      "upstreams.*.health.interval_ms": "\(ms(health.interval))",
+      "upstreams.*.health.unhealthy_after": "\(health.unhealthyAfter)",
+      "upstreams.*.health.healthy_after": "\(health.healthyAfter)",
+      "upstreams.*.circuit.failures": "\(circuit.failures)",
+      "upstreams.*.circuit.open_ms": "\(ms(circuit.openDuration))",
+      "upstreams.*.circuit.count_5xx": "\(circuit.count5xx)",
+      "tokens.*.refresh_before_s": "\(s(oauth2.refreshBefore))",
+      "clients.required": "\(config.clients.required)",
+      "admin.metrics_public": "\(config.admin.metricsPublic)",
+      "routes[].token_header": "`\(route.tokenHeader)`",
+      "routes[].token_format": "`\(route.tokenFormat.template)`",
+      "routes[].invalid_token.status": "\(route.invalidToken.statuses)",
+      "routes[].envelope.enabled": "\(route.envelope.enabled)",
+      "routes[].envelope.max_bytes": "\(route.envelope.maxBytes)",
+      "routes[].cache.stale_if_error_s": "\(s(cache.staleIfError))",
+      "routes[].cache.fresh_s": "\(s(cache.fresh))",
+      "routes[].cache.stale_while_revalidate_s": "\(s(cache.staleWhileRevalidate))",
+      "routes[].cache.collapse": "\(cache.collapse)",
+      "routes[].stub.status": "\(route.stub.status)",
+      "routes[].stub.delay_ms": "\(ms(route.stub.delay))",
+      "store.path": "`\(config.store.path)`",
+      "admin.listen": "`\(config.admin.listen)`",
+    ]
+    for (path, value) in decoded.sorted(by: { $0.key < $1.key }) {
+      #expect(ConfigKeys.key(at: path)?.defaultText == value, "\(path)")
+    }
+  }
+
   @Test func everyKeyHasAMeaningAndADefault() {
     for key in ConfigKeys.all {
       #expect(!key.type.isEmpty && !key.defaultText.isEmpty && !key.meaning.isEmpty, "\(key.path)")
