@@ -4,11 +4,13 @@ import GatehouseCore
   import Glibc
 #endif
 
-/// `gatehouse check --config FILE`: validates a config file. Prints `ok` and exits 0, or
-/// prints every problem to standard error and exits 1 (2 for a usage error).
+/// `gatehouse check --config FILE [--strict]`: validates a config file. Prints `ok`, the
+/// warnings `serve` would log and a summary, and exits 0; or prints every problem to standard
+/// error and exits 1 (2 for a usage error). `--strict` makes warnings problems.
 enum CheckCommand {
   static func run(_ arguments: [String]) -> Int32 {
     var configPath: String?
+    var strict = false
     var index = 0
     while index < arguments.count {
       switch arguments[index] {
@@ -19,16 +21,21 @@ enum CheckCommand {
         }
         configPath = arguments[index + 1]
         index += 2
+      case "--strict":
+        strict = true
+        index += 1
       case let argument:
         FileHandleStandardError.write("gatehouse check: unexpected argument '\(argument)'\n")
         return 2
       }
     }
     guard let configPath else {
-      FileHandleStandardError.write("usage: gatehouse check --config FILE\n")
+      FileHandleStandardError.write("usage: gatehouse check --config FILE [--strict]\n")
       return 2
     }
-    let result = ConfigCheckResult.checking(configPath: configPath, moreChecks: ConfigFileCheck.problems)
+    let result = ConfigCheckResult.checking(
+      configPath: configPath, strict: strict, moreChecks: ConfigFileCheck.problems,
+      warnings: StartupWarnings.checkWarnings)
     for line in result.output { print(line) }
     for line in result.errors { FileHandleStandardError.write(line + "\n") }
     return result.exitCode

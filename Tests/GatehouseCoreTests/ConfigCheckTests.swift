@@ -17,7 +17,8 @@ import Testing
     try withTemporaryFile(minimalConfigJSON) { path in
       #expect(
         ConfigCheckResult.checking(configPath: path, environment: [:])
-          == ConfigCheckResult(exitCode: 0, output: ["ok"], errors: []))
+          == ConfigCheckResult(
+            exitCode: 0, output: ["ok"] + ConfigSummary.lines(for: try! loadConfig(minimalConfigJSON)), errors: []))
     }
   }
 

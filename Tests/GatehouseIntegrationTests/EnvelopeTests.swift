@@ -8,7 +8,7 @@ import Testing
   /// Runs `body` against a gateway whose one route (`/*`) is enveloped with `envelope`
   /// settings and goes to a backend answering `answer`.
   static func withEnvelopedGateway(
-    _ answer: BackendAction, envelope: [String: Any] = [:], limits: [String: Any]? = nil,
+    _ answer: BackendAction, envelope: [String: Any] = [:], limits: [String: Any]? = nil, admin: Bool = false,
     _ body: (GatewayProcess, TestBackend) throws -> Void
   ) throws {
     let backend = try TestBackend(always: answer)
@@ -16,7 +16,7 @@ import Testing
     let config = TestConfig.make(
       routes: [TestConfig.envelopedRoute("wrapped", match: "/*", envelope: envelope)],
       upstreams: ["api": TestConfig.upstream(port: backend.port, responseTimeoutMs: 2000)], limits: limits)
-    let gateway = try GatewayProcess(config: config)
+    let gateway = try GatewayProcess(config: admin ? TestConfig.withAdmin(config) : config)
     defer { gateway.stopExpectingCleanExit() }
     try body(gateway, backend)
   }
@@ -68,6 +68,39 @@ import Testing
         let response = try send("GET", "/u", to: gateway.port)
         expectJSONAnswer(response, status: 200, body: successEnvelope("null"))
       }
+    }
+  }
+
+  /// A `key_path` that finds nothing is most likely wrong: it is logged (once per route per
+  /// 10 s, naming the route and the key path) and counted per route, not only answered with
+  /// `null`.
+  @Test func keyPathThatFindsNothingIsLoggedOnceAndCounted() throws {
+    let body = #"{"users":[{"name":"ann"}]}"#
+    try Self.withEnvelopedGateway(jsonAnswer(body), envelope: ["key_path": "data.users"], admin: true) {
+      gateway, _ in
+      var statuses: [Int] = []
+      for _ in 0..<3 { statuses.append(try send("GET", "/u", to: gateway.port).status) }
+      let admin = try gateway.admin()
+      var page: MetricsPage?
+      let counted = waitUntil(timeout: 10, interval: .milliseconds(100)) {
+        page = try? MetricsPage(try admin.request("GET", "/metrics").text)
+        return page?.value("gatehouse_envelope_key_path_missing_total", ["route": "wrapped"]) == 3
+      }
+      #expect(statuses == [200, 200, 200])
+      #expect(counted, "\(String(describing: page?.samples("gatehouse_envelope_key_path_missing_total")))")
+      #expect(page?.types["gatehouse_envelope_key_path_missing_total"] == "counter")
+      let warnings = gateway.logLines().filter { ($0["msg"] as? String)?.hasPrefix("envelope key_path") == true }
+      #expect(warnings.count == 1, "\(warnings)")
+      #expect(warnings.first?["route"] as? String == "wrapped")
+      #expect(warnings.first?["key_path"] as? String == "data.users")
+      #expect(warnings.first?["level"] as? String == "warn")
+    }
+    // A key path that is found is neither logged nor counted.
+    try Self.withEnvelopedGateway(jsonAnswer(body), envelope: ["key_path": "users"], admin: true) { gateway, _ in
+      #expect(try send("GET", "/u", to: gateway.port).status == 200)
+      let page = try MetricsPage(try gateway.admin().request("GET", "/metrics").text)
+      #expect(page.samples("gatehouse_envelope_key_path_missing_total").isEmpty)
+      #expect(!gateway.logLines().contains { ($0["msg"] as? String)?.hasPrefix("envelope key_path") == true })
     }
   }
 

@@ -18,6 +18,27 @@ import Testing
       config: TestConfig.make(routes: [stub], upstreams: ["api": TestConfig.upstream(port: upstreamPort)]))
   }
 
+  /// A stub stands in for the backend, so the route's `key_path` picks from its body as it
+  /// would from the backend's; a body without it answers `null`, as the backend's would.
+  @Test func keyPathPicksFromTheStubBodyAsFromTheBackends() throws {
+    func datas(keyPath: String) throws -> Any? {
+      let route = TestConfig.route(
+        "stubbed", match: "/stubbed", upstream: nil,
+        extra: [
+          "stub": ["mode": "always", "body": ["data": ["users": [["id": 1]]], "meta": ["page": 1]]],
+          "envelope": ["enabled": true, "key_path": keyPath],
+        ])
+      let gateway = try GatewayProcess(config: TestConfig.make(routes: [route]))
+      defer { gateway.stopExpectingCleanExit() }
+      let response = try send("GET", "/stubbed", to: gateway.port)
+      #expect(response.status == 200)
+      return try response.jsonObject()["datas"]
+    }
+    let users = try #require(try datas(keyPath: "data.users") as? [[String: Any]])
+    #expect(users.count == 1 && users.first?["id"] as? Int == 1)
+    #expect(try datas(keyPath: "users") is NSNull)
+  }
+
   @Test func alwaysAnswersAfterItsDelayWithoutCallingTheBackend() throws {
     let backend = try TestBackend(always: .respond(.text("backend")))
     defer { backend.stop() }

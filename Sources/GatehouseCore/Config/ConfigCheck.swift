@@ -3,7 +3,8 @@
 public struct ConfigCheckResult: Sendable, Equatable {
   /// 0 for a valid config, 1 otherwise.
   public let exitCode: Int32
-  /// Lines for standard output: `ok` for a valid config.
+  /// Lines for standard output: `ok` for a valid config, then its warnings
+  /// (`path: warning: problem`) and a summary of what it sets up.
   public let output: [String]
   /// Lines for standard error: one per problem.
   public let errors: [String]
@@ -11,16 +12,24 @@ public struct ConfigCheckResult: Sendable, Equatable {
   /// Validates the file at `path`. A JSON syntax error is printed compiler-style,
   /// `FILE:LINE:COLUMN: not valid JSON: reason`, so editors can jump to it.
   /// `moreChecks` looks further at a config that decoded cleanly (the files it names, see
-  /// `ConfigFileCheck`); kept out of here so this stays free of anything but decoding.
+  /// `ConfigFileCheck`), and `warnings` finds what works but is likely not meant (see
+  /// `StartupWarnings.checkWarnings`); kept out of here so this stays free of anything but
+  /// decoding. With `strict`, warnings are errors: printed to standard error, exit 1.
   public static func checking(
     configPath path: String, environment: [String: String] = LocalFile.processEnvironment(),
-    moreChecks: (GatehouseConfig) -> [String] = { _ in [] }
+    strict: Bool = false,
+    moreChecks: (GatehouseConfig) -> [String] = { _ in [] },
+    warnings findWarnings: (GatehouseConfig) -> [ConfigWarning] = { _ in [] }
   ) -> ConfigCheckResult {
     do {
       let config = try ConfigLoader.load(contentsOf: path, environment: environment)
       let problems = moreChecks(config)
       guard problems.isEmpty else { return ConfigCheckResult(exitCode: 1, output: [], errors: problems) }
-      return ConfigCheckResult(exitCode: 0, output: ["ok"], errors: [])
+      let warnings = findWarnings(config).map(\.description)
+      if strict && !warnings.isEmpty {
+        return ConfigCheckResult(exitCode: 1, output: [], errors: warnings)
+      }
+      return ConfigCheckResult(exitCode: 0, output: ["ok"] + warnings + ConfigSummary.lines(for: config), errors: [])
     } catch .invalidJSON(let error) {
       return ConfigCheckResult(
         exitCode: 1, output: [],

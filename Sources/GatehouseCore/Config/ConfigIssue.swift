@@ -19,8 +19,22 @@ public struct ConfigIssue: Sendable, Equatable, CustomStringConvertible {
 /// rendered as `upstreams["a.b"]`, so a path is never ambiguous.
 struct ConfigPath: Sendable, Equatable, CustomStringConvertible {
   private(set) var rendered: String
+  /// The same place as `ConfigKeys` names it: indexes as `[]` and user-chosen names (an
+  /// upstream's, a token's) as `*`, as in `routes[].cache.vary` or `upstreams.*.url`.
+  private(set) var schema: String = ""
 
   static let root = ConfigPath(rendered: "")
+
+  /// `schema` extended by a fixed key.
+  private func schema(adding key: String) -> String { schema.isEmpty ? key : schema + "." + key }
+
+  /// A member whose key the user chose (an upstream or token name, a header name), so its
+  /// schema path reads `*` whatever the name.
+  func appending(name: String) -> ConfigPath {
+    var path = appending(key: name)
+    path.schema = schema(adding: "*")
+    return path
+  }
 
   func appending(key: String) -> ConfigPath {
     let isPlain =
@@ -32,13 +46,14 @@ struct ConfigPath: Sendable, Equatable, CustomStringConvertible {
           || byte == UInt8(ascii: "_") || byte == UInt8(ascii: "-")
       }
     if isPlain {
-      return ConfigPath(rendered: rendered.isEmpty ? key : rendered + "." + key)
+      return ConfigPath(rendered: rendered.isEmpty ? key : rendered + "." + key, schema: schema(adding: key))
     }
-    return ConfigPath(rendered: rendered + "[" + JSONValue.string(key).serializedString() + "]")
+    return ConfigPath(
+      rendered: rendered + "[" + JSONValue.string(key).serializedString() + "]", schema: schema(adding: key))
   }
 
   func appending(index: Int) -> ConfigPath {
-    ConfigPath(rendered: rendered + "[\(index)]")
+    ConfigPath(rendered: rendered + "[\(index)]", schema: schema + "[]")
   }
 
   var description: String { rendered.isEmpty ? "(top level)" : rendered }
@@ -49,6 +64,13 @@ struct ConfigPath: Sendable, Equatable, CustomStringConvertible {
 final class ConfigDiagnostics {
   private(set) var issues: [ConfigIssue] = []
   private var silencedPaths: Set<String> = []
+  /// Every key the decoder asked for, as `ConfigKeys` paths (present in the document or
+  /// not): what a test compares with the `ConfigKeys` table, so the two cannot drift apart.
+  private(set) var keysRead: Set<String> = []
+
+  func noteRead(_ path: ConfigPath) {
+    keysRead.insert(path.schema)
+  }
 
   func report(_ path: ConfigPath, _ problem: String) {
     guard !silencedPaths.contains(path.description) else { return }

@@ -144,6 +144,7 @@ final class ConfigObjectReader {
   /// The member `key`, or nil if absent. Asking marks the key as known.
   func field(_ key: String) -> ConfigField? {
     knownKeys.append(key)
+    diagnostics.noteRead(path.appending(key: key))
     guard let member = members.first(where: { $0.key == key }) else { return nil }
     return ConfigField(path: path.appending(key: key), value: member.value, diagnostics: diagnostics)
   }
@@ -163,7 +164,7 @@ final class ConfigObjectReader {
       knownKeys.append(member.key)
       return (
         member.key,
-        ConfigField(path: path.appending(key: member.key), value: member.value, diagnostics: diagnostics)
+        ConfigField(path: path.appending(name: member.key), value: member.value, diagnostics: diagnostics)
       )
     }
   }
@@ -174,7 +175,7 @@ final class ConfigObjectReader {
     for member in members where !knownKeys.contains(member.key) {
       let subject = kind.map { "unknown key for \($0)" } ?? "unknown key"
       diagnostics.report(
-        path.appending(key: member.key), subject + NameSuggestion.hint(for: member.key, among: knownKeys))
+        path.appending(key: member.key), subject + NameSuggestion.keyHint(for: member.key, among: knownKeys))
     }
   }
 }

@@ -22,6 +22,77 @@ enum NameSuggestion {
     return " (did you mean \"\(suggestion)\"?)"
   }
 
+  /// `hint` for an unknown config key, where a name other gateways (or common sense) use for
+  /// the same setting counts as close too: `rate` is no typo of `rate_per_s`, but it is what
+  /// the operator meant. Only for keys: a user's upstream or token names have no synonyms.
+  static func keyHint(for name: String, among keys: [String]) -> String {
+    guard let suggestion = closest(to: name, among: keys) ?? synonym(of: name, among: keys) else { return "" }
+    return " (did you mean \"\(suggestion)\"?)"
+  }
+
+  /// Names meant as one of our keys, each with the keys it may mean (in order of
+  /// likelihood; the first one the object has is suggested).
+  static let synonyms: [String: [String]] = [
+    "rate": ["rate_per_s"],
+    "rate_limit": ["rate_per_s"],
+    "rps": ["rate_per_s"],
+    "requests_per_second": ["rate_per_s"],
+    "burst_size": ["burst"],
+    "key": ["sha256"],
+    "hash": ["sha256"],
+    "ttl": ["fresh_s"],
+    "ttl_s": ["fresh_s"],
+    "max_age": ["fresh_s"],
+    "max_age_s": ["fresh_s"],
+    "fresh": ["fresh_s"],
+    "stale": ["stale_if_error_s"],
+    "stale_s": ["stale_if_error_s"],
+    "stale_if_error": ["stale_if_error_s"],
+    "stale_while_revalidate": ["stale_while_revalidate_s"],
+    "timeout": ["response_timeout_ms"],
+    "timeout_ms": ["response_timeout_ms"],
+    "read_timeout_ms": ["response_timeout_ms"],
+    "connect_timeout": ["connect_timeout_ms"],
+    "interval": ["interval_ms"],
+    "interval_s": ["interval_ms"],
+    "delay": ["delay_ms"],
+    "threshold": ["failures"],
+    "max_failures": ["failures"],
+    "open_s": ["open_ms"],
+    "cooldown_ms": ["open_ms"],
+    "keypath": ["key_path"],
+    "data_path": ["key_path"],
+    "path_prefix": ["path"],
+    "prefix": ["path"],
+    "method": ["methods"],
+    "backend": ["upstream"],
+    "target": ["upstream"],
+    "host": ["url"],
+    "address": ["url"],
+    "bind": ["address", "listen"],
+    "port": ["address", "listen"],
+    "secret": ["secret_key", "client_secret", "value"],
+    "token_value": ["value"],
+    "header": ["token_header"],
+    "format": ["token_format"],
+    "scopes": ["scope"],
+    "ca_file": ["ca"],
+    "insecure": ["verify"],
+    "skip_verify": ["verify"],
+    "certificate": ["cert"],
+    "private_key": ["key"],
+    "size": ["max_bytes"],
+    "max_size": ["max_bytes"],
+    "threads": ["workers"],
+    "enable": ["enabled"],
+    "code": ["status"],
+  ]
+
+  /// The key `name` means by a synonym, if this object has it.
+  static func synonym(of name: String, among candidates: [String]) -> String? {
+    synonyms[name.lowercased()]?.first { candidates.contains($0) }
+  }
+
   /// Levenshtein distance with adjacent transpositions counted as one edit
   /// (optimal string alignment), since swapped letters are the most common typo.
   static func editDistance(_ a: [UInt8], _ b: [UInt8]) -> Int {

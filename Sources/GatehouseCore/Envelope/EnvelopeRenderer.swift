@@ -92,6 +92,19 @@ public enum EnvelopeRenderer {
     status: Int, reason: String, contentType: ArraySlice<UInt8>?, contentEncoding: ArraySlice<UInt8>?,
     body rawBody: [UInt8], truncated: Bool, policy: EnvelopePolicy
   ) -> EnvelopeOutcome {
+    var keyPathMissing = false
+    return render(
+      status: status, reason: reason, contentType: contentType, contentEncoding: contentEncoding, body: rawBody,
+      truncated: truncated, policy: policy, keyPathMissing: &keyPathMissing)
+  }
+
+  /// `render`, telling through `keyPathMissing` when a JSON success body did not have the
+  /// route's `key_path` (so `datas` is null): most likely a wrong `key_path`, which the
+  /// gateway logs and counts rather than leaving the operator to guess from `null`s.
+  public static func render(
+    status: Int, reason: String, contentType: ArraySlice<UInt8>?, contentEncoding: ArraySlice<UInt8>?,
+    body rawBody: [UInt8], truncated: Bool, policy: EnvelopePolicy, keyPathMissing: inout Bool
+  ) -> EnvelopeOutcome {
     if (300..<400).contains(status) {
       // Passed as they are (read whole only to be masked: one cut short cannot be).
       return truncated ? unusable(502, "upstream answer too large", policy) : .passThrough
@@ -132,8 +145,9 @@ public enum EnvelopeRenderer {
         let whole = JSONDocument.range(of: .root, in: body) ?? 0..<body.count
         return .json(status: policy.httpStatus(status), body: success(whole, in: body))
       }
-      return .json(
-        status: policy.httpStatus(status), body: success(JSONDocument.range(of: keyPath, in: body), in: body))
+      let range = JSONDocument.range(of: keyPath, in: body)
+      keyPathMissing = range == nil
+      return .json(status: policy.httpStatus(status), body: success(range, in: body))
     default:
       let valid = !truncated && !body.isEmpty && body.withUnsafeBytes { JSONValidator.isValid($0, options: validation) }
       if valid && JSONDocument.isEnvelope(body) { return .json(status: policy.httpStatus(status), body: body) }
@@ -174,10 +188,17 @@ extension EnvelopeRenderer {
   static func render(answer head: HTTPResponseHead, body: [UInt8], truncated: Bool, policy: EnvelopePolicy)
     -> EnvelopeOutcome
   {
+    var keyPathMissing = false
+    return render(answer: head, body: body, truncated: truncated, policy: policy, keyPathMissing: &keyPathMissing)
+  }
+
+  static func render(
+    answer head: HTTPResponseHead, body: [UInt8], truncated: Bool, policy: EnvelopePolicy, keyPathMissing: inout Bool
+  ) -> EnvelopeOutcome {
     render(
       status: head.status, reason: head.reason.isEmpty ? HTTPStatusPhrase.reason(for: head.status) : head.reasonString,
       contentType: head.headers.firstValue(lowercaseName: "content-type"),
       contentEncoding: head.headers.firstValue(lowercaseName: "content-encoding"), body: body, truncated: truncated,
-      policy: policy)
+      policy: policy, keyPathMissing: &keyPathMissing)
   }
 }

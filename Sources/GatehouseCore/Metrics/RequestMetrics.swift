@@ -72,6 +72,13 @@ final class LoopMetrics {
     tokenRejections[TokenRouteKey(token: token, route: route), default: 0] &+= 1
   }
 
+  /// JSON success answers whose route's `key_path` found nothing, by route.
+  private(set) var keyPathMissing: [String: UInt64] = [:]
+
+  func countKeyPathMissing(route: String) {
+    keyPathMissing[route, default: 0] &+= 1
+  }
+
   var upstreamOutcomes: [UpstreamOutcomeKey: UInt64] {
     var all = talliedOutcomes
     if outcomeRunCount > 0 { all[outcomeRun, default: 0] &+= outcomeRunCount }
@@ -123,6 +130,7 @@ final class LoopMetrics {
     sample.pipelined = pipelined
     sample.pipelineResent = pipelineResent
     sample.tokenRejections = tokenRejections
+    sample.keyPathMissing = keyPathMissing
     return sample
   }
 }
@@ -170,6 +178,7 @@ public struct MetricsSample: Sendable {
   var pipelined: UInt64 = 0
   var pipelineResent: UInt64 = 0
   var tokenRejections: [TokenRouteKey: UInt64] = [:]
+  var keyPathMissing: [String: UInt64] = [:]
 
   public init() {}
 
@@ -181,6 +190,7 @@ public struct MetricsSample: Sendable {
     pipelined &+= other.pipelined
     pipelineResent &+= other.pipelineResent
     for (key, value) in other.tokenRejections { tokenRejections[key, default: 0] &+= value }
+    for (key, value) in other.keyPathMissing { keyPathMissing[key, default: 0] &+= value }
   }
 
   /// Requests answered, by status, over all routes.

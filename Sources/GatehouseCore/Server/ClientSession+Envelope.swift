@@ -123,8 +123,16 @@ extension ClientSession {
   /// Returns the envelope rendered, if the route has one.
   func renderBufferedAnswer(_ exchange: Exchange) -> EnvelopeOutcome? {
     guard let head = exchange.bufferedHead, let policy = exchange.envelope else { return nil }
-    return EnvelopeRenderer.render(
-      answer: head, body: exchange.bufferedBody, truncated: exchange.bufferedTruncated, policy: policy)
+    var keyPathMissing = false
+    let outcome = EnvelopeRenderer.render(
+      answer: head, body: exchange.bufferedBody, truncated: exchange.bufferedTruncated, policy: policy,
+      keyPathMissing: &keyPathMissing)
+    if keyPathMissing, let keyPath = policy.keyPath, let index = exchange.routeIndex {
+      let route = exchange.snapshot.config.routes[index].name
+      context.metrics.countKeyPathMissing(route: route)
+      context.shared.warnKeyPathMissing(route: route, keyPath: keyPath.description)
+    }
+    return outcome
   }
 
   /// Writes a buffered answer: `outcome` is its envelope (`passThrough` without one).

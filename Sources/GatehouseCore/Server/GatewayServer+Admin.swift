@@ -206,6 +206,10 @@ extension GatewayServer: AdminBackend {
             ([("token", key.token), ("route", key.route)], Double(total.tokenRejections[key]!))
           })
         text.family(
+          "gatehouse_envelope_key_path_missing_total", type: "counter",
+          help: "JSON success answers without their route's envelope key_path (datas sent as null).",
+          samples: total.keyPathMissing.keys.sorted().map { ([("route", $0)], Double(total.keyPathMissing[$0]!)) })
+        text.family(
           "gatehouse_circuit_open", type: "gauge", help: "1 while an upstream's circuit is open (on any loop).",
           samples: circuits.map { ([("upstream", $0.0)], $0.1 ? 1.0 : 0.0) })
         text.family(

@@ -104,6 +104,11 @@ public final class GatewayServer: @unchecked Sendable {
       logger: logger, maxConnections: config.limits.maxConnections, store: Self.openStore(config.store, logger: logger))
     self.shared = shared
     for message in StartupWarnings.messages(for: config, storeOpen: shared.store != nil) { logger.warn(message) }
+    // What `check` finds that works but not as written (a route an earlier one hides, a health
+    // path that repeats the base path): said at start too, for configs that never saw `check`.
+    for warning in ConfigLint.warnings(for: config) {
+      logger.warn("config warning", ["path": .string(warning.path), "warning": .string(warning.problem)])
+    }
     control = try EventLoop()
     group = try EventLoopGroup(loopCount: config.workers)
     contexts = group.loops.map { LoopContext(loop: $0, shared: shared, snapshot: snapshot) }

@@ -35,6 +35,10 @@ public final class GatewayShared: Sendable {
   /// how many were held back since the last one.
   private let upstreamOpenFailures = Mutex(LogThrottle(intervalNanoseconds: 10_000_000_000))
   static let cannotOpenUpstream = "cannot open upstream connection"
+  /// When each route last warned that its `key_path` found nothing: one line per route per
+  /// 10 s, since a wrong `key_path` misses on every answer.
+  private let keyPathWarnings = Mutex([String: UInt64]())
+  static let keyPathMissing = "envelope key_path not found in the upstream answer; datas is null"
 
   init(logger: Logger, maxConnections: Int, store: Store?) {
     self.logger = logger
@@ -89,6 +93,20 @@ public final class GatewayShared: Sendable {
     logger.warn(
       Self.cannotOpenUpstream,
       ["upstream": .string(upstream), "error": .string("\(error)"), "suppressed_before": .int(earlier)])
+  }
+
+  /// A JSON success answer did not have its route's `key_path`: a warning naming both,
+  /// unless this route warned in the last 10 s (`gatehouse_envelope_key_path_missing_total`
+  /// counts every one).
+  func warnKeyPathMissing(route: String, keyPath: String) {
+    let now = EventLoop.monotonicNanoseconds()
+    let due = keyPathWarnings.withLock { last in
+      if let previous = last[route], now &- previous < 10_000_000_000 { return false }
+      last[route] = now
+      return true
+    }
+    guard due else { return }
+    logger.warn(Self.keyPathMissing, ["route": .string(route), "key_path": .string(keyPath)])
   }
 
   /// Reports the failures held back since the last line once 10 s have passed (from the

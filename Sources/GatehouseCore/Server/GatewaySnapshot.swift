@@ -227,7 +227,18 @@ struct StubAnswer: Sendable {
     status = envelope.status == .always200 ? 200 : stub.status
     if (200..<300).contains(stub.status) {
       var bytes = Array(#"{"code":0,"datas":"#.utf8)
-      bytes.append(contentsOf: stub.body ?? Array("null".utf8))
+      let whole = stub.body ?? Array("null".utf8)
+      // A stub stands in for the backend, so its body goes through `key_path` as the
+      // backend's would (`check` warns when the body does not have it).
+      if let keyPath = envelope.keyPath.flatMap({ JSONKeyPath($0.joined(separator: ".")) }) {
+        if let range = JSONDocument.range(of: keyPath, in: whole) {
+          bytes.append(contentsOf: whole[range])
+        } else {
+          bytes.append(contentsOf: "null".utf8)
+        }
+      } else {
+        bytes.append(contentsOf: whole)
+      }
       bytes.append(contentsOf: #","message":""}"#.utf8)
       body = bytes
     } else {

@@ -1,7 +1,7 @@
 /// Settings that work but leave a secret less protected than the operator may think; each is
 /// logged as a warning at start, never refused (a test setup or a closed network may want
 /// them).
-enum StartupWarnings {
+public enum StartupWarnings {
   /// The shortest `store.secret_key` not warned about. The encryption key is derived with
   /// HKDF, which adds no entropy: whoever reads the file can try short secrets offline.
   static let minimumSecretKeyLength = 32
@@ -9,32 +9,72 @@ enum StartupWarnings {
   /// One line per warning, in a fixed order. `storeOpen`: the store is in use, so token
   /// values are written to its file.
   static func messages(for config: GatehouseConfig, storeOpen: Bool) -> [String] {
-    var messages: [String] = []
+    secretWarnings(for: config, storeOpen: storeOpen).map { "\($0.path) \($0.problem)" }
+  }
+
+  /// What `messages` says, with the key each is about.
+  static func secretWarnings(for config: GatehouseConfig, storeOpen: Bool) -> [ConfigWarning] {
+    var warnings: [ConfigWarning] = []
     if storeOpen {
       if let key = config.store.secretKey {
         if key.value.count < minimumSecretKeyLength {
-          messages.append("store.secret_key is short; use \(minimumSecretKeyLength) random characters or more")
+          warnings.append(
+            ConfigWarning(
+              path: "store.secret_key", problem: "is short; use \(minimumSecretKeyLength) random characters or more"))
         }
       } else if persistsTokenValues(config) {
-        messages.append("store.secret_key is not set: token values are stored unencrypted")
+        warnings.append(
+          ConfigWarning(path: "store.secret_key", problem: "is not set: token values are stored unencrypted"))
       }
     }
     // The admin token (and token values set through the admin API) would cross the network
     // in clear; a loopback listener, or one behind TLS, keeps them on the machine or sealed.
     if !config.admin.listen.isLoopback && config.admin.tls == nil {
-      messages.append(
-        "admin.listen \(config.admin.listen) is not loopback and admin.tls is not set: "
-          + "the admin token travels unencrypted (keep the port on a private network)")
+      warnings.append(
+        ConfigWarning(
+          path: "admin.listen",
+          problem: "\(config.admin.listen) is not loopback and admin.tls is not set: "
+            + "the admin token travels unencrypted (keep the port on a private network)"))
     }
     for token in config.tokens {
       guard case .oauth2ClientCredentials(let oauth2) = token.source else { continue }
       // RFC 6749 §2.3.1 asks for TLS: the client secret goes in the request's Authorization.
       // A loopback endpoint never leaves the machine (tests, a local sidecar).
       if oauth2.tokenURL.scheme == .http && !oauth2.tokenURL.hostIsLoopback {
-        messages.append("tokens.\(token.name).token_url is http://: the client secret travels unencrypted")
+        warnings.append(
+          ConfigWarning(
+            path: "tokens.\(token.name).token_url", problem: "is http://: the client secret travels unencrypted"))
       }
     }
-    return messages
+    return warnings
+  }
+
+  /// Everything `serve` would warn about when it starts with `config` (the store opening, as
+  /// it normally does), then what `ConfigLint` finds: what `gatehouse check` prints, so a
+  /// config that passes `check` quietly also starts quietly.
+  public static func checkWarnings(for config: GatehouseConfig) -> [ConfigWarning] {
+    var warnings: [ConfigWarning] = []
+    // `GatewayServer` logs "TLS certificate verification is off for an upstream".
+    for upstream in config.upstreams where upstream.url.scheme == .https && upstream.tls?.verify == false {
+      warnings.append(
+        ConfigWarning(
+          path: "upstreams.\(upstream.name).tls.verify",
+          problem: "is false: the upstream's certificate is not checked, so anyone on the path can answer for it"))
+    }
+    warnings += secretWarnings(for: config, storeOpen: true)
+    // `ConfigChange.adminTokenMissing` and `adminTokenShort`, logged by `GatewayServer.run`.
+    if config.admin.token == nil {
+      warnings.append(
+        ConfigWarning(
+          path: "admin.token", problem: "is not set: the admin API's protected endpoints answer 401 to every request"))
+    }
+    if ConfigChange.isShortAdminToken(config.admin.token, on: config.admin.listen) {
+      warnings.append(
+        ConfigWarning(
+          path: "admin.token",
+          problem: "is short for a non-loopback listener; use 32 random characters or more"))
+    }
+    return warnings + ConfigLint.warnings(for: config)
   }
 
   /// Whether some token value may be written to the store: an oauth2 token's fetched values
