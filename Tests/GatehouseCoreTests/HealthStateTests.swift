@@ -30,3 +30,49 @@ import Testing
     #expect(health.healthy)
   }
 }
+
+@Suite struct HealthStateTimesTests {
+  @Test func keepsTheLastCheckTheLastErrorWithItsTimeAndWhenHealthChanged() {
+    var health = HealthState(unhealthyAfter: 2, healthyAfter: 1)
+    #expect(health.lastCheck == nil)
+    #expect(health.sinceMs == nil)
+    _ = health.record(success: true, status: 200, atMs: 1_000)
+    #expect(health.lastCheck == HealthState.Check(atMs: 1_000, ok: true, status: 200, error: nil))
+    #expect(health.sinceMs == nil)
+    _ = health.record(success: false, status: 401, error: "status 401", atMs: 2_000)
+    #expect(health.sinceMs == nil)
+    _ = health.record(success: false, error: "connection refused", atMs: 3_000)
+    #expect(!health.healthy)
+    #expect(health.sinceMs == 3_000)
+    #expect(health.lastCheck == HealthState.Check(atMs: 3_000, ok: false, status: nil, error: "connection refused"))
+    #expect(health.lastErrorAtMs == 3_000)
+    _ = health.record(success: true, status: 204, error: "ignored for a good check", atMs: 4_000)
+    #expect(health.healthy)
+    #expect(health.sinceMs == 4_000)
+    #expect(health.lastCheck == HealthState.Check(atMs: 4_000, ok: true, status: 204, error: nil))
+    // The last outage's error stays, with its time, after the recovery.
+    #expect(health.lastError == "connection refused")
+    #expect(health.lastErrorAtMs == 3_000)
+  }
+
+  @Test func theHealthPathIsJoinedToTheBasePathUnlessRooted() {
+    func target(_ path: String, _ base: String) -> String {
+      HealthCheckConfig(path: path, interval: .seconds(1), unhealthyAfter: 1, healthyAfter: 1).target(basePath: base)
+    }
+    #expect(target("/health", "/api/v1") == "/api/v1/health")
+    #expect(target("/health", "") == "/health")
+    #expect(target("~/health", "/api/v1") == "/health")
+    #expect(target("~/", "/api/v1") == "/")
+  }
+
+  @Test func aRootedHealthPathIsValidConfig() {
+    let upstream =
+      #""upstreams": { "api": { "url": "http://127.0.0.1:3000/api/v1", "health": { "path": "~/healthz" } } }"#
+    let json = """
+      {\(upstream), "routes": [ { "name": "r", "match": { "path": "/" }, "upstream": "api" } ] }
+      """
+    #expect(issueLines(json) == ["loaded"])
+    let bad = json.replacingOccurrences(of: "~/healthz", with: "~healthz")
+    #expect(issueLines(bad) == ["upstreams.api.health.path: must start with '/'"])
+  }
+}

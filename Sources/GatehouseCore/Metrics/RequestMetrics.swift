@@ -68,6 +68,14 @@ final class LoopMetrics {
   /// route: where a backend refuses a token shows per route, not as a global token state.
   private(set) var tokenRejections: [TokenRouteKey: UInt64] = [:]
 
+  /// Answers the gateway made itself, by route name ("" unrouted) and reason. Only local
+  /// answers hash here, never an upstream's.
+  private(set) var localAnswers: [LocalAnswerKey: UInt64] = [:]
+
+  func countLocalAnswer(route: String, reason: LocalAnswerReason) {
+    localAnswers[LocalAnswerKey(route: route, reason: reason.rawValue), default: 0] &+= 1
+  }
+
   func countTokenRejection(token: String, route: String) {
     tokenRejections[TokenRouteKey(token: token, route: route), default: 0] &+= 1
   }
@@ -123,6 +131,7 @@ final class LoopMetrics {
     sample.pipelined = pipelined
     sample.pipelineResent = pipelineResent
     sample.tokenRejections = tokenRejections
+    sample.localAnswers = localAnswers
     return sample
   }
 }
@@ -130,6 +139,11 @@ final class LoopMetrics {
 struct TokenRouteKey: Hashable, Sendable {
   let token: String
   let route: String
+}
+
+struct LocalAnswerKey: Hashable, Sendable {
+  let route: String
+  let reason: String
 }
 
 struct UpstreamOutcomeKey: Hashable, Sendable {
@@ -170,6 +184,7 @@ public struct MetricsSample: Sendable {
   var pipelined: UInt64 = 0
   var pipelineResent: UInt64 = 0
   var tokenRejections: [TokenRouteKey: UInt64] = [:]
+  var localAnswers: [LocalAnswerKey: UInt64] = [:]
 
   public init() {}
 
@@ -181,6 +196,7 @@ public struct MetricsSample: Sendable {
     pipelined &+= other.pipelined
     pipelineResent &+= other.pipelineResent
     for (key, value) in other.tokenRejections { tokenRejections[key, default: 0] &+= value }
+    for (key, value) in other.localAnswers { localAnswers[key, default: 0] &+= value }
   }
 
   /// Requests answered, by status, over all routes.
