@@ -72,6 +72,8 @@ extension ClientSession {
     do {
       try exchange.streamValidator?.feed(piece)
     } catch {
+      // The cut answer's access line says why (its status is the 200 already sent).
+      exchange.reason = .badResponse
       abort()
       return false
     }

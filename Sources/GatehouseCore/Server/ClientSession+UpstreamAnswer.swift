@@ -258,6 +258,7 @@ extension ClientSession {
         try exchange.streamValidator?.feed(bytes)
       } catch {
         // Invalid JSON mid-stream: cut the connection so the client never sees a last chunk.
+        exchange.reason = .badResponse
         abort()
         return
       }
@@ -368,6 +369,7 @@ extension ClientSession {
       do {
         try exchange.streamValidator?.finish()
       } catch {
+        exchange.reason = .badResponse
         abort()
         return
       }
