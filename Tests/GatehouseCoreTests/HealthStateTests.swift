@@ -76,3 +76,22 @@ import Testing
     #expect(issueLines(bad) == ["upstreams.api.health.path: must start with '/'"])
   }
 }
+
+@Suite struct UpstreamLastErrorTests {
+  static func figures(_ error: String?, at: Int64?) -> PoolFigures {
+    PoolFigures(open: 0, idle: 0, circuitOpen: false, openRoutes: [], lastError: error, lastErrorAtMs: at)
+  }
+
+  /// `/admin/upstreams` shows the latest error, whether a health check or a request on
+  /// some loop met it, with its time.
+  @Test func theLatestErrorWinsWhereverItWasSeen() {
+    var health = HealthState(unhealthyAfter: 1, healthyAfter: 1)
+    _ = health.record(success: false, status: 401, error: "status 401", atMs: 5_000)
+    let loops = [Self.figures("reset", at: 4_000), Self.figures(nil, at: nil), Self.figures("timeout", at: 6_000)]
+    #expect(GatewayServer.latestError(health: health, figures: loops)?.text == "timeout")
+    #expect(GatewayServer.latestError(health: health, figures: loops)?.atMs == 6_000)
+    #expect(GatewayServer.latestError(health: health, figures: Array(loops.prefix(2)))?.text == "status 401")
+    #expect(GatewayServer.latestError(health: nil, figures: Array(loops.prefix(1)))?.atMs == 4_000)
+    #expect(GatewayServer.latestError(health: HealthState(unhealthyAfter: 1, healthyAfter: 1), figures: []) == nil)
+  }
+}
