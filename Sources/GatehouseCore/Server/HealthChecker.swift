@@ -2,9 +2,10 @@ import GatehouseHTTP
 import GatehouseNet
 
 /// Runs the active health checks of SPEC §2 `health` on the control loop: a GET of each
-/// upstream's health path every `interval_ms`, 2xx meaning healthy. Changes are logged and
-/// handed to every request loop, which then treats an unhealthy upstream like an open
-/// circuit (no connect attempt; stale answer, stub fallback or 502).
+/// upstream's health path (under its url's base path) every `interval_ms`, 2xx meaning
+/// healthy. Changes are logged and handed to every request loop, which then refuses an
+/// unhealthy upstream's requests as an open circuit would (no connect attempt; stale answer,
+/// stub fallback or 502), counted and logged as `unhealthy`: its circuit stays as it is.
 final class HealthChecker {
   private let loop: EventLoop
   private let logger: Logger
