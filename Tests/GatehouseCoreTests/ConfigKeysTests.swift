@@ -60,7 +60,8 @@ import Testing
           "stub": { "mode": "fallback", "status": 200, "body": { "user": 1 }, "delay_ms": 0 }
         }
       ],
-      "log": { "level": "info", "access": "stdout", "format": "json" }
+      "log": { "level": "info", "access": "stdout", "format": "json", "trusted_proxies": ["10.0.0.0/8"],
+               "mask_query": ["token"] }
     }
     """#
 

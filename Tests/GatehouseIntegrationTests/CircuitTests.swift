@@ -40,6 +40,11 @@ import Testing
     let metrics = try MetricsPage(try admin.request("GET", "/metrics").text)
     #expect(metrics.value("gatehouse_upstream_requests_total", ["upstream": "api", "outcome": "circuit_open"]) == 5)
     #expect(metrics.value("gatehouse_route_circuit_open", ["upstream": "api", "route": "guarded"]) == 1)
+    // Each answer says why: the resets, then the open circuit.
+    #expect(metrics.value("gatehouse_local_answers_total", ["route": "guarded", "reason": "reset"]) == 3)
+    #expect(metrics.value("gatehouse_local_answers_total", ["route": "guarded", "reason": "circuit_open"]) == 5)
+    #expect(waitUntil { gateway.accessLines().count >= 8 })
+    #expect(gateway.accessLines().suffix(5).allSatisfy { $0["reason"] as? String == "circuit_open" })
   }
 
   /// An upstream that refuses connections opens the upstream's own circuit: no route's

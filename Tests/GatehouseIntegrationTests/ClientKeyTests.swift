@@ -41,6 +41,7 @@ import Testing
     expectJSONAnswer(response, status: 401, body: errorEnvelope(401, "client key required"))
     #expect(response.head.value("WWW-Authenticate") == "ApiKey")
     #expect(backend.requests.isEmpty)
+    #expect(ErrorTests.loggedReason(gateway, path: "/me") == "client_key_missing")
   }
 
   /// The gateway answers 401 while the body is still coming; when the rest of the body is
@@ -217,6 +218,8 @@ import Testing
     }
     #expect(otherClient.status == 200)
     #expect(backend.requests.count == 3)
+    #expect(waitUntil { gateway.accessLines().count >= 5 })
+    #expect(gateway.accessLines().map { $0["reason"] as? String } == [nil, nil, "rate_limited", "rate_limited", nil])
   }
 
   /// A reload keeps each client's bucket as it was: otherwise every reload (an operator's

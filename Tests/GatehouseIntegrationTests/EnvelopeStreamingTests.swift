@@ -122,5 +122,8 @@ import Testing
     #expect(verifier.firstMismatch == nil)
     #expect(verifier.count <= badOffset)
     #expect(gateway.isRunning)
+    // The cut answer's line says why.
+    #expect(waitUntil { gateway.accessLines().contains { $0["path"] as? String == "/broken" } })
+    #expect(gateway.accessLines().first { $0["path"] as? String == "/broken" }?["reason"] as? String == "bad_response")
   }
 }

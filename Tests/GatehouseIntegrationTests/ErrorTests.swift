@@ -5,6 +5,17 @@ import Testing
 /// the parser refuses (400/413/414/431/501/505, then the connection closes), and the
 /// request-header timeout (408).
 @Suite struct ErrorTests {
+  /// The `reason` of the access line for `path` (SPEC §8 plus Docs/logs.md), once it is written.
+  static func loggedReason(_ gateway: GatewayProcess, path: String) -> String? {
+    var reason: String?
+    _ = waitUntil {
+      guard let line = gateway.accessLines().first(where: { $0["path"] as? String == path }) else { return false }
+      reason = line["reason"] as? String
+      return true
+    }
+    return reason
+  }
+
   // MARK: The upstream fails
 
   @Test func refusedUpstreamIs502() throws {
@@ -28,6 +39,7 @@ import Testing
 
     #expect(isErrorEnvelope(response, status: 502, message: "upstream unavailable"))
     #expect(backend.requests.count >= 1)
+    #expect(Self.loggedReason(gateway, path: "/reset") == "reset")
   }
 
   @Test func upstreamClosingWithoutAnswerIs502() throws {
@@ -51,6 +63,7 @@ import Testing
     let response = try client.exchange(httpRequest("GET", "/half-head"))
 
     #expect(isErrorEnvelope(response, status: 502, message: "upstream unavailable"))
+    #expect(Self.loggedReason(gateway, path: "/half-head") == "bad_response")
     // The client connection is still usable.
     #expect(try client.exchange(httpRequest("GET", "/again")).status == 502)
   }
@@ -122,6 +135,7 @@ import Testing
 
     #expect(isErrorEnvelope(response, status: 504, message: "upstream timed out"))
     #expect(backend.requests.count == 1)
+    #expect(Self.loggedReason(gateway, path: "/slow") == "response_timeout")
   }
 
   @Test func bodyTrickledWithGapsShorterThanTheResponseTimeoutGetsThrough() throws {
@@ -285,6 +299,7 @@ import Testing
     #expect(isErrorEnvelope(response, status: 408))
     #expect(client.waitForEnd() != .stillOpen)
     #expect(backend.requests.isEmpty)
+    #expect(Self.loggedReason(gateway, path: "-") == "request_timeout")
   }
 
   /// A TLS ClientHello sent to a plain port gets its 400 at once (the header timeout here is

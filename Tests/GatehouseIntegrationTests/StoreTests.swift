@@ -119,6 +119,9 @@ import Testing
     let other = try send("GET", "/items/3", to: gateway.port)
     #expect(other.status == 503)
     #expect(Self.cacheHeader(other) == "MISS")
+    // The stand-in says why it was served; the backend's own 503 is its answer, no reason.
+    #expect(waitUntil { gateway.accessLines().count >= 3 })
+    #expect(gateway.accessLines().map { $0["reason"] as? String } == [nil, "upstream_error", nil])
   }
 
   @Test func staleAnswerWhenTheBackendTimesOut() throws {

@@ -267,6 +267,7 @@ import Testing
       let refused = try send("GET", path, to: gateway.port)
       #expect(refused.status == 502, "\(path)")
       #expect(isErrorEnvelope(refused, status: 502, message: "upstream unavailable"), "\(path)")
+      #expect(ErrorTests.loggedReason(gateway, path: path) == "tls_failed", "\(path)")
     }
     #expect(try send("GET", "/unverified", to: gateway.port).status == 200)
     #expect(gateway.stdoutText.contains("TLS certificate verification is off"))

@@ -462,6 +462,12 @@ import Testing
     #expect(
       isErrorEnvelope(nothingStored, status: 401, message: "upstream rejected the token"), "\(nothingStored.text)")
     #expect(try admin.json("/admin/cache")["entries"] as? Int == 1)
+    // Both the stand-in and the refusal say why the backend's answer was not used.
+    #expect(ErrorTests.loggedReason(gateway, path: "/bv-new") == "token_rejected")
+    #expect(
+      gateway.accessLines().filter { $0["path"] as? String == "/bv" }.map { $0["reason"] as? String } == [
+        nil, "token_rejected",
+      ])
   }
 
   /// `body_field` is looked for in the decoded body of a gzip answer, as the envelope sees it.

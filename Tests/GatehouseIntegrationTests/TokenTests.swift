@@ -332,6 +332,7 @@ import Testing
     let refused = try send("GET", "/s/after-invalidate", to: setup.gateway.port)
     #expect(isErrorEnvelope(refused, status: 401, message: "upstream token unavailable"), "\(refused.text)")
     #expect(setup.backend.requests.count == backendBefore)
+    #expect(ErrorTests.loggedReason(setup.gateway, path: "/s/after-invalidate") == "token_unavailable")
     // An oauth2 token refreshes on next use, not before.
     #expect(setup.oauth.requestCount == 1)
     #expect(try send("GET", "/p/after-invalidate", to: setup.gateway.port).status == 200)

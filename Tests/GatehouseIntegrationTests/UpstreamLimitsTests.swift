@@ -33,6 +33,7 @@ import Testing
     #expect(backend.server.connectionCount == 2)
     let metrics = try MetricsPage(try admin.request("GET", "/metrics").text)
     #expect(metrics.value("gatehouse_upstream_requests_total", ["upstream": "api", "outcome": "busy"]) == 1)
+    #expect(ErrorTests.loggedReason(gateway, path: "/third") == "upstream_busy")
     backend.gate.open()
     #expect(try held.map { try $0.readResponse().status } == [200, 200])
   }
@@ -110,6 +111,7 @@ import Testing
     #expect(answer.status == 408)
     #expect(Date().timeIntervalSince(started) < 12, "well before the 30 s idle timeout")
     #expect(backend.requests.isEmpty)
+    #expect(ErrorTests.loggedReason(gateway, path: "/upload") == "request_timeout")
   }
 }
 
@@ -158,6 +160,7 @@ import Testing
     #expect(streamed.head.isChunked, "wrapped as it streamed")
     #expect(streamed.text.hasPrefix(#"{"code":0,"datas":["#) && streamed.body.count > 700_000)
     #expect(isErrorEnvelope(refused, status: 503, message: "gateway overloaded"), "\(refused.text.prefix(200))")
+    #expect(ErrorTests.loggedReason(gateway, path: "/kp/big") == "overloaded")
     for answer in [whole, after] {
       #expect(answer.status == 200)
       #expect(answer.head.contentLength != nil, "wrapped whole")

@@ -1128,7 +1128,10 @@ enum AdminOpenAPI {
               "open_routes",
               "open_connections",
               "idle_connections",
-              "last_error"
+              "last_error",
+              "since",
+              "last_check",
+              "last_error_at"
             ],
             "properties": {
               "name": {
@@ -1146,6 +1149,25 @@ enum AdminOpenAPI {
                   "unhealthy"
                 ],
                 "description": "From health checks; `unknown` without checks."
+              },
+              "since": {
+                "type": [
+                  "string",
+                  "null"
+                ],
+                "format": "date-time",
+                "description": "RFC 3339 time of the last change of `health` (a check that turned it healthy or unhealthy); null while it never changed, and without health checks."
+              },
+              "last_check": {
+                "oneOf": [
+                  {
+                    "$ref": "#/components/schemas/HealthCheckResult"
+                  },
+                  {
+                    "type": "null"
+                  }
+                ],
+                "description": "The most recent health check; null before the first one and without health checks."
               },
               "circuit": {
                 "type": "string",
@@ -1180,7 +1202,49 @@ enum AdminOpenAPI {
                   "string",
                   "null"
                 ],
-                "description": "The last connection or exchange error."
+                "description": "The most recent error: a failed health check's, or a connection or exchange error of a request on any event loop, whichever came last. Kept after a recovery (see `last_error_at`)."
+              },
+              "last_error_at": {
+                "type": [
+                  "string",
+                  "null"
+                ],
+                "format": "date-time",
+                "description": "RFC 3339 time of `last_error`; null when there is none."
+              }
+            }
+          },
+          "HealthCheckResult": {
+            "type": "object",
+            "required": [
+              "at",
+              "ok",
+              "status",
+              "error"
+            ],
+            "properties": {
+              "at": {
+                "type": "string",
+                "format": "date-time",
+                "description": "RFC 3339 time of the check."
+              },
+              "ok": {
+                "type": "boolean",
+                "description": "The check got a 2xx answer."
+              },
+              "status": {
+                "type": [
+                  "integer",
+                  "null"
+                ],
+                "description": "The answer's status; null when no answer came (refused, timed out, reset)."
+              },
+              "error": {
+                "type": [
+                  "string",
+                  "null"
+                ],
+                "description": "Why the check failed (`status 401`, a connect error); null for a good check."
               }
             }
           },

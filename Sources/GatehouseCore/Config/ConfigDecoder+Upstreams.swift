@@ -74,7 +74,9 @@ extension ConfigDecoder {
     guard let object = field.object() else { return nil }
     let pathField = object.field("path")
     var path = pathField?.nonEmptyString() ?? "/health"
-    if let pathField, let problem = Self.requestPathProblem(path) {
+    // `~/path`: from the host's root rather than the url's base path (see `target(basePath:)`).
+    let rooted = path.hasPrefix("~/") ? String(path.dropFirst()) : path
+    if let pathField, let problem = Self.requestPathProblem(rooted) {
       pathField.report(problem)
       path = "/health"
     }

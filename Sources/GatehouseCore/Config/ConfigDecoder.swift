@@ -230,9 +230,28 @@ struct ConfigDecoder {
         ["debug": LogLevel.debug, "info": .info, "warn": .warn, "error": .error]) ?? .info,
       access: object?.field("access")?.enumeration(["stdout": AccessLogDestination.stdout, "off": .off])
         ?? .stdout,
-      format: object?.field("format")?.enumeration(["json": LogFormat.json]) ?? .json)
+      format: object?.field("format")?.enumeration(["json": LogFormat.json]) ?? .json,
+      trustedProxies: object?.field("trusted_proxies").map(decodeTrustedProxies) ?? [],
+      maskQuery: object?.field("mask_query").map(decodeMaskedQuery) ?? LogConfig.defaultMaskedQuery)
     object?.finishReading()
     return log
+  }
+
+  /// `log.trusted_proxies`: IP addresses and networks; each entry that is neither is reported.
+  private func decodeTrustedProxies(_ field: ConfigField) -> [String] {
+    (field.array() ?? []).compactMap { element in
+      guard let entry = element.nonEmptyString() else { return nil }
+      if let problem = TrustedProxies.problem(entry) {
+        element.report(problem)
+        return nil
+      }
+      return entry
+    }
+  }
+
+  /// `log.mask_query`: query parameter names (compared without case).
+  private func decodeMaskedQuery(_ field: ConfigField) -> [String] {
+    (field.array() ?? []).compactMap { $0.nonEmptyString() }
   }
 
   // MARK: - headers

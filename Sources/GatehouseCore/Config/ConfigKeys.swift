@@ -165,7 +165,7 @@ public enum ConfigKeys {
         "upstreams.*.tls.key", "string (file)", "none", .applies, "private key of the client certificate; needs `cert`"),
       key("upstreams.*.health", "object", "none (no active checks)", .applies, "active health checks"),
       key(
-        "upstreams.*.health.path", "string (path)", "`/health`", .applies,
+        "upstreams.*.health.path", "string (path; `~/…` from the host's root)", "`/health`", .applies,
         "path checked with GET, appended to the url's base path"),
       key("upstreams.*.health.interval_ms", "integer ≥ 1", "2000", .applies, "time between checks"),
       key(
@@ -302,6 +302,12 @@ public enum ConfigKeys {
       key("log.level", "`debug`, `info`, `warn` or `error`", "`info`", .applies, "lowest level written"),
       key("log.access", "`stdout` or `off`", "`stdout`", .applies, "one access line per request"),
       key("log.format", "`json`", "`json`", .applies, "one JSON object per line"),
+      key(
+        "log.trusted_proxies", "array of IP addresses or CIDR ranges", "[]", .applies,
+        "peers whose first `X-Forwarded-For` hop is logged as `client`"),
+      key(
+        "log.mask_query", "array of query parameter names", "`access_token`, `token`, `key`, … (Docs/logs.md)",
+        .applies, "query parameters whose values access lines write as `***`"),
     ]
 
   /// The key at `path`, if the table has it.

@@ -193,6 +193,19 @@ public struct LogConfig: Sendable, Equatable {
   public let access: AccessLogDestination
   /// Only `json` exists.
   public let format: LogFormat
+  /// `trusted_proxies`: addresses and networks (`10.0.0.0/8`) whose `X-Forwarded-For` the
+  /// access line's `client` believes. Default none.
+  public var trustedProxies: [String] = []
+  /// `mask_query`: query parameters whose values access lines mask. Replaces the default
+  /// list when given (`[]` masks nothing).
+  public var maskQuery: [String] = LogConfig.defaultMaskedQuery
+
+  /// Parameter names that carry credentials in the wild: OAuth (`access_token`, `code`),
+  /// API keys, passwords, signed URLs (`signature`, `sig`).
+  public static let defaultMaskedQuery = [
+    "access_token", "refresh_token", "id_token", "token", "key", "api_key", "apikey", "password", "passwd",
+    "secret", "client_secret", "signature", "sig", "code", "auth",
+  ]
 }
 
 /// The lowest severity written to the log.

@@ -40,7 +40,8 @@ public struct UpstreamTLSConfig: Sendable, Equatable {
 
 /// Active health checks (`health`); defaults are the SPEC §2 example values.
 public struct HealthCheckConfig: Sendable, Equatable {
-  /// Path on the upstream, appended to its base path. Default `/health`.
+  /// Path on the upstream, appended to its base path (`target(basePath:)`); `~/…` is
+  /// from the host's root instead. Default `/health`.
   public let path: String
   /// Default 2 s.
   public let interval: Duration
@@ -48,6 +49,16 @@ public struct HealthCheckConfig: Sendable, Equatable {
   public let unhealthyAfter: Int
   /// Consecutive good checks before it is healthy again. Default 2.
   public let healthyAfter: Int
+
+  /// The request target of a check. `path` is joined to the upstream url's base path, as a
+  /// route's path is (`url: …/api/v1` with `/health` asks `/api/v1/health`), so one path
+  /// means the same thing in both places. A path written `~/health` opts out and is asked
+  /// from the host's root (`/health`): some backends keep their health endpoint outside
+  /// the API's base path.
+  public func target(basePath: String) -> String {
+    if path.hasPrefix("~/") { return String(path.dropFirst()) }
+    return basePath + path
+  }
 }
 
 /// The circuit breaker (`circuit`, SPEC §5); defaults are the SPEC §2 example values.

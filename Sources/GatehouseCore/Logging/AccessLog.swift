@@ -1,31 +1,57 @@
 import GatehouseHTTP
 
 /// One finished request, as the access log records it (SPEC §8). Header values, bodies and
-/// credentials are never part of it.
+/// credentials are never part of it (the query is logged with sensitive values masked, and
+/// `User-Agent` is the one header value written).
 public struct AccessRecord: Sendable {
   public var requestID: [UInt8]
   public var method: HTTPMethod
   public var path: ArraySlice<UInt8>
+  /// The bytes after `?`; nil without one. Masked as it is written (`QueryMask`).
+  public var query: ArraySlice<UInt8>?
   public var route: String?
+  /// The upstream the request's route sends to; nil without one.
+  public var upstream: String?
   public var status: Int
   public var upstreamStatus: Int?
+  /// Why the gateway answered itself; nil for an answer the upstream gave.
+  public var reason: LocalAnswerReason?
   public var cache: String?
   public var durationNanoseconds: UInt64
+  /// From sending the request upstream to the answer's head; nil when none came.
+  public var upstreamNanoseconds: UInt64?
+  /// Everything written to the client for this answer: status line, header fields and body
+  /// as sent (with chunked framing).
   public var bytes: Int64
+  /// The answer's body alone, as sent (after compression or the envelope, without chunked
+  /// framing); 0 for a HEAD request or a bodiless status.
+  public var bodyBytes: Int64
+  /// The peer address, or the first `X-Forwarded-For` hop behind a trusted proxy.
+  public var client: ArraySlice<UInt8>
+  public var userAgent: ArraySlice<UInt8>?
 
   public init(
-    requestID: [UInt8], method: HTTPMethod, path: ArraySlice<UInt8>, route: String?, status: Int,
-    upstreamStatus: Int?, cache: String?, durationNanoseconds: UInt64, bytes: Int64
+    requestID: [UInt8], method: HTTPMethod, path: ArraySlice<UInt8>, query: ArraySlice<UInt8>? = nil,
+    route: String?, upstream: String? = nil, status: Int, upstreamStatus: Int?, reason: LocalAnswerReason? = nil,
+    cache: String?, durationNanoseconds: UInt64, upstreamNanoseconds: UInt64? = nil, bytes: Int64,
+    bodyBytes: Int64 = 0, client: ArraySlice<UInt8> = [], userAgent: ArraySlice<UInt8>? = nil
   ) {
     self.requestID = requestID
     self.method = method
     self.path = path
+    self.query = query
     self.route = route
+    self.upstream = upstream
     self.status = status
     self.upstreamStatus = upstreamStatus
+    self.reason = reason
     self.cache = cache
     self.durationNanoseconds = durationNanoseconds
+    self.upstreamNanoseconds = upstreamNanoseconds
     self.bytes = bytes
+    self.bodyBytes = bodyBytes
+    self.client = client
+    self.userAgent = userAgent
   }
 }
 
@@ -34,9 +60,12 @@ public struct AccessRecord: Sendable {
 public struct AccessLogBuffer {
   public private(set) var pending: [UInt8] = []
   public let flushThreshold: Int
+  /// The query parameters whose values are masked (`log.mask_query`).
+  public var queryMask: QueryMask
 
-  public init(flushThreshold: Int = 32 * 1024) {
+  public init(flushThreshold: Int = 32 * 1024, queryMask: QueryMask = QueryMask(names: LogConfig.defaultMaskedQuery)) {
     self.flushThreshold = flushThreshold
+    self.queryMask = queryMask
   }
 
   public var needsFlush: Bool { pending.count >= flushThreshold }
@@ -49,8 +78,12 @@ public struct AccessLogBuffer {
     JSONText.appendString(record.method.name, to: &pending)
     pending.append(contentsOf: #","path":"#.utf8)
     JSONText.appendString(bytes: record.path, to: &pending)
+    pending.append(contentsOf: #","query":"#.utf8)
+    if let query = record.query { queryMask.appendJSONString(query, to: &pending) } else { null() }
     pending.append(contentsOf: #","route":"#.utf8)
     if let route = record.route { JSONText.appendString(route, to: &pending) } else { null() }
+    pending.append(contentsOf: #","upstream":"#.utf8)
+    if let upstream = record.upstream { JSONText.appendString(upstream, to: &pending) } else { null() }
     pending.append(contentsOf: #","status":"#.utf8)
     HTTPSerializer.appendDecimal(Int64(record.status), to: &pending)
     pending.append(contentsOf: #","upstream_status":"#.utf8)
@@ -59,20 +92,34 @@ public struct AccessLogBuffer {
     } else {
       null()
     }
+    pending.append(contentsOf: #","reason":"#.utf8)
+    if let reason = record.reason { JSONText.appendString(reason.rawValue, to: &pending) } else { null() }
     pending.append(contentsOf: #","cache":"#.utf8)
     if let cache = record.cache { JSONText.appendString(cache, to: &pending) } else { null() }
     pending.append(contentsOf: #","duration_ms":"#.utf8)
-    // Milliseconds with three decimals, written as integer parts to avoid Double formatting.
-    let micros = record.durationNanoseconds / 1000
+    appendMilliseconds(record.durationNanoseconds)
+    pending.append(contentsOf: #","upstream_ms":"#.utf8)
+    if let upstream = record.upstreamNanoseconds { appendMilliseconds(upstream) } else { null() }
+    pending.append(contentsOf: #","bytes":"#.utf8)
+    HTTPSerializer.appendDecimal(record.bytes, to: &pending)
+    pending.append(contentsOf: #","body_bytes":"#.utf8)
+    HTTPSerializer.appendDecimal(record.bodyBytes, to: &pending)
+    pending.append(contentsOf: #","client":"#.utf8)
+    JSONText.appendString(bytes: record.client, to: &pending)
+    pending.append(contentsOf: #","user_agent":"#.utf8)
+    if let agent = record.userAgent { JSONText.appendString(bytes: agent, to: &pending) } else { null() }
+    pending.append(contentsOf: "}\n".utf8)
+  }
+
+  /// Milliseconds with three decimals, written as integer parts to avoid Double formatting.
+  private mutating func appendMilliseconds(_ nanoseconds: UInt64) {
+    let micros = nanoseconds / 1000
     HTTPSerializer.appendDecimal(Int64(micros / 1000), to: &pending)
     pending.append(0x2E)
     let fraction = Int(micros % 1000)
     pending.append(0x30 &+ UInt8(fraction / 100))
     pending.append(0x30 &+ UInt8(fraction / 10 % 10))
     pending.append(0x30 &+ UInt8(fraction % 10))
-    pending.append(contentsOf: #","bytes":"#.utf8)
-    HTTPSerializer.appendDecimal(record.bytes, to: &pending)
-    pending.append(contentsOf: "}\n".utf8)
   }
 
   private mutating func null() { pending.append(contentsOf: "null".utf8) }

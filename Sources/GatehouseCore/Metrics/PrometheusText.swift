@@ -63,6 +63,13 @@ public struct PrometheusText {
       self.sample(
         "gatehouse_upstream_requests_total", [("upstream", key.upstream), ("outcome", key.outcome)], Double(count))
     }
+    header(
+      "gatehouse_local_answers_total", "counter",
+      "Answers the gateway made itself (or served from the store instead of a failing upstream), by route and reason.")
+    for (key, count) in sample.localAnswers.sorted(by: { ($0.key.route, $0.key.reason) < ($1.key.route, $1.key.reason) }
+    ) {
+      self.sample("gatehouse_local_answers_total", [("route", key.route), ("reason", key.reason)], Double(count))
+    }
     header("gatehouse_cache_total", "counter", "Store lookups by result.")
     for result in ["hit", "stale", "miss", "bypass"] {
       self.sample("gatehouse_cache_total", [("result", result)], Double(sample.cacheResults[result] ?? 0))

@@ -68,6 +68,14 @@ final class LoopMetrics {
   /// route: where a backend refuses a token shows per route, not as a global token state.
   private(set) var tokenRejections: [TokenRouteKey: UInt64] = [:]
 
+  /// Answers the gateway made itself, by route name ("" unrouted) and reason. Only local
+  /// answers hash here, never an upstream's.
+  private(set) var localAnswers: [LocalAnswerKey: UInt64] = [:]
+
+  func countLocalAnswer(route: String, reason: LocalAnswerReason) {
+    localAnswers[LocalAnswerKey(route: route, reason: reason.rawValue), default: 0] &+= 1
+  }
+
   func countTokenRejection(token: String, route: String) {
     tokenRejections[TokenRouteKey(token: token, route: route), default: 0] &+= 1
   }
@@ -131,6 +139,7 @@ final class LoopMetrics {
     sample.pipelineResent = pipelineResent
     sample.tokenRejections = tokenRejections
     sample.keyPathMissing = keyPathMissing
+    sample.localAnswers = localAnswers
     return sample
   }
 }
@@ -138,6 +147,11 @@ final class LoopMetrics {
 struct TokenRouteKey: Hashable, Sendable {
   let token: String
   let route: String
+}
+
+struct LocalAnswerKey: Hashable, Sendable {
+  let route: String
+  let reason: String
 }
 
 struct UpstreamOutcomeKey: Hashable, Sendable {
@@ -179,6 +193,7 @@ public struct MetricsSample: Sendable {
   var pipelineResent: UInt64 = 0
   var tokenRejections: [TokenRouteKey: UInt64] = [:]
   var keyPathMissing: [String: UInt64] = [:]
+  var localAnswers: [LocalAnswerKey: UInt64] = [:]
 
   public init() {}
 
@@ -191,6 +206,7 @@ public struct MetricsSample: Sendable {
     pipelineResent &+= other.pipelineResent
     for (key, value) in other.tokenRejections { tokenRejections[key, default: 0] &+= value }
     for (key, value) in other.keyPathMissing { keyPathMissing[key, default: 0] &+= value }
+    for (key, value) in other.localAnswers { localAnswers[key, default: 0] &+= value }
   }
 
   /// Requests answered, by status, over all routes.

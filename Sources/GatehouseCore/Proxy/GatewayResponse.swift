@@ -95,12 +95,16 @@ public enum GatewayResponse {
     if allowsBody && !headOnly { out.append(contentsOf: body) }
   }
 
+  /// Returns the bytes of the body written (0 for `headOnly`), for the access line.
+  @discardableResult
   public static func writeFailure(
     _ failure: Failure, requestID: [UInt8], closeConnection: Bool, headOnly: Bool = false, into out: inout [UInt8]
-  ) {
+  ) -> Int {
+    let body = errorBody(status: failure.status, message: failure.message)
     write(
-      status: failure.status, body: errorBody(status: failure.status, message: failure.message),
-      requestID: requestID, closeConnection: closeConnection, headOnly: headOnly, into: &out)
+      status: failure.status, body: body, requestID: requestID, closeConnection: closeConnection, headOnly: headOnly,
+      into: &out)
+    return headOnly || !HTTPSerializer.statusAllowsBody(failure.status) ? 0 : body.count
   }
 }
 
@@ -113,6 +117,12 @@ public enum JSONText {
   /// Escapes quotes, backslashes and controls; bytes of valid UTF-8 pass as they are.
   public static func appendString<S: Sequence>(bytes: S, to out: inout [UInt8]) where S.Element == UInt8 {
     out.append(0x22)
+    appendStringContent(bytes: bytes, to: &out)
+    out.append(0x22)
+  }
+
+  /// The escaped bytes of a JSON string without its quotes (for strings written in pieces).
+  public static func appendStringContent<S: Sequence>(bytes: S, to out: inout [UInt8]) where S.Element == UInt8 {
     for byte in bytes {
       switch byte {
       case 0x22: out.append(contentsOf: [0x5C, 0x22])
@@ -126,6 +136,5 @@ public enum JSONText {
       default: out.append(byte)
       }
     }
-    out.append(0x22)
   }
 }

@@ -46,7 +46,7 @@ extension ClientSession {
       context.shared.warnAboutLimit(
         "buffered answers reached limits.buffered_bytes", ["limit": .int(exchange.snapshot.bufferedBytes)])
       closeAfterResponse = closeAfterResponse || !exchange.requestComplete
-      respondLocally(failure: .overloaded)
+      respondLocally(failure: .overloaded, reason: .overloaded)
       return
     }
     exchange.bufferedTruncated = true
@@ -72,10 +72,11 @@ extension ClientSession {
     do {
       try exchange.streamValidator?.feed(piece)
     } catch {
+      // The cut answer's access line says why (its status is the 200 already sent).
+      exchange.reason = .badResponse
       abort()
       return false
     }
-    exchange.bytesSent += Int64(piece.count)
     appendWrapped(piece, exchange: exchange)
     return true
   }
@@ -85,6 +86,8 @@ extension ClientSession {
     guard let exchange else { return }
     exchange.status = policy.httpStatus(head.status)
     exchange.responseStarted = true
+    let before = context.output.count
+    defer { exchange.bytesSent += Int64(context.output.count - before) }
     if exchange.suppressBody {
       // HEAD: the same head a GET gets, with the wrapped length when the upstream's is known,
       // and no body at all (the upstream's is read and dropped).
@@ -114,9 +117,12 @@ extension ClientSession {
     // An empty piece (nothing buffered yet, a held byte order mark) writes nothing: as a
     // chunk it would end the body.
     if exchange.suppressBody || bytes.isEmpty { return }
+    let before = context.output.count
     if exchange.rechunkResponse { HTTPSerializer.writeChunkHeader(size: bytes.count, into: &context.output) }
     context.output.append(contentsOf: bytes)
     if exchange.rechunkResponse { HTTPSerializer.writeChunkTrailer(into: &context.output) }
+    exchange.bodyBytes += Int64(bytes.count)
+    exchange.bytesSent += Int64(context.output.count - before)
   }
 
   /// The buffered body is complete: render the envelope (or pass the answer as it is).
@@ -173,7 +179,10 @@ extension ClientSession {
         framing: allowsBody && !headOnly ? .contentLength(Int64(exchange.bufferedBody.count)) : .none,
         headContentLength: headOnly && allowsBody ? Int64(exchange.bufferedBody.count) : nil, closeConnection: close,
         extraLines: Self.cacheLines(exchange.cacheResult), except: except, hiding: secret, into: &context.output)
-      if !headOnly && allowsBody { context.output.append(contentsOf: exchange.bufferedBody) }
+      if !headOnly && allowsBody {
+        context.output.append(contentsOf: exchange.bufferedBody)
+        exchange.bodyBytes += Int64(exchange.bufferedBody.count)
+      }
     }
     exchange.bytesSent += Int64(context.output.count - before)
     exchange.bufferedBody = []
@@ -195,7 +204,10 @@ extension ClientSession {
     ClientResponseWriter.writeEnveloped(
       status: status, upstream: head, requestID: exchange.requestID, framing: .contentLength(Int64(body.count)),
       gzip: gzip, closeConnection: close, extraLines: extra, hiding: secret, into: &context.output)
-    if !headOnly { context.output.append(contentsOf: body) }
+    if !headOnly {
+      context.output.append(contentsOf: body)
+      exchange.bodyBytes += Int64(body.count)
+    }
   }
 
   /// The token value to keep out of an answer: an error answer may echo the credential it was

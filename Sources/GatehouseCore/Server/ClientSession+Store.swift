@@ -229,6 +229,7 @@ extension ClientSession {
     let close = closeAfterResponse || !exchange.head.keepAlive || context.draining || withheld
     exchange.closeClient = close
     exchange.responseStarted = true
+    exchange.bodyBytes = 0
     context.output.removeAll(keepingCapacity: true)
     switch outcome {
     case .json(let status, let json), .unusable(let status, let json):
@@ -250,7 +251,7 @@ extension ClientSession {
             exchange.cacheResult = .miss
             if let key = exchange.cacheKey { context.store?.forget(key: key) }
           }
-          respondLocally(failure: .upstreamUnavailable)
+          respondLocally(failure: .upstreamUnavailable, reason: .storedAnswerUnusable)
           return
         }
         body = decoded
@@ -261,7 +262,10 @@ extension ClientSession {
         head: head, requestID: exchange.requestID, framing: headOnly ? .none : .contentLength(Int64(body.count)),
         headContentLength: headOnly ? Int64(body.count) : nil, closeConnection: close, extraLines: extra,
         except: except, into: &context.output)
-      if !headOnly { context.output.append(contentsOf: body) }
+      if !headOnly {
+        context.output.append(contentsOf: body)
+        exchange.bodyBytes = Int64(body.count)
+      }
     }
     exchange.bytesSent = Int64(context.output.count)
     exchange.responseComplete = true

@@ -37,11 +37,12 @@ extension ClientSession {
 
   private func tokenUnavailable() {
     guard let exchange else { return }
+    exchange.reason = .tokenUnavailable
     if let stale = staleAnswer(for: exchange) {
       serveStored(stale, result: .stale)
       return
     }
-    respondLocally(failure: .tokenUnavailable)
+    respondLocally(failure: .tokenUnavailable, reason: .tokenUnavailable)
   }
 
   /// A backend said the token was rejected (status or body field). Counts it for the route,

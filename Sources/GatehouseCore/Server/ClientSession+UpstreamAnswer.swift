@@ -39,6 +39,7 @@ extension ClientSession {
       case .head:
         let head = exchange!.responseParser.takeHead()
         if head.isInformational { continue }
+        exchange!.headAt = loop.iterationTime
         upstream.lastAnswerWasHTTP11 = head.version == .http1_1
         guard beginResponse(head) else { return bytes.count }
       case .body(let range):
@@ -97,7 +98,7 @@ extension ClientSession {
       // A bad certificate or a failed handshake: the upstream is unusable, like a refusal.
       context.shared.logger.warn(
         "upstream TLS failed", ["upstream": .string(upstream.pool.plan.name), "error": .string(error.description)])
-      upstreamFailed(.unavailable, detail: "TLS: \(error.description)")
+      upstreamFailed(.unavailable, detail: "TLS: \(error.description)", reason: .tlsFailed)
     case .failed(let error) where error.syscall == "connect":
       // Refused or unreachable before a byte was exchanged: the upstream is down (outcome
       // `unavailable`), which a reset of an established exchange is not.
@@ -168,6 +169,7 @@ extension ClientSession {
         exchange.pool?.discard(upstream, by: self)
       }
       if exchange.collapseRole == .leading { exchange.collapseOutcome = .failed(.unavailable) }
+      exchange.reason = .upstreamError
       serveStored(stale, result: .stale)
       return false
     }
@@ -256,6 +258,7 @@ extension ClientSession {
         try exchange.streamValidator?.feed(bytes)
       } catch {
         // Invalid JSON mid-stream: cut the connection so the client never sees a last chunk.
+        exchange.reason = .badResponse
         abort()
         return
       }
@@ -273,9 +276,13 @@ extension ClientSession {
         return
       }
     }
-    self.exchange?.bytesSent += Int64(bytes.count)
+    exchange.bodyBytes += Int64(bytes.count)
+    exchange.bytesSent += Int64(bytes.count)
     if exchange.rechunkResponse {
+      let before = context.output.count
       HTTPSerializer.writeChunkHeader(size: bytes.count, into: &context.output)
+      // The chunk's size line and its closing CRLF.
+      exchange.bytesSent += Int64(context.output.count - before + 2)
     }
     if bytes.count <= 16 * 1024 {
       context.output.append(contentsOf: bytes)
@@ -290,10 +297,12 @@ extension ClientSession {
   /// A piece of a masked body (see `bodyMasker`); an empty one (all held back) writes nothing.
   private func writeMaskedBody(_ piece: [UInt8], exchange: Exchange) {
     guard !piece.isEmpty else { return }
-    exchange.bytesSent += Int64(piece.count)
+    let before = context.output.count
     if exchange.rechunkResponse { HTTPSerializer.writeChunkHeader(size: piece.count, into: &context.output) }
     context.output.append(contentsOf: piece)
     if exchange.rechunkResponse { HTTPSerializer.writeChunkTrailer(into: &context.output) }
+    exchange.bodyBytes += Int64(piece.count)
+    exchange.bytesSent += Int64(context.output.count - before)
   }
 
   private func completeResponse(upstreamReusable: Bool) {
@@ -321,7 +330,12 @@ extension ClientSession {
         body: GatewayResponse.errorBody(status: 401, message: GatewayResponse.Failure.tokenRejected.message))
     }
     var usable = !tokenRefused
-    if case .unusable = rendered { usable = false }
+    if case .unusable = rendered {
+      usable = false
+      // The answer written (or the stored one served instead) is the gateway's: the
+      // upstream's could not be used.
+      exchange.reason = tokenRefused ? .tokenRejected : .badResponse
+    }
     if usable {
       noteTokenAccepted(exchange)
     } else if exchange.collapseRole == .leading {
@@ -355,6 +369,7 @@ extension ClientSession {
       do {
         try exchange.streamValidator?.finish()
       } catch {
+        exchange.reason = .badResponse
         abort()
         return
       }
@@ -365,7 +380,11 @@ extension ClientSession {
     if exchange.collapseRole == .leading, let kept {
       exchange.collapseOutcome = .answer(CollapsedAnswer(head: kept.head, body: kept.body, rendered: rendered))
     }
-    if exchange.rechunkResponse { HTTPSerializer.writeLastChunk(into: &context.output) }
+    if exchange.rechunkResponse {
+      let before = context.output.count
+      HTTPSerializer.writeLastChunk(into: &context.output)
+      exchange.bytesSent += Int64(context.output.count - before)
+    }
     flushOutput()
     self.exchange?.responseComplete = true
     releaseUpstream(exchange, upstreamReusable: upstreamReusable)
@@ -453,6 +472,8 @@ extension ClientSession {
     case invalidResponse
     /// Refused without a connect attempt: the circuit is open.
     case circuitOpen
+    /// Refused without a connect attempt: the health checks call the upstream down.
+    case unhealthy
     /// The connection to the upstream was not established in time.
     case connectTimedOut
     /// No connection came free within the queue timeout (`max_connections`).
@@ -466,8 +487,24 @@ extension ClientSession {
       case .timedOut: return "timeout"
       case .invalidResponse: return "invalid_response"
       case .circuitOpen: return "circuit_open"
+      case .unhealthy: return "unhealthy"
       case .connectTimedOut: return "timeout"
       case .busy: return "busy"
+      }
+    }
+
+    /// The access line's `reason` for the answer the failure leads to (the caller may know
+    /// better: a TLS failure is `unavailable` too).
+    var reason: LocalAnswerReason {
+      switch self {
+      case .unavailable: return .connectRefused
+      case .closed: return .reset
+      case .timedOut: return .responseTimeout
+      case .invalidResponse: return .badResponse
+      case .circuitOpen: return .circuitOpen
+      case .unhealthy: return .unhealthy
+      case .connectTimedOut: return .connectTimeout
+      case .busy: return .upstreamBusy
       }
     }
 
@@ -477,14 +514,15 @@ extension ClientSession {
       switch self {
       case .unavailable, .connectTimedOut: return .upstream
       case .closed, .timedOut, .invalidResponse: return .route
-      case .circuitOpen, .busy: return .none
+      case .circuitOpen, .unhealthy, .busy: return .none
       }
     }
   }
 
   /// `detail` is what `/admin/upstreams` shows as the upstream's last error when there is more
-  /// to say than the outcome the metrics count.
-  func upstreamFailed(_ failure: UpstreamFailure, detail: String? = nil) {
+  /// to say than the outcome the metrics count; `reason` the access line's, when it is more
+  /// precise than the failure's own.
+  func upstreamFailed(_ failure: UpstreamFailure, detail: String? = nil, reason: LocalAnswerReason? = nil) {
     guard let exchange else { return }
     // The connection ended, or sent what is not an answer, before this request's answer
     // began while it was pipelined behind another: the upstream may never have read it
@@ -525,6 +563,7 @@ extension ClientSession {
       exchange.responseStarted = false
       exchange.rechunkResponse = false
       exchange.bytesSent = 0
+      exchange.bodyBytes = 0
     }
     if failure == .closed
       && UpstreamRetryPolicy.shouldRetry(
@@ -537,6 +576,8 @@ extension ClientSession {
     }
     // Waiters answer as this request does, without trying the failed upstream again.
     if exchange.collapseRole == .leading { exchange.collapseOutcome = .failed(failure) }
+    // Whatever answers now (a stored answer, the stub, an error) does so for this reason.
+    exchange.reason = reason ?? failure.reason
     if let stale = staleAnswer(for: exchange) {
       serveStored(stale, result: .stale)
       return
@@ -548,10 +589,12 @@ extension ClientSession {
         return
       }
     }
+    let why = reason ?? failure.reason
     switch failure {
-    case .timedOut, .connectTimedOut: respondLocally(failure: .upstreamTimedOut)
-    case .busy: respondLocally(failure: .upstreamBusy)
-    case .unavailable, .closed, .invalidResponse, .circuitOpen: respondLocally(failure: .upstreamUnavailable)
+    case .timedOut, .connectTimedOut: respondLocally(failure: .upstreamTimedOut, reason: why)
+    case .busy: respondLocally(failure: .upstreamBusy, reason: why)
+    case .unavailable, .closed, .invalidResponse, .circuitOpen, .unhealthy:
+      respondLocally(failure: .upstreamUnavailable, reason: why)
     }
   }
 

@@ -180,7 +180,8 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     }
     let requestID = exchange?.requestID ?? context.requestIDs.next()
     var out: [UInt8] = []
-    GatewayResponse.writeFailure(.badRequest(error), requestID: requestID, closeConnection: true, into: &out)
+    let body = GatewayResponse.writeFailure(
+      .badRequest(error), requestID: requestID, closeConnection: true, into: &out)
     if let upstream = exchange?.upstream { exchange?.pool?.discard(upstream, by: self) }
     let dropped = exchange
     let waiters = exchange.flatMap(detachWaiters)
@@ -190,9 +191,11 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     if let dropped {
       // A body that failed to parse: the request's own line, with the status it got.
       dropped.bytesSent = Int64(out.count)
+      dropped.bodyBytes = Int64(body)
+      dropped.reason = .badRequest
       record(dropped, status: error.status)
     } else {
-      logLocal(status: error.status, requestID: requestID, head: nil, bytes: out.count)
+      logLocal(status: error.status, reason: .badRequest, requestID: requestID, bytes: out.count, bodyBytes: body)
     }
     connection?.close()
   }
@@ -219,10 +222,10 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       case .anonymous:
         break
       case .missing:
-        respondLocally(failure: .clientKeyMissing, extraHeaders: Self.apiKeyChallenge)
+        respondLocally(failure: .clientKeyMissing, reason: .clientKeyMissing, extraHeaders: Self.apiKeyChallenge)
         return
       case .invalid:
-        respondLocally(failure: .clientKeyInvalid, extraHeaders: Self.apiKeyChallenge)
+        respondLocally(failure: .clientKeyInvalid, reason: .clientKeyInvalid, extraHeaders: Self.apiKeyChallenge)
         return
       case .client(let index):
         let client = snapshot.clients.clients[index]
@@ -230,14 +233,15 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
         if let bucket = client.bucket,
           case .limited(let seconds) = snapshot.rateLimiter.take(bucket: bucket, nowMs: RateLimiter.clockMs())
         {
-          respondLocally(failure: .rateLimited, extraHeaders: Array("Retry-After: \(seconds)\r\n".utf8))
+          respondLocally(
+            failure: .rateLimited, reason: .rateLimited, extraHeaders: Array("Retry-After: \(seconds)\r\n".utf8))
           return
         }
       }
     }
     guard let match else {
       respondLocally(
-        failure: .noRoute(method: head.method.name, path: String(decoding: head.path, as: UTF8.self)))
+        failure: .noRoute(method: head.method.name, path: String(decoding: head.path, as: UTF8.self)), reason: .noRoute)
       return
     }
     let plan = snapshot.routePlans[match.routeIndex]
@@ -255,11 +259,11 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       break
     }
     guard plan.upstreamIndex != nil else {
-      respondLocally(failure: .upstreamUnavailable)
+      respondLocally(failure: .upstreamUnavailable, reason: .noUpstream)
       return
     }
     if snapshot.routeTable.rewriteCarriesEncodedDelimiter(for: match, requestPath: head.path) {
-      respondLocally(failure: .badRequest(.invalidTarget))
+      respondLocally(failure: .badRequest(.invalidTarget), reason: .badRequest)
       return
     }
     exchange?.upstreamTarget = snapshot.routeTable.upstreamPath(
@@ -286,7 +290,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     guard let upstreamIndex = plan.upstreamIndex,
       let pool = startedOn ?? context.pool(upstreamIndex, of: exchange.snapshot)
     else {
-      upstreamFailed(.unavailable)
+      upstreamFailed(.unavailable, reason: .noUpstream)
       return
     }
     var token: UpstreamRequestWriter.TokenLine?
@@ -300,23 +304,26 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       exchange.sentToken = grant.bytes
       token = UpstreamRequestWriter.TokenLine(prefix: use.linePrefix, value: grant.bytes, suffix: use.lineSuffix)
     }
-    // An upstream the health checks call down is skipped like one with an open circuit
-    // (without health checks the map is empty, and no name is hashed per request). A retry
-    // on a fresh connection asks the circuit whether a retry makes sense now (the failure
-    // being retried may have opened it, or be one of many); it never takes a trial.
+    // An upstream the health checks call down is skipped without a connect attempt, as one
+    // with an open circuit is, but counted as what it is (`unhealthy`): the circuit did not
+    // open (without health checks the map is empty, and no name is hashed per request). A
+    // retry on a fresh connection asks the circuit whether a retry makes sense now (the
+    // failure being retried may have opened it, or be one of many); it never takes a trial.
     let now = loop.iterationTime
-    var skip = !context.upstreamHealthy.isEmpty && context.upstreamHealthy[pool.plan.name] == false
-    if !skip && (fresh || !exchange.breakersAdmitted) {
+    var skip: UpstreamFailure?
+    if !context.upstreamHealthy.isEmpty && context.upstreamHealthy[pool.plan.name] == false {
+      skip = .unhealthy
+    } else if fresh || !exchange.breakersAdmitted {
       switch pool.breakersDecide(route: plan.name, retry: fresh, now: now) {
       case .attempt, .attemptAsTrial: break
-      case .reject: skip = true
+      case .reject: skip = .circuitOpen
       // On probation, with the check out: a request with a stored answer takes it.
-      case .attemptUnlessAnswerable: skip = staleAnswer(for: exchange) != nil
+      case .attemptUnlessAnswerable: skip = staleAnswer(for: exchange) != nil ? .circuitOpen : nil
       }
     }
-    if skip {
+    if let skip {
       self.exchange?.pool = pool
-      upstreamFailed(.circuitOpen)
+      upstreamFailed(skip)
       return
     }
     exchange.breakersAdmitted = true
@@ -375,6 +382,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     exchange.attempts += 1
     exchange.upstreamWasReused = upstream.useCount > 0
     exchange.sentAt = now
+    exchange.headAt = 0
     let upstreamMethod = exchange.envelope != nil && method == .head ? HTTPMethod.get : method
     exchange.suppressBody = upstreamMethod != method
     exchange.responseParser.requestWasHEAD = upstreamMethod == .head
@@ -464,7 +472,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
           // start went to the upstream that refused it and cannot be sent again.
           exchange.waitingForToken = false
           closeAfterResponse = true
-          respondLocally(failure: .tokenRejected)
+          respondLocally(failure: .tokenRejected, reason: .tokenRejected)
           return
         }
       }
@@ -479,7 +487,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
         if exchange.pendingBody.count > Self.maxPendingBody {
           exchange.waitingForToken = false
           closeAfterResponse = true
-          respondLocally(failure: .tokenUnavailable)
+          respondLocally(failure: .tokenUnavailable, reason: .tokenUnavailable)
         }
       } else if exchange.bufferingBody {
         if exchange.pendingBody.count >= exchange.snapshot.bodyBufferBytes {
@@ -559,6 +567,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
   // MARK: Answers made here
 
   private func answerWithStub(_ plan: RoutePlan) {
+    exchange?.reason = .stub
     guard plan.stub.delay > .zero else {
       respondLocally(status: plan.stub.status, body: plan.stub.body)
       return
@@ -567,7 +576,9 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     setDeadline(.stubDelay, after: plan.stub.delay)
   }
 
-  func respondLocally(failure: GatewayResponse.Failure, extraHeaders: [UInt8] = []) {
+  /// `reason` says why, for the access line and `gatehouse_local_answers_total`.
+  func respondLocally(failure: GatewayResponse.Failure, reason: LocalAnswerReason, extraHeaders: [UInt8] = []) {
+    exchange?.reason = reason
     // On `always_200` routes the gateway's own errors also travel as HTTP 200, the status
     // only in `code`.
     let status = exchange?.envelope?.httpStatus(failure.status) ?? failure.status
@@ -578,8 +589,9 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       extraHeaders: Self.cacheLines(exchange?.cacheResult) + extraHeaders)
   }
 
-  /// Writes a whole answer made by the gateway. The request's body, if not read yet, is
-  /// read and dropped so the connection can carry the next request.
+  /// Writes a whole answer made by the gateway (the caller has set the exchange's `reason`).
+  /// The request's body, if not read yet, is read and dropped so the connection can carry
+  /// the next request.
   func respondLocally(status: Int, body: [UInt8], extraHeaders: [UInt8] = []) {
     guard let exchange else { return }
     // A client still waiting for 100 Continue will not send its body: the connection ends
@@ -592,6 +604,8 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       headOnly: exchange.head.method == .head, extraHeaders: extraHeaders, into: &context.output)
     self.exchange?.status = status
     self.exchange?.bytesSent = Int64(context.output.count)
+    self.exchange?.bodyBytes =
+      exchange.head.method == .head || !HTTPSerializer.statusAllowsBody(status) ? 0 : Int64(body.count)
     self.exchange?.responseComplete = true
     self.exchange?.closeClient = close
     flushOutput()
@@ -716,9 +730,9 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       closeAfterResponse = true
       let requestID = context.requestIDs.next()
       var out: [UInt8] = []
-      GatewayResponse.writeFailure(.headerTimeout, requestID: requestID, closeConnection: true, into: &out)
+      let body = GatewayResponse.writeFailure(.headerTimeout, requestID: requestID, closeConnection: true, into: &out)
       _ = connection?.write(out)
-      logLocal(status: 408, requestID: requestID, head: nil, bytes: out.count)
+      logLocal(status: 408, reason: .requestTimeout, requestID: requestID, bytes: out.count, bodyBytes: body)
       connection?.close()
     case .idle:
       if clientTookQueuedOutput {
@@ -771,7 +785,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
         if let upstream = exchange?.upstream { exchange?.pool?.discard(upstream, by: self) }
         exchange?.upstream = nil
         exchange?.requestComplete = true
-        respondLocally(failure: .headerTimeout)
+        respondLocally(failure: .headerTimeout, reason: .requestTimeout)
       }
     case .clientWrite:
       if clientTookQueuedOutput {
@@ -789,6 +803,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       guard let exchange, exchange.waitingForStub, let routeIndex = exchange.routeIndex else { return }
       self.exchange?.waitingForStub = false
       let plan = exchange.snapshot.routePlans[routeIndex]
+      exchange.reason = .stub
       respondLocally(status: plan.stub.status, body: plan.stub.body)
     }
   }
@@ -843,23 +858,37 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     if let result = exchange.cacheResult { context.metrics.cacheResults[result.metricLabel, default: 0] &+= 1 }
     context.recordRequest(
       snapshot: exchange.snapshot, routeIndex: exchange.routeIndex, status: status, nanoseconds: elapsed)
-    if context.snapshot.accessLogEnabled {
-      context.logAccess(
-        AccessRecord(
-          requestID: exchange.requestID, method: exchange.head.method, path: exchange.head.path,
-          route: exchange.routeIndex.map { exchange.snapshot.routePlans[$0].name }, status: status,
-          upstreamStatus: exchange.upstreamStatus, cache: exchange.cacheResult?.rawValue,
-          durationNanoseconds: elapsed, bytes: exchange.bytesSent))
-    }
+    let plan = exchange.routeIndex.map { exchange.snapshot.routePlans[$0] }
+    if let reason = exchange.reason { context.metrics.countLocalAnswer(route: plan?.name ?? "", reason: reason) }
+    guard context.snapshot.accessLogEnabled else { return }
+    let head = exchange.head
+    let proxies = context.snapshot.trustedProxies
+    context.logAccess(
+      AccessRecord(
+        requestID: exchange.requestID, method: head.method, path: head.path, query: head.query, route: plan?.name,
+        upstream: exchange.pool?.plan.name ?? plan?.upstreamName, status: status,
+        upstreamStatus: exchange.upstreamStatus, reason: exchange.reason, cache: exchange.cacheResult?.rawValue,
+        durationNanoseconds: elapsed,
+        upstreamNanoseconds: exchange.headAt != 0 ? exchange.headAt &- exchange.sentAt : nil,
+        bytes: exchange.bytesSent, bodyBytes: exchange.bodyBytes,
+        // The forwarded field is looked up only when some proxy is trusted.
+        client: proxies.client(
+          peer: clientAddress,
+          forwardedFor: proxies.isEmpty ? nil : head.headers.firstValue(lowercaseName: "x-forwarded-for")),
+        userAgent: head.headers.firstValue(lowercaseName: "user-agent")))
   }
 
-  private func logLocal(status: Int, requestID: [UInt8], head: HTTPRequestHead?, bytes: Int) {
+  /// The line of an answer made before any request head was whole (a parse error, the
+  /// header timeout): no method, path or route to tell.
+  private func logLocal(status: Int, reason: LocalAnswerReason, requestID: [UInt8], bytes: Int, bodyBytes: Int) {
     context.metrics.unrouted.record(status: status, nanoseconds: 0)
+    context.metrics.countLocalAnswer(route: "", reason: reason)
     guard context.snapshot.accessLogEnabled else { return }
     context.logAccess(
       AccessRecord(
-        requestID: requestID, method: head?.method ?? .other("-"), path: head?.path ?? ArraySlice("-".utf8),
-        route: nil, status: status, upstreamStatus: nil, cache: nil, durationNanoseconds: 0, bytes: Int64(bytes)))
+        requestID: requestID, method: .other("-"), path: ArraySlice("-".utf8), route: nil, status: status,
+        upstreamStatus: nil, reason: reason, cache: nil, durationNanoseconds: 0, bytes: Int64(bytes),
+        bodyBytes: Int64(bodyBytes), client: clientAddress[...]))
   }
 
   // MARK: Pure decisions

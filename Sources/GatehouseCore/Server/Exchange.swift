@@ -49,7 +49,14 @@ final class Exchange {
   var waitingForStub = false
   var status = 0
   var upstreamStatus: Int?
+  /// All bytes written to the client for the answer (`bytes` of the access line) and those
+  /// of its body alone (`body_bytes`; see `AccessRecord`).
   var bytesSent: Int64 = 0
+  var bodyBytes: Int64 = 0
+  /// Why the gateway answered itself; nil while the answer is the upstream's.
+  var reason: LocalAnswerReason?
+  /// When the upstream's answer head arrived (loop time); 0 before one did.
+  var headAt: UInt64 = 0
   /// The route's envelope settings; nil when the route passes bodies through.
   var envelope: EnvelopePolicy?
   var bodyPlan = EnvelopeBodyPlan.passThrough

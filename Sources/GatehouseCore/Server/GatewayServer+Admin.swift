@@ -87,36 +87,63 @@ extension GatewayServer: AdminBackend {
     let snapshot = currentSnapshot
     nonisolated(unsafe) let checker = healthChecker
     onControl {
-      let health = checker.states().mapValues { HealthFigure(healthy: $0.healthy, lastError: $0.lastError) }
+      let health = checker.states()
       self.upstreamsDocument(snapshot: snapshot, health: health, completion: completion)
     }
   }
 
-  struct HealthFigure: Sendable {
-    let healthy: Bool
-    let lastError: String?
+  /// `last_check` of `/admin/upstreams`: the most recent health check, or null.
+  static func checkDocument(_ check: HealthState.Check?) -> JSONValue {
+    guard let check else { return .null }
+    return .object([
+      ("at", .string(RFC3339.string(seconds: check.atMs / 1000))),
+      ("ok", .bool(check.ok)),
+      ("status", check.status.map { .int($0) } ?? .null),
+      ("error", .optionalString(check.error)),
+    ])
+  }
+
+  /// The upstream's most recent error with its time (ms since the epoch): the health
+  /// check's or one a request met on any loop, whichever came last.
+  static func latestError(health: HealthState?, figures: [PoolFigures]) -> (text: String, atMs: Int64)? {
+    var latest: (text: String, atMs: Int64)?
+    if let health, let text = health.lastError, let at = health.lastErrorAtMs { latest = (text, at) }
+    for figure in figures {
+      guard let text = figure.lastError, let at = figure.lastErrorAtMs else { continue }
+      if latest == nil || at > latest!.atMs { latest = (text, at) }
+    }
+    return latest
   }
 
   private func upstreamsDocument(
-    snapshot: GatewaySnapshot, health: [String: HealthFigure], completion: @escaping @Sendable (JSONValue) -> Void
+    snapshot: GatewaySnapshot, health: [String: HealthState], completion: @escaping @Sendable (JSONValue) -> Void
   ) {
     gather({ context in context.poolFigures() }) { perLoop in
       var upstreams: [JSONValue] = []
       for plan in snapshot.upstreamPlans {
         let figures = perLoop.compactMap { $0[plan.name] }
         let openLoops = figures.filter(\.circuitOpen).count
-        upstreams.append(
-          .object([
-            ("name", .string(plan.name)),
-            ("address", .string(plan.address.description)),
-            ("health", .string(health[plan.name].map { $0.healthy ? "healthy" : "unhealthy" } ?? "unknown")),
-            ("circuit", .string(openLoops == 0 ? "closed" : "open")),
-            ("circuit_open_loops", .int(openLoops)),
-            ("open_routes", .array(Set(figures.flatMap(\.openRoutes)).sorted().map { .string($0) })),
-            ("open_connections", .int(figures.reduce(0) { $0 + $1.open })),
-            ("idle_connections", .int(figures.reduce(0) { $0 + $1.idle })),
-            ("last_error", .optionalString(health[plan.name]?.lastError ?? figures.compactMap(\.lastError).first)),
-          ]))
+        let checked = health[plan.name]
+        let lastError = Self.latestError(health: checked, figures: figures)
+        let healthText = checked.map { $0.healthy ? "healthy" : "unhealthy" } ?? "unknown"
+        let since: JSONValue = checked?.sinceMs.map { .string(RFC3339.string(seconds: $0 / 1000)) } ?? .null
+        let errorAt: JSONValue = lastError.map { .string(RFC3339.string(seconds: $0.atMs / 1000)) } ?? .null
+        let openRoutes: [JSONValue] = Set(figures.flatMap(\.openRoutes)).sorted().map { .string($0) }
+        let members: [(String, JSONValue)] = [
+          ("name", .string(plan.name)),
+          ("address", .string(plan.address.description)),
+          ("health", .string(healthText)),
+          ("since", since),
+          ("last_check", Self.checkDocument(checked?.lastCheck)),
+          ("circuit", .string(openLoops == 0 ? "closed" : "open")),
+          ("circuit_open_loops", .int(openLoops)),
+          ("open_routes", .array(openRoutes)),
+          ("open_connections", .int(figures.reduce(0) { $0 + $1.open })),
+          ("idle_connections", .int(figures.reduce(0) { $0 + $1.idle })),
+          ("last_error", .optionalString(lastError?.text)),
+          ("last_error_at", errorAt),
+        ]
+        upstreams.append(.object(members))
       }
       completion(.object([("upstreams", .array(upstreams))]))
     }
@@ -137,8 +164,10 @@ extension GatewayServer: AdminBackend {
       let routeCircuits = snapshot.upstreamPlans.flatMap { plan in
         Set(perLoop.flatMap { $0.1[plan.name]?.openRoutes ?? [] }).sorted().map { (plan.name, $0) }
       }
-      // Store totals and token states are read where they live: the control loop.
+      // Store totals, token states and health are read where they live: the control loop.
+      nonisolated(unsafe) let checker = self.healthChecker
       self.onControl {
+        let health = checker.states()
         let stats = shared.store?.stats()
         let states = manager.tokenStates()
         let refreshes = manager.refreshCounts()
@@ -212,6 +241,14 @@ extension GatewayServer: AdminBackend {
         text.family(
           "gatehouse_circuit_open", type: "gauge", help: "1 while an upstream's circuit is open (on any loop).",
           samples: circuits.map { ([("upstream", $0.0)], $0.1 ? 1.0 : 0.0) })
+        // Only upstreams with health checks have a verdict (the admin API says `unknown`
+        // for the others), so only they are listed.
+        text.family(
+          "gatehouse_upstream_healthy", type: "gauge",
+          help: "1 while an upstream's health checks call it healthy, 0 while unhealthy; only checked upstreams.",
+          samples: snapshot.upstreamPlans.compactMap { plan in
+            health[plan.name].map { ([("upstream", plan.name)], $0.healthy ? 1.0 : 0.0) }
+          })
         text.family(
           "gatehouse_route_circuit_open", type: "gauge",
           help: "1 while a route's own circuit on an upstream is open (on any loop); only open ones are listed.",

@@ -30,6 +30,9 @@ public final class GatewaySnapshot: Sendable {
   let bufferedBytes: Int
   let drainTimeout: Duration
   let accessLogEnabled: Bool
+  /// `log.trusted_proxies` and `log.mask_query`, for access lines.
+  let trustedProxies: TrustedProxies
+  let queryMask: QueryMask
   /// Client keys (SPEC §2 `clients`) and their shared token buckets. A reload carries each
   /// key's bucket level over (see `RateLimiter.init`).
   let clients: ClientKeys
@@ -71,6 +74,8 @@ public final class GatewaySnapshot: Sendable {
     bufferedBytes = config.limits.bufferedBytes
     drainTimeout = config.limits.drainTimeout
     accessLogEnabled = config.log.access == .stdout
+    trustedProxies = TrustedProxies(entries: config.log.trustedProxies)
+    queryMask = QueryMask(names: config.log.maskQuery)
     clients = ClientKeys(config.clients)
     adminAccess = AdminAccess(config.admin)
     rateLimiter = RateLimiter(

@@ -2,9 +2,10 @@ import GatehouseHTTP
 import GatehouseNet
 
 /// Runs the active health checks of SPEC §2 `health` on the control loop: a GET of each
-/// upstream's health path every `interval_ms`, 2xx meaning healthy. Changes are logged and
-/// handed to every request loop, which then treats an unhealthy upstream like an open
-/// circuit (no connect attempt; stale answer, stub fallback or 502).
+/// upstream's health path (under its url's base path) every `interval_ms`, 2xx meaning
+/// healthy. Changes are logged and handed to every request loop, which then refuses an
+/// unhealthy upstream's requests as an open circuit would (no connect attempt; stale answer,
+/// stub fallback or 502), counted and logged as `unhealthy`: its circuit stays as it is.
 final class HealthChecker {
   private let loop: EventLoop
   private let logger: Logger
@@ -15,12 +16,15 @@ final class HealthChecker {
   final class Check {
     let plan: UpstreamPlan
     let config: HealthCheckConfig
+    /// The path asked, joined to the upstream url's base path (`HealthCheckConfig.target`).
+    let target: String
     var state: HealthState
     var timer: TimerHandle?
 
-    init(plan: UpstreamPlan, config: HealthCheckConfig) {
+    init(plan: UpstreamPlan, config: HealthCheckConfig, basePath: String) {
       self.plan = plan
       self.config = config
+      target = config.target(basePath: basePath)
       state = HealthState(unhealthyAfter: config.unhealthyAfter, healthyAfter: config.healthyAfter)
     }
   }
@@ -39,11 +43,11 @@ final class HealthChecker {
     checks = snapshot.config.upstreams.compactMap { upstream in
       guard let health = upstream.health, let plan = snapshot.upstreamPlans.first(where: { $0.name == upstream.name })
       else { return nil }
-      let check = Check(plan: plan, config: health)
+      let check = Check(plan: plan, config: health, basePath: upstream.url.basePath)
       // A reload does not make a down upstream healthy: the same check of the same address
       // keeps what it has seen, and requests keep avoiding the upstream until it recovers.
       if let old = previous.first(where: { $0.plan.name == upstream.name }), old.config == health,
-        old.plan.address == plan.address, old.plan.hostHeader == plan.hostHeader
+        old.target == check.target, old.plan.address == plan.address, old.plan.hostHeader == plan.hostHeader
       {
         check.state = old.state
       }
@@ -60,10 +64,10 @@ final class HealthChecker {
     }
   }
 
-  /// Public states for the admin API: name → (healthy, last error).
-  func states() -> [String: (healthy: Bool, lastError: String?)] {
-    var states: [String: (healthy: Bool, lastError: String?)] = [:]
-    for check in checks { states[check.plan.name] = (check.state.healthy, check.state.lastError) }
+  /// The checked upstreams' states, by name, for the admin API and metrics. Control loop only.
+  func states() -> [String: HealthState] {
+    var states: [String: HealthState] = [:]
+    for check in checks { states[check.plan.name] = check.state }
     return states
   }
 
@@ -78,7 +82,7 @@ final class HealthChecker {
     var headers = HTTPHeaders()
     headers.add(name: "Host", value: String(decoding: check.plan.hostHeader, as: UTF8.self))
     headers.add(name: "User-Agent", value: "gatehouse-health/\(GatehouseVersion.string)")
-    let request = HTTPOneShotClient.Request(method: .get, target: check.config.path, headers: headers)
+    let request = HTTPOneShotClient.Request(method: .get, target: check.target, headers: headers)
     let limits = HTTPOneShotClient.Limits(
       connectTimeout: check.plan.connectTimeout,
       responseTimeout: min(check.plan.responseTimeout, check.config.interval),
@@ -87,19 +91,31 @@ final class HealthChecker {
       [self] result in
       guard generation == self.generation else { return }
       let success: Bool
+      let status: Int?
       let error: String?
       switch result {
       case .success(let response):
         success = (200..<300).contains(response.status)
+        status = response.status
         error = success ? nil : "status \(response.status)"
       case .failure(let failure):
         success = false
+        status = nil
         error = failure.description
       }
-      if check.state.record(success: success, error: error) {
-        logger.warn(
-          check.state.healthy ? "upstream healthy" : "upstream unhealthy",
-          ["upstream": .string(check.plan.name), "error": error.map { .string($0) } ?? .null])
+      if check.state.record(success: success, status: status, error: error, atMs: RFC3339.nowMilliseconds()) {
+        // A recovery is good news (info, nothing failed); going down is a warning that says
+        // what the check got and which path it asked.
+        if check.state.healthy {
+          logger.info("upstream healthy", ["upstream": .string(check.plan.name), "path": .string(check.target)])
+        } else {
+          logger.warn(
+            "upstream unhealthy",
+            [
+              "upstream": .string(check.plan.name), "path": .string(check.target),
+              "status": status.map { .int($0) } ?? .null, "error": .string(error ?? "check failed"),
+            ])
+        }
         publishStates()
       }
       schedule(check, generation: generation)

@@ -89,6 +89,7 @@ final class LoopContext: @unchecked Sendable {
     scratch.reserveCapacity(4096)
     pools = snapshot.upstreamPlans.map { UpstreamPool(context: self, plan: $0) }
     metrics.bind(routeNames: snapshot.routePlans.map(\.name))
+    accessLog.queryMask = snapshot.queryMask
   }
 
   /// Starts the periodic deadline sweep. Loop thread only.
@@ -114,6 +115,7 @@ final class LoopContext: @unchecked Sendable {
     snapshot = next
     pools = next.upstreamPlans.map { kept[$0.name] ?? UpstreamPool(context: self, plan: $0) }
     metrics.bind(routeNames: next.routePlans.map(\.name))
+    accessLog.queryMask = next.queryMask
   }
 
   /// Whether a pool built for `plan` serves `nextPlan` as well: the same upstream settings,
@@ -178,7 +180,7 @@ final class LoopContext: @unchecked Sendable {
       figures[pool.plan.name] = PoolFigures(
         open: pool.openCount, idle: pool.idleCount, circuitOpen: pool.circuit.isOpen(now: now),
         openRoutes: pool.routeCircuits.openRoutes(now: now),
-        lastError: pool.lastError)
+        lastError: pool.lastError, lastErrorAtMs: pool.lastErrorAtMs)
     }
     return figures
   }
@@ -341,4 +343,6 @@ struct PoolFigures: Sendable {
   /// Routes whose own circuit is open on this loop (`RouteCircuits`).
   let openRoutes: [String]
   let lastError: String?
+  /// When `lastError` happened (wall-clock ms since the epoch).
+  let lastErrorAtMs: Int64?
 }

@@ -20,8 +20,12 @@ final class UpstreamPool {
   var circuit: CircuitBreaker
   /// This loop's breakers of the routes on this upstream (see `RouteCircuits`).
   var routeCircuits: RouteCircuits
-  /// The last failure, for the admin API.
-  var lastError: String?
+  /// The last failure, for the admin API, with its time (set with it: failures are rare,
+  /// so reading the clock here costs the request path nothing).
+  var lastError: String? {
+    didSet { lastErrorAtMs = RFC3339.nowMilliseconds() }
+  }
+  private(set) var lastErrorAtMs: Int64?
   private var drops = ConnectionDropDetector()
   /// The connection that pipelined requests of this loop turn join, with its bookkeeping.
   private var batch: PipelineBatch<ObjectIdentifier>
