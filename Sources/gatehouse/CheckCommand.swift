@@ -4,28 +4,43 @@ import GatehouseCore
   import Glibc
 #endif
 
-/// `gatehouse check --config FILE`: validates a config file. Prints `ok` and exits 0, or
+/// `gatehouse check [--config] FILE`: validates a config file. Prints `ok` and exits 0, or
 /// prints every problem to standard error and exits 1 (2 for a usage error).
 enum CheckCommand {
+  static let usage = """
+    usage: gatehouse check FILE
+           gatehouse check --config FILE    (or -c FILE, --config=FILE)
+
+    Validates a config file without starting anything: prints ok and exits 0, or prints
+    every problem to standard error and exits 1 (2 for a usage error).
+    """
+
   static func run(_ arguments: [String]) -> Int32 {
     var configPath: String?
     var index = 0
     while index < arguments.count {
       switch arguments[index] {
-      case "--config":
+      case "--config", "-c":
         guard index + 1 < arguments.count else {
-          FileHandleStandardError.write("gatehouse check: --config needs a file name\n")
+          FileHandleStandardError.write("gatehouse check: \(arguments[index]) needs a file name\n")
           return 2
         }
         configPath = arguments[index + 1]
         index += 2
+      case let argument where argument.hasPrefix("--config="):
+        configPath = String(argument.dropFirst("--config=".count))
+        index += 1
+      // The file may also be named alone, as most checkers take it: `gatehouse check FILE`.
+      case let argument where !argument.hasPrefix("-") && configPath == nil:
+        configPath = argument
+        index += 1
       case let argument:
         FileHandleStandardError.write("gatehouse check: unexpected argument '\(argument)'\n")
         return 2
       }
     }
     guard let configPath else {
-      FileHandleStandardError.write("usage: gatehouse check --config FILE\n")
+      FileHandleStandardError.write(usage + "\n")
       return 2
     }
     let result = ConfigCheckResult.checking(configPath: configPath, moreChecks: ConfigFileCheck.problems)

@@ -17,7 +17,11 @@ struct AdminAudit {
       subject = [("target", .string("all"))]
     case .purgeCacheEntries:
       action = "cache purge"
-      subject = [("target", .string("prefix")), ("prefix", parameters["prefix"].map { .string($0) } ?? .null)]
+      if let route = parameters["route"] {
+        subject = [("target", .string("route")), ("route", .string(route))]
+      } else {
+        subject = [("target", .string("prefix")), ("prefix", parameters["prefix"].map { .string($0) } ?? .null)]
+      }
     case .purgeCacheEntry(let id):
       action = "cache purge"
       subject = [("target", .string("id")), ("id", .string(id))]

@@ -441,7 +441,7 @@ enum AdminOpenAPI {
           },
           "delete": {
             "operationId": "purgeCacheByPrefix",
-            "summary": "Purge entries by path prefix",
+            "summary": "Purge entries by path prefix or by route",
             "tags": [
               "cache"
             ],
@@ -449,8 +449,18 @@ enum AdminOpenAPI {
               {
                 "name": "prefix",
                 "in": "query",
-                "required": true,
-                "description": "Entries whose upstream path starts with this are removed. Required: `DELETE /admin/cache` removes everything.",
+                "required": false,
+                "description": "Entries whose upstream path starts with this are removed. One of `prefix` and `route` is required: `DELETE /admin/cache` removes everything.",
+                "schema": {
+                  "type": "string",
+                  "minLength": 1
+                }
+              },
+              {
+                "name": "route",
+                "in": "query",
+                "required": false,
+                "description": "Entries stored by this route's requests are removed. The store keeps no route per entry: an entry is the route's when it is the first route of the running config, on the entry's upstream, whose upstream path pattern (the upstream URL's base path, then the route's `path` rewrite or else its `match.path`) fits the entry's path; the same mapping gives `route` in the listing.",
                 "schema": {
                   "type": "string",
                   "minLength": 1
@@ -469,7 +479,7 @@ enum AdminOpenAPI {
                 }
               },
               "400": {
-                "description": "`prefix` is missing or empty, or a query parameter is unknown, given twice or not valid percent-encoding.",
+                "description": "Neither `prefix` nor `route` is given, `prefix` is empty, both are given, or a query parameter is unknown, given twice or not valid percent-encoding.",
                 "content": {
                   "application/json": {
                     "schema": {
@@ -480,6 +490,16 @@ enum AdminOpenAPI {
               },
               "401": {
                 "$ref": "#/components/responses/Unauthorized"
+              },
+              "404": {
+                "description": "`route` names no route of the running config, or a route without an upstream (a stub-only route stores nothing).",
+                "content": {
+                  "application/json": {
+                    "schema": {
+                      "$ref": "#/components/schemas/Error"
+                    }
+                  }
+                }
               },
               "500": {
                 "$ref": "#/components/responses/StoreError"
@@ -1356,6 +1376,13 @@ enum AdminOpenAPI {
               "age_s": {
                 "type": "integer",
                 "minimum": 0
+              },
+              "route": {
+                "type": [
+                  "string",
+                  "null"
+                ],
+                "description": "The route of the running config whose requests store this entry (see `route` of `DELETE /admin/cache/entries`), or null when none would."
               }
             }
           },

@@ -43,7 +43,7 @@ extension AdminEndpoint {
   public var queryParameters: [String] {
     switch self {
     case .cacheEntries: return ["prefix", "limit", "cursor"]
-    case .purgeCacheEntries: return ["prefix"]
+    case .purgeCacheEntries: return ["prefix", "route"]
     case .healthz, .readyz, .metrics, .status, .cacheStats, .cacheEntry, .purgeCacheEntry, .purgeCache, .tokens,
       .setToken, .refreshToken, .invalidateToken, .routes, .upstreams, .reload, .dashboard, .openAPI:
       return []
