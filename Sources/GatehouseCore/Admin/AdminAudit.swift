@@ -38,7 +38,7 @@ struct AdminAudit {
       action = "token invalidate"
       subject = [("token", .string(name))]
     case .healthz, .readyz, .metrics, .status, .cacheStats, .cacheEntries, .cacheEntry, .tokens, .routes, .upstreams,
-      .dashboard, .openAPI:
+      .history, .dashboard, .openAPI:
       return nil
     }
   }

@@ -257,6 +257,34 @@ enum AdminOpenAPI {
             }
           }
         },
+        "/admin/history": {
+          "get": {
+            "operationId": "history",
+            "summary": "The last 15 minutes per route and upstream",
+            "tags": [
+              "status"
+            ],
+            "description": "Kept in the gateway's memory, bounded: every 10 s the loops' counters are summed and the difference from the previous sum becomes one sample; each series keeps the newest 90 (15 minutes). Only the running config's routes and upstreams have series (a reload drops the others). An upstream's figures sum the routes that send to it, as the client saw them (cache hits included). Requests that matched no route are the route named \"\". Latency quantiles are interpolated within the buckets of `gatehouse_request_duration_seconds`; one beyond the last bound (10 s) is reported as 10000.",
+            "responses": {
+              "200": {
+                "description": "Sample times and, per route and upstream, one array per figure lined up with `at`.",
+                "content": {
+                  "application/json": {
+                    "schema": {
+                      "$ref": "#/components/schemas/History"
+                    }
+                  }
+                }
+              },
+              "401": {
+                "$ref": "#/components/responses/Unauthorized"
+              },
+              "503": {
+                "$ref": "#/components/responses/Unavailable"
+              }
+            }
+          }
+        },
         "/admin/reload": {
           "post": {
             "operationId": "reload",
@@ -1625,6 +1653,159 @@ enum AdminOpenAPI {
                 ]
               }
             ]
+          },
+          "HistorySeries": {
+            "type": "object",
+            "required": [
+              "name",
+              "requests",
+              "5xx",
+              "p50_ms",
+              "p99_ms"
+            ],
+            "properties": {
+              "name": {
+                "type": "string"
+              },
+              "requests": {
+                "type": "array",
+                "items": {
+                  "type": "integer",
+                  "minimum": 0
+                },
+                "description": "Requests answered in each interval."
+              },
+              "5xx": {
+                "type": "array",
+                "items": {
+                  "type": "integer",
+                  "minimum": 0
+                },
+                "description": "Of them, answered with a 5xx status."
+              },
+              "p50_ms": {
+                "type": "array",
+                "items": {
+                  "type": [
+                    "number",
+                    "null"
+                  ],
+                  "minimum": 0
+                },
+                "description": "Median latency in each interval, milliseconds; null without requests."
+              },
+              "p99_ms": {
+                "type": "array",
+                "items": {
+                  "type": [
+                    "number",
+                    "null"
+                  ],
+                  "minimum": 0
+                },
+                "description": "99th percentile latency in each interval, milliseconds; null without requests."
+              }
+            }
+          },
+          "History": {
+            "type": "object",
+            "required": [
+              "interval_s",
+              "capacity",
+              "at",
+              "routes",
+              "upstreams"
+            ],
+            "properties": {
+              "interval_s": {
+                "type": "integer",
+                "const": 10
+              },
+              "capacity": {
+                "type": "integer",
+                "const": 90,
+                "description": "Samples kept per series."
+              },
+              "at": {
+                "type": "array",
+                "items": {
+                  "type": "string",
+                  "format": "date-time"
+                },
+                "maxItems": 90,
+                "description": "When each sample was taken, oldest first."
+              },
+              "routes": {
+                "type": "array",
+                "items": {
+                  "type": "object",
+                  "required": [
+                    "name",
+                    "upstream",
+                    "requests",
+                    "5xx",
+                    "p50_ms",
+                    "p99_ms"
+                  ],
+                  "properties": {
+                    "name": {
+                      "type": "string"
+                    },
+                    "requests": {
+                      "type": "array",
+                      "items": {
+                        "type": "integer",
+                        "minimum": 0
+                      },
+                      "description": "Requests answered in each interval."
+                    },
+                    "5xx": {
+                      "type": "array",
+                      "items": {
+                        "type": "integer",
+                        "minimum": 0
+                      },
+                      "description": "Of them, answered with a 5xx status."
+                    },
+                    "p50_ms": {
+                      "type": "array",
+                      "items": {
+                        "type": [
+                          "number",
+                          "null"
+                        ],
+                        "minimum": 0
+                      },
+                      "description": "Median latency in each interval, milliseconds; null without requests."
+                    },
+                    "p99_ms": {
+                      "type": "array",
+                      "items": {
+                        "type": [
+                          "number",
+                          "null"
+                        ],
+                        "minimum": 0
+                      },
+                      "description": "99th percentile latency in each interval, milliseconds; null without requests."
+                    },
+                    "upstream": {
+                      "type": [
+                        "string",
+                        "null"
+                      ],
+                      "description": "The upstream the route sends to; null for a stub-only route or the unmatched requests."
+                    }
+                  }
+                }
+              },
+              "upstreams": {
+                "type": "array",
+                "items": {
+                  "$ref": "#/components/schemas/HistorySeries"
+                }
+              }
+            }
           }
         }
       }

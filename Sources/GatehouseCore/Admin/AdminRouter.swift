@@ -19,6 +19,8 @@ public enum AdminEndpoint: Equatable, Sendable {
   case invalidateToken(name: String)
   case routes
   case upstreams
+  /// `GET /admin/history`: the dashboard's last 15 minutes per route and upstream.
+  case history
   case reload
   case dashboard
   case openAPI
@@ -30,7 +32,7 @@ public enum AdminEndpoint: Equatable, Sendable {
     case .healthz, .readyz, .dashboard, .openAPI: return false
     case .metrics: return !metricsPublic
     case .status, .cacheStats, .cacheEntries, .cacheEntry, .purgeCacheEntry, .purgeCacheEntries, .purgeCache,
-      .tokens, .setToken, .refreshToken, .invalidateToken, .routes, .upstreams, .reload:
+      .tokens, .setToken, .refreshToken, .invalidateToken, .routes, .upstreams, .history, .reload:
       return true
     }
   }
@@ -45,7 +47,7 @@ extension AdminEndpoint {
     case .cacheEntries: return ["prefix", "limit", "cursor"]
     case .purgeCacheEntries: return ["prefix", "route"]
     case .healthz, .readyz, .metrics, .status, .cacheStats, .cacheEntry, .purgeCacheEntry, .purgeCache, .tokens,
-      .setToken, .refreshToken, .invalidateToken, .routes, .upstreams, .reload, .dashboard, .openAPI:
+      .setToken, .refreshToken, .invalidateToken, .routes, .upstreams, .history, .reload, .dashboard, .openAPI:
       return []
     }
   }
@@ -57,7 +59,7 @@ extension AdminEndpoint {
     switch self {
     case .healthz, .readyz, .metrics, .dashboard, .openAPI: return true
     case .status, .cacheStats, .cacheEntries, .cacheEntry, .purgeCacheEntry, .purgeCacheEntries, .purgeCache,
-      .tokens, .setToken, .refreshToken, .invalidateToken, .routes, .upstreams, .reload:
+      .tokens, .setToken, .refreshToken, .invalidateToken, .routes, .upstreams, .history, .reload:
       return false
     }
   }
@@ -118,6 +120,7 @@ public enum AdminRouter {
     case ["admin", "status"]: return only(["GET", "HEAD"], isGet ? .status : nil)
     case ["admin", "routes"]: return only(["GET", "HEAD"], isGet ? .routes : nil)
     case ["admin", "upstreams"]: return only(["GET", "HEAD"], isGet ? .upstreams : nil)
+    case ["admin", "history"]: return only(["GET", "HEAD"], isGet ? .history : nil)
     case ["admin", "tokens"]: return only(["GET", "HEAD"], isGet ? .tokens : nil)
     case ["admin", "reload"]: return only(["POST"], method == .post ? .reload : nil)
     case ["admin", "cache"]:
