@@ -44,7 +44,7 @@ import Testing
   @Test func readOnlyEndpointsAreNotLogged() {
     let readOnly: [AdminEndpoint] = [
       .healthz, .readyz, .metrics, .status, .cacheStats, .cacheEntries, .cacheEntry(id: "a"), .tokens, .routes,
-      .upstreams, .dashboard, .openAPI,
+      .upstreams, .history, .dashboard, .openAPI,
     ]
     for endpoint in readOnly { #expect(AdminAudit(endpoint, parameters: [:]) == nil, "\(endpoint)") }
   }
