@@ -410,7 +410,7 @@ enum Action {
         return .success(lines, notes: call.prefixHints(for: prefix))
       }
     case .purgeRoute(let route):
-      return call.run(.delete, "/admin/cache/entries?route=" + AdminCall.percentEncoded(route), json: options.json) {
+      return call.run(.delete, "/admin/routes/\(AdminCall.percentEncoded(route))/cache", json: options.json) {
         AdminFormat.purged($0)
       }
     case .purgeKey(let id):

@@ -98,6 +98,7 @@ import Testing
       .healthz, .readyz, .metrics, .status, .cacheStats, .cacheEntries, .cacheEntry(id: ""), .purgeCacheEntry(id: ""),
       .purgeCacheEntries, .purgeCache, .tokens, .setToken(name: ""), .refreshToken(name: ""),
       .invalidateToken(name: ""), .routes, .upstreams, .history, .reload, .dashboard, .openAPI,
+      .purgeRouteCache(name: ""),
     ]
     for endpoint in all {
       let name = "\(endpoint)".split(separator: "(").first.map(String.init) ?? ""

@@ -59,7 +59,7 @@ import Testing
   /// Only the two listing and purging endpoints take parameters.
   @Test func onlyTheEntryEndpointsTakeParameters() {
     #expect(AdminEndpoint.cacheEntries.queryParameters == ["prefix", "limit", "cursor"])
-    #expect(AdminEndpoint.purgeCacheEntries.queryParameters == ["prefix", "route"])
+    #expect(AdminEndpoint.purgeCacheEntries.queryParameters == ["prefix"])
     for endpoint: AdminEndpoint in [.purgeCache, .cacheStats, .reload, .purgeCacheEntry(id: "a"), .status, .healthz] {
       #expect(endpoint.queryParameters == [], "\(endpoint)")
     }

@@ -17,11 +17,10 @@ struct AdminAudit {
       subject = [("target", .string("all"))]
     case .purgeCacheEntries:
       action = "cache purge"
-      if let route = parameters["route"] {
-        subject = [("target", .string("route")), ("route", .string(route))]
-      } else {
-        subject = [("target", .string("prefix")), ("prefix", parameters["prefix"].map { .string($0) } ?? .null)]
-      }
+      subject = [("target", .string("prefix")), ("prefix", parameters["prefix"].map { .string($0) } ?? .null)]
+    case .purgeRouteCache(let name):
+      action = "cache purge"
+      subject = [("target", .string("route")), ("route", .string(name))]
     case .purgeCacheEntry(let id):
       action = "cache purge"
       subject = [("target", .string("id")), ("id", .string(id))]

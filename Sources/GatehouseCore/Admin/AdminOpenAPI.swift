@@ -230,6 +230,59 @@ enum AdminOpenAPI {
             }
           }
         },
+        "/admin/routes/{name}/cache": {
+          "parameters": [
+            {
+              "name": "name",
+              "in": "path",
+              "required": true,
+              "description": "The route's name.",
+              "schema": {
+                "type": "string",
+                "minLength": 1
+              }
+            }
+          ],
+          "delete": {
+            "operationId": "purgeRouteCache",
+            "summary": "Purge a route's cache entries",
+            "tags": [
+              "cache"
+            ],
+            "description": "Removes the entries the route's requests stored: those whose `route` in the listing is this route (see `CacheEntrySummary.route` for how an entry's route is found).",
+            "responses": {
+              "200": {
+                "description": "How many entries were removed (possibly 0).",
+                "content": {
+                  "application/json": {
+                    "schema": {
+                      "$ref": "#/components/schemas/Purged"
+                    }
+                  }
+                }
+              },
+              "401": {
+                "$ref": "#/components/responses/Unauthorized"
+              },
+              "404": {
+                "description": "No route of the running config has this name, or the route has no upstream (a stub-only route stores nothing).",
+                "content": {
+                  "application/json": {
+                    "schema": {
+                      "$ref": "#/components/schemas/Error"
+                    }
+                  }
+                }
+              },
+              "500": {
+                "$ref": "#/components/responses/StoreError"
+              },
+              "503": {
+                "$ref": "#/components/responses/Unavailable"
+              }
+            }
+          }
+        },
         "/admin/upstreams": {
           "get": {
             "operationId": "upstreams",
@@ -469,7 +522,7 @@ enum AdminOpenAPI {
           },
           "delete": {
             "operationId": "purgeCacheByPrefix",
-            "summary": "Purge entries by path prefix or by route",
+            "summary": "Purge entries by path prefix",
             "tags": [
               "cache"
             ],
@@ -477,18 +530,8 @@ enum AdminOpenAPI {
               {
                 "name": "prefix",
                 "in": "query",
-                "required": false,
-                "description": "Entries whose upstream path starts with this are removed. One of `prefix` and `route` is required: `DELETE /admin/cache` removes everything.",
-                "schema": {
-                  "type": "string",
-                  "minLength": 1
-                }
-              },
-              {
-                "name": "route",
-                "in": "query",
-                "required": false,
-                "description": "Entries stored by this route's requests are removed. The store keeps no route per entry: an entry is the route's when it is the first route of the running config, on the entry's upstream, whose upstream path pattern (the upstream URL's base path, then the route's `path` rewrite or else its `match.path`) fits the entry's path; the same mapping gives `route` in the listing.",
+                "required": true,
+                "description": "Entries whose upstream path starts with this are removed. Required: `DELETE /admin/cache` removes everything.",
                 "schema": {
                   "type": "string",
                   "minLength": 1
@@ -507,7 +550,7 @@ enum AdminOpenAPI {
                 }
               },
               "400": {
-                "description": "Neither `prefix` nor `route` is given, `prefix` is empty, both are given, or a query parameter is unknown, given twice or not valid percent-encoding.",
+                "description": "`prefix` is missing or empty, or a query parameter is unknown, given twice or not valid percent-encoding.",
                 "content": {
                   "application/json": {
                     "schema": {
@@ -518,16 +561,6 @@ enum AdminOpenAPI {
               },
               "401": {
                 "$ref": "#/components/responses/Unauthorized"
-              },
-              "404": {
-                "description": "`route` names no route of the running config, or a route without an upstream (a stub-only route stores nothing).",
-                "content": {
-                  "application/json": {
-                    "schema": {
-                      "$ref": "#/components/schemas/Error"
-                    }
-                  }
-                }
               },
               "500": {
                 "$ref": "#/components/responses/StoreError"
@@ -1410,7 +1443,7 @@ enum AdminOpenAPI {
                   "string",
                   "null"
                 ],
-                "description": "The route of the running config whose requests store this entry (see `route` of `DELETE /admin/cache/entries`), or null when none would."
+                "description": "The route of the running config whose requests store this entry, or null when none would. The store keeps no route per entry: an entry is the route's when it is the first route of the running config, on the entry's upstream, whose upstream path pattern (the upstream URL's base path, then the route's `path` rewrite or else its `match.path`) fits the entry's path; routes with a `cache` block are tried first."
               }
             }
           },

@@ -246,7 +246,7 @@ final class AdminService: @unchecked Sendable {
       completion(dashboard)
     case .openAPI:
       completion(AdminResponse(status: 200, body: Array(AdminOpenAPI.document.utf8)))
-    case .cacheStats, .cacheEntries, .cacheEntry, .purgeCacheEntry, .purgeCacheEntries, .purgeCache:
+    case .cacheStats, .cacheEntries, .cacheEntry, .purgeCacheEntry, .purgeCacheEntries, .purgeCache, .purgeRouteCache:
       backend.cache(endpoint, query: parameters) { respond($0) }
     case .tokens, .setToken, .refreshToken, .invalidateToken:
       backend.tokens(endpoint, body: body) { respond($0) }

@@ -98,18 +98,11 @@ extension GatewayServer {
       } notFound: {
         "no cache entry \(id)"
       }
+    case .purgeRouteCache(let name):
+      purgeRoute(name, store: store, completion: completion)
     case .purgeCacheEntries:
-      if let route = query["route"] {
-        guard query["prefix"] == nil else {
-          completion(.badParameter("route", "give prefix or route, not both"))
-          return
-        }
-        purgeRoute(route, store: store, completion: completion)
-        return
-      }
       guard let prefix = query["prefix"], !prefix.isEmpty else {
-        completion(
-          .badParameter("prefix", "prefix or route is required (DELETE /admin/cache purges everything)"))
+        completion(.badParameter("prefix", "prefix is required (DELETE /admin/cache purges everything)"))
         return
       }
       purge(completion: completion) {
@@ -128,7 +121,7 @@ extension GatewayServer {
     }
   }
 
-  /// `DELETE /admin/cache/entries?route=NAME`: the store does not record routes, so the
+  /// `DELETE /admin/routes/{name}/cache`: the store does not record routes, so the
   /// route's entries are found as `CacheEntryRoutes` maps them: listed by the route's
   /// literal upstream path prefix, kept when they map to the route, then purged by id.
   private func purgeRoute(
