@@ -189,6 +189,16 @@ for series in history["upstreams"]:
     check(f"upstream {series['name']}: 5xx 15m = /admin/history", cells[9]["attrs"].get("data-value"), str(sum(series["5xx"])))
     check(f"upstream {series['name']}: p99 = /admin/history", same_number(cells[10]["attrs"].get("data-value"), newest_latencies(series)[1]), True)
 
+# Health since / last check, when the gateway reports them (`since`, `last_check`).
+for u in upstreams["upstreams"]:
+    cells = dom.rows["upstream"].get(u["name"], {}).get("cells", [])
+    if len(cells) < 5: continue
+    if u.get("since") and u.get("health") == "unhealthy":
+        check(f"upstream {u['name']}: down for shown", "data-down-for" in cells[3]["attrs"], True)
+    if u.get("last_check"):
+        check(f"upstream {u['name']}: last check = /admin/upstreams", cells[4]["attrs"].get("data-ok"),
+              str(bool(u["last_check"].get("ok"))).lower())
+
 # Without a token: the prompt shows and nothing was asked of the API.
 check("without a token the prompt shows", "hidden" in no_token.by_id.get("login", {}), False)
 check("without a token no request failed authentication", "admin authentication failed" in gateway_log, False)
