@@ -4,6 +4,7 @@
 #
 # After `fixture_start`: $work (temp dir), $gateway and $admin (host:port), $token (never
 # print it), $upstream_port. Needs $root (the repository) and $bin (the gatehouse binary).
+# $fixture_tokens, when set, is the config's "tokens" object (JSON).
 
 work=""
 gateway_pid=""
@@ -47,6 +48,8 @@ fixture_start() {
   upstream_port=$(fixture_wait_for_line "$work/upstream.log" 'port [0-9]*' | sed 's/.* port \([0-9]*\).*/\1/')
 
   token=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+  tokens_member=""
+  if [ -n "${fixture_tokens:-}" ]; then tokens_member="\"tokens\": $fixture_tokens,"; fi
   cat > "$work/gatehouse.json" <<JSON
 {
   "listen": [{ "address": "127.0.0.1:0" }],
@@ -60,6 +63,7 @@ fixture_start() {
     { "name": "items", "match": { "path": "/items/*" }, "upstream": "api",
       "cache": { "stale_if_error_s": 3600 } }
   ],
+  $tokens_member
   "log": { "level": "info", "access": "off", "format": "json" }
 }
 JSON

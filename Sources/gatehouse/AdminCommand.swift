@@ -20,8 +20,8 @@ enum AdminCommand {
 
       status                                   version, uptime, config, connections
       cache stats                              cache counters and size
-      cache list [--prefix P]                  cache entries (every page)
-      cache purge --prefix P | --key ID | --all
+      cache list [--prefix P] [--route NAME]   cache entries (every page) and their route
+      cache purge --prefix P | --route NAME | --key ID | --all
       tokens list                              token states (never values)
       tokens set NAME --value V [--expires-in S]   (--value - reads the value from stdin)
       tokens refresh NAME
@@ -31,7 +31,8 @@ enum AdminCommand {
 
     --url defaults to http://127.0.0.1:9901; the token comes from --token or GATEHOUSE_ADMIN_TOKEN.
     A prefix P matches the start of the upstream path, the upstream URL's base path included,
-    as `cache list` shows it.
+    as `cache list` shows it; --route NAME takes the entries a route's requests stored.
+    gatehouse admin <verb> --help describes one verb and runs nothing.
     --timeout S bounds each connection and read (default 30).
     An https:// URL (an admin listener with admin.tls) is verified against the system's CAs
     and the URL's host (for every replica too); --ca FILE trusts that CA (PEM) instead;
@@ -49,6 +50,7 @@ enum AdminCommand {
     var replicas: [String]?
     var timeoutSeconds = 30
     var prefix: String?
+    var route: String?
     var key: String?
     var all = false
     var value: String?
@@ -62,6 +64,11 @@ enum AdminCommand {
   }
 
   static func run(_ arguments: [String]) -> Int32 {
+    // Help wins over everything else on the line, so asking about a verb never runs it.
+    if arguments.contains("--help") || arguments.contains("-h") {
+      print(AdminHelp.text(for: AdminHelp.words(in: arguments)))
+      return 0
+    }
     do {
       var options = try parse(arguments)
       if options.positional.isEmpty {
@@ -87,8 +94,10 @@ enum AdminCommand {
           host: target.host, port: target.port, hostHeader: target.hostHeader, timeoutSeconds: options.timeoutSeconds,
           tls: tls.map { AdminTLS(context: $0.context, serverName: target.serverName, systemTrust: $0.systemTrust) })
         switch action.execute(client: client, basePath: base.path, options: options) {
-        case .success(let lines):
+        case .success(let lines, let notes):
           for line in lines { print(prefix + line) }
+          // Hints go to stderr so that stdout stays the answer (and `--json` stays JSON).
+          for note in notes { FileHandleStandardError.write("gatehouse admin: \(prefix)\(note)\n") }
         case .failure(let lines):
           failed = true
           for line in lines { FileHandleStandardError.write("gatehouse admin: \(prefix)\(line)\n") }
@@ -139,6 +148,7 @@ enum AdminCommand {
         guard let seconds = Int(text), seconds > 0 else { throw UsageError(message: "--timeout needs whole seconds") }
         options.timeoutSeconds = seconds
       case "--prefix": options.prefix = try value()
+      case "--route": options.route = try value()
       case "--key": options.key = try value()
       case "--all": options.all = true
       case "--value": options.value = try value()
@@ -148,9 +158,6 @@ enum AdminCommand {
           throw UsageError(message: "--expires-in needs a positive number of seconds")
         }
         options.expiresIn = seconds
-      case "-h", "--help":
-        options.positional = []
-        return options
       default:
         if argument.hasPrefix("-") && argument != "-" { throw UsageError(message: "unknown option \(argument)") }
         options.positional.append(argument)
@@ -258,9 +265,10 @@ enum AdminCommand {
   }
 }
 
-/// How one replica's call ended: the lines to print on stdout, or on stderr.
+/// How one replica's call ended: the lines to print on stdout (and hints for stderr), or
+/// the lines to print on stderr.
 enum AdminOutcome {
-  case success([String])
+  case success([String], notes: [String] = [])
   case failure([String])
 }
 
@@ -268,9 +276,10 @@ enum AdminOutcome {
 enum Action {
   case status
   case cacheStats
-  case cacheList(prefix: String?)
+  case cacheList(prefix: String?, route: String?)
   case purgeAll
   case purgePrefix(String)
+  case purgeRoute(String)
   case purgeKey(String)
   case tokensList
   case setToken(name: String, value: String, expiresIn: Int?)
@@ -312,23 +321,26 @@ enum Action {
       verbOptions = []
     case ("cache", "list"):
       try noMore(2)
-      self = .cacheList(prefix: options.prefix)
-      verbOptions = ["prefix"]
+      self = .cacheList(prefix: options.prefix, route: options.route)
+      verbOptions = ["prefix", "route"]
     case ("cache", "purge"):
       try noMore(2)
-      let chosen = [options.prefix != nil, options.key != nil, options.all].filter { $0 }.count
+      let chosen = [options.prefix != nil, options.route != nil, options.key != nil, options.all].filter { $0 }.count
       guard chosen == 1 else {
-        throw UsageError(message: "cache purge needs exactly one of --prefix P, --key ID, --all")
+        throw UsageError(message: "cache purge needs exactly one of --prefix P, --route NAME, --key ID, --all")
       }
       if let prefix = options.prefix {
         guard !prefix.isEmpty else { throw UsageError(message: "--prefix is empty (use --all to purge everything)") }
         self = .purgePrefix(prefix)
+      } else if let route = options.route {
+        guard !route.isEmpty else { throw UsageError(message: "--route is empty") }
+        self = .purgeRoute(route)
       } else if let key = options.key {
         self = .purgeKey(key)
       } else {
         self = .purgeAll
       }
-      verbOptions = ["prefix", "key", "all"]
+      verbOptions = ["prefix", "route", "key", "all"]
     case ("tokens", "list"):
       try noMore(2)
       self = .tokensList
@@ -346,12 +358,13 @@ enum Action {
       self = .invalidateToken(try name())
       verbOptions = []
     default:
-      throw UsageError(message: "unknown command '\(words.prefix(2).joined(separator: " "))'")
+      throw UsageError(message: AdminHelp.unknownVerbMessage(words))
     }
     // An option given to a verb that does not take it is a mistake worth stopping for:
     // `cache stats --prefix x` would otherwise quietly show everything.
     let given: [(String, Bool)] = [
-      ("prefix", options.prefix != nil), ("key", options.key != nil), ("all", options.all),
+      ("prefix", options.prefix != nil), ("route", options.route != nil), ("key", options.key != nil),
+      ("all", options.all),
       ("value", options.value != nil), ("expires-in", options.expiresIn != nil),
     ]
     for (option, isGiven) in given where isGiven && !verbOptions.contains(option) {
@@ -381,12 +394,23 @@ enum Action {
       return call.run(.get, "/admin/status", json: options.json) { AdminFormat.keyValues($0) }
     case .cacheStats:
       return call.run(.get, "/admin/cache", json: options.json) { AdminFormat.keyValues($0) }
-    case .cacheList(let prefix):
-      return call.listEntries(prefix: prefix, json: options.json)
+    case .cacheList(let prefix, let route):
+      return call.listEntries(prefix: prefix, route: route, json: options.json)
     case .purgeAll:
       return call.run(.delete, "/admin/cache", json: options.json) { AdminFormat.purged($0) }
     case .purgePrefix(let prefix):
-      return call.run(.delete, "/admin/cache/entries?prefix=" + AdminCall.percentEncoded(prefix), json: options.json) {
+      switch call.send(.delete, "/admin/cache/entries?prefix=" + AdminCall.percentEncoded(prefix)) {
+      case .failure(let lines):
+        return .failure(lines)
+      case .success(let response, let document):
+        let lines = options.json ? [response.bodyText.trimmed] : AdminFormat.purged(document)
+        // Nothing purged is most often a prefix without the upstream's base path
+        // (`/users/` for `/api/v1/users/`): say which stored paths come near it.
+        guard AdminFormat.text(document["purged"]) == "0" else { return .success(lines) }
+        return .success(lines, notes: call.prefixHints(for: prefix))
+      }
+    case .purgeRoute(let route):
+      return call.run(.delete, "/admin/routes/\(AdminCall.percentEncoded(route))/cache", json: options.json) {
         AdminFormat.purged($0)
       }
     case .purgeKey(let id):
@@ -473,25 +497,51 @@ struct AdminCall {
     return .success(response, document)
   }
 
-  /// Every page of `/admin/cache/entries`; `json` prints them as one document.
-  func listEntries(prefix: String?, json: Bool) -> AdminOutcome {
+  /// Every page of `/admin/cache/entries` (at most `maxPages` of 1000), or the failure's lines.
+  func fetchEntries(prefix: String?, maxPages: Int = .max) -> Result<[JSONValue], AdminCallFailure> {
     var entries: [JSONValue] = []
     var cursor: String?
+    var pages = 0
     repeat {
       var path = "/admin/cache/entries?limit=1000"
       if let prefix { path += "&prefix=" + Self.percentEncoded(prefix) }
       if let cursor { path += "&cursor=" + Self.percentEncoded(cursor) }
       switch send(.get, path) {
-      case .failure(let lines): return .failure(lines)
+      case .failure(let lines): return .failure(AdminCallFailure(lines: lines))
       case .success(_, let document):
         entries += document["entries"]?.arrayValue ?? []
         cursor = document["next_cursor"]?.stringValue
       }
-    } while cursor != nil
+      pages += 1
+    } while cursor != nil && pages < maxPages
+    return .success(entries)
+  }
+
+  /// Every page of `/admin/cache/entries`, only the route's entries with `route`; `json`
+  /// prints them as one document.
+  func listEntries(prefix: String?, route: String?, json: Bool) -> AdminOutcome {
+    var entries: [JSONValue]
+    switch fetchEntries(prefix: prefix) {
+    case .failure(let failure): return .failure(failure.lines)
+    case .success(let all): entries = all
+    }
+    if let route { entries = entries.filter { $0["route"]?.stringValue == route } }
     if json {
       return .success([JSONValue.object([("entries", .array(entries)), ("next_cursor", .null)]).serializedString()])
     }
     return .success(AdminFormat.entries(entries))
+  }
+
+  /// What to say when `--prefix` purged nothing: the prefix as it would be after the
+  /// upstream's base path (entries whose path holds it further in), else the stored paths
+  /// sharing its longest start. Reads the first 10 pages of the listing at most.
+  func prefixHints(for prefix: String) -> [String] {
+    guard case .success(let entries) = fetchEntries(prefix: nil, maxPages: 10) else { return [] }
+    return CachePrefixHints.lines(
+      prefix: prefix,
+      entries: entries.compactMap { entry in
+        entry["path"]?.stringValue.map { (path: $0, route: entry["route"]?.stringValue) }
+      })
   }
 
   /// Percent-encodes everything but RFC 3986 unreserved characters.
@@ -545,7 +595,7 @@ enum AdminFormat {
   }
 
   static func entries(_ entries: [JSONValue]) -> [String] {
-    let columns = ["id", "method", "upstream", "path", "query", "status", "bytes", "age_s", "stored_at"]
+    let columns = ["id", "route", "method", "upstream", "path", "query", "status", "bytes", "age_s", "stored_at"]
     let rows = entries.map { entry in columns.map { text(entry[$0]) } }
     return table(header: columns.map { $0.uppercased() }, rows: rows) + ["\(entries.count) entries"]
   }
@@ -576,6 +626,11 @@ enum AdminFormat {
       return line
     }
   }
+}
+
+/// A failed call's lines, as an `Error` so it can travel in a `Result`.
+struct AdminCallFailure: Error {
+  let lines: [String]
 }
 
 extension JSONValue {

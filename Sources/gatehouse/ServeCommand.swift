@@ -10,18 +10,31 @@ import GatehouseCore
 enum ServeCommand {
   static let conventionalPath = "Config/gatehouse.json"
 
+  static let usage = """
+    usage: gatehouse serve [--config FILE | -c FILE | FILE]
+
+    Runs the gateway. Without a config file it reads Config/gatehouse.json when present,
+    else runs the embedded demo config and prints its fresh admin token once.
+    """
+
   static func run(_ arguments: [String]) -> Int32 {
     var configPath: String?
     var index = 0
     while index < arguments.count {
       switch arguments[index] {
-      case "--config":
+      case "--config", "-c":
         guard index + 1 < arguments.count else {
-          FileHandleStandardError.write("gatehouse serve: --config needs a file name\n")
+          FileHandleStandardError.write("gatehouse serve: \(arguments[index]) needs a file name\n")
           return 2
         }
         configPath = arguments[index + 1]
         index += 2
+      case let argument where argument.hasPrefix("--config="):
+        configPath = String(argument.dropFirst("--config=".count))
+        index += 1
+      case let argument where !argument.hasPrefix("-") && configPath == nil:
+        configPath = argument
+        index += 1
       case let argument:
         FileHandleStandardError.write("gatehouse serve: unexpected argument '\(argument)'\n")
         return 2

@@ -16,28 +16,52 @@ func printUsage() {
     usage: gatehouse <command> [options]
 
       serve [--config FILE]     run the gateway
-      check --config FILE       validate a config file
+      check [--config] FILE     validate a config file
       demo [--keep]             a guided tour with a sample backend, on loopback
       admin <verb> ...          call the admin API (gatehouse admin --help)
       version                   print the version
+
+    gatehouse <command> --help describes a command and runs nothing.
     """)
 }
 
+/// `--help` or `-h` anywhere after the command: the command's usage, and nothing is run.
+let wantsHelp = arguments.dropFirst().contains { $0 == "--help" || $0 == "-h" }
+let commands = ["serve", "check", "demo", "admin", "version", "help"]
+
 switch command {
 case "version", "--version":
-  print("gatehouse \(GatehouseVersion.string)")
+  if wantsHelp {
+    print("usage: gatehouse version\n\nPrints the version.")
+  } else {
+    print("gatehouse \(GatehouseVersion.string)")
+  }
 case "serve":
-  exit(ServeCommand.run(Array(arguments.dropFirst())))
+  if wantsHelp {
+    print(ServeCommand.usage)
+  } else {
+    exit(ServeCommand.run(Array(arguments.dropFirst())))
+  }
 case "demo":
-  exit(DemoCommand.run(Array(arguments.dropFirst())))
+  if wantsHelp {
+    print(DemoCommand.usage)
+  } else {
+    exit(DemoCommand.run(Array(arguments.dropFirst())))
+  }
 case "check":
-  exit(CheckCommand.run(Array(arguments.dropFirst())))
+  if wantsHelp {
+    print(CheckCommand.usage)
+  } else {
+    exit(CheckCommand.run(Array(arguments.dropFirst())))
+  }
 case "admin":
+  // `admin` reads `--help` after its own options and verb words itself.
   exit(AdminCommand.run(Array(arguments.dropFirst())))
 case "help", "--help", "-h":
   printUsage()
 default:
-  FileHandleStandardError.write("gatehouse: unknown command '\(command)'\n")
+  FileHandleStandardError.write(
+    "gatehouse: unknown command '\(command)'\(NameSuggestion.hint(for: command, among: commands))\n")
   printUsage()
   exit(2)
 }

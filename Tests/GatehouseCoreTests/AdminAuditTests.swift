@@ -41,10 +41,17 @@ import Testing
     #expect(Self.fields(.invalidateToken(name: "api"))?.first == #"action="token invalidate""#)
   }
 
+  @Test func aRoutePurgeNamesTheRoute() {
+    #expect(
+      Self.fields(.purgeRouteCache(name: "users"))?.prefix(3) == [
+        #"action="cache purge""#, #"target="route""#, #"route="users""#,
+      ])
+  }
+
   @Test func readOnlyEndpointsAreNotLogged() {
     let readOnly: [AdminEndpoint] = [
       .healthz, .readyz, .metrics, .status, .cacheStats, .cacheEntries, .cacheEntry(id: "a"), .tokens, .routes,
-      .upstreams, .dashboard, .openAPI,
+      .upstreams, .history, .dashboard, .openAPI,
     ]
     for endpoint in readOnly { #expect(AdminAudit(endpoint, parameters: [:]) == nil, "\(endpoint)") }
   }

@@ -30,7 +30,8 @@ final class AdminFixture {
   let gateway: GatewayProcess
   let adminPort: UInt16
 
-  init() throws {
+  /// `basePath` is the upstream URL's path, which every stored upstream path starts with.
+  init(basePath: String = "") throws {
     let backend = try TestBackend { request in
       .respond(
         BackendResponse(
@@ -43,7 +44,7 @@ final class AdminFixture {
           "hello", match: "/hello", upstream: nil,
           extra: ["stub": ["mode": "always", "status": 200, "body": ["hello": "world"]]]),
       ],
-      upstreams: ["api": TestConfig.upstream(port: backend.port)])
+      upstreams: ["api": TestConfig.upstream(port: backend.port, basePath: basePath)])
     config["admin"] = ["listen": "127.0.0.1:0", "token": Self.adminToken]
     config["tokens"] = ["api": ["type": "static", "value": "backend-token-1"]]
     let gateway = try GatewayProcess(config: config)

@@ -18,6 +18,9 @@ struct AdminAudit {
     case .purgeCacheEntries:
       action = "cache purge"
       subject = [("target", .string("prefix")), ("prefix", parameters["prefix"].map { .string($0) } ?? .null)]
+    case .purgeRouteCache(let name):
+      action = "cache purge"
+      subject = [("target", .string("route")), ("route", .string(name))]
     case .purgeCacheEntry(let id):
       action = "cache purge"
       subject = [("target", .string("id")), ("id", .string(id))]
@@ -34,7 +37,7 @@ struct AdminAudit {
       action = "token invalidate"
       subject = [("token", .string(name))]
     case .healthz, .readyz, .metrics, .status, .cacheStats, .cacheEntries, .cacheEntry, .tokens, .routes, .upstreams,
-      .dashboard, .openAPI:
+      .history, .dashboard, .openAPI:
       return nil
     }
   }

@@ -5,7 +5,9 @@
 ///
 /// The page asks for the admin token, keeps it in `sessionStorage` only, and every ~2 s reads
 /// `/admin/status`, `/metrics` (request rates are counter deltas computed in the page),
-/// `/admin/cache`, `/admin/tokens` and `/admin/upstreams`. For scripted checks it takes a
+/// `/admin/history` (the last 15 minutes per route and upstream, drawn as inline SVG charts
+/// by the script), `/admin/cache`, `/admin/tokens` and `/admin/upstreams`. Nothing is
+/// requested before a token is entered. For scripted checks it takes a
 /// token from a `#token=...` fragment, stores it and clears the fragment. Values that tests
 /// read carry stable ids with the raw number in `data-value`; `body[data-ready]` turns true
 /// after the first complete round. All data is rendered with `textContent`, never as HTML.
@@ -70,6 +72,18 @@ enum AdminDashboard {
       td.num, th.num { text-align: right; }
       td.err { color: var(--bad); max-width: 260px; overflow-wrap: anywhere; }
       td.empty { color: var(--muted); text-align: center; padding: 14px; }
+      tr.row-5xx td { background: #fef2f2; }
+      tr.row-5xx td:first-child { box-shadow: inset 3px 0 0 var(--bad); }
+      td.chart { padding: 2px 8px; width: 190px; }
+      svg.chart { display: block; }
+      svg.chart .req { fill: #93c5fd; }
+      svg.chart .err { fill: var(--bad); }
+      svg.chart .p99 { fill: none; stroke: var(--warn); stroke-width: 1.5; }
+      svg.chart .base { stroke: var(--line); }
+      .legend { color: var(--muted); font-size: 12px; margin: 8px 0 0; }
+      .legend .key { display: inline-block; width: 10px; height: 10px; margin: 0 4px 0 10px; vertical-align: -1px; }
+      .unmatched { color: var(--muted); font-style: italic; }
+      .down { color: var(--bad); font-weight: 600; }
       code { font-family: ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace; font-size: 12px; }
       .badge { display: inline-block; padding: 1px 8px; border-radius: 10px; font-size: 12px; font-weight: 600; background: #e2e8f0; color: var(--idle); }
       .badge.ok { background: #dcfce7; color: var(--ok); }
@@ -115,9 +129,10 @@ enum AdminDashboard {
     <div id="info-banner" class="banner info" role="status" hidden></div>
 
     <main>
-      <section id="requests-panel">
-        <h2>Requests <span class="note">rates from /metrics, over the last refresh</span></h2>
+      <section id="requests-panel" class="wide">
+        <h2>Requests <span class="note">totals and rates from /metrics; latency and charts from /admin/history (last 15 minutes, 10 s samples)</span></h2>
         <p class="section-error" id="requests-error" hidden></p>
+        <p class="section-error" id="history-error" hidden></p>
         <div class="stats">
           <div class="stat"><div class="label">Total</div><div class="value" id="req-total" data-value="">–</div></div>
           <div class="stat"><div class="label">Requests/s</div><div class="value" id="req-rate" data-value="">–</div></div>
@@ -125,9 +140,10 @@ enum AdminDashboard {
           <div class="stat"><div class="label">Connections</div><div class="value" id="conn-client" data-value="">–</div></div>
         </div>
         <table>
-          <thead><tr><th>Route</th><th class="num">Total</th><th class="num">Req/s</th><th class="num">4xx</th><th class="num">5xx</th></tr></thead>
-          <tbody id="routes-body"><tr><td class="empty" colspan="5">no requests yet</td></tr></tbody>
+          <thead><tr><th>Route</th><th class="num">Total</th><th class="num">Req/s</th><th class="num">4xx</th><th class="num">5xx</th><th class="num">5xx 15m</th><th class="num">p50 ms</th><th class="num">p99 ms</th><th>Last 15 minutes</th></tr></thead>
+          <tbody id="routes-body"><tr><td class="empty" colspan="9">no requests yet</td></tr></tbody>
         </table>
+        <p class="legend">p50/p99: the newest 10 s with requests. Chart:<span class="key" style="background:#93c5fd"></span>requests<span class="key" style="background:#b91c1c"></span>5xx<span class="key" style="background:#b45309"></span>p99 latency</p>
       </section>
 
       <section id="cache-panel">
@@ -163,8 +179,8 @@ enum AdminDashboard {
         <h2>Upstreams</h2>
         <p class="section-error" id="upstreams-error" hidden></p>
         <table>
-          <thead><tr><th>Name</th><th>Address</th><th>Health</th><th>Circuit</th><th class="num">Open</th><th class="num">Idle</th><th>Last error</th></tr></thead>
-          <tbody id="upstreams-body"><tr><td class="empty" colspan="7">loading…</td></tr></tbody>
+          <thead><tr><th>Name</th><th>Address</th><th>Health</th><th>Since</th><th>Last check</th><th>Circuit</th><th class="num">Open</th><th class="num">Idle</th><th class="num">Req 15m</th><th class="num">5xx 15m</th><th class="num">p99 ms</th><th>Last 15 minutes</th><th>Last error</th></tr></thead>
+          <tbody id="upstreams-body"><tr><td class="empty" colspan="13">loading…</td></tr></tbody>
         </table>
       </section>
     </main>

@@ -14,6 +14,11 @@ extension AdminDashboard {
       const $ = (id) => document.getElementById(id);
       let timer = null;
       let previous = null;  // the last metrics sample: {at, total, errors, routes}
+      let current = null;   // the newest metrics sample
+      let recent = null;    // the newest /admin/history answer (not `history`: that is the page's)
+      let upstreamList = null;  // the newest /admin/upstreams answer
+      const UNMATCHED = "(no route)";  // how requests that matched no route (route "") are named
+      const SVG_NS = "http://www.w3.org/2000/svg";
       let generation = 0;   // bumps on sign-out so late answers of an old token are dropped
 
       // A token in the URL fragment (#token=...) is for scripted use: move it to sessionStorage
@@ -32,6 +37,9 @@ extension AdminDashboard {
       }
 
       async function api(method, path) {
+        // Nothing is sent without a token: an empty one would only earn a 401 and an
+        // "admin authentication failed" line in the gateway's log.
+        if (!token()) throw new HTTPError(401, "no admin token");
         const response = await fetch(path, {
           method, headers: { "Authorization": "Bearer " + token() }, cache: "no-store", credentials: "omit",
         });
@@ -133,17 +141,116 @@ extension AdminDashboard {
         $("req-error-rate").dataset.value = errors === null ? "" : String(errors);
         $("req-error-rate").textContent = formatRate(errors);
         setValue("conn-client", now.clients);
-        const rows = Object.keys(now.routes).sort().map((name) => {
-          const r = now.routes[name];
+        current = { now, before };
+      }
+
+      function renderHistory(body) { recent = body; }
+
+      // The figures of one /admin/history series: sums over the window and the newest
+      // latencies of an interval that had requests.
+      function summarize(series) {
+        if (!series) return null;
+        const sum = (list) => list.reduce((a, b) => a + b, 0);
+        let p50 = null, p99 = null;
+        for (let i = series.requests.length - 1; i >= 0; i--) {
+          if (series.requests[i] > 0 && series.p99_ms[i] !== null) { p50 = series.p50_ms[i]; p99 = series.p99_ms[i]; break; }
+        }
+        return { requests: sum(series.requests), errors: sum(series["5xx"]), p50, p99 };
+      }
+      function historySeries(kind, name) {
+        return recent ? (recent[kind] || []).find((s) => s.name === name) || null : null;
+      }
+      function formatMs(ms) { return ms === null || ms === undefined ? "–" : (ms < 10 ? ms.toFixed(2) : ms < 100 ? ms.toFixed(1) : ms.toFixed(0)); }
+      function numberCell(value, shown) {
+        const td = el("td", shown !== undefined ? shown : formatCount(value), "num");
+        td.dataset.value = value === null || value === undefined ? "" : String(value);
+        return td;
+      }
+
+      // A small chart of one series, drawn as inline SVG: a bar per 10 s of requests (5xx
+      // over it in red) and the p99 latency as a line on its own scale. The window is
+      // always the full 15 minutes, so an idle stretch shows as a gap.
+      function chart(series) {
+        const td = el("td", null, "chart");
+        const width = 180, height = 30;
+        const svg = document.createElementNS(SVG_NS, "svg");
+        svg.setAttribute("class", "chart");
+        svg.setAttribute("width", String(width));
+        svg.setAttribute("height", String(height));
+        svg.setAttribute("viewBox", "0 0 " + width + " " + height);
+        const baseLine = document.createElementNS(SVG_NS, "line");
+        baseLine.setAttribute("class", "base");
+        baseLine.setAttribute("x1", "0"); baseLine.setAttribute("x2", String(width));
+        baseLine.setAttribute("y1", String(height - 0.5)); baseLine.setAttribute("y2", String(height - 0.5));
+        svg.append(baseLine);
+        td.append(svg);
+        if (!series) { td.dataset.samples = "0"; return td; }
+        const capacity = recent.capacity || 90;
+        const count = series.requests.length;
+        const step = width / capacity;
+        const offset = capacity - count;  // newest at the right edge
+        const most = Math.max(1, ...series.requests);
+        const slowest = Math.max(0, ...series.p99_ms.map((v) => v || 0));
+        const bar = (i, value, className) => {
+          if (!value) return;
+          const h = Math.max(1, (value / most) * (height - 2));
+          const rect = document.createElementNS(SVG_NS, "rect");
+          rect.setAttribute("class", className);
+          rect.setAttribute("x", ((offset + i) * step).toFixed(1));
+          rect.setAttribute("y", (height - h).toFixed(1));
+          rect.setAttribute("width", Math.max(1, step - 0.5).toFixed(1));
+          rect.setAttribute("height", h.toFixed(1));
+          svg.append(rect);
+        };
+        for (let i = 0; i < count; i++) { bar(i, series.requests[i], "req"); bar(i, series["5xx"][i], "err"); }
+        const points = [];
+        for (let i = 0; i < count; i++) {
+          const v = series.p99_ms[i];
+          if (v === null || slowest === 0) continue;
+          points.push(((offset + i + 0.5) * step).toFixed(1) + "," + (height - 1 - (v / slowest) * (height - 4)).toFixed(1));
+        }
+        if (points.length > 1) {
+          const line = document.createElementNS(SVG_NS, "polyline");
+          line.setAttribute("class", "p99");
+          line.setAttribute("points", points.join(" "));
+          svg.append(line);
+        }
+        const figures = summarize(series);
+        const title = document.createElementNS(SVG_NS, "title");
+        title.textContent = "last 15 minutes: " + figures.requests + " requests, " + figures.errors + " 5xx, slowest p99 " +
+          formatMs(slowest) + " ms";
+        svg.append(title);
+        td.dataset.samples = String(count);
+        td.dataset.requests = String(figures.requests);
+        return td;
+      }
+
+      // The routes table: totals and rates from /metrics, the window from /admin/history.
+      // A row is highlighted when it answered 5xx in the last 15 minutes (or, before the
+      // first history sample, at all).
+      function renderRoutes() {
+        if (!current) return;
+        const { now, before } = current;
+        const names = new Set(Object.keys(now.routes));
+        if (recent) for (const s of recent.routes) if (s.requests.some((n) => n > 0) || names.has(s.name)) names.add(s.name);
+        const ordered = [...names].sort((a, b) => (a === "" ? 1 : b === "" ? -1 : a.localeCompare(b)));
+        const rows = ordered.map((name) => {
+          const r = now.routes[name] || { total: 0, c4: 0, c5: 0 };
           const perSecond = rate(now, before, (s) => (s.routes[name] ? s.routes[name].total : 0));
+          const series = historySeries("routes", name);
+          const figures = summarize(series);
           const tr = el("tr");
           tr.dataset.route = name;
-          tr.append(el("td", name), el("td", formatCount(r.total), "num"), el("td", formatRate(perSecond), "num"),
-            el("td", formatCount(r.c4), "num"), el("td", formatCount(r.c5), "num"));
-          tr.children[1].dataset.value = String(r.total);
+          const label = el("td", name === "" ? UNMATCHED : name, name === "" ? "unmatched" : undefined);
+          tr.append(label, numberCell(r.total), el("td", formatRate(perSecond), "num"), numberCell(r.c4), numberCell(r.c5),
+            numberCell(figures ? figures.errors : null, figures ? formatCount(figures.errors) : "–"),
+            numberCell(figures ? figures.p50 : null, formatMs(figures ? figures.p50 : null)),
+            numberCell(figures ? figures.p99 : null, formatMs(figures ? figures.p99 : null)), chart(series));
+          tr.dataset.errors = String(figures ? figures.errors : r.c5);
+          if ((figures ? figures.errors : r.c5) > 0) tr.classList.add("row-5xx");
           return tr;
         });
-        fillBody($("routes-body"), rows, 5, "no requests yet");
+        fillBody($("routes-body"), rows, 9, "no requests yet");
       }
 
       function renderStatus(status) {
@@ -173,20 +280,26 @@ extension AdminDashboard {
         setValue("cache-hit-ratio", ratio, ratio === null ? "–" : (ratio * 100).toFixed(1) + "%");
       }
 
+      const REFRESHABLE = new Set(["oauth2_client_credentials"]);
       const TOKEN_KIND = { valid: "ok", expiring: "warn", refreshing: "warn", expired: "bad", invalid: "bad", missing: "bad", error: "bad" };
       function renderTokens(list) {
         const rows = list.tokens.map((t) => {
           const tr = el("tr");
           tr.dataset.token = t.name;
           tr.dataset.state = t.state;
-          const button = el("button", "Refresh");
-          button.type = "button";
-          button.dataset.tokenRefresh = t.name;
-          button.addEventListener("click", () => act(button, "POST", "/admin/tokens/" + encodeURIComponent(t.name) + "/refresh",
-            "token " + t.name + " refreshed"));
           const fingerprint = el("td"); fingerprint.append(el("code", t.fingerprint || "–"));
           const state = el("td"); state.append(badge(t.state, TOKEN_KIND[t.state] || ""));
-          const action = el("td"); action.append(button);
+          const action = el("td");
+          // Only an oauth2 token has somewhere to fetch a new value from; refreshing a static
+          // or file token is refused (409), so it gets no button.
+          if (REFRESHABLE.has(t.type)) {
+            const button = el("button", "Refresh");
+            button.type = "button";
+            button.dataset.tokenRefresh = t.name;
+            button.addEventListener("click", () => act(button, "POST", "/admin/tokens/" + encodeURIComponent(t.name) + "/refresh",
+              "token " + t.name + " refreshed"));
+            action.append(button);
+          }
           tr.append(el("td", t.name), el("td", t.type), state, fingerprint, el("td", formatTime(t.expires_at)),
             el("td", formatTime(t.refreshed_at)), el("td", t.last_error || "", "err"), action);
           return tr;
@@ -195,19 +308,55 @@ extension AdminDashboard {
         delete $("tokens-body").dataset.unavailable;
       }
 
-      function renderUpstreams(list) {
-        const rows = list.upstreams.map((u) => {
+      function renderUpstreams(list) { upstreamList = list; }
+
+      function ago(text) {
+        const at = Date.parse(text);
+        if (isNaN(at)) return null;
+        return Math.max(0, Math.round((Date.now() - at) / 1000));
+      }
+
+      // `since` (the last health change) and `last_check` ({at, ok, status, error}) are shown
+      // when the gateway reports them: an unhealthy upstream says how long it has been down.
+      function renderUpstreamRows() {
+        if (!upstreamList) return;
+        const rows = upstreamList.upstreams.map((u) => {
           const tr = el("tr");
           tr.dataset.upstream = u.name;
           const health = el("td"); health.append(badge(u.health, u.health === "healthy" ? "ok" : u.health === "unhealthy" ? "bad" : ""));
           const circuit = el("td"); circuit.append(badge(u.circuit, u.circuit === "closed" ? "ok" : u.circuit === "open" ? "bad" : "warn"));
-          tr.append(el("td", u.name), el("td", u.address), health, circuit, el("td", formatCount(u.open_connections), "num"),
-            el("td", formatCount(u.idle_connections), "num"), el("td", u.last_error || "", "err"));
-          tr.children[4].dataset.value = String(u.open_connections);
-          tr.children[5].dataset.value = String(u.idle_connections);
+          const since = el("td");
+          const seconds = u.since ? ago(u.since) : null;
+          if (seconds !== null) {
+            const down = u.health === "unhealthy";
+            since.textContent = (down ? "down for " : "up for ") + formatDuration(seconds);
+            since.title = formatTime(u.since);
+            if (down) { since.className = "down"; since.dataset.downFor = String(seconds); }
+          } else {
+            since.textContent = "–";
+          }
+          const check = el("td");
+          const c = u.last_check;
+          if (c) {
+            const when = ago(c.at);
+            check.textContent = (c.ok ? "ok" : "failed") + (c.status ? " " + c.status : "") + (c.error ? ": " + c.error : "") +
+              (when === null ? "" : " · " + formatDuration(when) + " ago");
+            check.dataset.ok = String(c.ok);
+            if (!c.ok) check.className = "err";
+          } else {
+            check.textContent = "–";
+          }
+          const series = historySeries("upstreams", u.name);
+          const figures = summarize(series);
+          tr.append(el("td", u.name), el("td", u.address), health, since, check, circuit, numberCell(u.open_connections),
+            numberCell(u.idle_connections), numberCell(figures ? figures.requests : null, figures ? formatCount(figures.requests) : "–"),
+            numberCell(figures ? figures.errors : null, figures ? formatCount(figures.errors) : "–"),
+            numberCell(figures ? figures.p99 : null, formatMs(figures ? figures.p99 : null)), chart(series),
+            el("td", u.last_error || "", "err"));
+          if ((figures && figures.errors > 0) || u.health === "unhealthy") tr.classList.add("row-5xx");
           return tr;
         });
-        fillBody($("upstreams-body"), rows, 7, "no upstreams configured");
+        fillBody($("upstreams-body"), rows, 13, "no upstreams configured");
       }
 
       function showBanner(id, text) {
@@ -239,6 +388,7 @@ extension AdminDashboard {
         const parts = [
           ["/admin/status", renderStatus, null],
           ["/metrics", renderMetrics, "requests-error"],
+          ["/admin/history", renderHistory, "history-error"],
           ["/admin/cache", renderCache, "cache-error"],
           ["/admin/tokens", renderTokens, "tokens-error"],
           ["/admin/upstreams", renderUpstreams, "upstreams-error"],
@@ -262,6 +412,9 @@ extension AdminDashboard {
             return error;
           })));
         if (round !== generation) return;
+        // The tables combine several answers, so they are drawn once all are in.
+        renderRoutes();
+        renderUpstreamRows();
         const failures = results.filter((e) => e);
         if (failures.some((e) => e.status === 401)) { askForToken("The admin token was refused. Enter it again."); return; }
         if (failures.length) {
@@ -312,6 +465,7 @@ extension AdminDashboard {
         $("token-input").value = "";
         $("login").hidden = true;
         previous = null;
+        current = null;
         refresh();
       });
 

@@ -230,6 +230,59 @@ enum AdminOpenAPI {
             }
           }
         },
+        "/admin/routes/{name}/cache": {
+          "parameters": [
+            {
+              "name": "name",
+              "in": "path",
+              "required": true,
+              "description": "The route's name.",
+              "schema": {
+                "type": "string",
+                "minLength": 1
+              }
+            }
+          ],
+          "delete": {
+            "operationId": "purgeRouteCache",
+            "summary": "Purge a route's cache entries",
+            "tags": [
+              "cache"
+            ],
+            "description": "Removes the entries the route's requests stored: those whose `route` in the listing is this route (see `CacheEntrySummary.route` for how an entry's route is found).",
+            "responses": {
+              "200": {
+                "description": "How many entries were removed (possibly 0).",
+                "content": {
+                  "application/json": {
+                    "schema": {
+                      "$ref": "#/components/schemas/Purged"
+                    }
+                  }
+                }
+              },
+              "401": {
+                "$ref": "#/components/responses/Unauthorized"
+              },
+              "404": {
+                "description": "No route of the running config has this name, or the route has no upstream (a stub-only route stores nothing).",
+                "content": {
+                  "application/json": {
+                    "schema": {
+                      "$ref": "#/components/schemas/Error"
+                    }
+                  }
+                }
+              },
+              "500": {
+                "$ref": "#/components/responses/StoreError"
+              },
+              "503": {
+                "$ref": "#/components/responses/Unavailable"
+              }
+            }
+          }
+        },
         "/admin/upstreams": {
           "get": {
             "operationId": "upstreams",
@@ -244,6 +297,34 @@ enum AdminOpenAPI {
                   "application/json": {
                     "schema": {
                       "$ref": "#/components/schemas/UpstreamList"
+                    }
+                  }
+                }
+              },
+              "401": {
+                "$ref": "#/components/responses/Unauthorized"
+              },
+              "503": {
+                "$ref": "#/components/responses/Unavailable"
+              }
+            }
+          }
+        },
+        "/admin/history": {
+          "get": {
+            "operationId": "history",
+            "summary": "The last 15 minutes per route and upstream",
+            "tags": [
+              "status"
+            ],
+            "description": "Kept in the gateway's memory, bounded: every 10 s the loops' counters are summed and the difference from the previous sum becomes one sample; each series keeps the newest 90 (15 minutes). Only the running config's routes and upstreams have series (a reload drops the others). An upstream's figures sum the routes that send to it, as the client saw them (cache hits included). Requests that matched no route are the route named \"\". Latency quantiles are interpolated within the buckets of `gatehouse_request_duration_seconds`; one beyond the last bound (10 s) is reported as 10000.",
+            "responses": {
+              "200": {
+                "description": "Sample times and, per route and upstream, one array per figure lined up with `at`.",
+                "content": {
+                  "application/json": {
+                    "schema": {
+                      "$ref": "#/components/schemas/History"
                     }
                   }
                 }
@@ -1420,6 +1501,13 @@ enum AdminOpenAPI {
               "age_s": {
                 "type": "integer",
                 "minimum": 0
+              },
+              "route": {
+                "type": [
+                  "string",
+                  "null"
+                ],
+                "description": "The route of the running config whose requests store this entry, or null when none would. The store keeps no route per entry: an entry is the route's when it is the first route of the running config, on the entry's upstream, whose upstream path pattern (the upstream URL's base path, then the route's `path` rewrite or else its `match.path`) fits the entry's path; routes with a `cache` block are tried first."
               }
             }
           },
@@ -1662,6 +1750,159 @@ enum AdminOpenAPI {
                 ]
               }
             ]
+          },
+          "HistorySeries": {
+            "type": "object",
+            "required": [
+              "name",
+              "requests",
+              "5xx",
+              "p50_ms",
+              "p99_ms"
+            ],
+            "properties": {
+              "name": {
+                "type": "string"
+              },
+              "requests": {
+                "type": "array",
+                "items": {
+                  "type": "integer",
+                  "minimum": 0
+                },
+                "description": "Requests answered in each interval."
+              },
+              "5xx": {
+                "type": "array",
+                "items": {
+                  "type": "integer",
+                  "minimum": 0
+                },
+                "description": "Of them, answered with a 5xx status."
+              },
+              "p50_ms": {
+                "type": "array",
+                "items": {
+                  "type": [
+                    "number",
+                    "null"
+                  ],
+                  "minimum": 0
+                },
+                "description": "Median latency in each interval, milliseconds; null without requests."
+              },
+              "p99_ms": {
+                "type": "array",
+                "items": {
+                  "type": [
+                    "number",
+                    "null"
+                  ],
+                  "minimum": 0
+                },
+                "description": "99th percentile latency in each interval, milliseconds; null without requests."
+              }
+            }
+          },
+          "History": {
+            "type": "object",
+            "required": [
+              "interval_s",
+              "capacity",
+              "at",
+              "routes",
+              "upstreams"
+            ],
+            "properties": {
+              "interval_s": {
+                "type": "integer",
+                "const": 10
+              },
+              "capacity": {
+                "type": "integer",
+                "const": 90,
+                "description": "Samples kept per series."
+              },
+              "at": {
+                "type": "array",
+                "items": {
+                  "type": "string",
+                  "format": "date-time"
+                },
+                "maxItems": 90,
+                "description": "When each sample was taken, oldest first."
+              },
+              "routes": {
+                "type": "array",
+                "items": {
+                  "type": "object",
+                  "required": [
+                    "name",
+                    "upstream",
+                    "requests",
+                    "5xx",
+                    "p50_ms",
+                    "p99_ms"
+                  ],
+                  "properties": {
+                    "name": {
+                      "type": "string"
+                    },
+                    "requests": {
+                      "type": "array",
+                      "items": {
+                        "type": "integer",
+                        "minimum": 0
+                      },
+                      "description": "Requests answered in each interval."
+                    },
+                    "5xx": {
+                      "type": "array",
+                      "items": {
+                        "type": "integer",
+                        "minimum": 0
+                      },
+                      "description": "Of them, answered with a 5xx status."
+                    },
+                    "p50_ms": {
+                      "type": "array",
+                      "items": {
+                        "type": [
+                          "number",
+                          "null"
+                        ],
+                        "minimum": 0
+                      },
+                      "description": "Median latency in each interval, milliseconds; null without requests."
+                    },
+                    "p99_ms": {
+                      "type": "array",
+                      "items": {
+                        "type": [
+                          "number",
+                          "null"
+                        ],
+                        "minimum": 0
+                      },
+                      "description": "99th percentile latency in each interval, milliseconds; null without requests."
+                    },
+                    "upstream": {
+                      "type": [
+                        "string",
+                        "null"
+                      ],
+                      "description": "The upstream the route sends to; null for a stub-only route or the unmatched requests."
+                    }
+                  }
+                }
+              },
+              "upstreams": {
+                "type": "array",
+                "items": {
+                  "$ref": "#/components/schemas/HistorySeries"
+                }
+              }
+            }
           }
         }
       }

@@ -13,12 +13,16 @@ public enum AdminEndpoint: Equatable, Sendable {
   case purgeCacheEntry(id: String)
   case purgeCacheEntries
   case purgeCache
+  /// `DELETE /admin/routes/{name}/cache`: the entries a route's requests stored.
+  case purgeRouteCache(name: String)
   case tokens
   case setToken(name: String)
   case refreshToken(name: String)
   case invalidateToken(name: String)
   case routes
   case upstreams
+  /// `GET /admin/history`: the dashboard's last 15 minutes per route and upstream.
+  case history
   case reload
   case dashboard
   case openAPI
@@ -30,7 +34,7 @@ public enum AdminEndpoint: Equatable, Sendable {
     case .healthz, .readyz, .dashboard, .openAPI: return false
     case .metrics: return !metricsPublic
     case .status, .cacheStats, .cacheEntries, .cacheEntry, .purgeCacheEntry, .purgeCacheEntries, .purgeCache,
-      .tokens, .setToken, .refreshToken, .invalidateToken, .routes, .upstreams, .reload:
+      .purgeRouteCache, .tokens, .setToken, .refreshToken, .invalidateToken, .routes, .upstreams, .history, .reload:
       return true
     }
   }
@@ -44,8 +48,9 @@ extension AdminEndpoint {
     switch self {
     case .cacheEntries: return ["prefix", "limit", "cursor"]
     case .purgeCacheEntries: return ["prefix"]
-    case .healthz, .readyz, .metrics, .status, .cacheStats, .cacheEntry, .purgeCacheEntry, .purgeCache, .tokens,
-      .setToken, .refreshToken, .invalidateToken, .routes, .upstreams, .reload, .dashboard, .openAPI:
+    case .healthz, .readyz, .metrics, .status, .cacheStats, .cacheEntry, .purgeCacheEntry, .purgeCache,
+      .purgeRouteCache, .tokens,
+      .setToken, .refreshToken, .invalidateToken, .routes, .upstreams, .history, .reload, .dashboard, .openAPI:
       return []
     }
   }
@@ -57,7 +62,7 @@ extension AdminEndpoint {
     switch self {
     case .healthz, .readyz, .metrics, .dashboard, .openAPI: return true
     case .status, .cacheStats, .cacheEntries, .cacheEntry, .purgeCacheEntry, .purgeCacheEntries, .purgeCache,
-      .tokens, .setToken, .refreshToken, .invalidateToken, .routes, .upstreams, .reload:
+      .purgeRouteCache, .tokens, .setToken, .refreshToken, .invalidateToken, .routes, .upstreams, .history, .reload:
       return false
     }
   }
@@ -118,6 +123,7 @@ public enum AdminRouter {
     case ["admin", "status"]: return only(["GET", "HEAD"], isGet ? .status : nil)
     case ["admin", "routes"]: return only(["GET", "HEAD"], isGet ? .routes : nil)
     case ["admin", "upstreams"]: return only(["GET", "HEAD"], isGet ? .upstreams : nil)
+    case ["admin", "history"]: return only(["GET", "HEAD"], isGet ? .history : nil)
     case ["admin", "tokens"]: return only(["GET", "HEAD"], isGet ? .tokens : nil)
     case ["admin", "reload"]: return only(["POST"], method == .post ? .reload : nil)
     case ["admin", "cache"]:
@@ -130,6 +136,9 @@ public enum AdminRouter {
       guard let id = percentDecoded(parts[3]), !id.isEmpty else { return .notFound }
       if isGet { return .endpoint(.cacheEntry(id: id)) }
       return only(["GET", "HEAD", "DELETE"], method == .delete ? .purgeCacheEntry(id: id) : nil)
+    case let parts where parts.count == 4 && parts[0] == "admin" && parts[1] == "routes" && parts[3] == "cache":
+      guard let name = percentDecoded(parts[2]), !name.isEmpty else { return .notFound }
+      return only(["DELETE"], method == .delete ? .purgeRouteCache(name: name) : nil)
     case let parts where parts.count == 3 && parts[0] == "admin" && parts[1] == "tokens":
       guard let name = percentDecoded(parts[2]), !name.isEmpty else { return .notFound }
       return only(["PUT"], method == .put ? .setToken(name: name) : nil)

@@ -13,6 +13,7 @@ protocol AdminBackend: AnyObject, Sendable {
   func statusDocument(completion: @escaping @Sendable (JSONValue) -> Void)
   func routesDocument() -> JSONValue
   func upstreamsDocument(completion: @escaping @Sendable (JSONValue) -> Void)
+  func historyDocument(completion: @escaping @Sendable (JSONValue) -> Void)
   func metricsText(completion: @escaping @Sendable (String) -> Void)
   func reload(completion: @escaping @Sendable (Result<Void, ReloadFailure>) -> Void)
   /// The token endpoints; the token manager lives on the control loop.
@@ -228,6 +229,8 @@ final class AdminService: @unchecked Sendable {
       completion(.json(backend.routesDocument()))
     case .upstreams:
       backend.upstreamsDocument { respond(.json($0)) }
+    case .history:
+      backend.historyDocument { respond(.json($0)) }
     case .reload:
       backend.reload { result in
         switch result {
@@ -243,7 +246,7 @@ final class AdminService: @unchecked Sendable {
       completion(dashboard)
     case .openAPI:
       completion(AdminResponse(status: 200, body: Array(AdminOpenAPI.document.utf8)))
-    case .cacheStats, .cacheEntries, .cacheEntry, .purgeCacheEntry, .purgeCacheEntries, .purgeCache:
+    case .cacheStats, .cacheEntries, .cacheEntry, .purgeCacheEntry, .purgeCacheEntries, .purgeCache, .purgeRouteCache:
       backend.cache(endpoint, query: parameters) { respond($0) }
     case .tokens, .setToken, .refreshToken, .invalidateToken:
       backend.tokens(endpoint, body: body) { respond($0) }

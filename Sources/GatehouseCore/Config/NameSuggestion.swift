@@ -1,9 +1,9 @@
 /// Finds the closest known name to a mistyped one, for "did you mean" hints.
-enum NameSuggestion {
+public enum NameSuggestion {
   /// The candidate with the smallest edit distance to `name`, if it is close enough to be a
   /// plausible typo: at most one edit per three characters (at least one, at most three).
   /// Case differences count as no edit, so `Routes` suggests `routes`.
-  static func closest(to name: String, among candidates: some Sequence<String>) -> String? {
+  public static func closest(to name: String, among candidates: some Sequence<String>) -> String? {
     var best: (candidate: String, distance: Int)?
     for candidate in candidates where candidate != name {
       let distance = editDistance(Array(name.lowercased().utf8), Array(candidate.lowercased().utf8))
@@ -17,7 +17,7 @@ enum NameSuggestion {
   }
 
   /// `" (did you mean "x"?)"` when a close candidate exists, else an empty string.
-  static func hint(for name: String, among candidates: some Sequence<String>) -> String {
+  public static func hint(for name: String, among candidates: some Sequence<String>) -> String {
     guard let suggestion = closest(to: name, among: candidates) else { return "" }
     return " (did you mean \"\(suggestion)\"?)"
   }

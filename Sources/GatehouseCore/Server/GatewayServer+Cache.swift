@@ -41,6 +41,7 @@ extension GatewayServer {
         completion(.badParameter("limit", "limit must be a number from 1 to 1000"))
         return
       }
+      let routes = CacheEntryRoutes(config: currentSnapshot.config)
       onControl {
         do {
           let page = try store.list(prefix: query["prefix"] ?? "", limit: limit, cursor: query["cursor"])
@@ -48,7 +49,7 @@ extension GatewayServer {
           completion(
             .json(
               .object([
-                ("entries", .array(page.entries.map { Self.summaryDocument($0, nowMs: now) })),
+                ("entries", .array(page.entries.map { Self.summaryDocument($0, nowMs: now, routes: routes) })),
                 ("next_cursor", .optionalString(page.nextCursor)),
               ])))
         } catch let error as StoreError {
@@ -61,6 +62,7 @@ extension GatewayServer {
         }
       }
     case .cacheEntry(let id):
+      let routes = CacheEntryRoutes(config: currentSnapshot.config)
       onControl {
         do {
           guard let entry = try store.entry(id: id) else {
@@ -68,7 +70,9 @@ extension GatewayServer {
             return
           }
           var members: [(String, JSONValue)] = []
-          if case .object(let summary) = Self.summaryDocument(entry.summary, nowMs: RFC3339.nowMilliseconds()) {
+          if case .object(let summary) = Self.summaryDocument(
+            entry.summary, nowMs: RFC3339.nowMilliseconds(), routes: routes)
+          {
             members = summary
           }
           members.append(("headers", .array(entry.headers.map { .array([.string($0.name), .string($0.value)]) })))
@@ -94,6 +98,8 @@ extension GatewayServer {
       } notFound: {
         "no cache entry \(id)"
       }
+    case .purgeRouteCache(let name):
+      purgeRoute(name, store: store, completion: completion)
     case .purgeCacheEntries:
       guard let prefix = query["prefix"], !prefix.isEmpty else {
         completion(.badParameter("prefix", "prefix is required (DELETE /admin/cache purges everything)"))
@@ -112,6 +118,44 @@ extension GatewayServer {
       }
     default:
       completion(.error(404, "not a cache endpoint"))
+    }
+  }
+
+  /// `DELETE /admin/routes/{name}/cache`: the store does not record routes, so the
+  /// route's entries are found as `CacheEntryRoutes` maps them: listed by the route's
+  /// literal upstream path prefix, kept when they map to the route, then purged by id.
+  private func purgeRoute(
+    _ name: String, store: Store, completion: @escaping @Sendable (AdminResponse) -> Void
+  ) {
+    let config = currentSnapshot.config
+    let routes = CacheEntryRoutes(config: config)
+    guard let prefix = routes.literalPrefix(route: name) else {
+      let names = config.routes.map(\.name)
+      let message =
+        names.contains(name)
+        ? "route \(name) has no upstream, so it has no cache entries"
+        : "no route \(name)" + NameSuggestion.hint(for: name, among: names)
+      var response = AdminResponse.error(404, message)
+      response.auditFacts = [("purged", .int(0))]
+      completion(response)
+      return
+    }
+    purge(completion: completion) {
+      var ids: [String] = []
+      var cursor: String?
+      repeat {
+        let page = try store.list(prefix: prefix, limit: 1000, cursor: cursor)
+        for entry in page.entries
+        where routes.route(upstream: entry.upstream, method: entry.method, path: entry.path) == name {
+          ids.append(entry.id)
+        }
+        cursor = page.nextCursor
+      } while cursor != nil
+      var count = 0
+      for id in ids { count += try store.purge(id: id) }
+      return count
+    } notFound: {
+      ""
     }
   }
 
@@ -142,12 +186,15 @@ extension GatewayServer {
     }
   }
 
-  static func summaryDocument(_ entry: CacheEntrySummary, nowMs: Int64) -> JSONValue {
+  /// One entry of the listing. `route` is the route of the running config whose requests
+  /// produce the entry (`CacheEntryRoutes`), or null when none does.
+  static func summaryDocument(_ entry: CacheEntrySummary, nowMs: Int64, routes: CacheEntryRoutes) -> JSONValue {
     .object([
       ("id", .string(entry.id)), ("method", .string(entry.method)), ("upstream", .string(entry.upstream)),
       ("path", .string(entry.path)), ("query", .string(entry.query)), ("status", .int(entry.status)),
       ("bytes", .int(Int(entry.bytes))), ("stored_at", .string(RFC3339.string(seconds: entry.storedAtMs / 1000))),
       ("age_s", .int(Int(max(0, nowMs - entry.storedAtMs) / 1000))),
+      ("route", .optionalString(routes.route(upstream: entry.upstream, method: entry.method, path: entry.path))),
     ])
   }
 }

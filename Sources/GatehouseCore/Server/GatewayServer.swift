@@ -27,6 +27,9 @@ public final class GatewayServer: @unchecked Sendable {
   /// Confined to the control loop.
   nonisolated(unsafe) let healthChecker: HealthChecker
   private let startedAt = RFC3339.now().seconds
+  /// The dashboard's last 15 minutes (`GET /admin/history`): written every 10 s by the
+  /// sampler, read by the admin loop.
+  let history = Mutex(MetricsHistory())
   /// Listen addresses as bound (port 0 replaced by the kernel's choice).
   public private(set) var boundAddresses: [String] = []
   /// The admin address as bound, when the admin listener runs.
@@ -196,6 +199,7 @@ public final class GatewayServer: @unchecked Sendable {
     control.execute { [self] in
       tokenManager.start()
       healthChecker.apply(currentSnapshot)
+      sampleHistory()
       // Each loop runs its queue in order: the token values published just above are in
       // place before the first connection is accepted.
       for (index, context) in contexts.enumerated() {
@@ -447,6 +451,11 @@ public final class GatewayServer: @unchecked Sendable {
   /// Runs `body` on the control loop (for blocking work such as store admin calls).
   func onControl(_ body: @escaping @Sendable () -> Void) {
     control.execute { body() }
+  }
+
+  /// Runs `body` on the control loop after `delay`. Control loop only.
+  func onControlAfter(_ delay: Duration, _ body: @escaping () -> Void) {
+    _ = control.scheduleTimer(after: delay, body)
   }
 
   /// Runs `body` on every loop and hands the results, in loop order, to `completion` on the

@@ -9,7 +9,21 @@ import GatehouseNet
 /// `gatehouse demo`: a sample backend and the gateway in one process on loopback, then a
 /// walk through the product, printing each request and answer.
 enum DemoCommand {
+  static let usage = """
+    usage: gatehouse demo [--keep]
+
+    Starts a sample backend and the gateway on loopback, then walks through the product,
+    printing each request and answer. --keep keeps both running afterwards.
+    """
+
   static func run(_ arguments: [String]) -> Int32 {
+    // A mistyped option must not start the demo as if it had not been given.
+    for argument in arguments where argument != "--keep" {
+      FileHandleStandardError.write(
+        "gatehouse demo: unexpected argument '\(argument)'\(NameSuggestion.hint(for: argument, among: ["--keep"]))\n"
+          + usage + "\n")
+      return 2
+    }
     let keep = arguments.contains("--keep")
     let backend: DemoBackend
     do {
