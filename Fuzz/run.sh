@@ -57,7 +57,7 @@ build_module() {
   shift
   case " $built " in *" $name "*) return ;; esac
   echo "==> building $name (fuzzer + address sanitizer)"
-  swiftc -parse-as-library -O -wmo -sanitize=fuzzer,address -module-name "$name" \
+  swiftc -parse-as-library -O -wmo -sanitize=fuzzer,address -module-name "$name" -I "$build/module" \
     -emit-module -emit-module-path "$build/module/$name.swiftmodule" \
     -c -o "$build/$name.o" "$@"
   built="$built $name"
@@ -88,8 +88,11 @@ for target in $targets; do
     # rest of GatehouseCore (server, store, TLS) needs C libraries and is not on the path from
     # config bytes to a GatehouseConfig. The checks use nothing else, so when a new dependency
     # of Config/ breaks this build, add its file here.
-    build_module GatehouseCore Sources/GatehouseCore/Config/*.swift Sources/GatehouseCore/Routing/RouteTemplate.swift
-    link_target config ConfigFuzzInvariants.swift "$build/GatehouseCore.o" "$build/GatehouseJSON.o"
+    build_module GatehouseHTTP Sources/GatehouseHTTP/*.swift
+    build_module GatehouseCore Sources/GatehouseCore/Config/*.swift Sources/GatehouseCore/Routing/RouteTemplate.swift \
+      Sources/GatehouseCore/Logging/TrustedProxies.swift
+    link_target config ConfigFuzzInvariants.swift "$build/GatehouseCore.o" "$build/GatehouseJSON.o" \
+      "$build/GatehouseHTTP.o"
     ;;
   *)
     echo "run.sh: unknown target $target" >&2
