@@ -114,8 +114,11 @@ enum RequestTarget {
   /// target, `;` (servlet containers drop `;parameters` before resolving, so `..;x` is `..`
   /// to them), an encoded `/` or `\` (`%2F`, `%5C`: servers that decode before resolving
   /// read `..%2F` as `../`), an encoded `;` (`%3B`, dropped with what follows by servlet
-  /// containers that decode first), or an encoded NUL (`%00`, where C code ends the path). A backend or a framework resolving such a segment would reach a
-  /// path that no route allowed, with the credentials of the route that matched.
+  /// containers that decode first), an encoded NUL (`%00`, where C code ends the path), an
+  /// encoded `?` or `#` (`%3F`, `%23`: a backend that decodes before it splits off the query
+  /// or fragment reads `..%3F` as `..`), or encoded white space (`%20`, `%09`, `%0A`, `%0D`,
+  /// which some servers trim). A backend or a framework resolving such a segment would reach
+  /// a path that no route allowed, with the credentials of the route that matched.
   static func isDotSegment(_ p: UnsafeBufferPointer<UInt8>, _ start: Int) -> Bool {
     var j = start
     var dots = 0
@@ -133,9 +136,11 @@ enum RequestTarget {
     switch p[j] {
     case slash, ASCII.question, ASCII.space, ASCII.semicolon: return true
     default:
-      // %2F, %5C, %3B, %00
+      // %2F, %5C, %3B, %00, %3F, %23, %20, %09, %0A, %0D
       return isEscape(p, j, 0x32, 0x66) || isEscape(p, j, 0x35, 0x63) || isEscape(p, j, 0x33, 0x62)
-        || isEscape(p, j, 0x30, 0x30)
+        || isEscape(p, j, 0x30, 0x30) || isEscape(p, j, 0x33, 0x66) || isEscape(p, j, 0x32, 0x33)
+        || isEscape(p, j, 0x32, 0x30) || isEscape(p, j, 0x30, 0x39) || isEscape(p, j, 0x30, 0x61)
+        || isEscape(p, j, 0x30, 0x64)
     }
   }
 

@@ -30,7 +30,10 @@ import Testing
 
   /// A dot segment ended by an encoded `;` (servlet containers drop `;parameters` after
   /// decoding) or an encoded NUL (C code ends the string there) is still `..` to someone.
-  @Test(arguments: ["/a/..%3B/b", "/a/..%3bx/admin", "/a/.%3B", "/a/%2e%2e%3b", "/a/..%00", "/a/..%00/b", "/a/.%00"])
+  @Test(arguments: [
+    "/a/..%3B/b", "/a/..%3bx/admin", "/a/.%3B", "/a/%2e%2e%3b", "/a/..%00", "/a/..%00/b", "/a/.%00", "/e/..%3F",
+    "/e/..%3f", "/e/..%23", "/e/..%20", "/e/..%09", "/e/..%0a", "/e/..%0D",
+  ])
   func dotSegmentsEndedByAnEncodedSemicolonOrNulAreRefused(_ path: String) {
     #expect(error(path) == .dotSegment, "\(path)")
   }

@@ -94,7 +94,10 @@ import Testing
       config: Self.config(
         port: backend.port, cache: ["fresh_s": 0, "stale_while_revalidate_s": 60, "vary": ["Accept-Language"]]))
     defer { gateway.stopExpectingCleanExit() }
-    let poisoned = [("X-Debug", "1"), ("Accept-Language", "fr"), ("X-Forwarded-Host", "evil.example")]
+    let poisoned = [
+      ("X-Debug", "1"), ("Accept-Language", "fr"), ("X-Forwarded-Host", "evil.example"),
+      ("X-Forwarded-For", "9.9.9.9"),
+    ]
 
     let first = try send("GET", "/c/me", to: gateway.port, headers: poisoned)
     // Served from the store, and refreshed in the background with the first request's fields.
@@ -108,9 +111,33 @@ import Testing
     for request in backend.requests {
       #expect(request.head.value("Accept-Language") == "fr")
       #expect(!request.head.has("X-Debug") && !request.head.has("X-Forwarded-Host"))
+      // Only the peer, not an address the client wrote.
+      #expect(request.head.values("X-Forwarded-For") == ["127.0.0.1"])
     }
     // A request that is not shared (a POST) still carries the client's fields.
-    _ = try send("POST", "/c/me", to: gateway.port, headers: [("X-Debug", "1")], body: Array("{}".utf8))
+    _ = try send(
+      "POST", "/c/me", to: gateway.port, headers: [("X-Debug", "1"), ("X-Forwarded-For", "9.9.9.9")],
+      body: Array("{}".utf8))
     #expect(backend.requests.last?.head.value("X-Debug") == "1")
+    #expect(backend.requests.last?.head.value("X-Forwarded-For") == "9.9.9.9, 127.0.0.1")
+  }
+
+  /// A keyed field the client's `Connection` names is dropped before the upstream, so the
+  /// answer would be stored under a value the upstream never saw: such a request bypasses
+  /// the store.
+  @Test func aKeyedFieldNamedInConnectionBypassesTheStore() throws {
+    let backend = try Self.echoBackend()
+    defer { backend.stop() }
+    let gateway = try GatewayProcess(
+      config: Self.config(port: backend.port, cache: ["fresh_s": 60, "vary": ["Accept-Language"]]))
+    defer { gateway.stopExpectingCleanExit() }
+
+    let attack = try send(
+      "GET", "/c/x", to: gateway.port, headers: [("Accept-Language", "de"), ("Connection", "Accept-Language")])
+    let victim = try send("GET", "/c/x", to: gateway.port, headers: [("Accept-Language", "de")])
+
+    #expect(StoreTests.cacheHeader(attack) == "BYPASS")
+    #expect(StoreTests.cacheHeader(victim) == "MISS")
+    #expect(victim.text.contains(#""lang":"de""#), "\(victim.text)")
   }
 }

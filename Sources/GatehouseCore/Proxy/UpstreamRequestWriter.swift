@@ -80,7 +80,8 @@ public enum UpstreamRequestWriter {
       // Every X-Forwarded-For line the client sent, in order, joined as one list, then the
       // client's own address.
       out.write("X-Forwarded-For: ")
-      if sawForwardedFor {
+      // An answer others will get names no address this client chose: only the peer's.
+      if sawForwardedFor && !sharedAnswer {
         headers.withEachField { name, value in
           guard isForwardedFor(name), !value.isEmpty else { return }
           out.write(value)

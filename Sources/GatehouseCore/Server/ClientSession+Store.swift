@@ -25,8 +25,12 @@ extension ClientSession {
       exchange.cacheResult = .bypass
       return false
     }
-    // Credentials of the client's own that reach the backend make the answer theirs.
-    if Self.forwardsClientCredentials(exchange, plan: plan, keyed: cache.vary) {
+    // Credentials of the client's own that reach the backend make the answer theirs. A
+    // keyed field the client's `Connection` names is dropped on the way, so the key would
+    // hold a value the upstream never saw.
+    if Self.forwardsClientCredentials(exchange, plan: plan, keyed: cache.vary)
+      || Self.connectionNamesKeyedField(exchange.head, keyed: cache.vary)
+    {
       exchange.cacheResult = .bypass
       return false
     }
@@ -327,6 +331,12 @@ extension ClientSession {
       found = true
     }
     return found
+  }
+
+  /// Whether the request's `Connection` field lists one of the `keyed` names.
+  static func connectionNamesKeyedField(_ head: HTTPRequestHead, keyed: [String]) -> Bool {
+    guard !keyed.isEmpty, let listed = UpstreamRequestWriter.connectionListedNames(head.headers) else { return false }
+    return keyed.contains { listed.contains($0.lowercased()) }
   }
 
   /// The request fields the route's cache key holds (its `vary` list, lowercased).
