@@ -168,3 +168,50 @@ import Testing
     }
   }
 }
+
+extension BufferedAnswerBudgetTests {
+  /// Answers from the store are written whole, a copy per client: a client that does not
+  /// read keeps its copy against the budget, and past it the next large hit is a 503
+  /// until that client has gone.
+  @Test func storeHitsForClientsThatDoNotReadCountAgainstTheBudget() throws {
+    let document = JSONArrayDocument(approximateBytes: 7_000_000)
+    var bytes: [UInt8] = []
+    document.stream { bytes += $0 }
+    let json = bytes
+    let backend = try TestBackend { _ in
+      .respond(BackendResponse(headers: [("Content-Type", "application/json")], body: .bytes(json)))
+    }
+    defer { backend.stop() }
+    var config = TestConfig.make(
+      routes: [
+        TestConfig.envelopedRoute(
+          "all", match: "/*", envelope: ["max_bytes": 16 << 20], extra: ["cache": ["fresh_s": 600]])
+      ],
+      upstreams: ["api": TestConfig.upstream(port: backend.port, responseTimeoutMs: 20_000)],
+      limits: ["buffered_bytes": 8_000_000], workers: 1)
+    config = TestConfig.withAdmin(config)
+    config["store"] = ["path": "var/store.sqlite"]
+    let gateway = try GatewayProcess(config: config)
+    defer { gateway.stopExpectingCleanExit() }
+
+    let first = try send("GET", "/doc", to: gateway.port, timeout: 30)
+    #expect(StoreTests.cacheHeader(first) == "MISS")
+    let admin = try gateway.admin(token: TestConfig.adminToken)
+    #expect(admin.waitForStoredEntries(1))
+    // A client that asks and never reads: its copy stays queued in the gateway.
+    let stalled = try RawClient(port: gateway.port, receiveBufferSize: 4096)
+    try stalled.send(httpRequest("GET", "/doc"))
+    sleep(for: .milliseconds(500))
+    let refused = try send("GET", "/doc", to: gateway.port, timeout: 30)
+    stalled.close()
+    var after: ReceivedResponse?
+    let served = try waitUntil(timeout: 20, interval: .milliseconds(200)) {
+      after = try send("GET", "/doc", to: gateway.port, timeout: 30)
+      return after?.status == 200
+    }
+
+    #expect(isErrorEnvelope(refused, status: 503, message: "gateway overloaded"), "\(refused.text.prefix(200))")
+    #expect(served, "\(after?.text.prefix(200) ?? "")")
+    #expect(after.map(StoreTests.cacheHeader) == "HIT")
+  }
+}

@@ -237,6 +237,7 @@ extension ClientSession {
     context.output.removeAll(keepingCapacity: true)
     switch outcome {
     case .json(let status, let json), .unusable(let status, let json):
+      guard chargeKeptAnswer(json.count, exchange: exchange) else { return }
       writeEnvelopedAnswer(
         status: status, body: json, upstream: head, exchange: exchange, close: close, headOnly: headOnly, extra: extra)
     case .passThrough:
@@ -261,6 +262,7 @@ extension ClientSession {
         body = decoded
         except = Self.contentEncodingField
       }
+      guard chargeKeptAnswer(body.count, exchange: exchange) else { return }
       exchange.status = head.status
       ClientResponseWriter.write(
         head: head, requestID: exchange.requestID, framing: headOnly ? .none : .contentLength(Int64(body.count)),
@@ -279,6 +281,27 @@ extension ClientSession {
       exchange.requestComplete = true
     }
     if exchange.requestComplete { finishExchange() }
+  }
+
+  /// Answers from the store and those handed to collapsed waiters are written whole, a copy
+  /// per client: one that does not read keeps its copy queued. So each copy of this size or
+  /// more is taken out of `limits.buffered_bytes` until the client has it (smaller ones
+  /// leave at once and cost nothing to count).
+  static let chargedKeptAnswerBytes = 64 << 10
+
+  /// Takes a kept answer's `count` bytes out of the budget; false, with a 503 `gateway
+  /// overloaded` written instead, when it is spent.
+  private func chargeKeptAnswer(_ count: Int, exchange: Exchange) -> Bool {
+    guard count >= Self.chargedKeptAnswerBytes, exchange.head.method != .head else { return true }
+    if context.shared.chargeBufferedAnswer(count, limit: exchange.snapshot.bufferedBytes) {
+      exchange.bufferCharge += count
+      return true
+    }
+    exchange.responseStarted = false
+    context.shared.warnAboutLimit(
+      "buffered answers reached limits.buffered_bytes", ["limit": .int(exchange.snapshot.bufferedBytes)])
+    respondLocally(failure: .overloaded, reason: .overloaded)
+    return false
   }
 
   /// The key inputs of a request: each vary header's values joined, prefixed with "=" when
