@@ -60,6 +60,39 @@ import Testing
     #expect(backend.server.connectionCount == 1)
   }
 
+  /// Clients that stop reading large answers hold their upstream connections (reading the
+  /// upstream pauses with them); when others queue for one, the longest stalled is cut.
+  @Test func clientsThatStopReadingCannotHoldEveryConnection() throws {
+    let backend = try TestBackend { request in
+      if request.target == "/big" {
+        return .respond(
+          BackendResponse(
+            headers: [("Content-Type", "application/octet-stream")],
+            body: .generated(length: 64 << 20, chunked: false)))
+      }
+      return jsonAnswer(#"{"ok":true}"#)
+    }
+    defer { backend.stop() }
+    let gateway = try GatewayProcess(
+      config: Self.config(port: backend.port, upstream: ["max_connections": 2, "queue_timeout_ms": 10_000]))
+    defer { gateway.stopExpectingCleanExit() }
+
+    let stalled = try (0..<2).map { _ in
+      let client = try RawClient(port: gateway.port, receiveBufferSize: 4096)
+      try client.send(httpRequest("GET", "/big"))
+      return client
+    }
+    defer { stalled.forEach { $0.close() } }
+    #expect(backend.waitForRequests(2))
+    sleep(for: .milliseconds(300))
+    let other = try send("GET", "/small", to: gateway.port, timeout: 15)
+
+    #expect(other.status == 200, "\(other.text)")
+    // One of the clients that read nothing was cut to make room.
+    let ends = stalled.map { $0.readUntilEnd(timeout: 3).end }
+    #expect(ends.contains { $0 != .stillOpen }, "\(ends)")
+  }
+
   /// 20 clients that send 3 bytes of a 100 kB body hold no upstream connection.
   @Test func clientsSendingBodiesSlowlyHoldNoUpstreamConnection() throws {
     let backend = try TestBackend { _ in jsonAnswer(#"{"ok":true}"#) }

@@ -45,6 +45,9 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
   var resumeOnDrain = false
   /// Budget bytes (`limits.buffered_bytes`) of answers written but not yet taken by the client.
   var heldBufferCharge = 0
+  /// When the client stopped taking the answer of an exchange that holds an upstream
+  /// connection (loop time; 0 while it reads). See `UpstreamPool.evictStalledReaderIfDue`.
+  private(set) var stalledSince: UInt64 = 0
 
   enum DeadlineKind {
     case header
@@ -440,6 +443,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     exchange.queuedFresh = fresh
     pool.enqueue(self)
     setDeadline(.connectionQueue, nanoseconds: pool.plan.queueTimeoutNanoseconds)
+    pool.evictStalledReaderIfDue(now: loop.iterationTime)
   }
 
   /// `pool` has room for the request this session queued there.
@@ -653,10 +657,28 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     guard let leased = exchange?.upstream, leased.owner === self, let upstream = leased.connection else { return }
     upstream.pauseReading()
     setWriteDeadline(.clientWrite)
+    stalledSince = loop.iterationTime
+    leased.pool.noteStalled(self)
+  }
+
+  /// Whether this session still holds a connection of `pool` for a client that stopped reading.
+  func holdsStalledConnection(of pool: UpstreamPool) -> Bool {
+    guard stalledSince != 0, !closed, let leased = exchange?.upstream, leased.owner === self else { return false }
+    return leased.pool === pool
+  }
+
+  /// Cut for holding an upstream connection others wait for while its client reads nothing.
+  func cutForStall(of pool: UpstreamPool) {
+    guard holdsStalledConnection(of: pool) else { return }
+    abort()
   }
 
   func connectionWriteQueueDidDrainBelowLowWatermark(_ connection: BufferedConnection) {
     if heldBufferCharge > 0 { releaseHeldBufferCharge() }
+    if stalledSince != 0 {
+      stalledSince = 0
+      exchange?.upstream?.pool.noteNoLongerStalled(self)
+    }
     if resumeOnDrain && exchange == nil {
       resumeOnDrain = false
       resumeHeldInput()

@@ -297,6 +297,7 @@ final class LoopContext: @unchecked Sendable {
     for session in Array(sessions.values) where session.deadline != 0 && session.deadline <= now {
       session.deadlinePassed()
     }
+    for pool in pools where pool.queuedCount > 0 { pool.evictStalledReaderIfDue(now: now) }
   }
 
   func stopSweeping() {

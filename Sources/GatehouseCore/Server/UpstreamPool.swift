@@ -36,6 +36,9 @@ final class UpstreamPool {
   /// behind a bound instead of opening ever more).
   private var queue: [ClientSession] = []
   private var admitScheduled = false
+  /// Sessions holding one of this pool's connections while their client has stopped taking
+  /// the answer (its queue above the high watermark), in the order they stalled.
+  private var stalled: [ClientSession] = []
 
   init(context: LoopContext, plan: UpstreamPlan) {
     self.context = context
@@ -119,6 +122,35 @@ final class UpstreamPool {
   }
 
   var queuedCount: Int { queue.count }
+
+  /// A client that stopped reading keeps its upstream connection busy (reading the upstream
+  /// pauses with it). When requests queue for a connection, one whose client has taken none
+  /// of its answer for this long is cut so a waiting request gets its connection: a client
+  /// that does not read must not be able to hold `max_connections` from everyone else. A
+  /// slow reader drains its queue now and then, which ends its stall.
+  static let stalledReaderGraceNanoseconds: UInt64 = 1_000_000_000
+
+  func noteStalled(_ session: ClientSession) {
+    if !stalled.contains(where: { $0 === session }) { stalled.append(session) }
+  }
+
+  func noteNoLongerStalled(_ session: ClientSession) {
+    stalled.removeAll { $0 === session }
+  }
+
+  /// With requests queued, cuts the client that has been stalled longest, once it has been
+  /// for the grace period. Called when a request queues and on the loop's sweep.
+  func evictStalledReaderIfDue(now: UInt64) {
+    guard !queue.isEmpty else { return }
+    // Entries whose session moved on (answer done, client gone) are dropped as found.
+    stalled.removeAll { !$0.holdsStalledConnection(of: self) }
+    guard let oldest = stalled.first, now &- oldest.stalledSince >= Self.stalledReaderGraceNanoseconds else { return }
+    stalled.removeFirst()
+    context.shared.warnAboutLimit(
+      "a client that stopped reading gave its upstream connection to a waiting request",
+      ["upstream": .string(plan.name), "max_connections": .int(plan.maxConnections)])
+    context.loop.executeLater { oldest.cutForStall(of: self) }
+  }
 
   /// A connection went idle or closed: the oldest waiters take the room, after the current
   /// call stack (the session that freed it may still be writing its answer).
