@@ -167,4 +167,36 @@ import Testing
     if got.text == #""STRAYED""# { #expect(entries == 0) }
     #expect(again.text == #"{"target":"/doc"}"#)
   }
+
+  /// An answer nobody asked for that arrives on an idle connection shows that the upstream
+  /// sends strays: the answer stored last from that connection is forgotten (it may have
+  /// been an earlier stray read as a request's own), and for a while connections are not
+  /// reused, so one stray cannot shift the answers after it onto the wrong clients.
+  @Test func aStrayAnswerOnAnIdleConnectionStopsReuseAndUnstoresTheLastAnswer() throws {
+    let stray = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 9\r\n\r\n\"STRAYED\""
+    let backend = try FaultBackend { request in
+      let body = #"{"target":"\#(request.target)"}"#
+      let answer =
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n" + body
+      guard request.target == "/a" else { return FaultAnswer([Array(answer.utf8)]) }
+      // The answer, then a stray one once the gateway holds the connection idle.
+      return FaultAnswer([Array(answer.utf8), Array(stray.utf8)], pause: .milliseconds(300))
+    }
+    defer { backend.stop() }
+    let gateway = try GatewayProcess(config: StoreTests.config(port: backend.port, cache: ["fresh_s": 60]))
+    defer { gateway.stopExpectingCleanExit() }
+    let admin = try gateway.admin(token: TestConfig.adminToken)
+
+    let first = try send("GET", "/a", to: gateway.port)
+    #expect(admin.waitForStoredEntries(1))
+    sleep(for: .milliseconds(800))
+    let again = try send("GET", "/a", to: gateway.port)
+    let others = try ["/b", "/c", "/d"].map { try send("GET", $0, to: gateway.port) }
+
+    #expect(first.text == #"{"target":"/a"}"#)
+    #expect(StoreTests.cacheHeader(again) == "MISS", "the entry stored from that connection was forgotten")
+    #expect(others.map(\.text) == ["/b", "/c", "/d"].map { #"{"target":"\#($0)"}"# })
+    // Each went on a connection of its own.
+    #expect(backend.requests.dropFirst(2).allSatisfy { $0.indexOnConnection == 0 })
+  }
 }

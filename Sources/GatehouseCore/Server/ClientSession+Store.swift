@@ -96,6 +96,8 @@ extension ClientSession {
     else { return }
     store.remember(
       key: key, status: kept.head.status, headers: kept.head.headers, body: kept.body, nowMs: RFC3339.nowMilliseconds())
+    // Should the connection turn out to carry answers nobody asked for, this one is in doubt.
+    exchange.upstream?.lastStoredKey = key
   }
 
   /// An answer as the store keeps it. A gzip body for an entry that serves clients without

@@ -1,5 +1,6 @@
 import GatehouseHTTP
 import GatehouseNet
+import GatehouseStore
 
 /// One loop's keep-alive connections to one upstream: performs what `UpstreamPoolState`
 /// decides. Confined to its loop.
@@ -39,6 +40,10 @@ final class UpstreamPool {
   /// Sessions holding one of this pool's connections while their client has stopped taking
   /// the answer (its queue above the high watermark), in the order they stalled.
   private var stalled: [ClientSession] = []
+  /// Until then (loop time) connections are not kept for reuse: the upstream sent an answer
+  /// nobody asked for, and on a kept connection the next request would take it for its own.
+  private var reuseSuspendedUntil: UInt64 = 0
+  static let reuseSuspensionNanoseconds: UInt64 = 60_000_000_000
 
   init(context: LoopContext, plan: UpstreamPlan) {
     self.context = context
@@ -279,7 +284,10 @@ final class UpstreamPool {
     }
     connection.owner = nil
     endBatch(connection)
-    switch state.release(ObjectIdentifier(connection), reusable: reusable && !retired && !connection.pipeline.spoiled) {
+    let reuseSuspended = reuseSuspendedUntil != 0 && context.loop.iterationTime < reuseSuspendedUntil
+    switch state.release(
+      ObjectIdentifier(connection), reusable: reusable && !retired && !connection.pipeline.spoiled && !reuseSuspended)
+    {
     case .keepIdle:
       idleConnections.append(connection)
     case .close:
@@ -338,6 +346,19 @@ final class UpstreamPool {
     if drops.idleConnectionDropped(now: context.loop.iterationTime, idleLeft: idleConnections.count) {
       circuit.recordConnectionsDropped()
     }
+  }
+
+  /// `connection` sent bytes while no request was outstanding: an answer nobody asked for.
+  /// The answer stored last from it may itself have been an earlier stray one read as a
+  /// request's own, so its entry is forgotten; and for a while no connection to this
+  /// upstream is kept for reuse, so one stray answer cannot shift the answers after it onto
+  /// the wrong clients, one after another.
+  func strayBytesSeen(on connection: UpstreamConnection) {
+    if let key = connection.lastStoredKey { context.store?.forget(key: key) }
+    reuseSuspendedUntil = context.loop.iterationTime &+ Self.reuseSuspensionNanoseconds
+    context.shared.warnAboutLimit(
+      "upstream sent an answer nobody asked for; its connections are not reused for 60 s",
+      ["upstream": .string(plan.name)])
   }
 
   /// Closes an idle connection just taken off the idle list because it spoke out of turn
@@ -399,6 +420,9 @@ final class UpstreamConnection: ConnectionDelegate {
   var pipeline = PipelineQueue<any UpstreamExchangeOwner>()
   /// Exchanges completed on this connection; above zero means a reused connection.
   var useCount = 0
+  /// The store key of the last answer stored from this connection: forgotten if the
+  /// connection later sends bytes nobody asked for (that answer may have been another's).
+  var lastStoredKey: CacheKey?
   /// The last answer was HTTP/1.1 (pipelining is an HTTP/1.1 feature).
   var lastAnswerWasHTTP11 = false
   /// The answer before the one now read left the connection in doubt (`UpstreamAnswerDoubt`):
@@ -443,6 +467,7 @@ final class UpstreamConnection: ConnectionDelegate {
       rest = UnsafeRawBufferPointer(rebasing: rest[used...])
     }
     // An idle keep-alive connection must stay silent; bytes here mean it cannot be trusted.
+    pool.strayBytesSeen(on: self)
     pool.idleConnectionEnded(self)
     connection.abort()
   }
