@@ -221,6 +221,37 @@ import Testing
     #expect(try admin.openRoutes(of: "api") == ["guarded"])
   }
 
+  /// A trial that reaches the upstream closes its circuit, whatever its own route's answer:
+  /// here the trial goes to an endpoint that times out, and another route is served at once
+  /// instead of after the trial timeout.
+  @Test func aTrialThatReachesTheUpstreamClosesItsCircuit() throws {
+    let port = try TestSocket.unusedPort()
+    var upstream = TestConfig.upstream(port: port, responseTimeoutMs: 500)
+    upstream["circuit"] = ["failures": 2, "open_ms": 300]
+    let gateway = try GatewayProcess(
+      config: TestConfig.withAdmin(
+        TestConfig.make(
+          routes: [TestConfig.route("slow", match: "/slow/*"), TestConfig.route("other", match: "/*")],
+          upstreams: ["api": upstream], workers: 1)))
+    defer { gateway.stopExpectingCleanExit() }
+    let admin = try gateway.admin(token: TestConfig.adminToken)
+    for _ in 0..<2 { _ = try send("GET", "/x", to: gateway.port) }
+    #expect(try admin.circuitState(of: "api") == "open")
+
+    let backend = try TestBackend(port: port) { request in
+      if request.target.hasPrefix("/slow/") { Thread.sleep(forTimeInterval: 2) }
+      return jsonAnswer(#"{"ok":true}"#)
+    }
+    defer { backend.stop() }
+    sleep(for: .milliseconds(400))  // past open_ms: the next request is the trial
+    let trial = try send("GET", "/slow/x", to: gateway.port)
+    let other = try send("GET", "/other", to: gateway.port)
+
+    #expect(isErrorEnvelope(trial, status: 504), "\(trial.text)")
+    #expect(other.status == 200, "\(other.text)")
+    #expect(try admin.circuitState(of: "api") == "closed")
+  }
+
   /// With `count_5xx`, error statuses count against the route that got them.
   @Test func errorStatusesCountAsFailuresWhenAskedTo() throws {
     let backend = try ModalBackend()

@@ -44,7 +44,7 @@ public struct HeaderPlan: Sendable {
     "x-original-url", "x-rewrite-url", "x-original-uri", "x-http-method-override", "x-http-method",
     "x-method-override", "x-original-method", "forwarded", "x-real-ip", "x-client-ip", "true-client-ip",
     "x-forwarded-prefix", "x-forwarded-host", "x-forwarded-port", "x-forwarded-server", "x-forwarded-scheme",
-    "x-forwarded-ssl", "x-original-host", "x-host",
+    "x-forwarded-ssl", "x-original-host", "x-host", "x-forwarded-uri", "x-forwarded-path", "x-original-path",
   ]
 
   /// One header rule list: `set` pairs, `remove` and `pass` names, in config order.

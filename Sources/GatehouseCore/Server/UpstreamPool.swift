@@ -87,7 +87,12 @@ final class UpstreamPool {
   func recordFailure(_ scope: BreakerScope, route: String, now: UInt64) {
     switch scope {
     case .upstream: circuit.recordFailure(now: now)
-    case .route: routeCircuits.recordFailure(route: route, now: now)
+    case .route:
+      // The request reached the upstream: for its own breaker (which judges only whether
+      // it can be reached) that is a success, and ends a trial at once rather than after
+      // the trial timeout.
+      circuit.recordSuccess()
+      routeCircuits.recordFailure(route: route, now: now)
     case .none: break
     }
   }

@@ -139,9 +139,13 @@ final class TestBackend: Sendable {
   private let stopped = Atomic<Bool>(false)
   private let acceptLoopEnded = Atomic<Bool>(false)
 
-  /// Starts a backend that answers each request as `handler` decides.
-  init(options: Options = Options(), handler: @escaping @Sendable (ReceivedRequest) -> BackendAction) throws {
-    listener = try TestSocket.listen()
+  /// Starts a backend that answers each request as `handler` decides, on `port` (0: any
+  /// free one; a given one lets a test bring back a backend that was down).
+  init(
+    options: Options = Options(), port requestedPort: UInt16 = 0,
+    handler: @escaping @Sendable (ReceivedRequest) -> BackendAction
+  ) throws {
+    listener = try TestSocket.listen(port: requestedPort)
     port = listener.localPort
     self.options = options
     self.handler = handler

@@ -51,11 +51,11 @@ final class TestSocket: Sendable {
   deinit { close() }
 
   /// A listening socket on 127.0.0.1 with a port chosen by the kernel.
-  static func listen(backlog: Int32 = 128) throws -> TestSocket {
+  static func listen(backlog: Int32 = 128, port: UInt16 = 0) throws -> TestSocket {
     let socket = try make()
     var one: Int32 = 1
     setsockopt(socket.descriptor, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-    var address = loopback(port: 0)
+    var address = loopback(port: port)
     let bound = withUnsafePointer(to: &address) { pointer in
       pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
         bind(socket.descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
