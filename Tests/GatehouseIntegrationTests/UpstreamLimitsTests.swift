@@ -248,3 +248,34 @@ extension BufferedAnswerBudgetTests {
     #expect(after.map(StoreTests.cacheHeader) == "HIT")
   }
 }
+
+extension BufferedAnswerBudgetTests {
+  /// A background refresh holds its body whole to store it: past the budget it stores
+  /// nothing, and the answer already stored stays.
+  @Test func aRefreshOverTheBudgetLeavesTheStoredAnswer() throws {
+    let size = Shared(2_000)
+    let backend = try TestBackend { _ in
+      let body = "{\"pad\":\"" + String(repeating: "x", count: size.value) + "\"}"
+      return jsonAnswer(body)
+    }
+    defer { backend.stop() }
+    var config = StoreTests.config(port: backend.port, cache: ["fresh_s": 0, "stale_while_revalidate_s": 600])
+    config["limits"] = ["buffered_bytes": 100_000]
+    let gateway = try GatewayProcess(config: config)
+    defer { gateway.stopExpectingCleanExit() }
+    let admin = try gateway.admin(token: TestConfig.adminToken)
+
+    let first = try send("GET", "/swr", to: gateway.port)
+    #expect(admin.waitForStoredEntries(1))
+    size.value = 300_000
+    let stale = try send("GET", "/swr", to: gateway.port)
+    #expect(backend.waitForRequests(2))
+    // Past the loop's one-second memory of recent store answers.
+    sleep(for: .milliseconds(1500))
+    let again = try send("GET", "/swr", to: gateway.port)
+
+    #expect(first.body.count < 3_000)
+    #expect(StoreTests.cacheHeader(stale) == "STALE")
+    #expect(again.text == first.text, "the refresh over the budget stored nothing")
+  }
+}

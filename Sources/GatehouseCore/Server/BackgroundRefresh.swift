@@ -16,6 +16,11 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
   private var head: HTTPResponseHead?
   private var body: [UInt8] = []
   private var tooBig = false
+  /// The body did not fit `limits.buffered_bytes`: this refresh stores nothing (and leaves
+  /// the stored answer alone: it says nothing about it).
+  private var overBudget = false
+  /// Bytes of `body` taken from `limits.buffered_bytes`.
+  private var charged = 0
   private var timer: TimerHandle?
   private var finished = false
   /// The route the refresh is for: its envelope and token rules decide whether the answer
@@ -107,7 +112,17 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
       case .body(let range):
         if body.count + range.count > ClientSession.maxStoredBody {
           tooBig = true
-        } else if !tooBig {
+        } else if !tooBig && !overBudget {
+          // Refreshes hold bodies whole too: many at once (one per key) count like answers
+          // being wrapped.
+          guard context.shared.chargeBufferedAnswer(range.count, limit: context.snapshot.bufferedBytes) else {
+            overBudget = true
+            body = []
+            context.shared.releaseBufferedAnswer(charged)
+            charged = 0
+            continue
+          }
+          charged += range.count
           body.append(
             contentsOf: UnsafeRawBufferPointer(rebasing: bytes[(start + range.lowerBound)..<(start + range.upperBound)])
           )
@@ -156,7 +171,7 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
       context.metrics.recordUpstream(pool.plan.name, outcome: "response")
       pool.recordAnswer(status: head?.status ?? 0, route: plan?.name ?? "", now: context.loop.iterationTime)
     }
-    if let head, (200..<300).contains(head.status) {
+    if let head, (200..<300).contains(head.status), !overBudget {
       if tooBig
         || !CacheStorability.isStorable(status: head.status, headers: head.headers, keyed: plan?.cache?.vary ?? [])
       {
@@ -214,6 +229,9 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
   private func finish() {
     guard !finished else { return }
     finished = true
+    context.shared.releaseBufferedAnswer(charged)
+    charged = 0
+    body = []
     if let timer { context.loop.cancelTimer(timer) }
     timer = nil
     context.refreshFinished(self)
