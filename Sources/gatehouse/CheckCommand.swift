@@ -18,34 +18,9 @@ enum CheckCommand {
     """
 
   static func run(_ arguments: [String]) -> Int32 {
-    var configPath: String?
-    var strict = false
-    var index = 0
-    while index < arguments.count {
-      switch arguments[index] {
-      case "--config", "-c":
-        guard index + 1 < arguments.count else {
-          FileHandleStandardError.write("gatehouse check: \(arguments[index]) needs a file name\n")
-          return 2
-        }
-        configPath = arguments[index + 1]
-        index += 2
-      case "--strict":
-        strict = true
-        index += 1
-      case let argument where argument.hasPrefix("--config="):
-        configPath = String(argument.dropFirst("--config=".count))
-        index += 1
-      // The file may also be named alone, as most checkers take it: `gatehouse check FILE`.
-      case let argument where !argument.hasPrefix("-") && configPath == nil:
-        configPath = argument
-        index += 1
-      case let argument:
-        FileHandleStandardError.write("gatehouse check: unexpected argument '\(argument)'\n")
-        return 2
-      }
-    }
-    guard let configPath else {
+    guard let parsed = ConfigArguments.parse(arguments, command: "check", flags: ["--strict"]) else { return 2 }
+    let strict = parsed.flags.contains("--strict")
+    guard let configPath = parsed.configPath else {
       FileHandleStandardError.write(usage + "\n")
       return 2
     }

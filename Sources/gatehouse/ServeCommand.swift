@@ -18,28 +18,8 @@ enum ServeCommand {
     """
 
   static func run(_ arguments: [String]) -> Int32 {
-    var configPath: String?
-    var index = 0
-    while index < arguments.count {
-      switch arguments[index] {
-      case "--config", "-c":
-        guard index + 1 < arguments.count else {
-          FileHandleStandardError.write("gatehouse serve: \(arguments[index]) needs a file name\n")
-          return 2
-        }
-        configPath = arguments[index + 1]
-        index += 2
-      case let argument where argument.hasPrefix("--config="):
-        configPath = String(argument.dropFirst("--config=".count))
-        index += 1
-      case let argument where !argument.hasPrefix("-") && configPath == nil:
-        configPath = argument
-        index += 1
-      case let argument:
-        FileHandleStandardError.write("gatehouse serve: unexpected argument '\(argument)'\n")
-        return 2
-      }
-    }
+    guard let parsed = ConfigArguments.parse(arguments, command: "serve") else { return 2 }
+    var configPath = parsed.configPath
     if configPath == nil && access(conventionalPath, R_OK) == 0 { configPath = conventionalPath }
     // Kept absolute: `/admin/status` shows it, and it names the same file whoever reads it.
     configPath = configPath.map { LocalFile.absolutePath($0, workingDirectory: LocalFile.workingDirectory()) }
