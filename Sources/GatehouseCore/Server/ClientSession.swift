@@ -8,11 +8,13 @@ import GatehouseStore
 /// `Exchange`; pipelined requests wait (their bytes held, reading paused) until the answer
 /// before them is complete, so answers go out in order.
 ///
-/// The proxy flow: `startExchange` → `sendUpstream` → request body (this file) →
+/// The proxy flow: `startExchange` → `sendUpstream` → request body
+/// (`ClientSession+RequestBody.swift`) →
 /// `upstreamDidRead` (`beginResponse`, body, `completeResponse`, in
 /// `ClientSession+UpstreamAnswer.swift`) → `finishExchange`. The store, envelope and token
 /// parts are in `ClientSession+Store.swift`, `ClientSession+Envelope.swift` and
-/// `ClientSession+Tokens.swift`; `Exchange` is in `Exchange.swift`.
+/// `ClientSession+Tokens.swift`, output and deadlines in `ClientSession+Deadlines.swift`;
+/// `Exchange` is in `Exchange.swift`.
 final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
   /// unowned(unsafe): a loop context lives as long as its loop, longer than anything on it,
   /// and plain `unowned` would cost an atomic reference-count operation per access.
@@ -33,21 +35,21 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
   var consuming = false
   /// Bytes followed the last request head in the read that brought it.
   var inputFollowsHead = false
-  private var sawAnyByte = false
+  var sawAnyByte = false
   /// Monotonic nanoseconds when `deadlineKind` expires; 0 for none.
-  private(set) var deadline: UInt64 = 0
+  var deadline: UInt64 = 0
   var deadlineKind = DeadlineKind.header
   /// What the client had acknowledged when the running `.idle` or `.clientWrite` deadline
   /// was armed: one that acknowledged more meanwhile is slow, not gone (`setWriteDeadline`).
-  private var writeMark: Int64 = ClientSession.noWriteMark
-  private var pausedReasons: Set<PauseReason> = []
+  var writeMark: Int64 = ClientSession.noWriteMark
+  var pausedReasons: Set<PauseReason> = []
   /// Held pipelined requests wait for the client to read what it was sent.
   var resumeOnDrain = false
   /// Budget bytes (`limits.buffered_bytes`) of answers written but not yet taken by the client.
   var heldBufferCharge = 0
   /// When the client stopped taking the answer of an exchange that holds an upstream
   /// connection (loop time; 0 while it reads). See `UpstreamPool.evictStalledReaderIfDue`.
-  private(set) var stalledSince: UInt64 = 0
+  var stalledSince: UInt64 = 0
 
   enum DeadlineKind {
     case header
@@ -427,147 +429,6 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     }
   }
 
-  /// The body's read-ahead is over (it is all here, or `body_buffer_bytes` of it): reading
-  /// pauses until a connection carries what was read, and the request goes on its way.
-  private func bodyReadAhead(_ exchange: Exchange) {
-    exchange.bufferingBody = false
-    exchange.bodyBuffered = true
-    if !exchange.requestComplete { setClientReadingPaused(true, reason: .upstreamBackpressure) }
-    sendUpstream(fresh: false)
-  }
-
-  /// Every connection `pool` may open is busy: the request waits its turn, up to the
-  /// upstream's queue timeout (then a 503, or a stored answer).
-  private func waitForConnection(_ exchange: Exchange, on pool: UpstreamPool, fresh: Bool) {
-    exchange.queuedOn = pool
-    exchange.queuedFresh = fresh
-    pool.enqueue(self)
-    setDeadline(.connectionQueue, nanoseconds: pool.plan.queueTimeoutNanoseconds)
-    pool.evictStalledReaderIfDue(now: loop.iterationTime)
-  }
-
-  /// `pool` has room for the request this session queued there.
-  func connectionRoomAvailable(on pool: UpstreamPool) {
-    guard !closed, let exchange, exchange.queuedOn === pool else { return }
-    exchange.queuedOn = nil
-    clearDeadline()
-    sendUpstream(fresh: exchange.queuedFresh)
-  }
-
-  /// The request body is still coming: it must keep moving (the idle timeout between reads)
-  /// and be all here by `limits.body_timeout_ms` after the head, whichever comes first.
-  private func setUploadDeadline() {
-    setDeadline(.requestUpload, nanoseconds: context.snapshot.idleTimeoutNanoseconds)
-    if let bodyDeadline = exchange?.bodyDeadline, bodyDeadline != 0, bodyDeadline < deadline {
-      deadline = bodyDeadline
-    }
-  }
-
-  private func forwardRequestBody(_ bytes: UnsafeRawBufferPointer) {
-    guard let exchange, !exchange.responseComplete else { return }
-    // Routes with a token keep a small body, so a request rejected for its token can be sent again.
-    if exchange.requestBodyCopy != nil {
-      if exchange.requestBodyCopy!.count + bytes.count <= Self.maxReplayBody {
-        exchange.requestBodyCopy!.append(contentsOf: bytes)
-      } else {
-        exchange.requestBodyCopy = nil
-        if exchange.tokenRetried && exchange.waitingForToken {
-          // Refused before the body was all here, and the body has outgrown the copy: its
-          // start went to the upstream that refused it and cannot be sent again.
-          exchange.waitingForToken = false
-          closeAfterResponse = true
-          respondLocally(failure: .tokenRejected, reason: .tokenRejected)
-          return
-        }
-      }
-    }
-    guard let upstream = exchange.upstream?.connection else {
-      // Held until the upstream gets the head: the body's read-ahead, a request waiting
-      // for a connection (reading is paused then: at most one more read), or one waiting
-      // for its token (bounded below).
-      guard exchange.bufferingBody || exchange.queuedOn != nil || exchange.waitingForToken else { return }
-      exchange.pendingBody.append(contentsOf: bytes)
-      if exchange.waitingForToken {
-        if exchange.pendingBody.count > Self.maxPendingBody {
-          exchange.waitingForToken = false
-          closeAfterResponse = true
-          respondLocally(failure: .tokenUnavailable, reason: .tokenUnavailable)
-        }
-      } else if exchange.bufferingBody {
-        if exchange.pendingBody.count >= exchange.snapshot.bodyBufferBytes {
-          bodyReadAhead(exchange)
-        } else {
-          setUploadDeadline()
-        }
-      }
-      return
-    }
-    if deadlineKind == .requestUpload {
-      setUploadDeadline()
-    }
-    if exchange.rechunkRequest {
-      var frame: [UInt8] = []
-      HTTPSerializer.writeChunkHeader(size: bytes.count, into: &frame)
-      frame.append(contentsOf: bytes)
-      HTTPSerializer.writeChunkTrailer(into: &frame)
-      _ = upstream.write(frame)
-    } else {
-      _ = upstream.write(bytes)
-    }
-  }
-
-  private func requestEnded() {
-    guard exchange != nil else { return }
-    exchange?.requestComplete = true
-    if let exchange, exchange.bufferingBody {
-      bodyReadAhead(exchange)
-      return
-    }
-    // Only once the request is with an upstream: one waiting for a new token after a
-    // rejection gets its response deadline when it is sent again.
-    if deadlineKind == .requestUpload, let exchange, exchange.upstream != nil, let pool = exchange.pool {
-      armResponseDeadline(exchange, pool: pool)
-    }
-    if let exchange, exchange.rechunkRequest, !exchange.responseComplete,
-      let upstream = exchange.upstream?.connection
-    {
-      var last: [UInt8] = []
-      HTTPSerializer.writeLastChunk(into: &last)
-      _ = upstream.write(last)
-    }
-    if exchange?.responseComplete == true { finishExchange() }
-  }
-
-  /// The whole request is with the upstream: its answer is due within the response
-  /// timeout, and one pipelined behind other answers gets its turn within the queue's
-  /// patience or goes alone (a slow answer in front must not hold it for long).
-  private func armResponseDeadline(_ exchange: Exchange, pool: UpstreamPool) {
-    let timeout = pool.plan.responseTimeoutNanoseconds
-    if exchange.waitedBehindAnother, exchange.upstream?.owner !== self {
-      setDeadline(.pipelineWait, nanoseconds: min(timeout, PipelinePolicy.queuePatienceNanoseconds))
-    } else {
-      setDeadline(.upstreamResponse, nanoseconds: timeout)
-    }
-  }
-
-  /// Request bodies up to this size are kept for a retry after a token rejection (SPEC §3).
-  static let maxReplayBody = 64 * 1024
-  /// Body bytes held while a token is fetched, before the request is given up.
-  static let maxPendingBody = 1 << 20
-
-  private func writeRequestBody(_ body: [UInt8], to upstream: UpstreamConnection, exchange: Exchange) {
-    guard let connection = upstream.connection else { return }
-    if exchange.rechunkRequest {
-      var frame: [UInt8] = []
-      HTTPSerializer.writeChunkHeader(size: body.count, into: &frame)
-      frame.append(contentsOf: body)
-      HTTPSerializer.writeChunkTrailer(into: &frame)
-      _ = connection.write(frame)
-    } else {
-      _ = connection.write(body)
-    }
-  }
-
   // MARK: Answers made here
 
   private func answerWithStub(_ plan: RoutePlan) {
@@ -630,224 +491,6 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     }
   }
 
-  // MARK: Output, flow control, deadlines
-
-  func flushOutput() {
-    guard !context.output.isEmpty else { return }
-    if let exchange, exchange.responseStarted { exchange.responseFlushed = true }
-    context.output.withUnsafeBytes { _ = connection?.write($0) }
-    context.output.removeAll(keepingCapacity: true)
-  }
-
-  func upstreamWantsClientPaused(_ paused: Bool) {
-    setClientReadingPaused(paused, reason: .upstreamBackpressure)
-  }
-
-  func setClientReadingPaused(_ paused: Bool, reason: PauseReason) {
-    if paused {
-      if pausedReasons.isEmpty { connection?.pauseReading() }
-      pausedReasons.insert(reason)
-    } else if !pausedReasons.isEmpty, pausedReasons.remove(reason) != nil, pausedReasons.isEmpty {
-      connection?.resumeReading()
-    }
-  }
-
-  func connectionWriteQueueDidRiseAboveHighWatermark(_ connection: BufferedConnection) {
-    // Only the exchange whose answer is being read may pause a pipelined connection.
-    guard let leased = exchange?.upstream, leased.owner === self, let upstream = leased.connection else { return }
-    upstream.pauseReading()
-    setWriteDeadline(.clientWrite)
-    stalledSince = loop.iterationTime
-    leased.pool.noteStalled(self)
-  }
-
-  /// Whether this session still holds a connection of `pool` for a client that stopped reading.
-  func holdsStalledConnection(of pool: UpstreamPool) -> Bool {
-    guard stalledSince != 0, !closed, let leased = exchange?.upstream, leased.owner === self else { return false }
-    return leased.pool === pool
-  }
-
-  /// Cut for holding an upstream connection others wait for while its client reads nothing.
-  func cutForStall(of pool: UpstreamPool) {
-    guard holdsStalledConnection(of: pool) else { return }
-    abort()
-  }
-
-  func connectionWriteQueueDidDrainBelowLowWatermark(_ connection: BufferedConnection) {
-    if heldBufferCharge > 0 { releaseHeldBufferCharge() }
-    if stalledSince != 0 {
-      stalledSince = 0
-      exchange?.upstream?.pool.noteNoLongerStalled(self)
-    }
-    if resumeOnDrain && exchange == nil {
-      resumeOnDrain = false
-      resumeHeldInput()
-      return
-    }
-    guard let exchange, let leased = exchange.upstream, leased.owner === self, let upstream = leased.connection
-    else { return }
-    upstream.resumeReading()
-    if deadlineKind == .clientWrite, let timeout = exchange.pool?.plan.responseTimeoutNanoseconds {
-      setDeadline(.upstreamResponse, nanoseconds: timeout)
-    }
-  }
-
-  /// The idle timeout for a connection that may have output queued (`.idle`, `.clientWrite`):
-  /// when it passes, a client that took none of its queued bytes meanwhile is cut, one that
-  /// took some gets another period (nginx's `send_timeout`: a bound on silence, not on a
-  /// slow download).
-  func setWriteDeadline(_ kind: DeadlineKind) {
-    setDeadline(kind, nanoseconds: context.snapshot.idleTimeoutNanoseconds)
-    // Asked only with output queued: it costs a syscall, and most answers leave nothing
-    // queued. Without a mark, a deadline that finds output queued gives one more period.
-    if let connection, connection.queuedByteCount > 0 {
-      writeMark = connection.peerAcknowledgedBytes ?? Self.acknowledgedUnknown
-    } else {
-      writeMark = Self.noWriteMark
-    }
-  }
-
-  /// `writeMark` when nothing was queued as the deadline was armed.
-  private static let noWriteMark: Int64 = -1
-  /// `writeMark` when the kernel could not say what the client acknowledged: the deadline
-  /// then cuts a client with output still queued, as a plain timeout would.
-  private static let acknowledgedUnknown: Int64 = -2
-
-  /// At an `.idle` or `.clientWrite` deadline with output queued: whether the client read
-  /// some of its answer since the deadline was armed (the kernel saw it acknowledge bytes).
-  private var clientTookQueuedOutput: Bool {
-    guard let connection, connection.queuedByteCount > 0 else { return false }
-    guard writeMark != Self.noWriteMark else { return true }
-    guard writeMark != Self.acknowledgedUnknown, let acknowledged = connection.peerAcknowledgedBytes else {
-      return false
-    }
-    return acknowledged > writeMark
-  }
-
-  func setDeadline(_ kind: DeadlineKind, after duration: Duration) {
-    setDeadline(kind, nanoseconds: EventLoop.nanoseconds(of: duration))
-  }
-
-  /// The per-request deadlines take nanoseconds worked out at config load: `Duration`
-  /// arithmetic goes through 128-bit multiplication, measurable at this call rate.
-  func setDeadline(_ kind: DeadlineKind, nanoseconds: UInt64) {
-    deadlineKind = kind
-    deadline = loop.iterationTime &+ nanoseconds
-  }
-
-  /// No client deadline runs while the request waits on something the gateway bounds
-  /// itself (a token refresh, the exchange a collapsed request shares).
-  func clearDeadline() {
-    deadline = 0
-  }
-
-  func deadlinePassed() {
-    deadline = 0
-    switch deadlineKind {
-    case .header:
-      guard sawAnyByte, exchange == nil else {
-        abort()
-        return
-      }
-      closeAfterResponse = true
-      let requestID = context.requestIDs.next()
-      var out: [UInt8] = []
-      let body = GatewayResponse.writeFailure(.headerTimeout, requestID: requestID, closeConnection: true, into: &out)
-      _ = connection?.write(out)
-      logLocal(status: 408, reason: .requestTimeout, requestID: requestID, bytes: out.count, bodyBytes: body)
-      connection?.close()
-    case .idle:
-      if clientTookQueuedOutput {
-        setWriteDeadline(.idle)
-      } else if connection.map({ $0.queuedByteCount > 0 }) == true {
-        abort()
-      } else if exchange != nil {
-        // A local answer is out and the request's body still has not all come (see
-        // `respondLocally`): the connection ends here, letting the client finish sending.
-        closeAfterResponse = true
-        connection?.closeDrainingInput()
-      } else {
-        connection?.close()
-      }
-    case .pipelineWait:
-      guard let exchange, let upstream = exchange.upstream, let pool = exchange.pool else { return }
-      if upstream.owner === self {
-        // Its turn came in time: from here the response timeout applies, counted from when
-        // the request went out (or, once the answer streams, from now, as for any answer).
-        let timeout = pool.plan.responseTimeoutNanoseconds
-        let due = exchange.responseStarted ? loop.iterationTime &+ timeout : exchange.sentAt &+ timeout
-        guard due > loop.iterationTime else {
-          upstreamFailed(.timedOut)
-          return
-        }
-        deadlineKind = .upstreamResponse
-        deadline = due
-        return
-      }
-      exchange.upstream = nil
-      pool.discard(upstream, by: self)
-      sendAgainAlone(exchange)
-    case .upstreamResponse:
-      // Still waiting behind another answer on a pipelined connection: the wait was the
-      // answer in front's (slow, or its client reads slowly), so this request leaves the
-      // queue and goes again alone, with its own response timeout.
-      if let exchange, let upstream = exchange.upstream, upstream.owner !== self {
-        exchange.upstream = nil
-        exchange.pool?.discard(upstream, by: self)
-        sendAgainAlone(exchange)
-        return
-      }
-      upstreamFailed(.timedOut)
-    case .requestUpload:
-      // The client stopped sending its body: nothing sensible can follow on this connection.
-      closeAfterResponse = true
-      if exchange?.responseStarted == true {
-        abort()
-      } else {
-        if let upstream = exchange?.upstream { exchange?.pool?.discard(upstream, by: self) }
-        exchange?.upstream = nil
-        exchange?.requestComplete = true
-        respondLocally(failure: .headerTimeout, reason: .requestTimeout)
-      }
-    case .clientWrite:
-      if clientTookQueuedOutput {
-        setWriteDeadline(.clientWrite)
-      } else {
-        abort()
-      }
-    case .connectionQueue:
-      guard let exchange, let pool = exchange.queuedOn else { return }
-      pool.leaveQueue(self)
-      exchange.queuedOn = nil
-      exchange.pool = pool
-      upstreamFailed(.busy)
-    case .stubDelay:
-      guard let exchange, exchange.waitingForStub, let routeIndex = exchange.routeIndex else { return }
-      self.exchange?.waitingForStub = false
-      let plan = exchange.snapshot.routePlans[routeIndex]
-      exchange.reason = .stub
-      respondLocally(status: plan.stub.status, body: plan.stub.body)
-    }
-  }
-
-  /// Shutdown: idle connections close now; busy ones after the current answer.
-  func drain() {
-    closeAfterResponse = true
-    if exchange == nil { connection?.close() }
-  }
-
-  func abort() {
-    closeAfterResponse = true
-    // Whatever this answer had gathered in the loop's output buffer must not go out with
-    // the next session's answer.
-    context.output.removeAll(keepingCapacity: true)
-    if let exchange, let upstream = exchange.upstream {
-      self.exchange?.upstream = nil
-      exchange.pool?.discard(upstream, by: self)
-    }
-    connection?.abort()
-  }
-
   func connection(_ connection: BufferedConnection, didCloseWith reason: ConnectionCloseReason) {
     closed = true
     if let pool = exchange?.queuedOn {
@@ -902,7 +545,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
 
   /// The line of an answer made before any request head was whole (a parse error, the
   /// header timeout): no method, path or route to tell.
-  private func logLocal(status: Int, reason: LocalAnswerReason, requestID: [UInt8], bytes: Int, bodyBytes: Int) {
+  func logLocal(status: Int, reason: LocalAnswerReason, requestID: [UInt8], bytes: Int, bodyBytes: Int) {
     context.metrics.unrouted.record(status: status, nanoseconds: 0)
     context.metrics.countLocalAnswer(route: "", reason: reason)
     guard context.snapshot.accessLogEnabled else { return }
