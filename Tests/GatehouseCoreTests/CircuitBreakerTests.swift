@@ -172,11 +172,11 @@ import Testing
   }
 
   @Test func theFailureScopeFollowsWhereTheExchangeFailed() {
-    #expect(ClientSession.UpstreamFailure.unavailable.breakerScope == .upstream)
-    #expect(ClientSession.UpstreamFailure.connectTimedOut.breakerScope == .upstream)
-    #expect(ClientSession.UpstreamFailure.closed.breakerScope == .route)
-    #expect(ClientSession.UpstreamFailure.timedOut.breakerScope == .route)
-    #expect(ClientSession.UpstreamFailure.invalidResponse.breakerScope == .route)
-    #expect(ClientSession.UpstreamFailure.circuitOpen.breakerScope == .none)
+    #expect(UpstreamFailure.unavailable.breakerScope == .upstream)
+    #expect(UpstreamFailure.connectTimedOut.breakerScope == .upstream)
+    #expect(UpstreamFailure.closed.breakerScope == .route)
+    #expect(UpstreamFailure.timedOut.breakerScope == .route)
+    #expect(UpstreamFailure.invalidResponse.breakerScope == .route)
+    #expect(UpstreamFailure.circuitOpen.breakerScope == .none)
   }
 }

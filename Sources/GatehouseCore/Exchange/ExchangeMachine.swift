@@ -1,19 +1,23 @@
 /// One request's life as a pure state machine: the phase it is in, the events that move it
 /// on, and the actions its driver performs. It knows nothing of HTTP/1.1 framing
-/// (chunking, `Connection`, pipelining) or of sockets: an HTTP/1.1 connection, an HTTP/2
-/// stream or a background refresh can drive it alike. Time comes in with `now` (monotonic
-/// nanoseconds) and the deadline that applies is derived from the phase (`deadline`), never
-/// kept beside it.
+/// (chunking, `Connection`, pipelining) or of sockets: an HTTP/1.1 connection
+/// (`ClientSession`), an HTTP/2 stream or a test can drive it alike. The deadline that
+/// applies is derived from the phase (`deadline`), never kept beside it; the driver knows
+/// the timeouts and the clock.
 ///
 /// The phases:
 /// - `admitted`: the head is parsed and its route known; nothing decided yet.
-/// - `waiting`: for the store, a token, a stub's delay, a collapsed leader, the body's
-///   read-ahead, or a free upstream connection.
+/// - `waiting`: for the store, a token, the breakers, a stub's delay, a collapsed leader,
+///   the body's read-ahead, a connection, or a place in the upstream's queue.
 /// - `forwarding`: the request is with the upstream (its body streaming or complete) and the
-///   answer is awaited, streaming, or complete.
+///   client's answer is not begun, streaming, or complete.
 /// - `answeredLocally`: the gateway answered (the store, a stub, an error); the request's
 ///   body may still be arriving, to be read and dropped.
 /// - `done`.
+///
+/// The driver feeds `handle` an event and performs the actions it returns, in order. An
+/// action that leads to another event at once (a lease, a token at hand) is always the last
+/// of its list, so the driver may feed that event while performing it.
 ///
 /// Rules it holds (SPEC §3–§5 and `Config/README.md`): only idempotent requests whose body
 /// can be sent again are retried once on a fresh connection, and only after a reused
@@ -22,184 +26,9 @@
 /// answer gives way to a stored answer the route allows, then to the route's fallback stub,
 /// then to an error answer; `100 Continue` goes out only when the body is wanted; a client
 /// still waiting for `100 Continue` when the gateway answers gets the connection closed
-/// after the answer.
-///
-/// Being adopted: `ClientSession` and `BackgroundRefresh` still run their own flow, whose
-/// rules this machine mirrors; its tests pin those rules event by event until the drivers
-/// move onto it.
+/// after the answer; a body is read ahead (`limits.body_buffer_bytes`) before a connection
+/// is leased, after the token and the breakers said yes.
 struct ExchangeMachine {
-  // MARK: What the driver knows
-
-  /// What the route lets the request do, worked out once by the driver.
-  struct RouteFacts: Equatable {
-    enum Stub: Equatable {
-      case off
-      /// Always answered by the stub, after `delayNanoseconds`.
-      case always(delayNanoseconds: UInt64)
-      /// Answered by the stub when the upstream fails.
-      case fallback
-    }
-    var stub: Stub = .off
-    var hasUpstream = true
-    var usesToken = false
-    /// GET and HEAD may be answered from the store (the route has a `cache` block, the
-    /// request has no body and carries no credentials of its own).
-    var usesStore = false
-    /// The answer is wrapped: a HEAD goes upstream as GET (the envelope needs the body).
-    var enveloped = false
-    /// `limits.body_buffer_bytes`: the body read before a connection is leased.
-    var bodyReadAhead = 0
-    /// The body kept for a retry after a token rejection (routes with a token).
-    var replayLimit = 0
-  }
-
-  /// The request as the machine needs it.
-  struct RequestFacts: Equatable {
-    var idempotent = true
-    var isHEAD = false
-    var hasBody = false
-    var expectsContinue = false
-    /// Nil: no route matched.
-    var route: RouteFacts?
-  }
-
-  // MARK: Phases
-
-  enum Wait: Equatable {
-    case store
-    case token
-    case stubDelay
-    case collapsed
-    case bodyReadAhead
-    case connection
-  }
-
-  enum RequestProgress: Equatable {
-    case streaming
-    case complete
-  }
-
-  enum ResponseProgress: Equatable {
-    case awaitingHead
-    case streaming
-    case complete
-  }
-
-  enum Phase: Equatable {
-    case admitted
-    case waiting(Wait)
-    case forwarding(request: RequestProgress, response: ResponseProgress)
-    case answeredLocally
-    case done
-  }
-
-  // MARK: Events and actions
-
-  /// What the store said for the request's key.
-  enum StoreResult: Equatable {
-    case fresh
-    case staleWhileRevalidate
-    /// Nothing usable; `canJoin`: an exchange for the same key is with the upstream and the
-    /// request may wait for its answer.
-    case miss(canJoin: Bool)
-  }
-
-  /// How an upstream exchange failed.
-  enum Failure: Equatable {
-    case connectRefused
-    case connectTimedOut
-    case reset
-    case responseTimedOut
-    case badResponse
-    /// The breakers or the health checks refused the upstream.
-    case refusedByBreaker
-    /// No connection came free in time.
-    case busy
-  }
-
-  /// Why the gateway answers itself.
-  enum LocalAnswer: Equatable {
-    case noRoute
-    case upstreamUnavailable
-    case upstreamTimedOut
-    case upstreamBusy
-    case tokenUnavailable
-    case tokenRejected
-    case requestTimedOut
-    case refused(status: Int)
-  }
-
-  enum StoredResult: Equatable {
-    case hit
-    case stale
-  }
-
-  enum Event: Equatable {
-    /// The head is parsed and the route matched (or not). `refusal`: the client checks (key,
-    /// rate limit) already refused it with this status.
-    case started(RequestFacts, refusal: Int?)
-    case storeLookedUp(StoreResult)
-    case tokenGranted
-    case tokenUnavailable
-    case stubDelayPassed
-    /// A connection was leased (`reused`: it carried earlier exchanges); the request's head
-    /// goes out on it.
-    case leased(reused: Bool)
-    /// Every connection the upstream allows is busy: the request queues.
-    case noConnectionFree
-    case clientBody(count: Int)
-    case clientEnd
-    /// The upstream's answer head. `rejectsToken`: its status (or, for small bodies, the
-    /// field the route names) says the token was refused. `staleAvailable`: the store has an
-    /// answer the route may serve instead of a 5xx.
-    case upstreamHead(status: Int, rejectsToken: Bool, staleAvailable: Bool)
-    case upstreamBody
-    /// The answer is complete; `reusable`: the connection may carry another exchange.
-    case upstreamEnd(reusable: Bool)
-    /// `staleAvailable`: as for `upstreamHead`.
-    case upstreamFailed(Failure, staleAvailable: Bool)
-    /// The exchange a collapsed request waited for ended: with an answer it may take, a
-    /// failure it answers as the leader did, or nothing for it (it asks the upstream).
-    case collapsedAnswered
-    case collapsedFailed(Failure, staleAvailable: Bool)
-    case collapsedRetry
-    case deadlinePassed
-    case clientGone
-  }
-
-  enum Action: Equatable {
-    case lookUpStore
-    case requestToken
-    case joinCollapsed
-    case armStubDelay
-    /// Lease a connection (`fresh`: never an idle one). The driver answers `leased`,
-    /// `noConnectionFree` or `upstreamFailed(.refusedByBreaker/.connectRefused…)`.
-    case lease(fresh: Bool)
-    case queueForConnection
-    case sendContinue
-    /// Write the request head (as GET when `asGET`), then the body kept so far.
-    case writeUpstreamHead(asGET: Bool)
-    case forwardBody
-    case endUpstreamBody
-    case keepBody
-    case dropBody
-    case writeClientHead
-    case writeClientBody
-    case writeClientEnd
-    case serveStored(StoredResult)
-    case revalidateInBackground
-    case serveStub
-    case answerLocally(LocalAnswer)
-    case releaseUpstream(reusable: Bool)
-    case discardUpstream
-    case refreshTokenAndRetry
-    /// Cut the client connection: part of an answer is out and the rest cannot follow.
-    case abortClient
-    /// The client connection ends after this answer (the request's body will not follow).
-    case closeAfterAnswer
-    case record
-  }
-
   // MARK: State
 
   private(set) var phase = Phase.admitted
@@ -207,90 +36,110 @@ struct ExchangeMachine {
   private(set) var attempts = 0
   private(set) var continueSent = false
   private(set) var requestComplete = false
-  /// Body bytes read ahead before a connection was leased.
+  /// Body bytes held for the upstream (read ahead, or while waiting); written with the head.
   private(set) var bodyBytesKept = 0
   /// Body bytes that arrived, all told.
   private(set) var bodyBytesSeen = 0
-  private(set) var tokenRetried = false
-  private(set) var connectionReused = false
-  private(set) var responseBytesReceived = false
-  /// The request's body arrived in part or whole (a body kept for a retry cannot be longer
-  /// than the read-ahead).
   private(set) var bodyStarted = false
-
-  /// The deadline that applies in the current phase.
-  enum Deadline: Equatable {
-    case none
-    case stubDelay
-    case connectionQueue
-    /// The body must keep coming (idle between reads, and `body_timeout_ms` in all).
-    case requestUpload
-    case upstreamResponse
-    /// A local answer is out; the rest of the body has the idle timeout to arrive.
-    case drainBody
-  }
+  private(set) var tokenRetried = false
+  private(set) var tokenInHand = false
+  private(set) var breakersAdmitted = false
+  private(set) var readAheadDone = false
+  private(set) var connectionReused = false
+  /// The lease being pursued is a retry's, on a fresh connection.
+  private(set) var leaseFresh = false
 
   var deadline: Deadline {
     switch phase {
     case .admitted, .done: return .none
     case .waiting(.stubDelay): return .stubDelay
-    case .waiting(.connection): return .connectionQueue
+    case .waiting(.collapsed): return .collapsedWait
+    case .waiting(.queue): return .connectionQueue
     case .waiting(.bodyReadAhead): return .requestUpload
-    // The store answers at once; a token wait and a collapsed wait are bounded by whoever
-    // they wait for.
-    case .waiting(.store), .waiting(.token), .waiting(.collapsed): return .none
-    case .forwarding(request: .streaming, response: .awaitingHead): return .requestUpload
-    case .forwarding(request: .complete, response: .awaitingHead), .forwarding(_, response: .streaming):
-      return .upstreamResponse
-    case .forwarding(_, response: .complete): return .none
+    // The store and the pool answer at once; a token wait is bounded by the token's refresh.
+    case .waiting(.store), .waiting(.token), .waiting(.breakers), .waiting(.connection): return .none
+    case .forwarding(request: .streaming, _): return .requestUpload
+    case .forwarding(request: .complete, _): return .upstreamResponse
     case .answeredLocally: return requestComplete ? .none : .drainBody
     }
   }
 
+  /// Whether the client's answer has begun (its head staged or sent).
+  var answerBegan: Bool {
+    if case .forwarding(_, .streaming) = phase { return true }
+    return false
+  }
+
+  /// The request's body is still to be read when the answer goes out: an answer to the
+  /// upstream's head while the body streams means the connection cannot carry another.
+  var bodyStillComing: Bool { !requestComplete }
+
+  /// Whether a token rejection could be retried as far as the request goes: not retried
+  /// yet, and its body (if any) within what is kept for a replay.
+  var bodyAllowsTokenRetry: Bool {
+    guard !tokenRetried else { return false }
+    guard facts.hasBody else { return true }
+    let limit = facts.route?.replayLimit ?? 0
+    return limit > 0 && bodyBytesSeen <= limit
+  }
+
+  init() {}
+
   // MARK: Events
 
-  mutating func handle(_ event: Event) -> [Action] {
+  mutating func handle(_ event: Event) -> ExchangeActions {
     switch event {
-    case .started(let facts, let refusal):
-      return start(facts, refusal: refusal)
+    case .started(let facts):
+      return start(facts)
     case .storeLookedUp(let result):
       return storeLookedUp(result)
     case .tokenGranted:
       guard phase == .waiting(.token) else { return [] }
-      return proceedToUpstream(tokenReady: true)
-    case .tokenUnavailable:
+      tokenInHand = true
+      return proceed(fresh: leaseFresh)
+    case .tokenMissing:
+      return []
+    case .tokenUnavailable(let staleAvailable):
       guard phase == .waiting(.token) else { return [] }
-      return failOver(answer: tokenRetried ? .tokenRejected : .tokenUnavailable, staleAvailable: false)
-    case .stubDelayPassed:
-      guard phase == .waiting(.stubDelay) else { return [] }
-      return answer([.serveStub])
+      return failOver(.tokenUnavailable, staleAvailable: staleAvailable)
+    case .breakersAdmitted:
+      guard phase == .waiting(.breakers) else { return [] }
+      breakersAdmitted = true
+      return proceed(fresh: leaseFresh)
     case .leased(let reused):
       return leased(reused: reused)
     case .noConnectionFree:
-      phase = .waiting(.connection)
+      guard phase == .waiting(.connection) else { return [] }
+      phase = .waiting(.queue)
       return [.queueForConnection]
+    case .connectionFree:
+      guard phase == .waiting(.queue) else { return [] }
+      phase = .waiting(.connection)
+      return [.lease(fresh: leaseFresh)]
     case .clientBody(let count):
       return clientBody(count)
     case .clientEnd:
       return clientEnd()
-    case .upstreamHead(let status, let rejectsToken, let staleAvailable):
-      return upstreamHead(status: status, rejectsToken: rejectsToken, staleAvailable: staleAvailable)
-    case .upstreamBody:
-      guard case .forwarding(_, .streaming) = phase else { return [] }
-      return [.writeClientBody]
-    case .upstreamEnd(let reusable):
-      return upstreamEnd(reusable: reusable)
-    case .upstreamFailed(let failure, let staleAvailable):
-      return upstreamFailed(failure, staleAvailable: staleAvailable)
-    case .collapsedAnswered:
-      guard phase == .waiting(.collapsed) else { return [] }
-      return answer([.serveStored(.hit)])
-    case .collapsedFailed(let failure, let staleAvailable):
-      guard phase == .waiting(.collapsed) else { return [] }
-      return failOver(answer: Self.localAnswer(for: failure), staleAvailable: staleAvailable)
-    case .collapsedRetry:
-      guard phase == .waiting(.collapsed) else { return [] }
-      return proceedToUpstream(tokenReady: false)
+    case .answerBegan:
+      guard case .forwarding(let request, .notBegun) = phase else { return [] }
+      phase = .forwarding(request: request, response: .streaming)
+      return []
+    case .answerEnded(let reusable):
+      return answerEnded(reusable: reusable)
+    case .answerReplaced(let replacement, let reusable):
+      return answerReplaced(replacement, reusable: reusable)
+    case .tokenRejected(let retry, let reusable):
+      return tokenRejected(retry: retry, reusable: reusable)
+    case .upstreamFailed(let failure, let staleAvailable, let received, let answerOut):
+      return upstreamFailed(failure, staleAvailable: staleAvailable, received: received, answerOut: answerOut)
+    case .droppedFromPipeline:
+      guard case .forwarding(_, .notBegun) = phase else { return [] }
+      attempts -= 1
+      phase = .waiting(.connection)
+      leaseFresh = false
+      return [.discardUpstream] + proceed(fresh: false)
+    case .collapsedEnded(let end):
+      return collapsedEnded(end)
     case .deadlinePassed:
       return deadlinePassed()
     case .clientGone:
@@ -298,107 +147,128 @@ struct ExchangeMachine {
     }
   }
 
-  private mutating func start(_ facts: RequestFacts, refusal: Int?) -> [Action] {
+  // MARK: Transitions
+
+  private mutating func start(_ facts: RequestFacts) -> ExchangeActions {
+    guard phase == .admitted else { return [] }
     self.facts = facts
     requestComplete = !facts.hasBody
-    if let refusal { return answer([.answerLocally(.refused(status: refusal))]) }
-    guard let route = facts.route else { return answer([.answerLocally(.noRoute)]) }
+    bodyStarted = facts.bodyFollowsHead
+    if let refusal = facts.refusal { return answer(.answerLocally(.refused(refusal))) }
+    guard let route = facts.route else { return answer(.answerLocally(.noRoute)) }
     switch route.stub {
-    case .always(let delay):
-      guard delay > 0 else { return answer([.serveStub]) }
+    case .always(let delayed):
+      guard delayed else { return answer(.serveStub) }
       phase = .waiting(.stubDelay)
-      return [.armStubDelay]
+      return []
     case .off, .fallback:
       break
     }
-    guard route.hasUpstream else { return answer([.answerLocally(.upstreamUnavailable)]) }
+    guard route.hasUpstream else { return answer(.answerLocally(.noUpstream)) }
+    guard !route.badTarget else { return answer(.answerLocally(.badTarget)) }
     if route.usesStore {
       phase = .waiting(.store)
       return [.lookUpStore]
     }
-    return proceedToUpstream(tokenReady: false)
+    return proceed(fresh: false)
   }
 
-  private mutating func storeLookedUp(_ result: StoreResult) -> [Action] {
+  private mutating func storeLookedUp(_ result: StoreResult) -> ExchangeActions {
     guard phase == .waiting(.store) else { return [] }
     switch result {
     case .fresh:
-      return answer([.serveStored(.hit)])
+      return answer(.serveStored(.hit))
     case .staleWhileRevalidate:
-      return answer([.serveStored(.stale), .revalidateInBackground])
-    case .miss(let canJoin):
-      if canJoin {
-        phase = .waiting(.collapsed)
-        return [.joinCollapsed]
-      }
-      return proceedToUpstream(tokenReady: false)
+      return answer(.serveStored(.stale), then: .revalidateInBackground)
+    case .miss:
+      return proceed(fresh: false)
+    case .joinedCollapsed:
+      phase = .waiting(.collapsed)
+      return []
     }
   }
 
-  /// On towards the upstream: the token, then the body's read-ahead, then a connection.
-  private mutating func proceedToUpstream(tokenReady: Bool) -> [Action] {
+  /// On towards the upstream: the token, the breakers, the body's read-ahead, a connection.
+  private mutating func proceed(fresh: Bool) -> ExchangeActions {
     guard let route = facts.route else { return [] }
-    if route.usesToken && !tokenReady {
+    leaseFresh = fresh
+    if route.usesToken && !tokenInHand {
       phase = .waiting(.token)
-      return [.requestToken]
+      return [.takeToken]
     }
-    if attempts == 0 && !requestComplete && route.bodyReadAhead > bodyBytesKept && phase != .waiting(.bodyReadAhead) {
-      phase = .waiting(.bodyReadAhead)
-      return continueIfAsked()
+    // A retry asks the breakers again (the failure being retried may have opened them); a
+    // request that waited since they said yes does not, and so never takes a second trial.
+    if !breakersAdmitted {
+      phase = .waiting(.breakers)
+      return [.askBreakers(retry: fresh)]
+    }
+    // A client that sends slowly holds no upstream connection: the body (or its first
+    // `body_buffer_bytes`) is read before one is leased.
+    var actions: ExchangeActions = []
+    if !fresh && attempts == 0 && !readAheadDone && !requestComplete && route.bodyReadAhead > 0 {
+      guard bodyBytesKept >= route.bodyReadAhead else {
+        phase = .waiting(.bodyReadAhead)
+        return continueIfAsked()
+      }
+      readAheadDone = true
+      actions.append(.pauseClientReading)
     }
     phase = .waiting(.connection)
-    return [.lease(fresh: false)]
+    actions.append(.lease(fresh: fresh))
+    return actions
   }
 
-  private mutating func leased(reused: Bool) -> [Action] {
+  private mutating func leased(reused: Bool) -> ExchangeActions {
     guard phase == .waiting(.connection) else { return [.discardUpstream] }
     attempts += 1
     connectionReused = reused
-    responseBytesReceived = false
-    phase = .forwarding(request: requestComplete ? .complete : .streaming, response: .awaitingHead)
+    tokenInHand = false
+    bodyBytesKept = 0
+    phase = .forwarding(request: requestComplete ? .complete : .streaming, response: .notBegun)
     var actions = continueIfAsked()
     actions.append(.writeUpstreamHead(asGET: facts.isHEAD && facts.route?.enveloped == true))
     if requestComplete && facts.hasBody { actions.append(.endUpstreamBody) }
     return actions
   }
 
-  private mutating func clientBody(_ count: Int) -> [Action] {
+  private mutating func clientBody(_ count: Int) -> ExchangeActions {
     bodyStarted = true
     bodyBytesSeen += count
-    if phase == .waiting(.token) && tokenRetried && bodyBytesSeen > facts.route?.replayLimit ?? 0 {
-      // Refused before the body was all here, and the body has outgrown the copy: its
-      // start went to the upstream that refused it and cannot be sent again.
-      requestComplete = true
-      return answer([.answerLocally(.tokenRejected), .closeAfterAnswer])
-    }
     switch phase {
-    case .waiting(.bodyReadAhead):
+    case .waiting(.token):
+      if tokenRetried && bodyBytesSeen > facts.route?.replayLimit ?? 0 {
+        // Refused before the body was all here, and the body has outgrown the copy: its
+        // start went to the upstream that refused it and cannot be sent again.
+        return answer(.answerLocally(.tokenRejected), closing: true)
+      }
       bodyBytesKept += count
-      if bodyBytesKept >= facts.route?.bodyReadAhead ?? 0 {
-        phase = .waiting(.connection)
-        return [.keepBody, .lease(fresh: false)]
+      if bodyBytesKept > facts.route?.pendingLimit ?? Int.max {
+        return answer(.answerLocally(.tokenUnavailable), closing: true)
       }
       return [.keepBody]
-    case .waiting(.token), .waiting(.connection), .waiting(.collapsed), .waiting(.store), .waiting(.stubDelay),
-      .admitted:
+    case .waiting(.bodyReadAhead):
+      bodyBytesKept += count
+      guard bodyBytesKept >= facts.route?.bodyReadAhead ?? 0 else { return [.keepBody] }
+      return [.keepBody] + proceed(fresh: false)
+    case .waiting(.queue), .waiting(.connection), .waiting(.breakers):
       bodyBytesKept += count
       return [.keepBody]
     case .forwarding(.streaming, _):
       return [.forwardBody]
-    case .forwarding(.complete, _), .answeredLocally, .done:
+    case .admitted, .waiting(.store), .waiting(.stubDelay), .waiting(.collapsed), .forwarding(.complete, _),
+      .answeredLocally, .done:
       return [.dropBody]
     }
   }
 
-  private mutating func clientEnd() -> [Action] {
+  private mutating func clientEnd() -> ExchangeActions {
+    guard !requestComplete else { return [] }
     requestComplete = true
     switch phase {
     case .waiting(.bodyReadAhead):
-      phase = .waiting(.connection)
-      return [.lease(fresh: false)]
+      return proceed(fresh: false)
     case .forwarding(.streaming, let response):
       phase = .forwarding(request: .complete, response: response)
-      if response == .complete { return finish() }
       return [.endUpstreamBody]
     case .answeredLocally:
       return finish()
@@ -407,134 +277,159 @@ struct ExchangeMachine {
     }
   }
 
-  private mutating func upstreamHead(status: Int, rejectsToken: Bool, staleAvailable: Bool) -> [Action] {
-    guard case .forwarding(let request, .awaitingHead) = phase else { return [] }
-    responseBytesReceived = true
-    if rejectsToken && !tokenRetried && bodyBytesSeen <= facts.route?.replayLimit ?? 0 {
-      // Sent again with a new value, once; the rest of a body still arriving follows it.
-      tokenRetried = true
-      phase = .waiting(.token)
-      return [.discardUpstream, .refreshTokenAndRetry]
-    }
-    if status >= 500 && staleAvailable {
-      return answer([.discardUpstream, .serveStored(.stale)])
-    }
-    phase = .forwarding(request: request, response: .streaming)
-    return [.writeClientHead]
-  }
-
-  private mutating func upstreamEnd(reusable: Bool) -> [Action] {
-    guard case .forwarding(let request, .streaming) = phase else { return [] }
-    phase = .forwarding(request: request, response: .complete)
+  private mutating func answerEnded(reusable: Bool) -> ExchangeActions {
+    guard case .forwarding(let request, _) = phase else { return [] }
     // An upstream that answered before the whole body was sent cannot take the rest: the
-    // connection goes, and so does the client's, which cannot carry another request.
+    // connection goes, and the client's ends after the answer (the rest of its body is
+    // read and dropped meanwhile).
     guard request == .complete else {
-      return [.writeClientEnd, .discardUpstream, .closeAfterAnswer] + finish()
+      requestComplete = true
+      return [.releaseUpstream(reusable: false), .closeAfterAnswer(drainInput: true)] + finish()
     }
-    return [.writeClientEnd, .releaseUpstream(reusable: reusable)] + finish()
+    return [.releaseUpstream(reusable: reusable)] + finish()
   }
 
-  private mutating func upstreamFailed(_ failure: Failure, staleAvailable: Bool) -> [Action] {
+  private mutating func answerReplaced(_ replacement: Replacement, reusable: Bool?) -> ExchangeActions {
+    guard case .forwarding = phase else { return [] }
+    let upstream: Action = reusable.map { .releaseUpstream(reusable: $0 && requestComplete) } ?? .discardUpstream
+    switch replacement {
+    case .stored:
+      return [upstream] + answer(.serveStored(.stale))
+    case .overloaded:
+      // The body still coming cannot be used: the connection ends after the answer.
+      return [upstream] + answer(.answerLocally(.overloaded), closing: !requestComplete)
+    }
+  }
+
+  private mutating func tokenRejected(retry: Bool, reusable: Bool?) -> ExchangeActions {
+    guard case .forwarding(let request, .notBegun) = phase, retry, bodyAllowsTokenRetry else { return [] }
+    // Sent again with a new value, once; the rest of a body still arriving follows it.
+    tokenRetried = true
+    tokenInHand = false
+    let upstream: Action =
+      reusable.map { .releaseUpstream(reusable: $0 && request == .complete) } ?? .discardUpstream
+    phase = .waiting(.token)
+    leaseFresh = false
+    return [upstream, .takeToken]
+  }
+
+  private mutating func upstreamFailed(
+    _ failure: UpstreamFailure, staleAvailable: Bool, received: Bool, answerOut: Bool
+  )
+    -> ExchangeActions
+  {
     switch phase {
-    case .forwarding(_, .streaming):
-      // Part of the answer is out: cutting the connection is the only honest signal left.
-      phase = .done
-      return [.discardUpstream, .abortClient, .record]
-    case .forwarding(_, .awaitingHead):
-      if failure == .reset
-        && UpstreamRetryPolicy.shouldRetry(
-          idempotent: facts.idempotent, connectionWasReused: connectionReused,
-          responseBytesReceived: responseBytesReceived, bodyReplayable: !facts.hasBody, attempts: attempts)
-      {
-        phase = .waiting(.connection)
-        return [.discardUpstream, .lease(fresh: true)]
+    case .forwarding(_, let response):
+      if response == .streaming && answerOut {
+        // Part of the answer is out: cutting the connection is the only honest signal left.
+        phase = .done
+        return [.discardUpstream, .abortClient] + finish()
       }
-      return [.discardUpstream] + failOver(answer: Self.localAnswer(for: failure), staleAvailable: staleAvailable)
-    case .waiting(.connection):
-      return failOver(answer: Self.localAnswer(for: failure), staleAvailable: staleAvailable)
-    case .admitted, .waiting, .forwarding(_, .complete), .answeredLocally, .done:
+      if failure == .closed
+        && UpstreamRetryPolicy.shouldRetry(
+          idempotent: facts.idempotent, connectionWasReused: connectionReused, responseBytesReceived: received,
+          bodyReplayable: !facts.hasBody, attempts: attempts)
+      {
+        breakersAdmitted = false
+        return [.discardUpstream] + proceed(fresh: true)
+      }
+      return [.discardUpstream] + failOver(.upstream(failure), staleAvailable: staleAvailable)
+    case .waiting(.queue):
+      return [.leaveQueue] + failOver(.upstream(failure), staleAvailable: staleAvailable)
+    case .waiting(.connection), .waiting(.breakers), .waiting(.collapsed):
+      return failOver(.upstream(failure), staleAvailable: staleAvailable)
+    case .admitted, .waiting, .answeredLocally, .done:
       return []
     }
   }
 
-  private mutating func deadlinePassed() -> [Action] {
+  private mutating func collapsedEnded(_ end: CollapsedEnd) -> ExchangeActions {
+    guard phase == .waiting(.collapsed) else { return [] }
+    switch end {
+    case .answered:
+      return answer(.serveCollapsed)
+    case .failed(let failure, let staleAvailable):
+      return failOver(.upstream(failure), staleAvailable: staleAvailable)
+    case .retry:
+      return proceed(fresh: false)
+    }
+  }
+
+  private mutating func deadlinePassed() -> ExchangeActions {
     switch deadline {
     case .none:
       return []
     case .stubDelay:
-      return answer([.serveStub])
-    case .connectionQueue:
-      return failOver(answer: .upstreamBusy, staleAvailable: false)
+      return answer(.serveStub)
     case .requestUpload:
       // The client stopped sending its body: nothing sensible can follow on its connection.
-      requestComplete = true
-      var actions: [Action] = []
-      if case .forwarding = phase { actions.append(.discardUpstream) }
-      return actions + answer([.answerLocally(.requestTimedOut), .closeAfterAnswer])
-    case .upstreamResponse:
-      if case .forwarding(_, .streaming) = phase {
+      if answerBegan {
         phase = .done
-        return [.discardUpstream, .abortClient, .record]
+        return [.discardUpstream, .abortClient] + finish()
       }
-      return upstreamFailed(.responseTimedOut, staleAvailable: false)
+      requestComplete = true
+      var actions: ExchangeActions = []
+      if case .forwarding = phase { actions.append(.discardUpstream) }
+      return actions + answer(.answerLocally(.requestTimedOut), closing: true)
     case .drainBody:
-      phase = .done
-      return [.closeAfterAnswer, .record]
+      requestComplete = true
+      return [.closeAfterAnswer(drainInput: true)] + finish()
+    // Told apart by the driver, which reports them as failures.
+    case .collapsedWait, .connectionQueue, .upstreamResponse:
+      return []
     }
   }
 
-  private mutating func clientGone() -> [Action] {
-    var actions: [Action] = []
+  private mutating func clientGone() -> ExchangeActions {
+    var actions: ExchangeActions = []
     switch phase {
     case .forwarding: actions.append(.discardUpstream)
+    case .waiting(.queue): actions.append(.leaveQueue)
     case .done: return []
     case .admitted, .waiting, .answeredLocally: break
     }
     phase = .done
-    return actions + [.record]
+    return actions + [.finish]
   }
 
   // MARK: Helpers
 
-  private mutating func continueIfAsked() -> [Action] {
+  private mutating func continueIfAsked() -> ExchangeActions {
     guard facts.expectsContinue && facts.hasBody && !continueSent && !requestComplete else { return [] }
     continueSent = true
     return [.sendContinue]
   }
 
-  /// The upstream is no help: a stored answer the route allows, else its fallback stub,
+  /// The upstream is no help: a stored answer the route allows, else its fallback stub
+  /// (not for a token the gateway could not get or keep: that is no upstream failure),
   /// else an error answer.
-  private mutating func failOver(answer local: LocalAnswer, staleAvailable: Bool) -> [Action] {
-    if staleAvailable { return answer([.serveStored(.stale)]) }
-    if facts.route?.stub == .fallback, local != .tokenRejected, local != .tokenUnavailable {
-      return answer([.serveStub])
-    }
-    return answer([.answerLocally(local)])
+  private mutating func failOver(_ local: LocalAnswer, staleAvailable: Bool) -> ExchangeActions {
+    if staleAvailable { return answer(.serveStored(.stale)) }
+    if facts.route?.stub == .fallback, case .upstream = local { return answer(.serveStub) }
+    return answer(.answerLocally(local))
   }
 
-  /// The gateway answers: a client still waiting for `100 Continue` will not send its body,
-  /// so its connection ends after the answer.
-  private mutating func answer(_ actions: [Action]) -> [Action] {
-    var actions = actions
+  /// The gateway answers. A client still waiting for `100 Continue` will not send its
+  /// body, so its connection ends after the answer (RFC 9110 §10.1.1); `closing`: it ends
+  /// after the answer anyway, the body read and dropped meanwhile.
+  private mutating func answer(_ action: Action, then next: Action? = nil, closing: Bool = false) -> ExchangeActions {
+    var actions: ExchangeActions = []
     if facts.expectsContinue && facts.hasBody && !continueSent && !requestComplete && !bodyStarted {
-      actions.append(.closeAfterAnswer)
+      actions.append(.closeAfterAnswer(drainInput: true))
       requestComplete = true
+    } else if closing {
+      actions.append(.closeAfterAnswer(drainInput: false))
     }
+    actions.append(action)
+    if let next { actions.append(next) }
     phase = .answeredLocally
     if requestComplete { return actions + finish() }
+    actions.append(.drainBody)
     return actions
   }
 
-  private mutating func finish() -> [Action] {
+  private mutating func finish() -> ExchangeActions {
     phase = .done
-    return [.record]
-  }
-
-  static func localAnswer(for failure: Failure) -> LocalAnswer {
-    switch failure {
-    case .connectTimedOut, .responseTimedOut: return .upstreamTimedOut
-    case .busy: return .upstreamBusy
-    case .connectRefused, .reset, .badResponse, .refusedByBreaker: return .upstreamUnavailable
-    }
+    return [.finish]
   }
 }

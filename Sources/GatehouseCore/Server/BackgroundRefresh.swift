@@ -213,7 +213,7 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
   }
 
   /// Ends the refresh; `failure` (nil: nothing the upstream did) is counted like a client's.
-  private func fail(_ failure: ClientSession.UpstreamFailure?, detail: String? = nil) {
+  private func fail(_ failure: UpstreamFailure?, detail: String? = nil) {
     if let failure, let pool, !finished {
       context.metrics.recordUpstream(pool.plan.name, outcome: failure.outcome)
       pool.recordFailure(failure.breakerScope, route: plan?.name ?? "", now: context.loop.iterationTime)

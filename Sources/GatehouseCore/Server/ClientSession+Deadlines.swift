@@ -8,7 +8,7 @@ extension ClientSession {
 
   func flushOutput() {
     guard !context.output.isEmpty else { return }
-    if let exchange, exchange.responseStarted { exchange.responseFlushed = true }
+    if let exchange, exchange.machine.answerBegan { exchange.responseFlushed = true }
     context.output.withUnsafeBytes { _ = connection?.write($0) }
     context.output.removeAll(keepingCapacity: true)
   }
@@ -62,7 +62,7 @@ extension ClientSession {
     else { return }
     upstream.resumeReading()
     if deadlineKind == .clientWrite, let timeout = exchange.pool?.plan.responseTimeoutNanoseconds {
-      setDeadline(.upstreamResponse, nanoseconds: timeout)
+      setDeadline(.exchange, nanoseconds: timeout)
     }
   }
 
@@ -149,58 +149,26 @@ extension ClientSession {
         // Its turn came in time: from here the response timeout applies, counted from when
         // the request went out (or, once the answer streams, from now, as for any answer).
         let timeout = pool.plan.responseTimeoutNanoseconds
-        let due = exchange.responseStarted ? loop.iterationTime &+ timeout : exchange.sentAt &+ timeout
+        let due = exchange.machine.answerBegan ? loop.iterationTime &+ timeout : exchange.sentAt &+ timeout
         guard due > loop.iterationTime else {
           upstreamFailed(.timedOut)
           return
         }
-        deadlineKind = .upstreamResponse
+        deadlineKind = .exchange
         deadline = due
         return
       }
       exchange.upstream = nil
       pool.discard(upstream, by: self)
       sendAgainAlone(exchange)
-    case .upstreamResponse:
-      // Still waiting behind another answer on a pipelined connection: the wait was the
-      // answer in front's (slow, or its client reads slowly), so this request leaves the
-      // queue and goes again alone, with its own response timeout.
-      if let exchange, let upstream = exchange.upstream, upstream.owner !== self {
-        exchange.upstream = nil
-        exchange.pool?.discard(upstream, by: self)
-        sendAgainAlone(exchange)
-        return
-      }
-      upstreamFailed(.timedOut)
-    case .requestUpload:
-      // The client stopped sending its body: nothing sensible can follow on this connection.
-      closeAfterResponse = true
-      if exchange?.responseStarted == true {
-        abort()
-      } else {
-        if let upstream = exchange?.upstream { exchange?.pool?.discard(upstream, by: self) }
-        exchange?.upstream = nil
-        exchange?.requestComplete = true
-        respondLocally(failure: .headerTimeout, reason: .requestTimeout)
-      }
+    case .exchange:
+      exchangeDeadlinePassed()
     case .clientWrite:
       if clientTookQueuedOutput {
         setWriteDeadline(.clientWrite)
       } else {
         abort()
       }
-    case .connectionQueue:
-      guard let exchange, let pool = exchange.queuedOn else { return }
-      pool.leaveQueue(self)
-      exchange.queuedOn = nil
-      exchange.pool = pool
-      upstreamFailed(.busy)
-    case .stubDelay:
-      guard let exchange, exchange.waitingForStub, let routeIndex = exchange.routeIndex else { return }
-      self.exchange?.waitingForStub = false
-      let plan = exchange.snapshot.routePlans[routeIndex]
-      exchange.reason = .stub
-      respondLocally(status: plan.stub.status, body: plan.stub.body)
     }
   }
 

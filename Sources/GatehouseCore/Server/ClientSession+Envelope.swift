@@ -39,14 +39,9 @@ extension ClientSession {
     }
     if fits {
       // Within the route's size, but no room in the budget and no way to stream it.
-      if let upstream = exchange.upstream {
-        exchange.upstream = nil
-        exchange.pool?.discard(upstream, by: self)
-      }
       context.shared.warnAboutLimit(
         "buffered answers reached limits.buffered_bytes", ["limit": .int(exchange.snapshot.bufferedBytes)])
-      closeAfterResponse = closeAfterResponse || !exchange.requestComplete
-      respondLocally(failure: .overloaded, reason: .overloaded)
+      run(.answerReplaced(.overloaded, reusable: nil))
       return
     }
     exchange.bufferedTruncated = true
@@ -85,7 +80,7 @@ extension ClientSession {
   func beginWrappedStream(_ head: HTTPResponseHead, policy: EnvelopePolicy) {
     guard let exchange else { return }
     exchange.status = policy.httpStatus(head.status)
-    exchange.responseStarted = true
+    run(.answerBegan)
     let before = context.output.count
     defer { exchange.bytesSent += Int64(context.output.count - before) }
     if exchange.suppressBody {
@@ -147,7 +142,6 @@ extension ClientSession {
     let headOnly = exchange.head.method == .head
     let close = answerEndsConnection(exchange)
     exchange.closeClient = close
-    exchange.responseStarted = true
     let before = context.output.count
     switch outcome {
     case .json(let status, let body), .unusable(let status, let body):

@@ -14,16 +14,20 @@ extension ClientSession {
   static let maxDecodedKeptBody = maxStoredBody
   static let contentEncodingField = HeaderNameSet(["content-encoding"])
 
-  /// Looks the request up when the route can answer from the store without the upstream
-  /// (`fresh_s`, `stale_while_revalidate_s`). Returns true when it answered.
-  func answerFromStoreBeforeUpstream(_ exchange: Exchange, plan: RoutePlan, cache: CachePolicy) -> Bool {
-    guard let store = context.store, let upstreamName = plan.upstreamName else { return false }
+  /// Looks the request up: its key (or why it has none), then a stored answer the route
+  /// may serve without the upstream (`fresh_s`, `stale_while_revalidate_s`), else a share
+  /// of the exchange already with the upstream for the key (collapsed forwarding).
+  func lookUpStore(_ exchange: Exchange) -> ExchangeMachine.StoreResult {
+    guard let routeIndex = exchange.routeIndex, let cache = exchange.snapshot.routePlans[routeIndex].cache,
+      let store = context.store, let upstreamName = exchange.snapshot.routePlans[routeIndex].upstreamName
+    else { return .miss }
+    let plan = exchange.snapshot.routePlans[routeIndex]
     // A GET or HEAD with a body is no request for the shared answer: the body may change
     // what the upstream answers, and the key does not hold it. Never looked up, stored or
     // collapsed.
     guard exchange.head.method == .get || exchange.head.method == .head, !Self.hasBody(exchange.head) else {
       exchange.cacheResult = .bypass
-      return false
+      return .miss
     }
     // Credentials of the client's own that reach the backend make the answer theirs. A
     // keyed field the client's `Connection` names is dropped on the way, so the key would
@@ -32,30 +36,27 @@ extension ClientSession {
       || Self.connectionNamesKeyedField(exchange.head, keyed: cache.vary)
     {
       exchange.cacheResult = .bypass
-      return false
+      return .miss
     }
     let key = store.key(Self.cacheKeyInputs(exchange, upstream: upstreamName, vary: cache.vary))
     exchange.cacheKey = key
     exchange.cacheResult = .miss
-    guard cache.answersWithoutUpstream else { return false }
-    let now = RFC3339.nowMilliseconds()
-    guard let stored = store.lookup(id: key.id, nowMs: now) else { return false }
-    switch cache.beforeUpstream(ageMs: now - stored.storedAtMs) {
-    case .fresh:
-      serveStored(stored, result: .hit)
-      return true
-    case .staleWhileRevalidate:
-      guard CacheStorability.allowsStale(stored.headers) else { return false }
-      serveStored(stored, result: .stale)
-      if let routeIndex = exchange.routeIndex {
-        context.revalidate(
-          key: key, request: exchange.head, target: exchange.upstreamTarget, snapshot: exchange.snapshot,
-          routeIndex: routeIndex, clientAddress: clientAddress)
+    if cache.answersWithoutUpstream {
+      let now = RFC3339.nowMilliseconds()
+      if let stored = store.lookup(id: key.id, nowMs: now) {
+        switch cache.beforeUpstream(ageMs: now - stored.storedAtMs) {
+        case .fresh:
+          exchange.storedAnswer = stored
+          return .fresh
+        case .staleWhileRevalidate where CacheStorability.allowsStale(stored.headers):
+          exchange.storedAnswer = stored
+          return .staleWhileRevalidate
+        case .staleWhileRevalidate, .none:
+          break
+        }
       }
-      return true
-    case .none:
-      return false
     }
+    return joinCollapsedExchange(exchange, cache: cache, routeIndex: routeIndex) ? .joinedCollapsed : .miss
   }
 
   /// A stored answer young enough for `stale_if_error_s`, when the upstream failed.
@@ -127,7 +128,7 @@ extension ClientSession {
 
   /// Joins the GET for the same cache key that is already with the upstream, or becomes the
   /// one later requests join. Returns true when this request waits for another's answer.
-  func waitForCollapsedExchange(_ exchange: Exchange, cache: CachePolicy, routeIndex: Int) -> Bool {
+  func joinCollapsedExchange(_ exchange: Exchange, cache: CachePolicy, routeIndex: Int) -> Bool {
     guard let key = exchange.cacheKey,
       RequestCollapsing.isCollapsible(
         method: exchange.head.method, hasBody: Self.hasBody(exchange.head), enabled: cache.collapse)
@@ -149,9 +150,8 @@ extension ClientSession {
     group.add(self, exchange)
     exchange.collapseRole = .waiting
     context.metrics.collapsed &+= 1
-    setDeadline(
-      .upstreamResponse,
-      after: RequestCollapsing.waiterPatience(
+    exchange.collapsePatience = EventLoop.nanoseconds(
+      of: RequestCollapsing.waiterPatience(
         connectTimeout: pool.plan.connectTimeout, responseTimeout: pool.plan.responseTimeout))
     return true
   }
@@ -172,17 +172,15 @@ extension ClientSession {
   func collapsedExchangeEnded(_ waiter: Exchange, outcome: CollapseOutcome) {
     guard exchange === waiter, waiter.collapseRole == .waiting, !closed else { return }
     waiter.collapseRole = .none
-    clearDeadline()
     switch outcome {
     case .answer(let answer):
       waiter.upstreamStatus = answer.head.status
-      writeKeptAnswer(
-        head: answer.head, body: answer.body, outcome: answer.rendered ?? .passThrough,
-        extra: Self.cacheLines(waiter.cacheResult))
+      waiter.collapsedAnswer = answer
+      run(.collapsedEnded(.answered))
     case .failed(let failure):
       upstreamFailed(failure)
     case .retry:
-      sendUpstream(fresh: false)
+      run(.collapsedEnded(.retry))
     }
   }
 
@@ -227,14 +225,11 @@ extension ClientSession {
 
   /// Writes a whole upstream answer kept in memory (stored, or shared by a collapsed
   /// exchange): `outcome` is its envelope, rendered by the caller.
-  private func writeKeptAnswer(head: HTTPResponseHead, body: [UInt8], outcome: EnvelopeOutcome, extra: [UInt8]) {
+  func writeKeptAnswer(head: HTTPResponseHead, body: [UInt8], outcome: EnvelopeOutcome, extra: [UInt8]) {
     guard let exchange else { return }
     let headOnly = exchange.head.method == .head
-    // As in `respondLocally`: a client waiting for 100 Continue will not send its body.
-    let withheld = bodyWithheld(exchange)
-    let close = closeAfterResponse || !exchange.head.keepAlive || context.draining || withheld
+    let close = closeAfterResponse || !exchange.head.keepAlive || context.draining
     exchange.closeClient = close
-    exchange.responseStarted = true
     exchange.bodyBytes = 0
     context.output.removeAll(keepingCapacity: true)
     switch outcome {
@@ -253,7 +248,6 @@ extension ClientSession {
         guard let decoded = try? GzipDecoder.decode(body, maxOutputBytes: Self.maxDecodedKeptBody) else {
           // Not an answer from the store after all (nor a `STALE` one): the entry cannot
           // be served, so it goes, and the next request asks the upstream.
-          exchange.responseStarted = false
           if exchange.cacheResult == .hit || exchange.cacheResult == .stale {
             exchange.cacheResult = .miss
             if let key = exchange.cacheKey { context.store?.forget(key: key) }
@@ -276,13 +270,7 @@ extension ClientSession {
       }
     }
     exchange.bytesSent = Int64(context.output.count)
-    exchange.responseComplete = true
     flushOutput()
-    if withheld {
-      exchange.bodyLeftUnread = true
-      exchange.requestComplete = true
-    }
-    if exchange.requestComplete { finishExchange() }
   }
 
   /// Answers from the store and those handed to collapsed waiters are written whole, a copy
@@ -299,7 +287,6 @@ extension ClientSession {
       exchange.bufferCharge += count
       return true
     }
-    exchange.responseStarted = false
     context.shared.warnAboutLimit(
       "buffered answers reached limits.buffered_bytes", ["limit": .int(exchange.snapshot.bufferedBytes)])
     respondLocally(failure: .overloaded, reason: .overloaded)

@@ -6,23 +6,21 @@ import GatehouseStore
 
 /// A session's part in token use: waiting for a value, and a backend's rejection of one.
 extension ClientSession {
-  /// Waits (on the control loop) for a usable value of the route's token, then sends the
-  /// request; answers 401 (or a stale answer) when none can be had. After a rejection
+  /// Waits (on the control loop) for a usable value of the route's token, then tells the
+  /// machine; when none can be had it answers 401 (or a stale answer). After a rejection
   /// (`rejected`), waits for the value `TokenManager.retryAfterRejection` gives instead.
   func waitForToken(_ use: TokenUse, afterRejecting rejected: (serial: UInt64, endpoint: String)? = nil) {
     guard let exchange, let broker = context.shared.tokens else {
       tokenUnavailable()
       return
     }
-    exchange.waitingForToken = true
-    clearDeadline()
+    run(.tokenMissing)
     let reply: (TokenOutcome) -> Void = { [self] outcome in
-      guard self.exchange === exchange, exchange.waitingForToken, !closed else { return }
-      exchange.waitingForToken = false
+      guard self.exchange === exchange, exchange.machine.phase == .waiting(.token), !closed else { return }
       switch outcome {
       case .available(let grant):
         exchange.tokenGrant = grant
-        sendUpstream(fresh: false)
+        run(.tokenGranted)
       case .unavailable:
         tokenUnavailable()
       }
@@ -38,38 +36,30 @@ extension ClientSession {
   private func tokenUnavailable() {
     guard let exchange else { return }
     exchange.reason = .tokenUnavailable
-    if let stale = staleAnswer(for: exchange) {
-      serveStored(stale, result: .stale)
-      return
-    }
-    respondLocally(failure: .tokenUnavailable, reason: .tokenUnavailable)
+    exchange.storedAnswer = staleAnswer(for: exchange)
+    run(.tokenUnavailable(staleAvailable: exchange.storedAnswer != nil))
   }
 
   /// A backend said the token was rejected (status or body field). Counts it for the route,
-  /// reports it, and sends the request once more with a fresh value when it can be replayed.
-  /// Returns true when a retry is under way (the answer in hand is then dropped).
-  func tokenRejected(_ use: TokenUse, exchange: Exchange) -> Bool {
+  /// reports it, and tells the machine whether a retry with a fresh value is worthwhile.
+  /// Returns true when a retry is under way (the answer in hand is then dropped);
+  /// `reusable` as for `ExchangeMachine.Event.tokenRejected`.
+  func tokenRejected(_ use: TokenUse, exchange: Exchange, reusable: Bool?) -> Bool {
     context.metrics.countTokenRejection(token: use.name, route: use.routeName)
     guard let entry = context.tokenEntry(use.name, index: use.index), let serial = exchange.tokenSerial else {
       return false
     }
-    let replayable = !Self.hasBody(exchange.head) || exchange.requestBodyCopy != nil
     // A body still arriving is replayable too while it fits the copy: authentication
     // middleware refuses a token from the head, before reading the body, and a client
     // that waits for `100 Continue` sends its body only after that. The rest is kept (in
     // the copy) while the token is fetched, and follows the copy to the next upstream.
-    let canRetry =
-      !exchange.tokenRetried && replayable && (exchange.requestComplete || exchange.requestBodyCopy != nil)
-      && (exchange.head.method.isIdempotent || exchange.requestBodyCopy != nil || !Self.hasBody(exchange.head))
+    let canRetry = exchange.machine.bodyAllowsTokenRetry
     guard entry.refreshable else {
       // A fixed or file value cannot be refreshed, and one endpoint's rejection says nothing
       // about the others: nothing to report. Sending the same value again would only be
       // rejected again: retried only when the value has changed since the request went out.
       guard entry.serial != serial, canRetry else { return false }
-      exchange.tokenRetried = true
-      exchange.tokenGrant = nil
-      waitForToken(use)
-      return true
+      return retryWithNewToken(exchange, rejected: nil, reusable: reusable)
     }
     let endpoint = RejectingEndpoints.key(route: use.routeName, path: exchange.head.path)
     // This endpoint rejects fresh values too: its 401 is its own answer, for the client.
@@ -85,9 +75,16 @@ extension ClientSession {
       context.shared.tokens?.reportRejected(token: use.name, serial: serial, endpoint: endpoint)
       return false
     }
-    exchange.tokenRetried = true
+    return retryWithNewToken(exchange, rejected: (serial, endpoint), reusable: reusable)
+  }
+
+  private func retryWithNewToken(
+    _ exchange: Exchange, rejected: (serial: UInt64, endpoint: String)?, reusable: Bool?
+  ) -> Bool {
     exchange.tokenGrant = nil
-    waitForToken(use, afterRejecting: (serial, endpoint))
+    exchange.awaitsNewToken = true
+    exchange.rejectedToken = rejected
+    run(.tokenRejected(retry: true, reusable: reusable))
     return true
   }
 
@@ -98,11 +95,11 @@ extension ClientSession {
   func noteTokenAccepted(_ exchange: Exchange) {
     guard let serial = exchange.tokenSerial, let status = exchange.upstreamStatus, status < 400,
       let routeIndex = exchange.routeIndex, let use = exchange.snapshot.routePlans[routeIndex].token,
-      exchange.tokenRetried || context.tokenHasOwnAnswerEndpoints(index: use.index),
+      exchange.machine.tokenRetried || context.tokenHasOwnAnswerEndpoints(index: use.index),
       let entry = context.tokenEntry(use.name, index: use.index), entry.refreshable
     else { return }
     let endpoint = RejectingEndpoints.key(route: use.routeName, path: exchange.head.path)
-    guard exchange.tokenRetried || entry.ownAnswerEndpoints.contains(endpoint) else { return }
+    guard exchange.machine.tokenRetried || entry.ownAnswerEndpoints.contains(endpoint) else { return }
     context.shared.tokens?.reportAccepted(token: use.name, endpoint: endpoint, serial: serial)
   }
 }

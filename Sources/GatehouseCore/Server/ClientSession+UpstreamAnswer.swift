@@ -16,10 +16,10 @@ extension ClientSession {
     // Until the client has the head, `response_timeout_ms` bounds the whole wait, however
     // slowly the upstream trickles bytes; once the answer streams to the client it bounds
     // the silence between reads (a large body may take long, but must keep moving).
-    if exchange?.responseStarted == true, deadlineKind == .upstreamResponse,
-      let timeout = exchange?.pool?.plan.responseTimeoutNanoseconds
+    if let exchange, exchange.machine.answerBegan, deadlineKind == .exchange,
+      exchange.machine.deadline == .upstreamResponse, let timeout = exchange.pool?.plan.responseTimeoutNanoseconds
     {
-      setDeadline(.upstreamResponse, nanoseconds: timeout)
+      setDeadline(.exchange, nanoseconds: timeout)
     }
     var offset = 0
     while offset <= bytes.count {
@@ -109,7 +109,7 @@ extension ClientSession {
   }
 
   func upstreamDroppedQueuedRequest(_ upstream: UpstreamConnection) {
-    guard let exchange, exchange.upstream === upstream, !exchange.responseComplete else { return }
+    guard let exchange, exchange.upstream === upstream, case .forwarding = exchange.machine.phase else { return }
     exchange.upstream = nil
     sendAgainAlone(exchange)
   }
@@ -121,12 +121,11 @@ extension ClientSession {
     context.metrics.pipelineResent &+= 1
     exchange.pipelineDropped = true
     exchange.waitedBehindAnother = false
-    exchange.attempts -= 1
     // The parser may have seen the end of the old connection (or bytes that were no
     // answer): the answer on the new one starts from scratch.
     exchange.responseParser = HTTPResponseParser(limits: Exchange.upstreamResponseLimits)
     exchange.responseBytesReceived = false
-    sendUpstream(fresh: false)
+    run(.droppedFromPipeline)
   }
 
   /// Returns false when the exchange no longer reads this upstream answer.
@@ -141,13 +140,7 @@ extension ClientSession {
       announcedLength: head.contentLength, announcesChunked: head.headers.contains("transfer-encoding"))
     if let routeIndex = exchange.routeIndex, let use = exchange.snapshot.routePlans[routeIndex].token {
       if use.invalidStatuses.contains(head.status) {
-        if tokenRejected(use, exchange: exchange) {
-          if let upstream = exchange.upstream {
-            exchange.upstream = nil
-            exchange.pool?.discard(upstream, by: self)
-          }
-          return false
-        }
+        if tokenRejected(use, exchange: exchange, reusable: nil) { return false }
       } else if use.bodyField != nil && exchange.envelope == nil, let length = Self.declaredLength(head),
         length <= Self.maxReplayBody, JSONMediaType.isJSON(Self.field(head.headers, "content-type") ?? [])
       {
@@ -164,13 +157,10 @@ extension ClientSession {
         context.metrics.recordUpstream(pool.plan.name, outcome: "error_status")
         pool.recordAnswer(status: head.status, route: Self.routeName(of: exchange), now: loop.iterationTime)
       }
-      if let upstream = exchange.upstream {
-        exchange.upstream = nil
-        exchange.pool?.discard(upstream, by: self)
-      }
       if exchange.collapseRole == .leading { exchange.collapseOutcome = .failed(.unavailable) }
       exchange.reason = .upstreamError
-      serveStored(stale, result: .stale)
+      exchange.storedAnswer = stale
+      run(.answerReplaced(.stored, reusable: nil))
       return false
     }
     if exchange.hasCacheKey && !exchange.responseParser.requestWasHEAD
@@ -218,12 +208,12 @@ extension ClientSession {
       }
     }
     let close = answerEndsConnection(exchange) || framing == .untilClose
-    self.exchange?.closeClient = close
-    self.exchange?.rechunkResponse = rechunk
-    self.exchange?.status = head.status
-    self.exchange?.upstreamStatus = head.status
-    self.exchange?.responseStarted = true
-    self.exchange?.upstreamKeepAlive = head.keepAlive
+    exchange.closeClient = close
+    exchange.rechunkResponse = rechunk
+    exchange.status = head.status
+    exchange.upstreamStatus = head.status
+    exchange.upstreamKeepAlive = head.keepAlive
+    run(.answerBegan)
     if let secret = Self.tokenToHide(exchange, upstreamStatus: head.status), framing != .none, !requestIsHEAD,
       Self.field(head.headers, "content-encoding").map(EnvelopeRenderer.isIdentity) ?? true
     {
@@ -346,9 +336,9 @@ extension ClientSession {
     if !usable {
       // The last good answer is worth more than one the backend got wrong.
       if let stale = staleAnswer(for: exchange) {
-        releaseUpstream(exchange, upstreamReusable: upstreamReusable)
         exchange.bufferedBody = []
-        serveStored(stale, result: .stale)
+        exchange.storedAnswer = stale
+        run(.answerReplaced(.stored, reusable: upstreamReusable))
         return
       }
     }
@@ -386,71 +376,35 @@ extension ClientSession {
       exchange.bytesSent += Int64(context.output.count - before)
     }
     flushOutput()
-    self.exchange?.responseComplete = true
-    releaseUpstream(exchange, upstreamReusable: upstreamReusable)
-    if !exchange.requestComplete {
-      // The upstream answered before the request body was all read: the rest cannot be
-      // forwarded any more, so the connection ends after this answer (which said so), and
-      // lingers while the client finishes sending.
-      self.exchange?.closeClient = true
-      self.exchange?.bodyLeftUnread = true
-      self.exchange?.requestComplete = true
-    }
-    finishExchange()
-  }
-
-  /// Whether the request asked for 100 Continue, did not get it, and has sent none of its body
-  /// (nothing followed its head in the read that brought it, nor since).
-  func bodyWithheld(_ exchange: Exchange) -> Bool {
-    exchange.head.expectsContinue && !exchange.continueSent && !exchange.requestComplete
-      && !exchange.requestBodyStarted && !inputFollowsHead && Self.hasBody(exchange.head)
-  }
-
-  /// Sends `100 Continue` when the request asked for it, once, as its head goes upstream: the
-  /// body is wanted now, and only now. A request refused or answered by the gateway itself (no
-  /// route, client key, rate limit, stub, the store, an open circuit) is answered without it,
-  /// so a client that waits for it never uploads a body that would be dropped (nginx, too,
-  /// sends it only when it starts reading the body).
-  func sendContinueIfAsked(_ exchange: Exchange) {
-    guard exchange.head.expectsContinue, !exchange.continueSent, !exchange.requestComplete,
-      Self.hasBody(exchange.head)
-    else { return }
-    exchange.continueSent = true
-    _ = connection?.write(Array("HTTP/1.1 100 Continue\r\n\r\n".utf8))
+    run(.answerEnded(reusable: upstreamReusable))
   }
 
   /// Whether the answer now being written ends the connection: the client asked for it,
   /// the gateway is draining, or the request's body is still coming (an upstream answering
   /// early cannot be sent the rest, so the connection cannot carry another request).
   func answerEndsConnection(_ exchange: Exchange) -> Bool {
-    closeAfterResponse || !exchange.head.keepAlive || context.draining || !exchange.requestComplete
+    closeAfterResponse || !exchange.head.keepAlive || context.draining || exchange.machine.bodyStillComing
   }
 
-  /// Gives the upstream connection of a completely read answer back to its pool.
-  private func releaseUpstream(_ exchange: Exchange, upstreamReusable: Bool) {
+  /// Gives the upstream connection of a completely read answer back to its pool
+  /// (`upstreamReusable`: as far as the exchange goes; the machine has weighed the request).
+  func releaseUpstream(_ exchange: Exchange, upstreamReusable: Bool) {
     guard let upstream = exchange.upstream, let pool = exchange.pool else { return }
     exchange.upstream = nil
-    let reusable =
-      upstreamReusable && exchange.upstreamKeepAlive && exchange.requestComplete
-      && !exchange.responseParser.isClosed
+    let reusable = upstreamReusable && exchange.upstreamKeepAlive && !exchange.responseParser.isClosed
     pool.release(upstream, reusable: reusable, leavesDoubt: exchange.answerLeavesDoubt)
   }
 
   /// A body said the token was rejected: the answer was read whole, so the connection goes
   /// back to the pool before the retry.
   private func tokenRejectedAfterBody(_ use: TokenUse, exchange: Exchange, upstreamReusable: Bool) -> Bool {
-    // Read before `tokenRejected`: a request whose body is still arriving may be retried too,
-    // and its connection then still expects the rest of the body: it can never be reused
-    // (the retry written on it would be read as that body).
-    let requestWasComplete = exchange.requestComplete
-    guard tokenRejected(use, exchange: exchange) else { return false }
-    if let upstream = exchange.upstream, let pool = exchange.pool {
-      exchange.upstream = nil
-      pool.release(upstream, reusable: upstreamReusable && exchange.upstreamKeepAlive && requestWasComplete)
+    let charge = exchange.bufferCharge
+    guard tokenRejected(use, exchange: exchange, reusable: upstreamReusable && exchange.upstreamKeepAlive) else {
+      return false
     }
     exchange.bufferedBody = []
     // The refused answer's share of `limits.buffered_bytes` goes with it.
-    context.shared.releaseBufferedAnswer(exchange.bufferCharge)
+    context.shared.releaseBufferedAnswer(charge)
     exchange.bufferCharge = 0
     exchange.bufferedHead = nil
     exchange.bodyPlan = .passThrough
@@ -462,61 +416,6 @@ extension ClientSession {
   /// upstream has one).
   static func routeName(of exchange: Exchange) -> String {
     exchange.routeIndex.map { exchange.snapshot.routePlans[$0].name } ?? ""
-  }
-
-  /// What went wrong with the upstream, for choosing the answer.
-  enum UpstreamFailure {
-    case unavailable
-    case closed
-    case timedOut
-    case invalidResponse
-    /// Refused without a connect attempt: the circuit is open.
-    case circuitOpen
-    /// Refused without a connect attempt: the health checks call the upstream down.
-    case unhealthy
-    /// The connection to the upstream was not established in time.
-    case connectTimedOut
-    /// No connection came free within the queue timeout (`max_connections`).
-    case busy
-
-    /// The `outcome` label of `gatehouse_upstream_requests_total`.
-    var outcome: String {
-      switch self {
-      case .unavailable: return "unavailable"
-      case .closed: return "reset"
-      case .timedOut: return "timeout"
-      case .invalidResponse: return "invalid_response"
-      case .circuitOpen: return "circuit_open"
-      case .unhealthy: return "unhealthy"
-      case .connectTimedOut: return "timeout"
-      case .busy: return "busy"
-      }
-    }
-
-    /// The access line's `reason` for the answer the failure leads to (the caller may know
-    /// better: a TLS failure is `unavailable` too).
-    var reason: LocalAnswerReason {
-      switch self {
-      case .unavailable: return .connectRefused
-      case .closed: return .reset
-      case .timedOut: return .responseTimeout
-      case .invalidResponse: return .badResponse
-      case .circuitOpen: return .circuitOpen
-      case .unhealthy: return .unhealthy
-      case .connectTimedOut: return .connectTimeout
-      case .busy: return .upstreamBusy
-      }
-    }
-
-    /// Which breaker the failure counts against: not reaching the upstream is the
-    /// upstream's; what goes wrong once the request is with it may be the route's alone.
-    var breakerScope: BreakerScope {
-      switch self {
-      case .unavailable, .connectTimedOut: return .upstream
-      case .closed, .timedOut, .invalidResponse: return .route
-      case .circuitOpen, .unhealthy, .busy: return .none
-      }
-    }
   }
 
   /// `detail` is what `/admin/upstreams` shows as the upstream's last error when there is more
@@ -531,10 +430,6 @@ extension ClientSession {
     if failure == .closed || failure == .invalidResponse, exchange.waitedBehindAnother,
       exchange.upstreamStatus == nil
     {
-      if let upstream = exchange.upstream {
-        exchange.upstream = nil
-        exchange.pool?.discard(upstream, by: self)
-      }
       sendAgainAlone(exchange)
       return
     }
@@ -547,55 +442,23 @@ extension ClientSession {
         pool.lastError = detail ?? failure.outcome
       }
     }
-    if let upstream = exchange.upstream {
-      self.exchange?.upstream = nil
-      exchange.pool?.discard(upstream, by: self)
-    }
-    if exchange.responseStarted {
-      if exchange.responseFlushed {
-        // Part of the answer is out; cutting the connection is the only honest signal left.
-        abort()
-        return
-      }
+    if exchange.machine.answerBegan && !exchange.responseFlushed {
       // The answer's head is only staged (the upstream broke within the read that brought
-      // it): dropped, so the client gets the error answer below instead of a cut connection.
+      // it): dropped, so the client gets the answer the machine picks instead of a cut
+      // connection.
       context.output.removeAll(keepingCapacity: true)
-      exchange.responseStarted = false
       exchange.rechunkResponse = false
       exchange.bytesSent = 0
       exchange.bodyBytes = 0
     }
-    if failure == .closed
-      && UpstreamRetryPolicy.shouldRetry(
-        idempotent: exchange.head.method.isIdempotent, connectionWasReused: exchange.upstreamWasReused,
-        responseBytesReceived: exchange.responseBytesReceived, bodyReplayable: !Self.hasBody(exchange.head),
-        attempts: exchange.attempts)
-    {
-      sendUpstream(fresh: true)
-      return
-    }
-    // Waiters answer as this request does, without trying the failed upstream again.
-    if exchange.collapseRole == .leading { exchange.collapseOutcome = .failed(failure) }
     // Whatever answers now (a stored answer, the stub, an error) does so for this reason.
-    exchange.reason = reason ?? failure.reason
-    if let stale = staleAnswer(for: exchange) {
-      serveStored(stale, result: .stale)
-      return
-    }
-    if let routeIndex = exchange.routeIndex {
-      let plan = exchange.snapshot.routePlans[routeIndex]
-      if plan.stubMode == .fallback {
-        respondLocally(status: plan.stub.status, body: plan.stub.body)
-        return
-      }
-    }
-    let why = reason ?? failure.reason
-    switch failure {
-    case .timedOut, .connectTimedOut: respondLocally(failure: .upstreamTimedOut, reason: why)
-    case .busy: respondLocally(failure: .upstreamBusy, reason: why)
-    case .unavailable, .closed, .invalidResponse, .circuitOpen, .unhealthy:
-      respondLocally(failure: .upstreamUnavailable, reason: why)
-    }
+    exchange.failure = failure
+    exchange.failureReason = reason
+    exchange.storedAnswer = staleAnswer(for: exchange)
+    run(
+      .upstreamFailed(
+        failure, staleAvailable: exchange.storedAnswer != nil, received: exchange.responseBytesReceived,
+        answerOut: exchange.responseFlushed))
   }
 
   func finishExchange() {
@@ -638,7 +501,7 @@ extension ClientSession {
       held = []
       input.withUnsafeBytes { consume($0) }
     }
-    if held.isEmpty && exchange?.requestComplete != true {
+    if held.isEmpty && (exchange == nil || requestInProgress) {
       setClientReadingPaused(false, reason: .pipelining)
     }
   }

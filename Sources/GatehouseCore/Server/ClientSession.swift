@@ -8,13 +8,12 @@ import GatehouseStore
 /// `Exchange`; pipelined requests wait (their bytes held, reading paused) until the answer
 /// before them is complete, so answers go out in order.
 ///
-/// The proxy flow: `startExchange` → `sendUpstream` → request body
-/// (`ClientSession+RequestBody.swift`) →
-/// `upstreamDidRead` (`beginResponse`, body, `completeResponse`, in
-/// `ClientSession+UpstreamAnswer.swift`) → `finishExchange`. The store, envelope and token
-/// parts are in `ClientSession+Store.swift`, `ClientSession+Envelope.swift` and
-/// `ClientSession+Tokens.swift`, output and deadlines in `ClientSession+Deadlines.swift`;
-/// `Exchange` is in `Exchange.swift`.
+/// Each exchange's phases are its `ExchangeMachine`'s (`Exchange/`): `startExchange` feeds it
+/// the request's facts, and `run` (`ClientSession+Driver.swift`) feeds it every later event
+/// and performs the actions it returns: the store (`+Store`), tokens (`+Tokens`), leases and
+/// the request head (`+Driver`), the body (`+RequestBody`), the upstream's answer
+/// (`+UpstreamAnswer`, `+Envelope`). Output, flow control and the connection's own
+/// deadlines are in `+Deadlines`.
 final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
   /// unowned(unsafe): a loop context lives as long as its loop, longer than anything on it,
   /// and plain `unowned` would cost an atomic reference-count operation per access.
@@ -35,6 +34,10 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
   var consuming = false
   /// Bytes followed the last request head in the read that brought it.
   var inputFollowsHead = false
+  /// A request head was parsed and its end not yet: the parser is inside its body.
+  var requestInProgress = false
+  /// The request body piece being fed to the machine (valid only during that `run`).
+  var bodyPiece: UnsafeRawBufferPointer?
   var sawAnyByte = false
   /// Monotonic nanoseconds when `deadlineKind` expires; 0 for none.
   var deadline: UInt64 = 0
@@ -51,22 +54,18 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
   /// connection (loop time; 0 while it reads). See `UpstreamPool.evictStalledReaderIfDue`.
   var stalledSince: UInt64 = 0
 
+  /// Which deadline `deadline` is: the connection's own, or the exchange's (whichever its
+  /// machine's phase calls for: `ExchangeMachine.deadline`).
   enum DeadlineKind {
     case header
     case idle
-    /// The upstream has the head; the client must keep sending the body (idle timeout).
-    case requestUpload
-    case upstreamResponse
     /// The client stopped reading an answer (its queue is full): it must drain within the
     /// idle timeout. The upstream's response timeout does not run meanwhile.
     case clientWrite
-    case stubDelay
     /// The request is pipelined behind other answers: it waits at most
     /// `PipelinePolicy.queuePatienceNanoseconds` for its turn, then goes alone.
     case pipelineWait
-    /// Every connection the upstream's `max_connections` allows is busy: the request waits
-    /// for one up to the upstream's queue timeout.
-    case connectionQueue
+    case exchange
   }
 
   enum PauseReason: Hashable {
@@ -102,7 +101,10 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
 
   func connectionDidReadEOF(_ connection: BufferedConnection) {
     do {
-      if case .end? = try parser.finish() { requestEnded() }
+      if case .end? = try parser.finish() {
+        requestInProgress = false
+        requestEnded()
+      }
     } catch {
       connection.abort()
       return
@@ -127,7 +129,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
         resumeOnDrain = true
         return
       }
-      if let exchange, exchange.requestComplete {
+      if exchange != nil && !requestInProgress {
         if offset < bytes.count {
           held.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[offset...]))
           setClientReadingPaused(true, reason: .pipelining)
@@ -153,12 +155,13 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
         // A client that sent its body without waiting for 100 Continue has it (or part of it)
         // right behind the head: it is read and dropped after a local answer, as ever.
         inputFollowsHead = offset < bytes.count
+        requestInProgress = true
         startExchange(parser.takeHead())
       case .body(let range):
-        exchange?.requestBodyStarted = true
         forwardRequestBody(
           UnsafeRawBufferPointer(rebasing: bytes[(start + range.lowerBound)..<(start + range.upperBound)]))
       case .end:
+        requestInProgress = false
         requestEnded()
       }
     }
@@ -167,13 +170,13 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
   /// A request the parser refused: an envelope with the parse error's status, then close.
   private func refuse(_ error: HTTPParseError) {
     closeAfterResponse = true
-    if exchange?.responseStarted == true {
+    if exchange?.machine.answerBegan == true {
       // Part of an answer is out: cutting the connection is the only honest signal left
       // (the exchange is recorded when the connection reports its end).
       abort()
       return
     }
-    if let exchange, exchange.responseComplete {
+    if let exchange, exchange.machine.phase == .answeredLocally {
       // The gateway already answered (a 401, a 429) while the body was still coming: a
       // second answer would be one too many; the exchange ends with the one it got.
       let waiters = detachWaiters(of: exchange)
@@ -187,7 +190,16 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     var out: [UInt8] = []
     let body = GatewayResponse.writeFailure(
       .badRequest(error), requestID: requestID, closeConnection: true, into: &out)
-    if let upstream = exchange?.upstream { exchange?.pool?.discard(upstream, by: self) }
+    if let exchange {
+      // The request ends here: its place in a queue and its upstream connection go.
+      for action in exchange.machine.handle(.clientGone) {
+        if action == .leaveQueue { exchange.pool?.leaveQueue(self) }
+      }
+      if let upstream = exchange.upstream {
+        exchange.upstream = nil
+        exchange.pool?.discard(upstream, by: self)
+      }
+    }
     let dropped = exchange
     let waiters = exchange.flatMap(detachWaiters)
     exchange = nil
@@ -207,6 +219,8 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
 
   // MARK: Exchanges
 
+  /// A request head is whole: the exchange starts with what the machine needs to know of
+  /// the request and its route.
   private func startExchange(_ head: HTTPRequestHead) {
     let snapshot = context.snapshot
     let requestID = Self.requestID(from: head) ?? context.requestIDs.next()
@@ -215,231 +229,75 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       head.path.withUnsafeBytes { path in snapshot.routeTable.match(method: UnsafeRawBufferPointer(method), path: path)
       }
     }
-    exchange = Exchange(
+    let exchange = Exchange(
       head: head, requestID: requestID, snapshot: snapshot, routeIndex: match?.routeIndex,
       startedAt: loop.iterationTime)
+    self.exchange = exchange
+    // The header (or idle) timeout is over; the phases' deadlines follow.
+    deadline = 0
+    deadlineKind = .exchange
+    let hasBody = Self.hasBody(head)
+    var facts = ExchangeMachine.RequestFacts(
+      idempotent: head.method.isIdempotent, isHEAD: head.method == .head, hasBody: hasBody,
+      expectsContinue: head.expectsContinue, bodyFollowsHead: inputFollowsHead)
     // Known before the client checks, so their 401 and 429 follow the route's envelope
     // settings (`always_200`) like every other answer of the route.
-    if let match { exchange?.envelope = snapshot.routePlans[match.routeIndex].envelope }
-    deadline = 0
-    if !snapshot.clients.isEmpty, let exchange {
+    if let match { exchange.envelope = snapshot.routePlans[match.routeIndex].envelope }
+    if !snapshot.clients.isEmpty {
       switch snapshot.clients.verdict(for: head.headers) {
       case .anonymous:
         break
       case .missing:
-        respondLocally(failure: .clientKeyMissing, reason: .clientKeyMissing, extraHeaders: Self.apiKeyChallenge)
-        return
+        facts.refusal = .clientKeyMissing
       case .invalid:
-        respondLocally(failure: .clientKeyInvalid, reason: .clientKeyInvalid, extraHeaders: Self.apiKeyChallenge)
-        return
+        facts.refusal = .clientKeyInvalid
       case .client(let index):
         let client = snapshot.clients.clients[index]
         exchange.clientID = client.id
         if let bucket = client.bucket,
           case .limited(let seconds) = snapshot.rateLimiter.take(bucket: bucket, nowMs: RateLimiter.clockMs())
         {
-          respondLocally(
-            failure: .rateLimited, reason: .rateLimited, extraHeaders: Array("Retry-After: \(seconds)\r\n".utf8))
-          return
+          facts.refusal = .rateLimited(retryAfterSeconds: seconds)
         }
       }
     }
-    guard let match else {
-      respondLocally(
-        failure: .noRoute(method: head.method.name, path: String(decoding: head.path, as: UTF8.self)), reason: .noRoute)
-      return
-    }
-    let plan = snapshot.routePlans[match.routeIndex]
-    // Enveloped answers are compressed per client; stored ones may be gzip that a client
-    // without gzip must get decoded.
-    if plan.envelope != nil || plan.cache != nil, let value = head.headers.firstValue(lowercaseName: "accept-encoding")
-    {
-      exchange?.acceptsGzip = AcceptEncoding.acceptsGzip(value)
-    }
-    switch plan.stubMode {
-    case .always:
-      answerWithStub(plan)
-      return
-    case .off, .fallback:
-      break
-    }
-    guard plan.upstreamIndex != nil else {
-      respondLocally(failure: .upstreamUnavailable, reason: .noUpstream)
-      return
-    }
-    if snapshot.routeTable.rewriteCarriesEncodedDelimiter(for: match, requestPath: head.path) {
-      respondLocally(failure: .badRequest(.invalidTarget), reason: .badRequest)
-      return
-    }
-    exchange?.upstreamTarget = snapshot.routeTable.upstreamPath(
-      for: match, requestPath: head.path, query: head.query)
-    if Self.hasBody(head) { exchange?.bodyDeadline = loop.iterationTime &+ snapshot.bodyTimeoutNanoseconds }
-    if plan.token != nil && Self.hasBody(head) { exchange?.requestBodyCopy = [] }
-    if let cache = plan.cache, let exchange {
-      if answerFromStoreBeforeUpstream(exchange, plan: plan, cache: cache) { return }
-      if waitForCollapsedExchange(exchange, cache: cache, routeIndex: match.routeIndex) { return }
-    }
-    sendUpstream(fresh: false)
-  }
-
-  /// Leases a connection and writes the request head (and, on a retry, nothing else: only
-  /// bodiless requests are retried).
-  func sendUpstream(fresh: Bool) {
-    guard let exchange, let routeIndex = exchange.routeIndex else { return }
-    let plan = exchange.snapshot.routePlans[routeIndex]
-    // After a reload a request sent again (a retry, a dropped pipelined one) stays with the
-    // pool it started on, as requests in flight finish on the config they started with; one
-    // never sent (it waited for a token, or behind a collapsed request) takes the running
-    // config's pool for its upstream.
-    let startedOn = exchange.snapshot === context.snapshot ? nil : exchange.pool
-    guard let upstreamIndex = plan.upstreamIndex,
-      let pool = startedOn ?? context.pool(upstreamIndex, of: exchange.snapshot)
-    else {
-      upstreamFailed(.unavailable, reason: .noUpstream)
-      return
-    }
-    var token: UpstreamRequestWriter.TokenLine?
-    if let use = plan.token {
-      guard let grant = exchange.tokenGrant ?? context.usableToken(use.name, index: use.index) else {
-        waitForToken(use)
-        return
+    if let match, facts.refusal == nil {
+      let plan = snapshot.routePlans[match.routeIndex]
+      var route = ExchangeMachine.RouteFacts()
+      switch plan.stubMode {
+      case .always: route.stub = .always(delayed: plan.stub.delay > .zero)
+      case .fallback: route.stub = .fallback
+      case .off: route.stub = .off
       }
-      exchange.tokenGrant = nil
-      exchange.tokenSerial = grant.serial
-      exchange.sentToken = grant.bytes
-      token = UpstreamRequestWriter.TokenLine(prefix: use.linePrefix, value: grant.bytes, suffix: use.lineSuffix)
-    }
-    // An upstream the health checks call down is skipped without a connect attempt, as one
-    // with an open circuit is, but counted as what it is (`unhealthy`): the circuit did not
-    // open (without health checks the map is empty, and no name is hashed per request). A
-    // retry on a fresh connection asks the circuit whether a retry makes sense now (the
-    // failure being retried may have opened it, or be one of many); it never takes a trial.
-    let now = loop.iterationTime
-    var skip: UpstreamFailure?
-    if !context.upstreamHealthy.isEmpty && context.upstreamHealthy[pool.plan.name] == false {
-      skip = .unhealthy
-    } else if fresh || !exchange.breakersAdmitted {
-      switch pool.breakersDecide(route: plan.name, retry: fresh, now: now) {
-      case .attempt, .attemptAsTrial: break
-      case .reject: skip = .circuitOpen
-      // On probation, with the check out: a request with a stored answer takes it.
-      case .attemptUnlessAnswerable: skip = staleAnswer(for: exchange) != nil ? .circuitOpen : nil
+      route.hasUpstream = plan.upstreamIndex != nil
+      route.usesToken = plan.token != nil
+      route.usesStore = plan.cache != nil
+      route.enveloped = plan.envelope != nil
+      if hasBody {
+        route.bodyReadAhead = snapshot.bodyBufferBytes
+        route.replayLimit = plan.token != nil ? Self.maxReplayBody : 0
+        route.pendingLimit = Self.maxPendingBody
       }
-    }
-    if let skip {
-      self.exchange?.pool = pool
-      upstreamFailed(skip)
-      return
-    }
-    exchange.breakersAdmitted = true
-    // A body is read ahead (all of it, or its first `body_buffer_bytes`) before a
-    // connection is leased: a client that sends slowly holds no upstream connection.
-    if !fresh && exchange.attempts == 0 && !exchange.bodyBuffered && !exchange.requestComplete
-      && exchange.snapshot.bodyBufferBytes > 0 && Self.hasBody(exchange.head)
-    {
-      exchange.bufferingBody = true
-      sendContinueIfAsked(exchange)
-      if exchange.pendingBody.count >= exchange.snapshot.bodyBufferBytes {
-        bodyReadAhead(exchange)
-      } else {
-        setUploadDeadline()
+      // Enveloped answers are compressed per client; stored ones may be gzip that a client
+      // without gzip must get decoded.
+      if plan.envelope != nil || plan.cache != nil,
+        let value = head.headers.firstValue(lowercaseName: "accept-encoding")
+      {
+        exchange.acceptsGzip = AcceptEncoding.acceptsGzip(value)
       }
-      return
-    }
-    if !pool.hasRoom(fresh: fresh) {
-      waitForConnection(exchange, on: pool, fresh: fresh)
-      return
-    }
-    let upstream: UpstreamConnection
-    // A bodiless GET may be written behind another request on a busy connection (see
-    // `PipelinePolicy`); a retry goes alone on a fresh connection.
-    let method = exchange.head.method
-    let pipelined =
-      !fresh && pool.plan.pipelineDepth > 1
-      && PipelinePolicy.mayJoin(
-        method: exchange.head.method, hasBody: Self.hasBody(exchange.head),
-        isResend: exchange.pipelineDropped || exchange.tokenRetried)
-    do {
-      if pipelined {
-        let joined: Bool
-        (upstream, joined) = try pool.leaseForPipelining(for: self)
-        exchange.waitedBehindAnother = joined
-        if joined { context.metrics.pipelined &+= 1 }
-      } else {
-        upstream = try pool.lease(for: self, fresh: fresh)
+      if route.hasUpstream, plan.stubMode != .always {
+        route.badTarget = snapshot.routeTable.rewriteCarriesEncodedDelimiter(for: match, requestPath: head.path)
+        exchange.upstreamTarget = snapshot.routeTable.upstreamPath(
+          for: match, requestPath: head.path, query: head.query)
       }
-    } catch {
-      context.shared.warnCannotOpenUpstream(pool.plan.name, error: error)
-      upstreamFailed(.unavailable)
-      return
+      if hasBody { exchange.bodyDeadline = loop.iterationTime &+ snapshot.bodyTimeoutNanoseconds }
+      if plan.token != nil && hasBody { exchange.requestBodyCopy = [] }
+      facts.route = route
     }
-    // `exchange` is still `self.exchange`: nothing since the guard could have replaced it.
-    exchange.pool = pool
-    exchange.upstream = upstream
-    sendContinueIfAsked(exchange)
-    if exchange.attempts > 0 {
-      // A retry: the parser may hold part of the earlier answer, and what was learnt from
-      // it belongs to that attempt. (A new exchange's are new.)
-      exchange.responseParser = HTTPResponseParser(limits: Exchange.upstreamResponseLimits)
-      exchange.upstreamStatus = nil
-      exchange.responseBytesReceived = false
-    }
-    exchange.attempts += 1
-    exchange.upstreamWasReused = upstream.useCount > 0
-    exchange.sentAt = now
-    exchange.headAt = 0
-    let upstreamMethod = exchange.envelope != nil && method == .head ? HTTPMethod.get : method
-    exchange.suppressBody = upstreamMethod != method
-    exchange.responseParser.requestWasHEAD = upstreamMethod == .head
-    let framing = Self.upstreamFraming(exchange.head.bodyFraming)
-    exchange.rechunkRequest = framing == .chunked
-    context.scratch.removeAll(keepingCapacity: true)
-    UpstreamRequestWriter.write(
-      head: exchange.head, method: upstreamMethod, target: exchange.upstreamTarget, hostHeader: pool.plan.hostHeader,
-      plan: plan.headerPlan, token: token,
-      acceptsGzip: Self.asksUpstreamForGzip(plan, clientTakesGzip: exchange.acceptsGzip),
-      sharedAnswer: exchange.hasCacheKey, clientAddress: clientAddress,
-      forwardedProto: secure ? "https" : "http", requestID: exchange.requestID, framing: framing,
-      into: &context.scratch)
-    if pipelined {
-      context.scratch.withUnsafeBytes { pool.writePipelined($0, on: upstream) }
-    } else {
-      context.scratch.withUnsafeBytes { _ = upstream.connection?.write($0) }
-    }
-    // A retry sends the kept body again; body bytes that arrived while the token was
-    // being fetched follow the head now.
-    if exchange.attempts > 1 || exchange.tokenRetried, let copy = exchange.requestBodyCopy, !copy.isEmpty {
-      writeRequestBody(copy, to: upstream, exchange: exchange)
-    } else if !exchange.pendingBody.isEmpty {
-      writeRequestBody(exchange.pendingBody, to: upstream, exchange: exchange)
-    }
-    exchange.pendingBody = []
-    // Reading stopped once the read-ahead was full; the rest now streams to the upstream.
-    setClientReadingPaused(false, reason: .upstreamBackpressure)
-    if exchange.requestComplete && exchange.rechunkRequest, let connection = upstream.connection {
-      var last: [UInt8] = []
-      HTTPSerializer.writeLastChunk(into: &last)
-      _ = connection.write(last)
-    }
-    // The response timeout starts once the whole request is with the upstream.
-    if exchange.requestComplete {
-      armResponseDeadline(exchange, pool: pool)
-    } else {
-      setUploadDeadline()
-    }
+    run(.started(facts))
   }
 
   // MARK: Answers made here
-
-  private func answerWithStub(_ plan: RoutePlan) {
-    exchange?.reason = .stub
-    guard plan.stub.delay > .zero else {
-      respondLocally(status: plan.stub.status, body: plan.stub.body)
-      return
-    }
-    exchange?.waitingForStub = true
-    setDeadline(.stubDelay, after: plan.stub.delay)
-  }
 
   /// `reason` says why, for the access line and `gatehouse_local_answers_total`.
   func respondLocally(failure: GatewayResponse.Failure, reason: LocalAnswerReason, extraHeaders: [UInt8] = []) {
@@ -455,58 +313,44 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
   }
 
   /// Writes a whole answer made by the gateway (the caller has set the exchange's `reason`).
-  /// The request's body, if not read yet, is read and dropped so the connection can carry
-  /// the next request.
+  /// What follows (the exchange's end, or reading the rest of the body) is the machine's.
   func respondLocally(status: Int, body: [UInt8], extraHeaders: [UInt8] = []) {
     guard let exchange else { return }
-    // A client still waiting for 100 Continue will not send its body: the connection ends
-    // after this answer rather than wait for a body that is not coming (RFC 9110 §10.1.1).
-    let withheld = bodyWithheld(exchange)
-    let close = closeAfterResponse || !exchange.head.keepAlive || context.draining || withheld
+    let close = closeAfterResponse || !exchange.head.keepAlive || context.draining
     context.output.removeAll(keepingCapacity: true)
     GatewayResponse.write(
       status: status, body: body, requestID: exchange.requestID, closeConnection: close,
       headOnly: exchange.head.method == .head, extraHeaders: extraHeaders, into: &context.output)
-    self.exchange?.status = status
-    self.exchange?.bytesSent = Int64(context.output.count)
-    self.exchange?.bodyBytes =
+    exchange.status = status
+    exchange.bytesSent = Int64(context.output.count)
+    exchange.bodyBytes =
       exchange.head.method == .head || !HTTPSerializer.statusAllowsBody(status) ? 0 : Int64(body.count)
-    self.exchange?.responseComplete = true
-    self.exchange?.closeClient = close
+    exchange.closeClient = close
     flushOutput()
-    if withheld {
-      // Whatever it sends after all is read and dropped while the connection lingers.
-      exchange.bodyLeftUnread = true
-      exchange.requestComplete = true
-    }
-    if exchange.requestComplete {
-      finishExchange()
-    } else {
-      // Reading may have stopped for the upstream's sake (a full read-ahead).
-      setClientReadingPaused(false, reason: .upstreamBackpressure)
-      // The body is read and dropped so the connection can carry the next request, but not
-      // for ever: a client that declared one and sends nothing (or drips it) would hold the
-      // connection without a deadline. It gets the idle timeout to finish.
-      setWriteDeadline(.idle)
-    }
   }
 
   func connection(_ connection: BufferedConnection, didCloseWith reason: ConnectionCloseReason) {
     closed = true
-    if let pool = exchange?.queuedOn {
-      exchange?.queuedOn = nil
-      pool.leaveQueue(self)
-    }
-    if let exchange, let upstream = exchange.upstream {
-      self.exchange?.upstream = nil
-      exchange.pool?.discard(upstream, by: self)
-    }
     if let exchange {
       // A request the connection ended under still gets its access line and its count:
       // with the status already sent, else nginx's 499 (the client went away first) or
       // 444 (the gateway closed without an answer: drain timeout, a cut stream).
+      let answered = exchange.machine.answerBegan || exchange.machine.phase == .answeredLocally
       let unanswered = reason == .closedByOwner ? 444 : 499
-      record(exchange, status: exchange.responseStarted || exchange.responseComplete ? exchange.status : unanswered)
+      for action in exchange.machine.handle(.clientGone) {
+        switch action {
+        case .leaveQueue:
+          exchange.pool?.leaveQueue(self)
+        case .discardUpstream:
+          if let upstream = exchange.upstream {
+            exchange.upstream = nil
+            exchange.pool?.discard(upstream, by: self)
+          }
+        default:
+          break
+        }
+      }
+      record(exchange, status: answered ? exchange.status : unanswered)
     }
     let waiters = exchange.flatMap(detachWaiters)
     exchange = nil

@@ -56,7 +56,7 @@ enum CollapseRole {
 /// What a leader hands its waiters.
 enum CollapseOutcome {
   case answer(CollapsedAnswer)
-  case failed(ClientSession.UpstreamFailure)
+  case failed(UpstreamFailure)
   case retry
 }
 

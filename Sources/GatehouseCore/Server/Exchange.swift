@@ -7,6 +7,9 @@ import GatehouseStore
 /// One request's journey through the gateway, owned by its client session. A class, so
 /// the many short reads of it on the request path share one reference instead of copying.
 final class Exchange {
+  /// The request's phase and the rules that move it on; this class holds what the session
+  /// needs to perform the machine's actions.
+  var machine = ExchangeMachine()
   let head: HTTPRequestHead
   let requestID: [UInt8]
   let snapshot: GatewaySnapshot
@@ -15,8 +18,6 @@ final class Exchange {
   var upstreamTarget: [UInt8] = []
   var pool: UpstreamPool?
   var upstream: UpstreamConnection?
-  var attempts = 0
-  var upstreamWasReused = false
   /// This answer leaves its connection in doubt, or follows one that did (`UpstreamAnswerDoubt`).
   var answerLeavesDoubt = false
   var answerFollowsDoubt = false
@@ -30,23 +31,17 @@ final class Exchange {
   static let upstreamResponseLimits = HTTPLimits(maxHeaderBytes: 65536)
   var responseParser = HTTPResponseParser(limits: Exchange.upstreamResponseLimits)
   var responseBytesReceived = false
-  var requestComplete = false
   var rechunkRequest = false
-  var responseStarted = false
-  /// `100 Continue` was sent for this request.
-  var continueSent = false
-  /// Some of the request's body arrived.
-  var requestBodyStarted = false
+  /// The request was written on a connection shared with other requests (pipelined).
+  var pipelinedWrite = false
   /// Some of the answer left for the client; until then a started answer is only staged in
   /// the loop's output buffer and can still give way to an error answer.
   var responseFlushed = false
-  var responseComplete = false
   /// The answer went out before the request's body was all read (the connection ends).
   var bodyLeftUnread = false
   var rechunkResponse = false
   var upstreamKeepAlive = false
   var closeClient = false
-  var waitingForStub = false
   var status = 0
   var upstreamStatus: Int?
   /// All bytes written to the client for the answer (`bytes` of the access line) and those
@@ -90,8 +85,10 @@ final class Exchange {
   var sentToken: [UInt8]?
   /// A value handed over by a token refresh, used for the next send.
   var tokenGrant: TokenGrant?
-  var tokenRetried = false
-  var waitingForToken = false
+  /// After a rejection: the next token is the one a refresh brings, not the one at hand
+  /// (`rejectedToken`: the value rejected and where, for a refreshable token).
+  var awaitsNewToken = false
+  var rejectedToken: (serial: UInt64, endpoint: String)?
   /// The request body, kept (up to `maxReplayBody`) on routes with a token; nil once too big.
   var requestBodyCopy: [UInt8]?
   /// Body bytes that arrived while the token was fetched.
@@ -99,19 +96,18 @@ final class Exchange {
   /// A pass-through body kept (up to a limit) so it can be stored, with its head.
   var teeBody: [UInt8]?
   var storableHead: HTTPResponseHead?
-  /// The pool whose `max_connections` were all busy, while the request waits for one.
-  var queuedOn: UpstreamPool?
-  /// The queued send is a retry on a fresh connection.
-  var queuedFresh = false
-  /// The breakers let this request through; a send after it waited (for its body, for a
-  /// connection) does not ask them again, and so never takes a second trial.
-  var breakersAdmitted = false
-  /// The request's body is being read before a connection is leased (`limits.body_buffer_bytes`).
-  var bufferingBody = false
-  /// Reading ahead is over: the body (or its first `body_buffer_bytes`) is in `pendingBody`.
-  var bodyBuffered = false
   /// When the whole request body must have arrived (`limits.body_timeout_ms`); 0 for none.
   var bodyDeadline: UInt64 = 0
+  /// The stored answer the machine may serve (a fresh hit, or one for a failure).
+  var storedAnswer: CachedResponse?
+  /// The answer of the exchange a collapsed request waited for.
+  var collapsedAnswer: CollapsedAnswer?
+  /// How long a collapsed request waits for its leader (loop nanoseconds).
+  var collapsePatience: UInt64 = 0
+  /// The upstream's last failure, and the access line's reason for it when more precise
+  /// than the failure's own: what a stored answer, the stub or an error answer stands for.
+  var failure: UpstreamFailure?
+  var failureReason: LocalAnswerReason?
   /// This exchange's part in collapsed forwarding.
   var collapseRole = CollapseRole.none
   /// What a leading exchange hands its waiters when it ends (nil: they ask the upstream).
@@ -123,6 +119,5 @@ final class Exchange {
     self.snapshot = snapshot
     self.routeIndex = routeIndex
     self.startedAt = startedAt
-    requestComplete = false
   }
 }

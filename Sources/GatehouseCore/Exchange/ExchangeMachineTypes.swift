@@ -1,0 +1,233 @@
+/// What goes in and out of the exchange machine: the facts it starts from, its phases, its
+/// events and its actions (see `ExchangeMachine`).
+extension ExchangeMachine {
+  // MARK: What the driver knows
+
+  /// What the route lets the request do, worked out once by the driver.
+  struct RouteFacts: Equatable {
+    enum Stub: Equatable {
+      case off
+      /// Always answered by the stub, after a delay (`delayed`) or at once.
+      case always(delayed: Bool)
+      /// Answered by the stub when the upstream fails.
+      case fallback
+    }
+    var stub: Stub = .off
+    var hasUpstream = true
+    /// The rewritten path would carry an encoded delimiter the upstream could misread.
+    var badTarget = false
+    var usesToken = false
+    /// The route has a `cache` block: the store is asked before the upstream.
+    var usesStore = false
+    /// The answer is wrapped: a HEAD goes upstream as GET (the envelope needs the body).
+    var enveloped = false
+    /// `limits.body_buffer_bytes`: the body read before a connection is leased.
+    var bodyReadAhead = 0
+    /// The body kept for a retry after a token rejection (routes with a token).
+    var replayLimit = 0
+    /// Body bytes held while a token is fetched, before the request is given up.
+    var pendingLimit = Int.max
+  }
+
+  /// Why the client checks refused the request before anything else.
+  enum Refusal: Equatable {
+    case clientKeyMissing
+    case clientKeyInvalid
+    case rateLimited(retryAfterSeconds: Int)
+  }
+
+  /// The request as the machine needs it.
+  struct RequestFacts: Equatable {
+    var idempotent = true
+    var isHEAD = false
+    var hasBody = false
+    var expectsContinue = false
+    /// Body bytes came right behind the head (the client did not wait for `100 Continue`).
+    var bodyFollowsHead = false
+    var refusal: Refusal?
+    /// Nil: no route matched.
+    var route: RouteFacts?
+  }
+
+  // MARK: Phases
+
+  enum Wait: Equatable {
+    case store
+    case token
+    case breakers
+    case stubDelay
+    case collapsed
+    case bodyReadAhead
+    /// A lease was asked for; the pool answers at once.
+    case connection
+    /// Every connection the upstream allows is busy: in its queue.
+    case queue
+  }
+
+  enum RequestProgress: Equatable {
+    case streaming
+    case complete
+  }
+
+  /// The client's answer: nothing of it out yet (the upstream's head may be in, its body
+  /// being gathered for the envelope), its head out and the rest following, or all out.
+  enum ResponseProgress: Equatable {
+    case notBegun
+    case streaming
+  }
+
+  enum Phase: Equatable {
+    case admitted
+    case waiting(Wait)
+    case forwarding(request: RequestProgress, response: ResponseProgress)
+    case answeredLocally
+    case done
+  }
+
+  // MARK: Events and actions
+
+  /// What the store said for the request's key.
+  enum StoreResult: Equatable {
+    case fresh
+    case staleWhileRevalidate
+    /// Nothing usable: the request goes to the upstream.
+    case miss
+    /// Nothing usable, and the request joined the exchange already with the upstream for
+    /// the same key: it waits for that answer.
+    case joinedCollapsed
+  }
+
+  /// How the exchange a collapsed request waited for ended.
+  enum CollapsedEnd: Equatable {
+    /// With an answer it takes.
+    case answered
+    /// With a failure it answers as the leader did (`staleAvailable`: a stored answer the
+    /// route allows is at hand).
+    case failed(UpstreamFailure, staleAvailable: Bool)
+    /// With nothing for it: it asks the upstream itself.
+    case retry
+  }
+
+  /// What the gateway answers with, in place of the upstream's answer.
+  enum Replacement: Equatable {
+    case stored
+    case overloaded
+  }
+
+  enum Event: Equatable {
+    case started(RequestFacts)
+    case storeLookedUp(StoreResult)
+    /// A value of the route's token is at hand.
+    case tokenGranted
+    /// None is at hand: the driver waits for one.
+    case tokenMissing
+    /// The wait ended without a value.
+    case tokenUnavailable(staleAvailable: Bool)
+    /// The breakers and health checks let the request through.
+    case breakersAdmitted
+    /// A connection was leased (`reused`: it carried earlier exchanges).
+    case leased(reused: Bool)
+    case noConnectionFree
+    /// The queue the request waits in has room now.
+    case connectionFree
+    case clientBody(count: Int)
+    case clientEnd
+    /// The client's answer head is out (staged): the upstream's answer passes through or
+    /// streams wrapped.
+    case answerBegan
+    /// The upstream's answer is complete and the client's written; `reusable`: the upstream
+    /// connection may carry another exchange.
+    case answerEnded(reusable: Bool)
+    /// The upstream's answer gives way to one of the gateway's; `reusable`: the upstream
+    /// connection was read to the end of the answer and may be kept (nil: it goes).
+    case answerReplaced(Replacement, reusable: Bool?)
+    /// The upstream said the token was rejected. `retry`: the driver found a retry
+    /// worthwhile (the token can be refreshed or has changed); the machine adds whether the
+    /// body allows one. `reusable` as for `answerReplaced`.
+    case tokenRejected(retry: Bool, reusable: Bool?)
+    /// `received`: some of the upstream's answer had arrived; `answerOut`: some of the
+    /// client's answer has left (not only been staged).
+    case upstreamFailed(UpstreamFailure, staleAvailable: Bool, received: Bool, answerOut: Bool)
+    /// The request was written behind another on a pipelined connection that will not
+    /// answer it: not an attempt; it goes again, alone.
+    case droppedFromPipeline
+    case collapsedEnded(CollapsedEnd)
+    /// The deadline of the phase passed. Failures the driver tells apart (an upstream
+    /// answer or a queue place not in time) come as `upstreamFailed` instead.
+    case deadlinePassed
+    case clientGone
+  }
+
+  enum StoredKind: Equatable {
+    case hit
+    case stale
+  }
+
+  /// Why the gateway answers itself.
+  enum LocalAnswer: Equatable {
+    case refused(Refusal)
+    case noRoute
+    case noUpstream
+    case badTarget
+    case upstream(UpstreamFailure)
+    case tokenUnavailable
+    case tokenRejected
+    case requestTimedOut
+    case overloaded
+  }
+
+  enum Action: Equatable {
+    case lookUpStore
+    case revalidateInBackground
+    /// Take a value of the route's token: `tokenGranted` when one is at hand, else wait
+    /// for one and say `tokenMissing`.
+    case takeToken
+    /// Ask the breakers and health checks (`retry`: for a retry, which never takes a trial).
+    case askBreakers(retry: Bool)
+    /// Lease a connection (`fresh`: never an idle one): `leased`, `noConnectionFree` or
+    /// `upstreamFailed`.
+    case lease(fresh: Bool)
+    case queueForConnection
+    case leaveQueue
+    case sendContinue
+    /// The read-ahead is full: stop reading the client until a connection takes it.
+    case pauseClientReading
+    /// Write the request head (as GET when `asGET`), then the body kept so far, and read
+    /// the client again.
+    case writeUpstreamHead(asGET: Bool)
+    case forwardBody
+    case endUpstreamBody
+    case keepBody
+    case dropBody
+    case serveStored(StoredKind)
+    /// The answer of the exchange a collapsed request waited for.
+    case serveCollapsed
+    case serveStub
+    case answerLocally(LocalAnswer)
+    case releaseUpstream(reusable: Bool)
+    case discardUpstream
+    /// Cut the client connection: part of an answer is out and the rest cannot follow.
+    case abortClient
+    /// The client connection ends after this answer (`drainInput`: the rest of the request
+    /// body is read and dropped while it lingers).
+    case closeAfterAnswer(drainInput: Bool)
+    /// A local answer is out and the body is still coming: read it and drop it.
+    case drainBody
+    /// The exchange is over: count it, write its line, and let the connection go on.
+    case finish
+  }
+
+  /// The deadline that applies in the current phase.
+  enum Deadline: Equatable {
+    case none
+    case stubDelay
+    /// A collapsed request waits for its leader at most this long.
+    case collapsedWait
+    case connectionQueue
+    /// The body must keep coming (idle between reads, and `body_timeout_ms` in all).
+    case requestUpload
+    case upstreamResponse
+    /// A local answer is out; the rest of the body has the idle timeout to arrive.
+    case drainBody
+  }
+}

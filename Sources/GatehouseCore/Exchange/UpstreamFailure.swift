@@ -1,0 +1,63 @@
+/// What went wrong with the upstream, for choosing the answer.
+enum UpstreamFailure: Equatable {
+  case unavailable
+  case closed
+  case timedOut
+  case invalidResponse
+  /// Refused without a connect attempt: the circuit is open.
+  case circuitOpen
+  /// Refused without a connect attempt: the health checks call the upstream down.
+  case unhealthy
+  /// The connection to the upstream was not established in time.
+  case connectTimedOut
+  /// No connection came free within the queue timeout (`max_connections`).
+  case busy
+
+  /// The `outcome` label of `gatehouse_upstream_requests_total`.
+  var outcome: String {
+    switch self {
+    case .unavailable: return "unavailable"
+    case .closed: return "reset"
+    case .timedOut: return "timeout"
+    case .invalidResponse: return "invalid_response"
+    case .circuitOpen: return "circuit_open"
+    case .unhealthy: return "unhealthy"
+    case .connectTimedOut: return "timeout"
+    case .busy: return "busy"
+    }
+  }
+
+  /// The access line's `reason` for the answer the failure leads to (the caller may know
+  /// better: a TLS failure is `unavailable` too).
+  var reason: LocalAnswerReason {
+    switch self {
+    case .unavailable: return .connectRefused
+    case .closed: return .reset
+    case .timedOut: return .responseTimeout
+    case .invalidResponse: return .badResponse
+    case .circuitOpen: return .circuitOpen
+    case .unhealthy: return .unhealthy
+    case .connectTimedOut: return .connectTimeout
+    case .busy: return .upstreamBusy
+    }
+  }
+
+  /// Which breaker the failure counts against: not reaching the upstream is the
+  /// upstream's; what goes wrong once the request is with it may be the route's alone.
+  var breakerScope: BreakerScope {
+    switch self {
+    case .unavailable, .connectTimedOut: return .upstream
+    case .closed, .timedOut, .invalidResponse: return .route
+    case .circuitOpen, .unhealthy, .busy: return .none
+    }
+  }
+
+  /// The gateway's own answer when nothing better (a stored answer, a stub) is at hand.
+  var answer: GatewayResponse.Failure {
+    switch self {
+    case .timedOut, .connectTimedOut: return .upstreamTimedOut
+    case .busy: return .upstreamBusy
+    case .unavailable, .closed, .invalidResponse, .circuitOpen, .unhealthy: return .upstreamUnavailable
+    }
+  }
+}
