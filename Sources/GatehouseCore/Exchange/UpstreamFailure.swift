@@ -1,3 +1,5 @@
+import GatehouseNet
+
 /// What went wrong with the upstream, for choosing the answer.
 enum UpstreamFailure: Equatable {
   case unavailable
@@ -58,6 +60,27 @@ enum UpstreamFailure: Equatable {
     case .timedOut, .connectTimedOut: return .upstreamTimedOut
     case .busy: return .upstreamBusy
     case .unavailable, .closed, .invalidResponse, .circuitOpen, .unhealthy: return .upstreamUnavailable
+    }
+  }
+}
+
+extension UpstreamFailure {
+  /// What the end of an upstream connection means for the exchange on it, with what
+  /// `/admin/upstreams` shows as the upstream's last error when there is more to say than
+  /// the outcome (`received`: some of the answer had arrived).
+  static func of(_ reason: ConnectionCloseReason, received: Bool) -> (failure: UpstreamFailure, detail: String?) {
+    switch reason {
+    case .connectTimedOut:
+      return (.connectTimedOut, nil)
+    case .tlsFailed(let error):
+      // A bad certificate or a failed handshake: the upstream is unusable, like a refusal.
+      return (.unavailable, "TLS: \(error.description)")
+    case .failed(let error) where error.syscall == "connect":
+      // Refused or unreachable before a byte was exchanged: the upstream is down (outcome
+      // `unavailable`), which a reset of an established exchange is not.
+      return (.unavailable, "cannot connect: \(error.description)")
+    case .closedByOwner, .hangup, .failed, .loopStopped:
+      return (received ? .invalidResponse : .closed, nil)
     }
   }
 }

@@ -5,16 +5,27 @@ import GatehouseStore
 
 /// One `stale_while_revalidate` refresh: the client already has the stored answer; this
 /// asks the upstream again and stores what comes back. At most one runs per key per loop.
+///
+/// It drives an `ExchangeMachine` like a client's exchange, with no client: its token,
+/// breaker, lease, retry and release steps are the machine's. What differs is what it
+/// performs: it never waits (for a token, or in an upstream's queue), goes only to an
+/// upstream in good standing, and its "answers" are simply its end.
 final class BackgroundRefresh: UpstreamExchangeOwner {
   /// unowned(unsafe): a loop context lives as long as its loop, longer than anything on it,
   /// and plain `unowned` would cost an atomic reference-count operation per access.
   unowned(unsafe) let context: LoopContext
   let key: CacheKey
+  private var machine = ExchangeMachine()
+  private var request: HTTPRequestHead?
+  private var target: [UInt8] = []
+  private var snapshot: GatewaySnapshot?
+  private var clientAddress: [UInt8] = []
   private var upstream: UpstreamConnection?
   private var pool: UpstreamPool?
-  private var parser = HTTPResponseParser(limits: HTTPLimits(maxHeaderBytes: 65536))
+  private var parser = HTTPResponseParser(limits: Exchange.upstreamResponseLimits)
   private var head: HTTPResponseHead?
   private var body: [UInt8] = []
+  private var received = false
   private var tooBig = false
   /// The body did not fit `limits.buffered_bytes`: this refresh stores nothing (and leaves
   /// the stored answer alone: it says nothing about it).
@@ -26,6 +37,7 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
   /// The route the refresh is for: its envelope and token rules decide whether the answer
   /// is good enough to store.
   private var plan: RoutePlan?
+  private var grant: TokenGrant?
   /// The serial of the token value sent, reported back if the answer rejects it.
   private var tokenSerial: UInt64?
   /// The client asked for gzip: on a pass-through route its entry is the gzip one.
@@ -43,44 +55,116 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
   ) {
     let plan = snapshot.routePlans[routeIndex]
     self.plan = plan
-    guard let upstreamIndex = plan.upstreamIndex, let pool = context.pool(upstreamIndex, of: snapshot) else {
-      finish()
-      return
+    self.request = request
+    self.target = target
+    self.snapshot = snapshot
+    self.clientAddress = clientAddress
+    clientTakesGzip =
+      request.headers.firstValue(lowercaseName: "accept-encoding").map(AcceptEncoding.acceptsGzip) ?? false
+    if let use = plan.token { tokenEndpoint = RejectingEndpoints.key(route: use.routeName, path: request.path) }
+    var route = ExchangeMachine.RouteFacts()
+    route.hasUpstream = plan.upstreamIndex != nil
+    route.usesToken = plan.token != nil
+    // Always a GET: the answer is for the store.
+    run(.started(ExchangeMachine.RequestFacts(idempotent: true, route: route)))
+  }
+
+  // MARK: The machine's actions
+
+  private func run(_ event: ExchangeMachine.Event) {
+    guard !finished else { return }
+    let actions = machine.handle(event)
+    for action in actions {
+      guard !finished else { return }
+      perform(action)
     }
-    var token: UpstreamRequestWriter.TokenLine?
-    if let use = plan.token {
+    if !finished, machine.deadline == .upstreamResponse, timer == nil, let pool {
+      // Strong: `finish` cancels the timer, which then lets go of this refresh.
+      timer = context.loop.scheduleTimer(after: pool.plan.responseTimeout) { [self] in fail(.timedOut) }
+    }
+  }
+
+  private func perform(_ action: ExchangeMachine.Action) {
+    switch action {
+    case .takeToken:
       // A refresh never waits for a token: without a usable value it simply does not run.
-      guard let grant = context.usableToken(use.name) else {
+      if let use = plan?.token, let grant = context.usableToken(use.name) {
+        self.grant = grant
+        run(.tokenGranted)
+      } else {
+        run(.tokenUnavailable(staleAvailable: false))
+      }
+    case .askBreakers:
+      // A refresh goes only to an upstream in good standing: the client already has its
+      // answer, so a refresh never takes an open circuit's trial or adds to a failing
+      // upstream's load.
+      guard let plan, let pool = upstreamPool(), pool.circuit.isClosed, pool.routeCircuits.isClosed(route: plan.name),
+        context.upstreamHealthy[pool.plan.name] != false
+      else {
         finish()
         return
       }
-      token = UpstreamRequestWriter.TokenLine(prefix: use.linePrefix, value: grant.bytes, suffix: use.lineSuffix)
-      tokenSerial = grant.serial
-      tokenEndpoint = RejectingEndpoints.key(route: use.routeName, path: request.path)
-    }
-    // A refresh goes only to an upstream in good standing: the client already has its answer,
-    // so a refresh never takes an open circuit's trial or adds to a failing upstream's load.
-    guard pool.circuit.isClosed, pool.routeCircuits.isClosed(route: plan.name),
-      context.upstreamHealthy[pool.plan.name] != false
-    else {
+      run(.breakersAdmitted)
+    case .lease(let fresh):
+      lease(fresh: fresh)
+    case .writeUpstreamHead:
+      writeHead()
+    case .releaseUpstream(let reusable):
+      if let upstream, let pool {
+        self.upstream = nil
+        pool.release(upstream, reusable: reusable && head?.keepAlive == true && !parser.isClosed)
+      }
+    case .discardUpstream:
+      if let upstream, let pool {
+        self.upstream = nil
+        pool.discard(upstream, by: self)
+      }
+      cancelTimer()
+    // Its answers, whatever they would be for a client, are its end.
+    case .serveStored, .serveCollapsed, .serveStub, .answerLocally, .abortClient, .finish:
       finish()
-      return
+    // Nothing of these concerns a refresh: no store lookup (it is the store's), no body, no
+    // client connection.
+    case .lookUpStore, .revalidateInBackground, .queueForConnection, .leaveQueue, .sendContinue,
+      .pauseClientReading, .forwardBody, .endUpstreamBody, .keepBody, .dropBody, .closeAfterAnswer, .drainBody:
+      break
     }
+  }
+
+  private func upstreamPool() -> UpstreamPool? {
+    guard let snapshot, let upstreamIndex = plan?.upstreamIndex else { return nil }
+    return context.pool(upstreamIndex, of: snapshot)
+  }
+
+  private func lease(fresh: Bool) {
     // Nobody waits for a refresh: it never queues for a connection.
-    guard pool.hasRoom(fresh: false) else {
+    guard let pool = upstreamPool(), pool.hasRoom(fresh: fresh) else {
       finish()
       return
     }
     self.pool = pool
     do {
-      upstream = try pool.lease(for: self, fresh: false)
+      upstream = try pool.lease(for: self, fresh: fresh)
     } catch {
       fail(.unavailable)
       return
     }
+    run(.leased(reused: upstream?.useCount ?? 0 > 0))
+  }
+
+  private func writeHead() {
+    guard let request, let plan, let pool, let connection = upstream?.connection else { return }
+    // A retry starts its answer afresh.
+    parser = HTTPResponseParser(limits: Exchange.upstreamResponseLimits)
+    head = nil
+    received = false
+    var token: UpstreamRequestWriter.TokenLine?
+    if let use = plan.token, let grant {
+      self.grant = nil
+      tokenSerial = grant.serial
+      token = UpstreamRequestWriter.TokenLine(prefix: use.linePrefix, value: grant.bytes, suffix: use.lineSuffix)
+    }
     var out: [UInt8] = []
-    clientTakesGzip =
-      request.headers.firstValue(lowercaseName: "accept-encoding").map(AcceptEncoding.acceptsGzip) ?? false
     UpstreamRequestWriter.write(
       head: request, method: .get, target: target, hostHeader: pool.plan.hostHeader, plan: plan.headerPlan,
       token: token,
@@ -88,12 +172,13 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
       sharedAnswer: true, clientAddress: clientAddress, forwardedProto: "http", requestID: context.requestIDs.next(),
       framing: .none,
       into: &out)
-    _ = upstream?.connection?.write(out)
-    // Strong: `finish` cancels the timer, which then lets go of this refresh.
-    timer = context.loop.scheduleTimer(after: pool.plan.responseTimeout) { [self] in fail(.timedOut) }
+    _ = connection.write(out)
   }
 
+  // MARK: The upstream's answer
+
   func upstreamDidRead(_ upstream: UpstreamConnection, _ bytes: UnsafeRawBufferPointer) -> Int {
+    received = true
     var offset = 0
     while !finished {
       let step: (event: HTTPResponseEvent?, consumed: Int)
@@ -110,29 +195,31 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
       case .head(let responseHead):
         if !responseHead.isInformational { head = responseHead }
       case .body(let range):
-        if body.count + range.count > ClientSession.maxStoredBody {
-          tooBig = true
-        } else if !tooBig && !overBudget {
-          // Refreshes hold bodies whole too: many at once (one per key) count like answers
-          // being wrapped.
-          guard context.shared.chargeBufferedAnswer(range.count, limit: context.snapshot.bufferedBytes) else {
-            overBudget = true
-            body = []
-            context.shared.releaseBufferedAnswer(charged)
-            charged = 0
-            continue
-          }
-          charged += range.count
-          body.append(
-            contentsOf: UnsafeRawBufferPointer(rebasing: bytes[(start + range.lowerBound)..<(start + range.upperBound)])
-          )
-        }
+        keep(UnsafeRawBufferPointer(rebasing: bytes[(start + range.lowerBound)..<(start + range.upperBound)]))
       case .end:
-        complete(reusable: offset == bytes.count && !parser.isClosed)
+        complete(reusable: offset == bytes.count)
         return offset
       }
     }
     return bytes.count
+  }
+
+  private func keep(_ piece: UnsafeRawBufferPointer) {
+    if body.count + piece.count > ClientSession.maxStoredBody {
+      tooBig = true
+    } else if !tooBig && !overBudget {
+      // Refreshes hold bodies whole too: many at once (one per key) count like answers
+      // being wrapped.
+      guard context.shared.chargeBufferedAnswer(piece.count, limit: context.snapshot.bufferedBytes) else {
+        overBudget = true
+        body = []
+        context.shared.releaseBufferedAnswer(charged)
+        charged = 0
+        return
+      }
+      charged += piece.count
+      body.append(contentsOf: piece)
+    }
   }
 
   func upstreamDidReadEOF(_ upstream: UpstreamConnection) {
@@ -146,14 +233,15 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
   }
 
   func upstreamDidClose(_ upstream: UpstreamConnection, reason: ConnectionCloseReason) {
+    guard upstream === self.upstream else { return }
     switch reason {
-    case .connectTimedOut: fail(.connectTimedOut)
-    case .tlsFailed(let error): fail(.unavailable, detail: "TLS: \(error.description)")
-    case .failed(let error) where error.syscall == "connect":
-      fail(.unavailable, detail: "cannot connect: \(error.description)")
-    case .hangup, .failed: fail(.closed)
     // Ended here, or the loop is stopping: nothing the upstream did.
-    case .closedByOwner, .loopStopped: fail(nil)
+    case .closedByOwner, .loopStopped:
+      self.upstream = nil
+      finish()
+    case .connectTimedOut, .tlsFailed, .failed, .hangup:
+      let (failure, detail) = UpstreamFailure.of(reason, received: received)
+      fail(failure, detail: detail)
     }
   }
 
@@ -167,10 +255,7 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
 
   private func complete(reusable: Bool) {
     // Counted like a client's exchange: in the upstream metrics and by the circuit.
-    if let pool {
-      context.metrics.recordUpstream(pool.plan.name, outcome: "response")
-      pool.recordAnswer(status: head?.status ?? 0, route: plan?.name ?? "", now: context.loop.iterationTime)
-    }
+    if let pool { context.recordUpstreamAnswer(pool: pool, status: head?.status ?? 0, route: plan?.name ?? "") }
     if let head, (200..<300).contains(head.status), !overBudget {
       if tooBig
         || !CacheStorability.isStorable(status: head.status, headers: head.headers, keyed: plan?.cache?.vary ?? [])
@@ -185,11 +270,7 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
           nowMs: RFC3339.nowMilliseconds())
       }
     }
-    if let upstream, let pool {
-      self.upstream = nil
-      pool.release(upstream, reusable: reusable && head?.keepAlive == true)
-    }
-    finish()
+    run(.answerEnded(reusable: reusable))
   }
 
   /// What a client's request would not store is not stored from a refresh either: a body
@@ -212,28 +293,31 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
     return true
   }
 
-  /// Ends the refresh; `failure` (nil: nothing the upstream did) is counted like a client's.
-  private func fail(_ failure: UpstreamFailure?, detail: String? = nil) {
-    if let failure, let pool, !finished {
-      context.metrics.recordUpstream(pool.plan.name, outcome: failure.outcome)
-      pool.recordFailure(failure.breakerScope, route: plan?.name ?? "", now: context.loop.iterationTime)
-      pool.lastError = detail ?? failure.outcome
-    }
-    if let upstream, let pool {
-      self.upstream = nil
-      pool.discard(upstream, by: self)
-    }
-    finish()
+  /// The upstream failed: counted like a client's exchange, then the machine decides (a
+  /// retry on a fresh connection, or the end).
+  private func fail(_ failure: UpstreamFailure, detail: String? = nil) {
+    guard !finished else { return }
+    if let pool { context.recordUpstreamFailure(failure, pool: pool, route: plan?.name ?? "", detail: detail) }
+    cancelTimer()
+    run(.upstreamFailed(failure, staleAvailable: false, received: received, answerOut: false))
+  }
+
+  private func cancelTimer() {
+    if let timer { context.loop.cancelTimer(timer) }
+    timer = nil
   }
 
   private func finish() {
     guard !finished else { return }
     finished = true
+    if let upstream, let pool {
+      self.upstream = nil
+      pool.discard(upstream, by: self)
+    }
     context.shared.releaseBufferedAnswer(charged)
     charged = 0
     body = []
-    if let timer { context.loop.cancelTimer(timer) }
-    timer = nil
+    cancelTimer()
     context.refreshFinished(self)
   }
 }

@@ -90,22 +90,15 @@ extension ClientSession {
   }
 
   func upstreamDidClose(_ upstream: UpstreamConnection, reason: ConnectionCloseReason) {
-    guard exchange?.upstream === upstream else { return }
-    switch reason {
-    case .connectTimedOut:
-      upstreamFailed(.connectTimedOut)
-    case .tlsFailed(let error):
-      // A bad certificate or a failed handshake: the upstream is unusable, like a refusal.
+    guard let exchange, exchange.upstream === upstream else { return }
+    let (failure, detail) = UpstreamFailure.of(reason, received: exchange.responseBytesReceived)
+    if case .tlsFailed(let error) = reason {
       context.shared.logger.warn(
         "upstream TLS failed", ["upstream": .string(upstream.pool.plan.name), "error": .string(error.description)])
-      upstreamFailed(.unavailable, detail: "TLS: \(error.description)", reason: .tlsFailed)
-    case .failed(let error) where error.syscall == "connect":
-      // Refused or unreachable before a byte was exchanged: the upstream is down (outcome
-      // `unavailable`), which a reset of an established exchange is not.
-      upstreamFailed(.unavailable, detail: "cannot connect: \(error.description)")
-    case .closedByOwner, .hangup, .failed, .loopStopped:
-      upstreamFailed(exchange?.responseBytesReceived == true ? .invalidResponse : .closed)
+      upstreamFailed(failure, detail: detail, reason: .tlsFailed)
+      return
     }
+    upstreamFailed(failure, detail: detail)
   }
 
   func upstreamDroppedQueuedRequest(_ upstream: UpstreamConnection) {
@@ -154,8 +147,8 @@ extension ClientSession {
     if head.status >= 500, let stale = staleAnswer(for: exchange) {
       // A failing backend's error page is worse than yesterday's answer.
       if let pool = exchange.pool {
-        context.metrics.recordUpstream(pool.plan.name, outcome: "error_status")
-        pool.recordAnswer(status: head.status, route: Self.routeName(of: exchange), now: loop.iterationTime)
+        context.recordUpstreamAnswer(
+          pool: pool, status: head.status, route: Self.routeName(of: exchange), outcome: "error_status")
       }
       if exchange.collapseRole == .leading { exchange.collapseOutcome = .failed(.unavailable) }
       exchange.reason = .upstreamError
@@ -298,10 +291,9 @@ extension ClientSession {
   private func completeResponse(upstreamReusable: Bool) {
     guard let exchange else { return }
     if let pool = exchange.pool {
-      context.metrics.recordUpstream(pool.plan.name, outcome: "response")
       pool.recordResponseTime(loop.iterationTime &- exchange.sentAt)
-      pool.recordAnswer(
-        status: exchange.upstreamStatus ?? 0, route: Self.routeName(of: exchange), now: loop.iterationTime)
+      context.recordUpstreamAnswer(
+        pool: pool, status: exchange.upstreamStatus ?? 0, route: Self.routeName(of: exchange))
     }
     // A body that says the token was rejected is sent again with a new value when it can
     // be; when it cannot, it is no good answer: never stored, never wrapped as a success.
@@ -436,11 +428,7 @@ extension ClientSession {
     // A waiter that gave up is no longer answered by the exchange it waited for.
     if exchange.collapseRole == .waiting { exchange.collapseRole = .none }
     if let pool = exchange.pool {
-      context.metrics.recordUpstream(pool.plan.name, outcome: failure.outcome)
-      if failure.breakerScope != .none {
-        pool.recordFailure(failure.breakerScope, route: Self.routeName(of: exchange), now: loop.iterationTime)
-        pool.lastError = detail ?? failure.outcome
-      }
+      context.recordUpstreamFailure(failure, pool: pool, route: Self.routeName(of: exchange), detail: detail)
     }
     if exchange.machine.answerBegan && !exchange.responseFlushed {
       // The answer's head is only staged (the upstream broke within the read that brought

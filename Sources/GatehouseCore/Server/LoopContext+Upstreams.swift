@@ -1,0 +1,20 @@
+/// What every exchange with an upstream reports, whoever drives it (a client's session, a
+/// background refresh): counted the same way in the metrics and by the breakers.
+extension LoopContext {
+  /// An exchange with `pool` failed: counted in the upstream metrics and by the breaker the
+  /// failure concerns, and kept as the upstream's last error (`detail` when there is more
+  /// to say than the outcome).
+  func recordUpstreamFailure(_ failure: UpstreamFailure, pool: UpstreamPool, route: String, detail: String?) {
+    metrics.recordUpstream(pool.plan.name, outcome: failure.outcome)
+    guard failure.breakerScope != .none else { return }
+    pool.recordFailure(failure.breakerScope, route: route, now: loop.iterationTime)
+    pool.lastError = detail ?? failure.outcome
+  }
+
+  /// `pool` answered (`outcome`: `response`, or `error_status` for a 5xx the gateway did not
+  /// pass on).
+  func recordUpstreamAnswer(pool: UpstreamPool, status: Int, route: String, outcome: String = "response") {
+    metrics.recordUpstream(pool.plan.name, outcome: outcome)
+    pool.recordAnswer(status: status, route: route, now: loop.iterationTime)
+  }
+}
