@@ -220,6 +220,8 @@ struct UncheckedTask<T>: @unchecked Sendable {
 final class Client {
   private(set) var fd: Int32
   private var buffered: [UInt8] = []
+  /// Where unread bytes of `buffered` begin.
+  private var start = 0
 
   init(port: UInt16, receiveBufferSize: Int32? = nil) throws {
     fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
@@ -254,6 +256,12 @@ final class Client {
 
   /// Reads more into the buffer; false at EOF, an error or the 10 s timeout.
   private func fill() -> Bool {
+    // Consumed bytes are dropped only here, in one move: removing them per response costs
+    // a move of the whole buffer each time, slow in debug builds.
+    if start > 0 {
+      buffered.removeFirst(start)
+      start = 0
+    }
     var chunk = [UInt8](repeating: 0, count: 65536)
     let got = chunk.withUnsafeMutableBytes { Glibc.recv(fd, $0.baseAddress, $0.count, 0) }
     guard got > 0 else { return false }
@@ -264,35 +272,44 @@ final class Client {
   /// The next response (head text and body; a `100 Continue` is a response of its own), or
   /// nil if the connection ended first. Bodies are framed by `Content-Length`.
   func readResponse() -> (head: String, body: String)? {
-    let separator = Array("\r\n\r\n".utf8)
     var headEnd: Int?
     for _ in 0..<10_000 {
-      if buffered.count >= 4 {
-        headEnd = (0...(buffered.count - 4)).first { Array(buffered[$0..<($0 + 4)]) == separator }
+      headEnd = buffered.withUnsafeBufferPointer { bytes in
+        var index = start
+        while index + 3 < bytes.count {
+          if bytes[index] == 13 && bytes[index + 1] == 10 && bytes[index + 2] == 13 && bytes[index + 3] == 10 {
+            return index
+          }
+          index += 1
+        }
+        return nil
       }
       if headEnd != nil { break }
       guard fill() else { return nil }
     }
-    guard let headEnd else { return nil }
-    let head = String(decoding: buffered[..<headEnd], as: UTF8.self)
+    guard var headEnd else { return nil }
+    headEnd -= start
+    let head = String(decoding: buffered[start..<(start + headEnd)], as: UTF8.self)
     var length = 0
     for line in head.split(separator: "\r\n") where line.lowercased().hasPrefix("content-length:") {
       length = Int(line.dropFirst("content-length:".count).drop { $0 == " " }) ?? 0
     }
     let total = headEnd + 4 + length
-    for _ in 0..<100_000 where buffered.count < total {
+    var fills = 0
+    while buffered.count - start < total, fills < 100_000 {
       guard fill() else { return nil }
+      fills += 1
     }
-    guard buffered.count >= total else { return nil }
-    let body = String(decoding: buffered[(headEnd + 4)..<total], as: UTF8.self)
-    buffered.removeFirst(total)
+    guard buffered.count - start >= total else { return nil }
+    let body = String(decoding: buffered[(start + headEnd + 4)..<(start + total)], as: UTF8.self)
+    start += total
     return (head, body)
   }
 
   /// Whether the server ended the connection (EOF or reset) with nothing more to read,
   /// within the 10 s receive timeout.
   func endsWithoutMoreBytes() -> Bool {
-    guard buffered.isEmpty else { return false }
+    guard buffered.count == start else { return false }
     var chunk = [UInt8](repeating: 0, count: 64)
     let got = chunk.withUnsafeMutableBytes { Glibc.recv(fd, $0.baseAddress, $0.count, 0) }
     return got == 0 || (got < 0 && errno == ECONNRESET)
