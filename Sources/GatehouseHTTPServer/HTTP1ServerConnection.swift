@@ -218,7 +218,13 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
     }
     continueExpected = head.expectsContinue && hasBody
     if !head.keepAlive { closeAfterAnswer = true }
-    if !limits.headerTimeoutCoversBody { clearConnectionDeadline() }
+    if !limits.headerTimeoutCoversBody {
+      clearConnectionDeadline()
+    } else if deadlineKind != .header {
+      // A head that came whole in one read never armed its header timeout: it starts now,
+      // so the idle timeout does not go on running under the request.
+      setConnectionDeadline(.header, nanoseconds: limits.headerTimeoutNanoseconds)
+    }
     responder.serverReceivedHead(head)
   }
 

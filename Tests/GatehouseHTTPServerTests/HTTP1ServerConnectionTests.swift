@@ -191,6 +191,30 @@ import Testing
     #expect(eventually { server.log.contains("closed") })
   }
 
+  /// With the header timeout covering bodies, a later request whose head came in one read
+  /// runs under the header timeout, not the idle one left from the answer before, and an
+  /// answer in the works has no connection deadline once the request is whole.
+  @Test func answerInTheWorksOutlivesTheIdleTimeout() throws {
+    let limits = HTTP1ServerLimits(
+      headerTimeoutNanoseconds: 30_000_000_000, idleTimeoutNanoseconds: 200_000_000, headerTimeoutCoversBody: true)
+    let server = try TestServer(limits: limits) { $0.timing = .manual }
+    defer { server.shutdown() }
+    let client = try Client(port: server.port)
+    try client.send(request("/first"))
+    #expect(eventually { server.log.contains("end /first") })
+    try server.answerPending()
+    #expect(client.readResponse()?.body == "/first")
+    try client.send(request("/second"))
+    #expect(eventually { server.log.contains("end /second") })
+    #expect(try server.inspect { $0.deadlineKind } == HTTP1DeadlineKind.none)
+
+    // Several idle timeouts pass while the answer is worked on.
+    usleep(800_000)
+    try server.answerPending()
+    #expect(client.readResponse()?.body == "/second")
+    #expect(!server.log.contains("closed"))
+  }
+
   /// A client that reads none of a big answer is reset once it has taken nothing for the
   /// idle timeout.
   @Test func writeDeadlineResetsAClientThatStopsReading() throws {
