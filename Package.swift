@@ -32,6 +32,11 @@ let package = Package(
       dependencies: ["CGatehouseLinux", "CGatehouseOpenSSL"],
       swiftSettings: hotPathSettings
     ),
+    .target(
+      name: "GatehouseHTTPServer",
+      dependencies: ["GatehouseHTTP", "GatehouseNet"],
+      swiftSettings: hotPathSettings
+    ),
     .target(name: "GatehouseJSON"),
     .target(
       name: "GatehouseStore",
@@ -44,7 +49,9 @@ let package = Package(
     .target(
       name: "GatehouseCore",
       dependencies: [
-        "GatehouseHTTP", "GatehouseNet", "GatehouseJSON", "GatehouseCompression", "GatehouseStore", "CGatehouseOpenSSL",
+        "GatehouseHTTP", "GatehouseHTTPServer", "GatehouseNet", "GatehouseJSON", "GatehouseCompression",
+        "GatehouseStore",
+        "CGatehouseOpenSSL",
       ],
       swiftSettings: hotPathSettings
     ),
@@ -69,6 +76,10 @@ let package = Package(
     .testTarget(
       name: "GatehouseNetTests",
       dependencies: ["GatehouseNet"]
+    ),
+    .testTarget(
+      name: "GatehouseHTTPServerTests",
+      dependencies: ["GatehouseHTTPServer", "GatehouseHTTP", "GatehouseNet"]
     ),
     .testTarget(
       name: "GatehouseJSONTests",

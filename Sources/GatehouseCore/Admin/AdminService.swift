@@ -108,8 +108,7 @@ final class AdminService: @unchecked Sendable {
     // Listed first, so a close reported from inside the connection's set-up releases it once.
     sessions[ObjectIdentifier(session)] = session
     do {
-      session.connection = try BufferedConnection(socket: socket, loop: loop, delegate: session, tls: tls)
-      session.start()
+      session.start(try BufferedConnection(socket: socket, loop: loop, delegate: session.server, tls: tls))
     } catch {
       sessionClosed(session)
       socket.close()
