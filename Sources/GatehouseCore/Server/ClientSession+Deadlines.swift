@@ -1,36 +1,38 @@
 import GatehouseHTTP
+import GatehouseHTTPServer
 import GatehouseNet
 
 /// A session's output and flow control (pausing reads on either side, stalled readers) and
-/// its deadlines: which one runs, and what happens when it passes.
+/// its deadlines: the exchange's phase's, set as the connection's responder deadline.
 extension ClientSession {
-  // MARK: Output, flow control, deadlines
+  // MARK: Output and flow control
 
   func flushOutput() {
     guard !context.output.isEmpty else { return }
     if let exchange, exchange.machine.answerBegan { exchange.responseFlushed = true }
-    context.output.withUnsafeBytes { _ = connection?.write($0) }
+    context.output.withUnsafeBytes { _ = server.write($0) }
     context.output.removeAll(keepingCapacity: true)
   }
 
+  /// Starts the client's answer; returns whether it must say `Connection: close` (the
+  /// client asked, the gateway is draining, the client still waits for 100 Continue, or a
+  /// streamed answer starts before the request body was all read).
+  func beginAnswer(_ kind: HTTP1AnswerKind) -> Bool {
+    if context.draining { server.closeAfterCurrentAnswer() }
+    return server.beginAnswer(kind)
+  }
+
   func upstreamWantsClientPaused(_ paused: Bool) {
-    setClientReadingPaused(paused, reason: .upstreamBackpressure)
+    server.setReadingPaused(paused, reason: .backpressure)
   }
 
-  func setClientReadingPaused(_ paused: Bool, reason: PauseReason) {
-    if paused {
-      if pausedReasons.isEmpty { connection?.pauseReading() }
-      pausedReasons.insert(reason)
-    } else if !pausedReasons.isEmpty, pausedReasons.remove(reason) != nil, pausedReasons.isEmpty {
-      connection?.resumeReading()
-    }
-  }
-
-  func connectionWriteQueueDidRiseAboveHighWatermark(_ connection: BufferedConnection) {
+  func serverClientFellBehind() {
     // Only the exchange whose answer is being read may pause a pipelined connection.
     guard let leased = exchange?.upstream, leased.owner === self, let upstream = leased.connection else { return }
     upstream.pauseReading()
-    setWriteDeadline(.clientWrite)
+    // The upstream's response timeout does not run while the client is behind: the
+    // connection's write deadline bounds that wait.
+    server.setResponderDeadline(at: 0)
     stalledSince = loop.iterationTime
     leased.pool.noteStalled(self)
   }
@@ -47,56 +49,24 @@ extension ClientSession {
     abort()
   }
 
-  func connectionWriteQueueDidDrainBelowLowWatermark(_ connection: BufferedConnection) {
+  func serverClientCaughtUp() {
     if heldBufferCharge > 0 { releaseHeldBufferCharge() }
-    if stalledSince != 0 {
+    let wasStalled = stalledSince != 0
+    if wasStalled {
       stalledSince = 0
       exchange?.upstream?.pool.noteNoLongerStalled(self)
-    }
-    if resumeOnDrain && exchange == nil {
-      resumeOnDrain = false
-      resumeHeldInput()
-      return
     }
     guard let exchange, let leased = exchange.upstream, leased.owner === self, let upstream = leased.connection
     else { return }
     upstream.resumeReading()
-    if deadlineKind == .clientWrite, let timeout = exchange.pool?.plan.responseTimeoutNanoseconds {
+    if wasStalled, exchange.machine.deadline == .upstreamResponse,
+      let timeout = exchange.pool?.plan.responseTimeoutNanoseconds
+    {
       setDeadline(.exchange, nanoseconds: timeout)
     }
   }
 
-  /// The idle timeout for a connection that may have output queued (`.idle`, `.clientWrite`):
-  /// when it passes, a client that took none of its queued bytes meanwhile is cut, one that
-  /// took some gets another period (nginx's `send_timeout`: a bound on silence, not on a
-  /// slow download).
-  func setWriteDeadline(_ kind: DeadlineKind) {
-    setDeadline(kind, nanoseconds: context.snapshot.idleTimeoutNanoseconds)
-    // Asked only with output queued: it costs a syscall, and most answers leave nothing
-    // queued. Without a mark, a deadline that finds output queued gives one more period.
-    if let connection, connection.queuedByteCount > 0 {
-      writeMark = connection.peerAcknowledgedBytes ?? Self.acknowledgedUnknown
-    } else {
-      writeMark = Self.noWriteMark
-    }
-  }
-
-  /// `writeMark` when nothing was queued as the deadline was armed.
-  static let noWriteMark: Int64 = -1
-  /// `writeMark` when the kernel could not say what the client acknowledged: the deadline
-  /// then cuts a client with output still queued, as a plain timeout would.
-  static let acknowledgedUnknown: Int64 = -2
-
-  /// At an `.idle` or `.clientWrite` deadline with output queued: whether the client read
-  /// some of its answer since the deadline was armed (the kernel saw it acknowledge bytes).
-  private var clientTookQueuedOutput: Bool {
-    guard let connection, connection.queuedByteCount > 0 else { return false }
-    guard writeMark != Self.noWriteMark else { return true }
-    guard writeMark != Self.acknowledgedUnknown, let acknowledged = connection.peerAcknowledgedBytes else {
-      return false
-    }
-    return acknowledged > writeMark
-  }
+  // MARK: Deadlines
 
   func setDeadline(_ kind: DeadlineKind, after duration: Duration) {
     setDeadline(kind, nanoseconds: EventLoop.nanoseconds(of: duration))
@@ -106,87 +76,55 @@ extension ClientSession {
   /// arithmetic goes through 128-bit multiplication, measurable at this call rate.
   func setDeadline(_ kind: DeadlineKind, nanoseconds: UInt64) {
     deadlineKind = kind
-    deadline = loop.iterationTime &+ nanoseconds
+    server.setResponderDeadline(after: nanoseconds)
   }
 
-  /// No client deadline runs while the request waits on something the gateway bounds
-  /// itself (a token refresh, the exchange a collapsed request shares).
+  /// Sets the deadline to `due` (loop time), when it is earlier than the one running.
+  func shortenDeadline(to due: UInt64) {
+    if server.responderDeadline == 0 || due < server.responderDeadline { server.setResponderDeadline(at: due) }
+  }
+
+  /// No deadline of the session's runs while the request waits on something the gateway
+  /// bounds itself (a token refresh, the store).
   func clearDeadline() {
-    deadline = 0
+    deadlineKind = .exchange
+    server.setResponderDeadline(at: 0)
   }
 
-  func deadlinePassed() {
-    deadline = 0
-    switch deadlineKind {
-    case .header:
-      guard sawAnyByte, exchange == nil else {
-        abort()
+  /// A request written behind others on a pipelined upstream connection waited its
+  /// patience: if its turn came, the response timeout applies from when it went out (or,
+  /// once the answer streams, from now); if not, it goes again alone.
+  func pipelineWaitPassed() {
+    guard let exchange, let upstream = exchange.upstream, let pool = exchange.pool else { return }
+    if upstream.owner === self {
+      let timeout = pool.plan.responseTimeoutNanoseconds
+      let due = exchange.machine.answerBegan ? loop.iterationTime &+ timeout : exchange.sentAt &+ timeout
+      guard due > loop.iterationTime else {
+        upstreamFailed(.timedOut)
         return
       }
-      closeAfterResponse = true
-      let requestID = context.requestIDs.next()
-      var out: [UInt8] = []
-      let body = GatewayResponse.writeFailure(.headerTimeout, requestID: requestID, closeConnection: true, into: &out)
-      _ = connection?.write(out)
-      logLocal(status: 408, reason: .requestTimeout, requestID: requestID, bytes: out.count, bodyBytes: body)
-      connection?.close()
-    case .idle:
-      if clientTookQueuedOutput {
-        setWriteDeadline(.idle)
-      } else if connection.map({ $0.queuedByteCount > 0 }) == true {
-        abort()
-      } else if exchange != nil {
-        // A local answer is out and the request's body still has not all come (see
-        // `respondLocally`): the connection ends here, letting the client finish sending.
-        closeAfterResponse = true
-        connection?.closeDrainingInput()
-      } else {
-        connection?.close()
-      }
-    case .pipelineWait:
-      guard let exchange, let upstream = exchange.upstream, let pool = exchange.pool else { return }
-      if upstream.owner === self {
-        // Its turn came in time: from here the response timeout applies, counted from when
-        // the request went out (or, once the answer streams, from now, as for any answer).
-        let timeout = pool.plan.responseTimeoutNanoseconds
-        let due = exchange.machine.answerBegan ? loop.iterationTime &+ timeout : exchange.sentAt &+ timeout
-        guard due > loop.iterationTime else {
-          upstreamFailed(.timedOut)
-          return
-        }
-        deadlineKind = .exchange
-        deadline = due
-        return
-      }
-      exchange.upstream = nil
-      pool.discard(upstream, by: self)
-      sendAgainAlone(exchange)
-    case .exchange:
-      exchangeDeadlinePassed()
-    case .clientWrite:
-      if clientTookQueuedOutput {
-        setWriteDeadline(.clientWrite)
-      } else {
-        abort()
-      }
+      deadlineKind = .exchange
+      server.setResponderDeadline(at: due)
+      return
     }
+    exchange.upstream = nil
+    pool.discard(upstream, by: self)
+    sendAgainAlone(exchange)
   }
 
   /// Shutdown: idle connections close now; busy ones after the current answer.
   func drain() {
-    closeAfterResponse = true
-    if exchange == nil { connection?.close() }
+    server.closeAfterCurrentAnswer()
   }
 
   func abort() {
-    closeAfterResponse = true
     // Whatever this answer had gathered in the loop's output buffer must not go out with
     // the next session's answer.
     context.output.removeAll(keepingCapacity: true)
     if let exchange, let upstream = exchange.upstream {
-      self.exchange?.upstream = nil
+      exchange.upstream = nil
       exchange.pool?.discard(upstream, by: self)
     }
-    connection?.abort()
+    server.abort()
   }
 }

@@ -1,4 +1,5 @@
 import GatehouseHTTP
+import GatehouseHTTPServer
 import GatehouseNet
 
 /// A session drives its exchange's `ExchangeMachine`: events go in through `run`, and the
@@ -43,9 +44,9 @@ extension ClientSession {
     case .leaveQueue:
       exchange.pool?.leaveQueue(self)
     case .sendContinue:
-      _ = connection?.write(Self.continueLine)
+      server.writeContinue()
     case .pauseClientReading:
-      setClientReadingPaused(true, reason: .upstreamBackpressure)
+      server.setReadingPaused(true, reason: .backpressure)
     case .writeUpstreamHead(let asGET):
       writeUpstreamHead(exchange, asGET: asGET)
     case .forwardBody:
@@ -88,20 +89,16 @@ extension ClientSession {
       exchange.pool?.discard(upstream, by: self)
     case .abortClient:
       abort()
-    case .closeAfterAnswer(let drainInput):
-      closeAfterResponse = true
-      if drainInput { exchange.bodyLeftUnread = true }
-    case .drainBody:
-      // Reading may have stopped for the upstream's sake (a full read-ahead). The body is
-      // read and dropped so the connection can carry the next request, within the idle
-      // timeout (the phase's deadline).
-      setClientReadingPaused(false, reason: .upstreamBackpressure)
-    case .finish:
-      finishExchange()
+    case .closeAfterAnswer:
+      // The connection lingers to read what the client still sends, whether the machine
+      // asks for that or not: unread input would reset the answer away.
+      server.closeAfterCurrentAnswer()
+    case .drainBody, .finish:
+      // The answer is complete: the connection finishes the exchange once the request is
+      // too, reading and dropping what is left of the body within the idle timeout.
+      server.endAnswer()
     }
   }
-
-  static let continueLine = Array("HTTP/1.1 100 Continue\r\n\r\n".utf8)
 
   /// A failure gives way to a stored answer or the fallback stub: the answer is given for
   /// the failure's reason, and collapsed waiters answer as this request does.
@@ -166,7 +163,8 @@ extension ClientSession {
       guard let pool = exchange.pool else { return }
       armResponseDeadline(exchange, pool: pool)
     case .drainBody:
-      setWriteDeadline(.idle)
+      // The connection's idle timeout bounds the rest of the body.
+      clearDeadline()
     }
   }
 
@@ -362,6 +360,6 @@ extension ClientSession {
     }
     exchange.pendingBody = []
     // Reading stopped once the read-ahead was full; the rest now streams to the upstream.
-    setClientReadingPaused(false, reason: .upstreamBackpressure)
+    server.setReadingPaused(false, reason: .backpressure)
   }
 }

@@ -53,7 +53,7 @@ extension ClientSession {
     heldBufferCharge += exchange.bufferCharge
     exchange.bufferCharge = 0
     guard heldBufferCharge > 0 else { return }
-    if closed || connection?.isAboveHighWatermark != true { releaseHeldBufferCharge() }
+    if closed || !server.isAboveHighWatermark { releaseHeldBufferCharge() }
   }
 
   func releaseHeldBufferCharge() {
@@ -87,7 +87,6 @@ extension ClientSession {
       // HEAD: the same head a GET gets, with the wrapped length when the upstream's is known,
       // and no body at all (the upstream's is read and dropped).
       let close = answerEndsConnection(exchange)
-      exchange.closeClient = close
       exchange.bodyPlan = .passThrough
       let length = Self.declaredLength(head).map { Int64(JSONEnvelopeWriter.successLength(datasCount: Int($0))) }
       ClientResponseWriter.writeEnveloped(
@@ -98,7 +97,7 @@ extension ClientSession {
     }
     let framing = HTTPSerializer.framing(bodyLength: nil, allowsBody: true, peerVersion: exchange.head.version)
     let close = answerEndsConnection(exchange) || framing == .untilClose
-    exchange.closeClient = close
+    if close { server.closeAfterCurrentAnswer() }
     exchange.rechunkResponse = framing == .chunked
     exchange.bodyPlan = .streamWrapped
     exchange.streamValidator = JSONStreamingValidator(options: EnvelopeRenderer.validation)
@@ -141,7 +140,6 @@ extension ClientSession {
     guard let head = exchange.bufferedHead else { return }
     let headOnly = exchange.head.method == .head
     let close = answerEndsConnection(exchange)
-    exchange.closeClient = close
     let before = context.output.count
     switch outcome {
     case .json(let status, let body), .unusable(let status, let body):

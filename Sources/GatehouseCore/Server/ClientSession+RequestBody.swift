@@ -15,9 +15,7 @@ extension ClientSession {
   /// and be all here by `limits.body_timeout_ms` after the head, whichever comes first.
   func setUploadDeadline() {
     setDeadline(.exchange, nanoseconds: context.snapshot.idleTimeoutNanoseconds)
-    if let bodyDeadline = exchange?.bodyDeadline, bodyDeadline != 0, bodyDeadline < deadline {
-      deadline = bodyDeadline
-    }
+    if let bodyDeadline = exchange?.bodyDeadline, bodyDeadline != 0 { shortenDeadline(to: bodyDeadline) }
   }
 
   func forwardRequestBody(_ bytes: UnsafeRawBufferPointer) {
@@ -50,10 +48,6 @@ extension ClientSession {
     } else {
       _ = upstream.write(bytes)
     }
-  }
-
-  func requestEnded() {
-    run(.clientEnd)
   }
 
   /// The whole request is with the upstream: its answer is due within the response

@@ -228,8 +228,7 @@ extension ClientSession {
   func writeKeptAnswer(head: HTTPResponseHead, body: [UInt8], outcome: EnvelopeOutcome, extra: [UInt8]) {
     guard let exchange else { return }
     let headOnly = exchange.head.method == .head
-    let close = closeAfterResponse || !exchange.head.keepAlive || context.draining
-    exchange.closeClient = close
+    let close = beginAnswer(.whole)
     exchange.bodyBytes = 0
     context.output.removeAll(keepingCapacity: true)
     switch outcome {

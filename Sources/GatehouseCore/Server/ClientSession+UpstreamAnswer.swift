@@ -1,5 +1,6 @@
 import GatehouseCompression
 import GatehouseHTTP
+import GatehouseHTTPServer
 import GatehouseJSON
 import GatehouseNet
 import GatehouseStore
@@ -201,7 +202,7 @@ extension ClientSession {
       }
     }
     let close = answerEndsConnection(exchange) || framing == .untilClose
-    exchange.closeClient = close
+    if close { server.closeAfterCurrentAnswer() }
     exchange.rechunkResponse = rechunk
     exchange.status = head.status
     exchange.upstreamStatus = head.status
@@ -371,11 +372,10 @@ extension ClientSession {
     run(.answerEnded(reusable: upstreamReusable))
   }
 
-  /// Whether the answer now being written ends the connection: the client asked for it,
-  /// the gateway is draining, or the request's body is still coming (an upstream answering
-  /// early cannot be sent the rest, so the connection cannot carry another request).
+  /// Starts the client's answer to the upstream's: whether it ends the connection (see
+  /// `beginAnswer`; a body still coming cannot go anywhere once the answer starts).
   func answerEndsConnection(_ exchange: Exchange) -> Bool {
-    closeAfterResponse || !exchange.head.keepAlive || context.draining || exchange.machine.bodyStillComing
+    beginAnswer(.streamed)
   }
 
   /// Gives the upstream connection of a completely read answer back to its pool
@@ -447,50 +447,5 @@ extension ClientSession {
       .upstreamFailed(
         failure, staleAvailable: exchange.storedAnswer != nil, received: exchange.responseBytesReceived,
         answerOut: exchange.responseFlushed))
-  }
-
-  func finishExchange() {
-    guard let exchange else { return }
-    // Waiters are answered once this session is done with the exchange (their answers
-    // use the loop's output buffer too).
-    let waiters = detachWaiters(of: exchange)
-    defer { waiters?.release() }
-    record(exchange, status: exchange.status)
-    self.exchange = nil
-    // Pausing for the upstream's sake ends with the exchange, whoever was told to resume.
-    setClientReadingPaused(false, reason: .upstreamBackpressure)
-    if exchange.closeClient || closeAfterResponse {
-      closeAfterResponse = true
-      if exchange.bodyLeftUnread {
-        connection?.closeDrainingInput()
-      } else {
-        connection?.close()
-      }
-      // A graceful close waits for the queue to flush: bounded, or a client that never
-      // reads would keep the connection and its queued answer for good.
-      if connection?.isClosed == false { setWriteDeadline(.idle) }
-      return
-    }
-    setWriteDeadline(.idle)
-    guard !consuming else { return }
-    // A client that does not read its answers gets no new ones until it has caught up:
-    // pipelined requests wait, so answers never pile up in memory.
-    if connection?.isAboveHighWatermark == true {
-      resumeOnDrain = true
-      return
-    }
-    resumeHeldInput()
-  }
-
-  /// Parses requests that arrived while the last one was being answered.
-  func resumeHeldInput() {
-    if !held.isEmpty {
-      let input = held
-      held = []
-      input.withUnsafeBytes { consume($0) }
-    }
-    if held.isEmpty && (exchange == nil || requestInProgress) {
-      setClientReadingPaused(false, reason: .pipelining)
-    }
   }
 }

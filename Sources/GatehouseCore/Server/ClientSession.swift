@@ -1,5 +1,6 @@
 import GatehouseCompression
 import GatehouseHTTP
+import GatehouseHTTPServer
 import GatehouseJSON
 import GatehouseNet
 import GatehouseStore
@@ -14,63 +15,36 @@ import GatehouseStore
 /// the request head (`+Driver`), the body (`+RequestBody`), the upstream's answer
 /// (`+UpstreamAnswer`, `+Envelope`). Output, flow control and the connection's own
 /// deadlines are in `+Deadlines`.
-final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
+final class ClientSession: HTTP1ServerResponder, UpstreamExchangeOwner {
   /// unowned(unsafe): a loop context lives as long as its loop, longer than anything on it,
   /// and plain `unowned` would cost an atomic reference-count operation per access.
   unowned(unsafe) let context: LoopContext
   /// The context's loop, kept here for the same reason: reading it through the context
   /// retained and released it on every deadline update.
   unowned(unsafe) let loop: EventLoop
-  var connection: BufferedConnection?
-  private var parser: HTTPRequestParser
+  /// The HTTP/1.1 connection: parsing, pipelining order, keep-alive, 100-continue, pausing
+  /// and the connection's own deadlines. Made in `init` (it needs `self`); never nil after.
+  private(set) var server: HTTP1ServerConnection!
   let clientAddress: [UInt8]
-  /// Input that arrived while an exchange was in flight; parsed once it is finished.
-  var held: [UInt8] = []
   var exchange: Exchange?
-  /// Set once the connection must end after the current answer.
-  var closeAfterResponse = false
   var closed = false
-  /// Inside `consume`: finishing an exchange there must not re-enter the parse loop.
-  var consuming = false
-  /// Bytes followed the last request head in the read that brought it.
-  var inputFollowsHead = false
-  /// A request head was parsed and its end not yet: the parser is inside its body.
-  var requestInProgress = false
   /// The request body piece being fed to the machine (valid only during that `run`).
   var bodyPiece: UnsafeRawBufferPointer?
-  var sawAnyByte = false
-  /// Monotonic nanoseconds when `deadlineKind` expires; 0 for none.
-  var deadline: UInt64 = 0
-  var deadlineKind = DeadlineKind.header
-  /// What the client had acknowledged when the running `.idle` or `.clientWrite` deadline
-  /// was armed: one that acknowledged more meanwhile is slow, not gone (`setWriteDeadline`).
-  var writeMark: Int64 = ClientSession.noWriteMark
-  var pausedReasons: Set<PauseReason> = []
-  /// Held pipelined requests wait for the client to read what it was sent.
-  var resumeOnDrain = false
+  /// What the responder deadline (`server.setResponderDeadline`) stands for.
+  var deadlineKind = DeadlineKind.exchange
   /// Budget bytes (`limits.buffered_bytes`) of answers written but not yet taken by the client.
   var heldBufferCharge = 0
   /// When the client stopped taking the answer of an exchange that holds an upstream
   /// connection (loop time; 0 while it reads). See `UpstreamPool.evictStalledReaderIfDue`.
   var stalledSince: UInt64 = 0
 
-  /// Which deadline `deadline` is: the connection's own, or the exchange's (whichever its
-  /// machine's phase calls for: `ExchangeMachine.deadline`).
+  /// What the session's deadline is for.
   enum DeadlineKind {
-    case header
-    case idle
-    /// The client stopped reading an answer (its queue is full): it must drain within the
-    /// idle timeout. The upstream's response timeout does not run meanwhile.
-    case clientWrite
-    /// The request is pipelined behind other answers: it waits at most
-    /// `PipelinePolicy.queuePatienceNanoseconds` for its turn, then goes alone.
-    case pipelineWait
+    /// The one the exchange machine's phase calls for (`ExchangeMachine.deadline`).
     case exchange
-  }
-
-  enum PauseReason: Hashable {
-    case pipelining
-    case upstreamBackpressure
+    /// The request is pipelined behind other answers on its upstream connection: it waits
+    /// at most `PipelinePolicy.queuePatienceNanoseconds` for its turn, then goes alone.
+    case pipelineWait
   }
 
   /// The client came in over TLS: `X-Forwarded-Proto: https`.
@@ -80,131 +54,66 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     self.context = context
     loop = context.loop
     self.secure = secure
-    parser = HTTPRequestParser(limits: context.snapshot.limits)
     clientAddress = Array(peer.utf8)
+    server = HTTP1ServerConnection(
+      responder: self, loop: context.loop, parserLimits: context.snapshot.limits,
+      limits: Self.serverLimits(context.snapshot))
   }
 
-  func start() {
-    setDeadline(.header, nanoseconds: context.snapshot.headerTimeoutNanoseconds)
+  /// A proxy times request bodies itself (`limits.body_timeout_ms`, the idle timeout
+  /// between pieces): the header timeout covers only the head.
+  static func serverLimits(_ snapshot: GatewaySnapshot) -> HTTP1ServerLimits {
+    HTTP1ServerLimits(
+      headerTimeoutNanoseconds: snapshot.headerTimeoutNanoseconds,
+      idleTimeoutNanoseconds: snapshot.idleTimeoutNanoseconds)
   }
 
-  // MARK: Input from the client
+  var connection: BufferedConnection? { server.connection }
 
-  func connection(_ connection: BufferedConnection, didRead bytes: UnsafeRawBufferPointer) {
-    sawAnyByte = true
-    if !held.isEmpty {
-      held.append(contentsOf: bytes)
-      return
-    }
-    consume(bytes)
+  /// `connection` (whose delegate is `server`) is registered.
+  func start(_ connection: BufferedConnection) {
+    server.start(connection)
   }
 
-  func connectionDidReadEOF(_ connection: BufferedConnection) {
-    do {
-      if case .end? = try parser.finish() {
-        requestInProgress = false
-        requestEnded()
-      }
-    } catch {
-      connection.abort()
-      return
-    }
-    // A client may half-close after sending its request; the answer still goes out.
-    closeAfterResponse = true
-    if exchange == nil { connection.close() }
+  /// The deadline the loop's sweep compares: the connection's or the exchange's.
+  var deadline: UInt64 { server.deadline }
+
+  func checkDeadline(now: UInt64) {
+    server.checkDeadline(now: now)
   }
 
-  /// Parses as many events as `bytes` hold. Bytes after a complete request that is still
-  /// being answered are held, and reading pauses until the answer is complete.
-  func consume(_ bytes: UnsafeRawBufferPointer) {
-    consuming = true
-    defer { consuming = false }
-    var offset = 0
-    // Once the connection is to end after an answer that is done, nothing more is read from
-    // it: a request behind would be forwarded and its answer never delivered.
-    while !closed && !(exchange == nil && closeAfterResponse) {
-      if exchange == nil, offset < bytes.count, connection?.isAboveHighWatermark == true {
-        held.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[offset...]))
-        setClientReadingPaused(true, reason: .pipelining)
-        resumeOnDrain = true
-        return
-      }
-      if exchange != nil && !requestInProgress {
-        if offset < bytes.count {
-          held.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[offset...]))
-          setClientReadingPaused(true, reason: .pipelining)
-        }
-        return
-      }
-      let start = offset
-      let step: (step: HTTPParseStep, consumed: Int)
-      do {
-        step = try parser.next(UnsafeRawBufferPointer(rebasing: bytes[offset...]))
-      } catch {
-        refuse(error)
-        return
-      }
-      offset += step.consumed
-      switch step.step {
-      case .needMore:
-        if exchange == nil && !parser.isIdle && deadlineKind != .header {
-          setDeadline(.header, nanoseconds: context.snapshot.headerTimeoutNanoseconds)
-        }
-        return
-      case .head:
-        // A client that sent its body without waiting for 100 Continue has it (or part of it)
-        // right behind the head: it is read and dropped after a local answer, as ever.
-        inputFollowsHead = offset < bytes.count
-        requestInProgress = true
-        startExchange(parser.takeHead())
-      case .body(let range):
-        forwardRequestBody(
-          UnsafeRawBufferPointer(rebasing: bytes[(start + range.lowerBound)..<(start + range.upperBound)]))
-      case .end:
-        requestInProgress = false
-        requestEnded()
-      }
-    }
+  // MARK: The connection's events
+
+  func serverReceivedHead(_ head: HTTPRequestHead) {
+    // A reload's timeouts apply from the next request on.
+    server.limits = Self.serverLimits(context.snapshot)
+    startExchange(head)
   }
 
-  /// A request the parser refused: an envelope with the parse error's status, then close.
-  private func refuse(_ error: HTTPParseError) {
-    closeAfterResponse = true
-    if exchange?.machine.answerBegan == true {
-      // Part of an answer is out: cutting the connection is the only honest signal left
-      // (the exchange is recorded when the connection reports its end).
-      abort()
-      return
-    }
-    if let exchange, exchange.machine.phase == .answeredLocally {
-      // The gateway already answered (a 401, a 429) while the body was still coming: a
-      // second answer would be one too many; the exchange ends with the one it got.
-      let waiters = detachWaiters(of: exchange)
-      self.exchange = nil
-      defer { waiters?.release() }
-      record(exchange, status: exchange.status)
-      connection?.close()
-      return
-    }
+  func serverReceivedBody(_ bytes: UnsafeRawBufferPointer) {
+    forwardRequestBody(bytes)
+  }
+
+  func serverReceivedEnd() {
+    run(.clientEnd)
+  }
+
+  /// A request the parser refused: an envelope with the parse error's status (the
+  /// connection then closes).
+  func serverRefusedRequest(_ error: HTTPParseError) {
     let requestID = exchange?.requestID ?? context.requestIDs.next()
     var out: [UInt8] = []
     let body = GatewayResponse.writeFailure(
       .badRequest(error), requestID: requestID, closeConnection: true, into: &out)
+    let dropped = exchange
     if let exchange {
       // The request ends here: its place in a queue and its upstream connection go.
-      for action in exchange.machine.handle(.clientGone) {
-        if action == .leaveQueue { exchange.pool?.leaveQueue(self) }
-      }
-      if let upstream = exchange.upstream {
-        exchange.upstream = nil
-        exchange.pool?.discard(upstream, by: self)
-      }
+      performEnd(of: exchange)
     }
-    let dropped = exchange
     let waiters = exchange.flatMap(detachWaiters)
     exchange = nil
     defer { waiters?.release() }
-    _ = connection?.write(out)
+    server.write(out)
     if let dropped {
       // A body that failed to parse: the request's own line, with the status it got.
       dropped.bytesSent = Int64(out.count)
@@ -214,7 +123,69 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     } else {
       logLocal(status: error.status, reason: .badRequest, requestID: requestID, bytes: out.count, bodyBytes: body)
     }
-    connection?.close()
+  }
+
+  /// Part of a request head came, not all of it in time: a 408 (the connection then closes).
+  func serverRequestTimedOut() {
+    let requestID = context.requestIDs.next()
+    var out: [UInt8] = []
+    let body = GatewayResponse.writeFailure(.headerTimeout, requestID: requestID, closeConnection: true, into: &out)
+    server.write(out)
+    logLocal(status: 408, reason: .requestTimeout, requestID: requestID, bytes: out.count, bodyBytes: body)
+  }
+
+  func serverResponderDeadlinePassed() {
+    switch deadlineKind {
+    case .exchange: exchangeDeadlinePassed()
+    case .pipelineWait: pipelineWaitPassed()
+    }
+  }
+
+  /// Both the request and its answer are complete: the exchange is counted and logged.
+  func serverExchangeFinished() {
+    guard let exchange else { return }
+    // Waiters are answered once this session is done with the exchange (their answers
+    // use the loop's output buffer too).
+    let waiters = detachWaiters(of: exchange)
+    defer { waiters?.release() }
+    record(exchange, status: exchange.status)
+    self.exchange = nil
+  }
+
+  func serverClosed(reason: ConnectionCloseReason, answerStarted: Bool) {
+    closed = true
+    if let exchange {
+      // A request the connection ended under still gets its access line and its count:
+      // with the status already sent, else nginx's 499 (the client went away first) or
+      // 444 (the gateway closed without an answer: drain timeout, a cut stream).
+      let answered = exchange.machine.answerBegan || exchange.machine.phase == .answeredLocally
+      let unanswered = reason == .closedByOwner ? 444 : 499
+      performEnd(of: exchange)
+      record(exchange, status: answered ? exchange.status : unanswered)
+    }
+    let waiters = exchange.flatMap(detachWaiters)
+    exchange = nil
+    defer { waiters?.release() }
+    releaseHeldBufferCharge()
+    context.sessionClosed(self)
+  }
+
+  /// The exchange ends with its client: what the machine says of that (leaving a queue,
+  /// discarding the upstream connection), short of its finish, which the caller records.
+  private func performEnd(of exchange: Exchange) {
+    for action in exchange.machine.handle(.clientGone) {
+      switch action {
+      case .leaveQueue:
+        exchange.pool?.leaveQueue(self)
+      case .discardUpstream:
+        if let upstream = exchange.upstream {
+          exchange.upstream = nil
+          exchange.pool?.discard(upstream, by: self)
+        }
+      default:
+        break
+      }
+    }
   }
 
   // MARK: Exchanges
@@ -233,13 +204,11 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
       head: head, requestID: requestID, snapshot: snapshot, routeIndex: match?.routeIndex,
       startedAt: loop.iterationTime)
     self.exchange = exchange
-    // The header (or idle) timeout is over; the phases' deadlines follow.
-    deadline = 0
     deadlineKind = .exchange
     let hasBody = Self.hasBody(head)
     var facts = ExchangeMachine.RequestFacts(
       idempotent: head.method.isIdempotent, isHEAD: head.method == .head, hasBody: hasBody,
-      expectsContinue: head.expectsContinue, bodyFollowsHead: inputFollowsHead)
+      expectsContinue: head.expectsContinue, bodyFollowsHead: server.inputFollowsHead)
     // Known before the client checks, so their 401 and 429 follow the route's envelope
     // settings (`always_200`) like every other answer of the route.
     if let match { exchange.envelope = snapshot.routePlans[match.routeIndex].envelope }
@@ -316,7 +285,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
   /// What follows (the exchange's end, or reading the rest of the body) is the machine's.
   func respondLocally(status: Int, body: [UInt8], extraHeaders: [UInt8] = []) {
     guard let exchange else { return }
-    let close = closeAfterResponse || !exchange.head.keepAlive || context.draining
+    let close = beginAnswer(.whole)
     context.output.removeAll(keepingCapacity: true)
     GatewayResponse.write(
       status: status, body: body, requestID: exchange.requestID, closeConnection: close,
@@ -325,39 +294,7 @@ final class ClientSession: ConnectionDelegate, UpstreamExchangeOwner {
     exchange.bytesSent = Int64(context.output.count)
     exchange.bodyBytes =
       exchange.head.method == .head || !HTTPSerializer.statusAllowsBody(status) ? 0 : Int64(body.count)
-    exchange.closeClient = close
     flushOutput()
-  }
-
-  func connection(_ connection: BufferedConnection, didCloseWith reason: ConnectionCloseReason) {
-    closed = true
-    if let exchange {
-      // A request the connection ended under still gets its access line and its count:
-      // with the status already sent, else nginx's 499 (the client went away first) or
-      // 444 (the gateway closed without an answer: drain timeout, a cut stream).
-      let answered = exchange.machine.answerBegan || exchange.machine.phase == .answeredLocally
-      let unanswered = reason == .closedByOwner ? 444 : 499
-      for action in exchange.machine.handle(.clientGone) {
-        switch action {
-        case .leaveQueue:
-          exchange.pool?.leaveQueue(self)
-        case .discardUpstream:
-          if let upstream = exchange.upstream {
-            exchange.upstream = nil
-            exchange.pool?.discard(upstream, by: self)
-          }
-        default:
-          break
-        }
-      }
-      record(exchange, status: answered ? exchange.status : unanswered)
-    }
-    let waiters = exchange.flatMap(detachWaiters)
-    exchange = nil
-    defer { waiters?.release() }
-    releaseHeldBufferCharge()
-    self.connection = nil
-    context.sessionClosed(self)
   }
 
   /// Counts a finished (or abandoned) exchange and writes its access line.

@@ -37,11 +37,8 @@ final class Exchange {
   /// Some of the answer left for the client; until then a started answer is only staged in
   /// the loop's output buffer and can still give way to an error answer.
   var responseFlushed = false
-  /// The answer went out before the request's body was all read (the connection ends).
-  var bodyLeftUnread = false
   var rechunkResponse = false
   var upstreamKeepAlive = false
-  var closeClient = false
   var status = 0
   var upstreamStatus: Int?
   /// All bytes written to the client for the answer (`bytes` of the access line) and those

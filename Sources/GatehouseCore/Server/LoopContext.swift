@@ -213,14 +213,13 @@ final class LoopContext: @unchecked Sendable {
     }
     let session = ClientSession(context: self, peer: socket.peerHostText, secure: tls != nil)
     do {
-      session.connection = try BufferedConnection(socket: socket, loop: loop, delegate: session, tls: tls)
+      session.start(try BufferedConnection(socket: socket, loop: loop, delegate: session.server, tls: tls))
     } catch {
       shared.clientConnections.subtract(1, ordering: .relaxed)
       shared.logger.warn("cannot register client connection", ["error": .string("\(error)")])
       return
     }
     sessions[ObjectIdentifier(session)] = session
-    session.start()
   }
 
   func sessionClosed(_ session: ClientSession) {
@@ -295,7 +294,7 @@ final class LoopContext: @unchecked Sendable {
     shared.flushUpstreamOpenFailures()
     let now = EventLoop.monotonicNanoseconds()
     for session in Array(sessions.values) where session.deadline != 0 && session.deadline <= now {
-      session.deadlinePassed()
+      session.checkDeadline(now: now)
     }
     for pool in pools where pool.queuedCount > 0 { pool.evictStalledReaderIfDue(now: now) }
   }
