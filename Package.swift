@@ -33,6 +33,13 @@ let package = Package(
       swiftSettings: hotPathSettings
     ),
     .target(name: "GatehouseJSON"),
+    // Values read on the request path (route templates, trusted proxies) live here, hence
+    // the hot-path settings.
+    .target(
+      name: "GatehouseConfig",
+      dependencies: ["GatehouseHTTP", "GatehouseJSON"],
+      swiftSettings: hotPathSettings
+    ),
     .target(
       name: "GatehouseStore",
       dependencies: ["CGatehouseSQLite", "CGatehouseOpenSSL"]
@@ -44,13 +51,14 @@ let package = Package(
     .target(
       name: "GatehouseCore",
       dependencies: [
-        "GatehouseHTTP", "GatehouseNet", "GatehouseJSON", "GatehouseCompression", "GatehouseStore", "CGatehouseOpenSSL",
+        "GatehouseHTTP", "GatehouseNet", "GatehouseJSON", "GatehouseConfig", "GatehouseCompression", "GatehouseStore",
+        "CGatehouseOpenSSL",
       ],
       swiftSettings: hotPathSettings
     ),
     .executableTarget(
       name: "gatehouse",
-      dependencies: ["GatehouseHTTP", "GatehouseNet", "GatehouseCore"]
+      dependencies: ["GatehouseHTTP", "GatehouseNet", "GatehouseJSON", "GatehouseConfig", "GatehouseCore"]
     ),
     // The store's crash-test workload: writes until killed, then verifies the file.
     .executableTarget(
@@ -79,8 +87,12 @@ let package = Package(
       dependencies: ["GatehouseStore"]
     ),
     .testTarget(
+      name: "GatehouseConfigTests",
+      dependencies: ["GatehouseConfig", "GatehouseJSON"]
+    ),
+    .testTarget(
       name: "GatehouseCoreTests",
-      dependencies: ["GatehouseCore"]
+      dependencies: ["GatehouseCore", "GatehouseConfig", "GatehouseJSON"]
     ),
     .testTarget(
       name: "GatehouseIntegrationTests",

@@ -1,11 +1,10 @@
 // The invariants every input of the `config` fuzz target must satisfy. This one file is
 // compiled into Fuzz/build/fuzz-config (Fuzz/run.sh), which traps on a violation so libFuzzer
-// saves the input, and into the GatehouseCore tests through a symlink
-// (Tests/GatehouseCoreTests/ConfigFuzzInvariants.swift), where ConfigFuzzReplayTests records a
-// violation as a test failure. It uses only the public API of the config loader (which run.sh
-// builds on its own, see there) and of GatehouseJSON.
+// saves the input, and into the GatehouseConfig tests through a symlink
+// (Tests/GatehouseConfigTests/ConfigFuzzInvariants.swift), where ConfigFuzzReplayTests records a
+// violation as a test failure. It uses only the public API of GatehouseConfig and GatehouseJSON.
 
-import GatehouseCore
+import GatehouseConfig
 import GatehouseJSON
 
 /// A broken invariant, described well enough to act on from a crash log alone.

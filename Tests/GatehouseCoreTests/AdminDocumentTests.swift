@@ -1,5 +1,6 @@
 import Foundation
 import GatehouseHTTP
+import GatehouseJSON
 import Testing
 
 @testable import GatehouseCore

@@ -1,5 +1,6 @@
 import Testing
 
+@testable import GatehouseConfig
 @testable import GatehouseCore
 
 /// What a reload reports beyond the new snapshot (`ConfigChange`), and who the admin API

@@ -1,6 +1,7 @@
 import Testing
 
 @testable import GatehouseCore
+@testable import GatehouseJSON
 
 @Suite struct JSONParserTests {
   private func parseError(_ text: String, limits: JSONParser.Limits = .config) -> JSONParseError? {

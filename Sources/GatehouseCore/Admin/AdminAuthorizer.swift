@@ -1,4 +1,5 @@
 import CGatehouseOpenSSL
+import GatehouseConfig
 
 /// Who may call the admin API under one config: the token check and whether `/metrics` is
 /// open. Built with each `GatewaySnapshot`, so both follow a reload together and one request

@@ -1,4 +1,5 @@
 import GatehouseHTTP
+import GatehouseJSON
 
 /// An admin answer: JSON unless stated otherwise, never enveloped (SPEC §6).
 public struct AdminResponse: Sendable {

@@ -1,4 +1,5 @@
 import GatehouseHTTP
+import GatehouseJSON
 import GatehouseNet
 import Synchronization
 

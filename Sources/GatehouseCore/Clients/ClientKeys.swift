@@ -1,4 +1,5 @@
 import CGatehouseOpenSSL
+import GatehouseConfig
 import GatehouseHTTP
 
 /// The client keys of SPEC §2 `clients`: which client a request comes from, checked

@@ -1,3 +1,4 @@
+import GatehouseConfig
 import GatehouseHTTP
 
 /// One finished request, as the access log records it (SPEC §8). Header values, bodies and

@@ -1,3 +1,4 @@
+import GatehouseConfig
 import GatehouseHTTP
 import Synchronization
 

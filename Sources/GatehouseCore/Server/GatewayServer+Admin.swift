@@ -1,4 +1,6 @@
+import GatehouseConfig
 import GatehouseHTTP
+import GatehouseJSON
 import GatehouseNet
 
 /// The admin API's view of the running gateway.

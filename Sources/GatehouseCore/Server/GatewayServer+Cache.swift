@@ -1,4 +1,6 @@
+import GatehouseConfig
 import GatehouseHTTP
+import GatehouseJSON
 import GatehouseNet
 import GatehouseStore
 

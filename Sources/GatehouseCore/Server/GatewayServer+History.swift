@@ -1,3 +1,5 @@
+import GatehouseConfig
+import GatehouseJSON
 import GatehouseNet
 
 /// The 15-minute history behind the dashboard's charts (`GET /admin/history`).

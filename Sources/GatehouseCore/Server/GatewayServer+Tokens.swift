@@ -1,3 +1,4 @@
+import GatehouseJSON
 import GatehouseNet
 
 /// The token endpoints of the admin API (SPEC §6). They run on the control loop, where the

@@ -1,5 +1,7 @@
 import Dispatch
+import GatehouseConfig
 import GatehouseHTTP
+import GatehouseJSON
 import GatehouseNet
 
 /// A token as a token endpoint issued it.

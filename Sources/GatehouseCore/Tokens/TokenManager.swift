@@ -1,3 +1,4 @@
+import GatehouseConfig
 import GatehouseNet
 
 /// Runs every configured token on the control loop: owns one `TokenLifecycle` per token, performs what they

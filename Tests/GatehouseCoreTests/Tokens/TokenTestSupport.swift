@@ -3,6 +3,7 @@ import GatehouseHTTP
 import GatehouseNet
 import Synchronization
 
+@testable import GatehouseConfig
 @testable import GatehouseCore
 
 #if canImport(Glibc)

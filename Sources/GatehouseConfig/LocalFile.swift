@@ -26,7 +26,7 @@ public enum LocalFile {
   /// The whole file at `path` (following symlinks), refused when larger than `maxBytes`.
   /// Reads until end of file rather than trusting the size `fstat` gives: files under /proc
   /// and some mounted secrets report 0.
-  static func read(path: String, maxBytes: Int) -> Result<[UInt8], Failure> {
+  package static func read(path: String, maxBytes: Int) -> Result<[UInt8], Failure> {
     let fd = open(path, O_RDONLY | O_CLOEXEC)
     guard fd >= 0 else { return .failure(Failure("open", path, describe(errno))) }
     defer { close(fd) }

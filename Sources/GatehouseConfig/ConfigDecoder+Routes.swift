@@ -1,3 +1,6 @@
+import GatehouseHTTP
+import GatehouseJSON
+
 /// The names routes may refer to.
 struct RouteReferences {
   let upstreamNames: [String]
@@ -60,7 +63,9 @@ extension ConfigDecoder {
     }
     let tokenHeaderField = object.field("token_header")
     let tokenHeader = tokenHeaderField.flatMap(headerName) ?? "Authorization"
-    if let tokenHeaderField, HTTPSyntax.ManagedHeader(canonicalName: HTTPSyntax.canonicalName(tokenHeader)) != nil {
+    if let tokenHeaderField,
+      HeaderRuleSyntax.ManagedHeader(canonicalName: HTTPFieldSyntax.canonicalName(tokenHeader)) != nil
+    {
       tokenHeaderField.report("\(tokenHeader) is managed by the gateway and cannot carry a token")
     }
     let tokenFormatField = object.field("token_format")
@@ -80,8 +85,8 @@ extension ConfigDecoder {
     // The injected token must be the only value of its header; a top-level `set` of it is
     // replaced on this route, but the route's own would contradict its token.
     if token != nil {
-      let canonicalTokenHeader = HTTPSyntax.canonicalName(tokenHeader)
-      for field in headers.set where HTTPSyntax.canonicalName(field.name) == canonicalTokenHeader {
+      let canonicalTokenHeader = HTTPFieldSyntax.canonicalName(tokenHeader)
+      for field in headers.set where HTTPFieldSyntax.canonicalName(field.name) == canonicalTokenHeader {
         diagnostics.report(
           object.path.appending(key: "headers").appending(key: "set").appending(key: field.name),
           "this route sends its token in \(tokenHeader), so it cannot also set \(field.name)")
@@ -137,7 +142,7 @@ extension ConfigDecoder {
       var list: [String] = []
       for element in elements {
         guard let method = element.string() else { continue }
-        if !HTTPSyntax.isToken(method) {
+        if !HTTPFieldSyntax.isToken(method) {
           element.report("invalid method name")
         } else if method != method.uppercased() {
           // Methods are case-sensitive (RFC 9110 §9.1); "get" would never match a real GET.
@@ -163,7 +168,7 @@ extension ConfigDecoder {
       field.report("must contain {token} exactly once")
       return nil
     }
-    if let problem = HTTPSyntax.headerValueProblem(format.prefix + "x" + format.suffix) {
+    if let problem = HTTPFieldSyntax.headerValueProblem(format.prefix + "x" + format.suffix) {
       field.report(problem)
       return nil
     }

@@ -1,3 +1,6 @@
+import GatehouseHTTP
+import GatehouseJSON
+
 /// Turns a parsed config document into a `GatehouseConfig`, reporting every problem it finds
 /// to `diagnostics` rather than stopping at the first one.
 ///
@@ -172,7 +175,7 @@ struct ConfigDecoder {
     let tokenField = object.field("token")
     var token: SecretValue?
     if let tokenField, let text = tokenField.string(), !text.isEmpty {
-      if let problem = HTTPSyntax.headerValueProblem(text) {
+      if let problem = HTTPFieldSyntax.headerValueProblem(text) {
         tokenField.report(problem)
       } else {
         token = SecretValue(text)
@@ -264,22 +267,22 @@ struct ConfigDecoder {
       var seen: [String: String] = [:]
       for (name, valueField) in setObject.allFields() {
         guard let value = valueField.string() else { continue }
-        if !HTTPSyntax.isToken(name) {
+        if !HTTPFieldSyntax.isToken(name) {
           valueField.report("invalid header name (letters, digits and !#$%&'*+-.^_`|~ only)")
           continue
         }
-        if let problem = HTTPSyntax.setProblem(name) {
+        if let problem = HeaderRuleSyntax.setProblem(name) {
           valueField.report(problem)
           continue
         }
         // `X-A` and `x_a` would reach a CGI-style backend as one variable: say which wins.
-        let canonical = HTTPSyntax.canonicalName(name)
+        let canonical = HTTPFieldSyntax.canonicalName(name)
         if let earlier = seen[canonical] {
           valueField.report(
             "header \(name) is already set as \(earlier) (header names ignore case, and '_' reads as '-')")
           continue
         }
-        if let problem = HTTPSyntax.headerValueProblem(value) ?? hostProblem(name, value) {
+        if let problem = HTTPFieldSyntax.headerValueProblem(value) ?? hostProblem(name, value) {
           valueField.report(problem)
           continue
         }
@@ -290,7 +293,7 @@ struct ConfigDecoder {
     var remove: [String] = []
     for element in object.field("remove")?.array() ?? [] {
       guard let name = headerName(element) else { continue }
-      if let problem = HTTPSyntax.removeProblem(name) {
+      if let problem = HeaderRuleSyntax.removeProblem(name) {
         element.report(problem)
         continue
       }
@@ -301,7 +304,7 @@ struct ConfigDecoder {
       guard let name = headerName(element) else { continue }
       // The fields the gateway manages (hop-by-hop, framing, its own X-Forwarded-*,
       // Host) are never a client's to pass.
-      if HTTPSyntax.ManagedHeader(canonicalName: HTTPSyntax.canonicalName(name)) != nil {
+      if HeaderRuleSyntax.ManagedHeader(canonicalName: HTTPFieldSyntax.canonicalName(name)) != nil {
         element.report("\(name) is never passed: the gateway sets or drops it itself")
         continue
       }
@@ -313,12 +316,12 @@ struct ConfigDecoder {
   }
 
   private func hostProblem(_ name: String, _ value: String) -> String? {
-    name.lowercased() == "host" ? HTTPSyntax.hostValueProblem(value) : nil
+    name.lowercased() == "host" ? HeaderRuleSyntax.hostValueProblem(value) : nil
   }
 
   func headerName(_ field: ConfigField) -> String? {
     guard let name = field.string() else { return nil }
-    guard HTTPSyntax.isToken(name) else {
+    guard HTTPFieldSyntax.isToken(name) else {
       field.report("invalid header name (letters, digits and !#$%&'*+-.^_`|~ only)")
       return nil
     }

@@ -1,3 +1,5 @@
+import GatehouseJSON
+
 /// One value in the config document together with where it is, with typed accessors that
 /// report a wrong type to the diagnostics and return nil, so decoding goes on and finds every
 /// other problem too.

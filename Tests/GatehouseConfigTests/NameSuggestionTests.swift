@@ -1,6 +1,6 @@
 import Testing
 
-@testable import GatehouseCore
+@testable import GatehouseConfig
 
 @Suite struct NameSuggestionTests {
   @Test func editDistanceCountsTranspositionsAsOne() {

@@ -1,3 +1,5 @@
+import GatehouseJSON
+
 #if canImport(Glibc)
   import Glibc
 #endif

@@ -321,7 +321,7 @@ public enum ConfigKeys {
       # Config reference
 
       Every key `gatehouse check` and `gatehouse serve` accept. Generated from the table in
-      `Sources/GatehouseCore/Config/ConfigKeys.swift` (a test fails when it and this file
+      `Sources/GatehouseConfig/ConfigKeys.swift` (a test fails when it and this file
       differ; `Scripts/write-config-reference.sh` rewrites it).
       How the blocks work together is in [`README.md`](README.md) and [`../Docs/`](../Docs/).
 

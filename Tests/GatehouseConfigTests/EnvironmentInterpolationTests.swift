@@ -1,6 +1,6 @@
 import Testing
 
-@testable import GatehouseCore
+@testable import GatehouseConfig
 
 @Suite struct EnvironmentInterpolationTests {
   let interpolation = EnvironmentInterpolation(environment: ["HOST": "db", "EMPTY": "", "PORT": "5432"])

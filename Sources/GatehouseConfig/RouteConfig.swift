@@ -1,3 +1,5 @@
+import GatehouseJSON
+
 /// One route (`routes[]`): which requests it takes and how they reach the backend.
 public struct RouteConfig: Sendable, Equatable {
   /// Unique among routes; used in logs, metrics and the admin API.

@@ -1,3 +1,5 @@
+import GatehouseJSON
+
 /// Why a config could not be loaded. `lines` gives what `gatehouse check` and
 /// `POST /admin/reload` print.
 public enum ConfigLoadError: Error, Sendable, Equatable {

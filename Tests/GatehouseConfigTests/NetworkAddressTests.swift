@@ -1,6 +1,6 @@
 import Testing
 
-@testable import GatehouseCore
+@testable import GatehouseConfig
 
 @Suite struct NetworkAddressTests {
   @Test func listenAddressFamiliesAndLoopback() throws {

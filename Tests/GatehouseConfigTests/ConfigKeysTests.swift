@@ -1,7 +1,8 @@
 import Foundation
+import GatehouseJSON
 import Testing
 
-@testable import GatehouseCore
+@testable import GatehouseConfig
 
 /// The key table (`ConfigKeys`) is what the decoder reads, and `Config/REFERENCE.md` is what
 /// the table renders.

@@ -1,53 +1,9 @@
-/// The few RFC 9110 grammar rules the config needs: header names and methods are tokens,
-/// header values are visible characters, spaces and tabs.
-enum HTTPSyntax {
-  /// `tchar` from RFC 9110 §5.6.2.
-  static func isTokenCharacter(_ byte: UInt8) -> Bool {
-    switch byte {
-    case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
-      UInt8(ascii: "0")...UInt8(ascii: "9"):
-      true
-    case UInt8(ascii: "!"), UInt8(ascii: "#"), UInt8(ascii: "$"), UInt8(ascii: "%"), UInt8(ascii: "&"),
-      UInt8(ascii: "'"), UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "."),
-      UInt8(ascii: "^"), UInt8(ascii: "_"), UInt8(ascii: "`"), UInt8(ascii: "|"), UInt8(ascii: "~"):
-      true
-    default:
-      false
-    }
-  }
+import GatehouseHTTP
 
-  static func isToken(_ text: String) -> Bool {
-    !text.isEmpty && text.utf8.allSatisfy(isTokenCharacter)
-  }
-
-  /// Why `value` can't be a header value, or nil. The message never quotes the value, which
-  /// may be a credential.
-  static func headerValueProblem(_ value: String) -> String? {
-    for byte in value.utf8 {
-      switch byte {
-      case 0x0D, 0x0A, 0x00: return "must not contain CR, LF or NUL"
-      case 0x09: continue
-      case 0x01..<0x20, 0x7F: return "must not contain control characters"
-      default: continue
-      }
-    }
-    if let first = value.utf8.first, first == 0x20 || first == 0x09 {
-      return "must not start with whitespace"
-    }
-    if let last = value.utf8.last, last == 0x20 || last == 0x09 {
-      return "must not end with whitespace"
-    }
-    return nil
-  }
-
-  /// The header name as the gateway compares names: lowercased, and `_` read as `-`, as
-  /// CGI, WSGI, PHP and many frameworks do (`X_Forwarded_For` and `X-Forwarded-For` are the
-  /// same `HTTP_X_FORWARDED_FOR` to them).
-  static func canonicalName(_ name: String) -> String {
-    String(decoding: name.utf8.map { byte in byte == UInt8(ascii: "_") ? UInt8(ascii: "-") : byte }, as: UTF8.self)
-      .lowercased()
-  }
-
+/// The config's rules for header names it manages: which fields `headers.set` and
+/// `headers.remove` may name, and what a configured `Host` may be. The general field syntax
+/// (tokens, values, canonical names) is `HTTPFieldSyntax` in GatehouseHTTP.
+enum HeaderRuleSyntax {
   /// What the gateway does with a header on the upstream request, for the names whose value
   /// it controls (SPEC §2); nil for every other name.
   enum ManagedHeader: Equatable {
@@ -82,7 +38,7 @@ enum HTTPSyntax {
   /// reads as a managed one (`X_Request_Id`) is refused too: the backend would take it for
   /// the gateway's.
   static func setProblem(_ name: String) -> String? {
-    let canonical = canonicalName(name)
+    let canonical = HTTPFieldSyntax.canonicalName(name)
     guard let managed = ManagedHeader(canonicalName: canonical) else { return nil }
     switch managed {
     case .host:

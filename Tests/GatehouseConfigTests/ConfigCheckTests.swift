@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import GatehouseCore
+@testable import GatehouseConfig
 
 /// `gatehouse check` output and exit codes, on real files.
 @Suite struct ConfigCheckTests {

@@ -1,3 +1,5 @@
+import GatehouseHTTP
+
 extension ConfigDecoder {
   /// `tokens`: an object from name to a token whose `type` decides the other keys.
   /// No message here quotes a value: any of them may be a credential.
@@ -29,7 +31,7 @@ extension ConfigDecoder {
     case .fixed:
       let valueField = token.requiredField("value")
       var value = valueField?.string()
-      if let text = value, let problem = HTTPSyntax.headerValueProblem(text) {
+      if let text = value, let problem = HTTPFieldSyntax.headerValueProblem(text) {
         valueField?.report(problem)
         value = nil
       }
@@ -44,13 +46,13 @@ extension ConfigDecoder {
       let clientIDField = token.requiredField("client_id")
       var clientID = clientIDField?.nonEmptyString()
       // The client id goes into an HTTP Basic header, so it has the same limits as a header value.
-      if let id = clientID, let problem = HTTPSyntax.headerValueProblem(id) {
+      if let id = clientID, let problem = HTTPFieldSyntax.headerValueProblem(id) {
         clientIDField?.report(problem)
         clientID = nil
       }
       let secretField = token.requiredField("client_secret")
       var secret = secretField?.nonEmptyString()
-      if let text = secret, let problem = HTTPSyntax.headerValueProblem(text) {
+      if let text = secret, let problem = HTTPFieldSyntax.headerValueProblem(text) {
         secretField?.report(problem)
         secret = nil
       }

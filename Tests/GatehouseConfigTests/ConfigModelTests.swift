@@ -1,6 +1,7 @@
+import GatehouseJSON
 import Testing
 
-@testable import GatehouseCore
+@testable import GatehouseConfig
 
 /// Smaller behaviours of the model and its pieces that the larger suites do not reach.
 @Suite struct ConfigModelTests {

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import GatehouseCore
+@testable import GatehouseConfig
 
 /// Reading config and token files, and the environment, without Foundation.
 @Suite struct LocalFileTests {

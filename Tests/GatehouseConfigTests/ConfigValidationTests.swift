@@ -1,6 +1,7 @@
 import Testing
 
-@testable import GatehouseCore
+@testable import GatehouseConfig
+@testable import GatehouseJSON
 
 /// Each test feeds one mistake and checks the exact `path: problem` line `check` prints.
 @Suite struct ConfigValidationTests {

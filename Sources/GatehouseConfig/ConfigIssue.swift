@@ -1,3 +1,5 @@
+import GatehouseJSON
+
 /// One thing wrong with a config, printed by `gatehouse check` as `path.to.key: problem`.
 public struct ConfigIssue: Sendable, Equatable, CustomStringConvertible {
   /// Where the problem is, such as `routes[2].upstream`; `(top level)` for the document itself.

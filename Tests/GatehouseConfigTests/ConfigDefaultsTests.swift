@@ -1,6 +1,7 @@
+import GatehouseJSON
 import Testing
 
-@testable import GatehouseCore
+@testable import GatehouseConfig
 
 /// What a config gets for every key it leaves out, and how present keys land in the model.
 @Suite struct ConfigDefaultsTests {

@@ -1,1 +1,0 @@
-../../Fuzz/Support/SavedFuzzInput.swift
