@@ -6,7 +6,7 @@ public enum ConfigLoadError: Error, Sendable, Equatable {
   /// The file could not be read (missing, permissions, a directory).
   case unreadable(path: String, reason: String)
   /// The text is not JSON.
-  case invalidJSON(JSONParseError)
+  case invalidJSON(JSONError)
   /// The JSON is not a valid config: every problem found (unset variables first, then the
   /// rest in the order the keys are read).
   case invalid([ConfigIssue])

@@ -1,20 +1,11 @@
-/// Why a JSON text was rejected, and where: `line` and `column` are 1-based, and the column
-/// counts characters (Unicode scalars), not bytes, so it matches what an editor shows.
-public struct JSONParseError: Error, Sendable, Equatable, CustomStringConvertible {
-  public let line: Int
-  public let column: Int
-  public let reason: String
-
-  public var description: String { "line \(line), column \(column): \(reason)" }
-}
-
 /// A strict RFC 8259 parser that builds a `JSONValue` tree.
 ///
 /// Strict means: one value with optional whitespace around it, no comments, no trailing
 /// commas, no single quotes, no leading zeros or `+` in numbers, no NaN/Infinity, no raw
 /// control characters in strings, valid UTF-8, no lone surrogate escapes, and no duplicate
 /// keys in an object (a config with two `"upstream"` keys is ambiguous, so it is an error).
-/// A leading UTF-8 byte order mark is skipped, which RFC 8259 §8.1 allows.
+/// A leading UTF-8 byte order mark is skipped, which RFC 8259 §8.1 allows. Errors are
+/// `JSONError`s with line and column filled in and a message that says what was expected.
 public struct JSONParser {
   /// Bounds that keep a hostile or mistaken input from using unbounded memory or stack.
   public struct Limits: Sendable {
@@ -41,11 +32,11 @@ public struct JSONParser {
   }
 
   /// Parses one complete JSON text.
-  public static func parse(_ bytes: [UInt8], limits: Limits = .config) throws(JSONParseError) -> JSONValue {
+  public static func parse(_ bytes: [UInt8], limits: Limits = .config) throws(JSONError) -> JSONValue {
     var parser = JSONParser(bytes: bytes, limits: limits)
     if bytes.count > limits.maxBytes {
       throw parser.error(
-        at: limits.maxBytes, "document is larger than the limit of \(limits.maxBytes) bytes")
+        at: limits.maxBytes, .documentTooLarge, "document is larger than the limit of \(limits.maxBytes) bytes")
     }
     if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { parser.position = 3 }
     parser.skipWhitespace()
@@ -53,21 +44,21 @@ public struct JSONParser {
     parser.skipWhitespace()
     if parser.position < bytes.count {
       throw parser.error(
-        at: parser.position, "unexpected \(parser.describeByte()) after the end of the document")
+        at: parser.position, .trailingContent, "unexpected \(parser.describeByte()) after the end of the document")
     }
     return value
   }
 
   /// Parses one complete JSON text given as a string.
-  public static func parse(_ text: String, limits: Limits = .config) throws(JSONParseError) -> JSONValue {
+  public static func parse(_ text: String, limits: Limits = .config) throws(JSONError) -> JSONValue {
     try parse(Array(text.utf8), limits: limits)
   }
 
   // MARK: - Values
 
-  private mutating func parseValue() throws(JSONParseError) -> JSONValue {
+  private mutating func parseValue() throws(JSONError) -> JSONValue {
     guard position < bytes.count else {
-      throw error(at: position, "unexpected end of document, expected a value")
+      throw error(at: position, .unexpectedEnd, "unexpected end of document, expected a value")
     }
     switch bytes[position] {
     case UInt8(ascii: "{"): return try parseObject()
@@ -77,18 +68,18 @@ public struct JSONParser {
     case UInt8(ascii: "f"): try expectLiteral("false"); return .bool(false)
     case UInt8(ascii: "n"): try expectLiteral("null"); return .null
     case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return .number(try parseNumber())
-    default: throw error(at: position, "unexpected \(describeByte()), expected a value")
+    default: throw error(at: position, .unexpectedByte, "unexpected \(describeByte()), expected a value")
     }
   }
 
-  private mutating func enterContainer() throws(JSONParseError) {
+  private mutating func enterContainer() throws(JSONError) {
     depth += 1
     if depth > limits.maxDepth {
-      throw error(at: position, "nesting is deeper than the limit of \(limits.maxDepth)")
+      throw error(at: position, .depthLimitExceeded, "nesting is deeper than the limit of \(limits.maxDepth)")
     }
   }
 
-  private mutating func parseObject() throws(JSONParseError) -> JSONValue {
+  private mutating func parseObject() throws(JSONError) -> JSONValue {
     try enterContainer()
     position += 1  // "{"
     var members: [(key: String, value: JSONValue)] = []
@@ -102,16 +93,16 @@ public struct JSONParser {
     while true {
       skipWhitespace()
       guard peek() == UInt8(ascii: "\"") else {
-        throw error(at: position, "unexpected \(describeByte()), expected a string key")
+        throw error(at: position, unexpectedCode, "unexpected \(describeByte()), expected a string key")
       }
       let keyStart = position
       let key = try parseString()
       if !seenKeys.insert(key).inserted {
-        throw error(at: keyStart, "duplicate key \(JSONValue.string(key).serializedString())")
+        throw error(at: keyStart, .duplicateKey, "duplicate key \(JSONValue.string(key).serializedString())")
       }
       skipWhitespace()
       guard peek() == UInt8(ascii: ":") else {
-        throw error(at: position, "unexpected \(describeByte()), expected ':'")
+        throw error(at: position, unexpectedCode, "unexpected \(describeByte()), expected ':'")
       }
       position += 1
       skipWhitespace()
@@ -126,12 +117,12 @@ public struct JSONParser {
         depth -= 1
         return .object(members)
       default:
-        throw error(at: position, "unexpected \(describeByte()), expected ',' or '}'")
+        throw error(at: position, unexpectedCode, "unexpected \(describeByte()), expected ',' or '}'")
       }
     }
   }
 
-  private mutating func parseArray() throws(JSONParseError) -> JSONValue {
+  private mutating func parseArray() throws(JSONError) -> JSONValue {
     try enterContainer()
     position += 1  // "["
     var elements: [JSONValue] = []
@@ -153,33 +144,33 @@ public struct JSONParser {
         depth -= 1
         return .array(elements)
       default:
-        throw error(at: position, "unexpected \(describeByte()), expected ',' or ']'")
+        throw error(at: position, unexpectedCode, "unexpected \(describeByte()), expected ',' or ']'")
       }
     }
   }
 
-  private mutating func expectLiteral(_ literal: StaticString) throws(JSONParseError) {
+  private mutating func expectLiteral(_ literal: StaticString) throws(JSONError) {
     let start = position
     let expected = UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount)
     for byte in expected {
-      guard peek() == byte else { throw error(at: start, "invalid literal, expected '\(literal)'") }
+      guard peek() == byte else { throw error(at: start, .invalidLiteral, "invalid literal, expected '\(literal)'") }
       position += 1
     }
   }
 
   // MARK: - Numbers
 
-  private mutating func parseNumber() throws(JSONParseError) -> JSONNumber {
+  private mutating func parseNumber() throws(JSONError) -> JSONNumber {
     let start = position
     var isInteger = true
     if peek() == UInt8(ascii: "-") { position += 1 }
     guard let first = peek(), isDigit(first) else {
-      throw error(at: position, "invalid number, expected a digit")
+      throw error(at: position, .invalidNumber, "invalid number, expected a digit")
     }
     if first == UInt8(ascii: "0") {
       position += 1
       if let next = peek(), isDigit(next) {
-        throw error(at: start, "invalid number, leading zeros are not allowed")
+        throw error(at: start, .leadingZero, "invalid number, leading zeros are not allowed")
       }
     } else {
       skipDigits()
@@ -188,7 +179,7 @@ public struct JSONParser {
       isInteger = false
       position += 1
       guard let next = peek(), isDigit(next) else {
-        throw error(at: position, "invalid number, expected a digit after '.'")
+        throw error(at: position, .invalidNumber, "invalid number, expected a digit after '.'")
       }
       skipDigits()
     }
@@ -197,13 +188,13 @@ public struct JSONParser {
       position += 1
       if peek() == UInt8(ascii: "+") || peek() == UInt8(ascii: "-") { position += 1 }
       guard let next = peek(), isDigit(next) else {
-        throw error(at: position, "invalid number, expected a digit in the exponent")
+        throw error(at: position, .invalidNumber, "invalid number, expected a digit in the exponent")
       }
       skipDigits()
     }
     let text = String(decoding: bytes[start..<position], as: UTF8.self)
     guard let double = Double(text), double.isFinite else {
-      throw error(at: start, "number is out of range")
+      throw error(at: start, .numberOutOfRange, "number is out of range")
     }
     return JSONNumber(double: double, integer: isInteger ? Int64(text) : nil)
   }
@@ -218,20 +209,20 @@ public struct JSONParser {
 
   // MARK: - Strings
 
-  private mutating func parseString() throws(JSONParseError) -> String {
+  private mutating func parseString() throws(JSONError) -> String {
     let start = position
     position += 1  // opening quote
     var decoded: [UInt8] = []
     var chunkStart = position
     while true {
-      guard position < bytes.count else { throw error(at: start, "unterminated string") }
+      guard position < bytes.count else { throw error(at: start, .unexpectedEnd, "unterminated string") }
       let byte = bytes[position]
       switch byte {
       case UInt8(ascii: "\""):
         decoded.append(contentsOf: bytes[chunkStart..<position])
         position += 1
         guard let string = String(validating: decoded, as: UTF8.self) else {
-          throw error(at: start, "string is not valid UTF-8")
+          throw error(at: start, .invalidUTF8, "string is not valid UTF-8")
         }
         return string
       case UInt8(ascii: "\\"):
@@ -239,17 +230,18 @@ public struct JSONParser {
         try parseEscape(into: &decoded)
         chunkStart = position
       case 0x00..<0x20:
-        throw error(at: position, "control character in string (write it as an escape such as \\n)")
+        throw error(
+          at: position, .controlCharacterInString, "control character in string (write it as an escape such as \\n)")
       default:
         position += 1
       }
     }
   }
 
-  private mutating func parseEscape(into decoded: inout [UInt8]) throws(JSONParseError) {
+  private mutating func parseEscape(into decoded: inout [UInt8]) throws(JSONError) {
     let escapeStart = position
     position += 1  // backslash
-    guard let byte = peek() else { throw error(at: escapeStart, "unterminated escape") }
+    guard let byte = peek() else { throw error(at: escapeStart, .unexpectedEnd, "unterminated escape") }
     position += 1
     switch byte {
     case UInt8(ascii: "\""): decoded.append(UInt8(ascii: "\""))
@@ -265,28 +257,28 @@ public struct JSONParser {
       if (0xD800..<0xDC00).contains(scalar) {
         // A high surrogate must be followed by an escaped low surrogate.
         guard peek() == UInt8(ascii: "\\"), peek(offset: 1) == UInt8(ascii: "u") else {
-          throw error(at: escapeStart, "lone surrogate in \\u escape")
+          throw error(at: escapeStart, .loneSurrogate, "lone surrogate in \\u escape")
         }
         position += 2
         let low = UInt32(try parseHexQuad(escapeStart: escapeStart))
         guard (0xDC00..<0xE000).contains(low) else {
-          throw error(at: escapeStart, "lone surrogate in \\u escape")
+          throw error(at: escapeStart, .loneSurrogate, "lone surrogate in \\u escape")
         }
         scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
       } else if (0xDC00..<0xE000).contains(scalar) {
-        throw error(at: escapeStart, "lone surrogate in \\u escape")
+        throw error(at: escapeStart, .loneSurrogate, "lone surrogate in \\u escape")
       }
       decoded.append(contentsOf: String(Character(Unicode.Scalar(scalar)!)).utf8)
     default:
-      throw error(at: escapeStart, "invalid escape '\\\(describeASCII(byte))'")
+      throw error(at: escapeStart, .invalidEscape, "invalid escape '\\\(describeASCII(byte))'")
     }
   }
 
-  private mutating func parseHexQuad(escapeStart: Int) throws(JSONParseError) -> UInt16 {
+  private mutating func parseHexQuad(escapeStart: Int) throws(JSONError) -> UInt16 {
     var value: UInt16 = 0
     for _ in 0..<4 {
       guard let byte = peek(), let digit = hexValue(byte) else {
-        throw error(at: escapeStart, "invalid \\u escape, expected four hex digits")
+        throw error(at: escapeStart, .invalidUnicodeEscape, "invalid \\u escape, expected four hex digits")
       }
       value = value << 4 | UInt16(digit)
       position += 1
@@ -315,6 +307,9 @@ public struct JSONParser {
     }
   }
 
+  /// `unexpectedEnd` at the end of the document, `unexpectedByte` before it.
+  private var unexpectedCode: JSONError.Reason { position < bytes.count ? .unexpectedByte : .unexpectedEnd }
+
   private func describeByte() -> String {
     guard let byte = peek() else { return "end of document" }
     return "'\(describeASCII(byte))'"
@@ -328,7 +323,7 @@ public struct JSONParser {
   }
 
   /// Line and column are computed only when an error is reported, so parsing stays a single pass.
-  private func error(at offset: Int, _ reason: String) -> JSONParseError {
+  private func error(at offset: Int, _ kind: JSONError.Reason, _ message: String) -> JSONError {
     var line = 1
     var column = 1
     let start = bytes.starts(with: [0xEF, 0xBB, 0xBF]) ? 3 : 0
@@ -341,6 +336,6 @@ public struct JSONParser {
         column += 1
       }
     }
-    return JSONParseError(line: line, column: column, reason: reason)
+    return JSONError(offset: offset, line: line, column: column, reason: JSONError.Reason(kind.code, message: message))
   }
 }
