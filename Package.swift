@@ -33,12 +33,25 @@ let package = Package(
       swiftSettings: hotPathSettings
     ),
     .target(name: "GatehouseJSON"),
+    .target(
+      name: "GatehouseLogging",
+      dependencies: ["GatehouseJSON"],
+      swiftSettings: hotPathSettings
+    ),
     // Values read on the request path (route templates, trusted proxies) live here, hence
     // the hot-path settings.
     .target(
       name: "GatehouseConfig",
-      dependencies: ["GatehouseHTTP", "GatehouseJSON"],
+      dependencies: ["GatehouseHTTP", "GatehouseJSON", "GatehouseLogging"],
       swiftSettings: hotPathSettings
+    ),
+    // The admin API: routing, authorization, audit, dashboard and sessions. It reaches the
+    // running gateway only through `AdminBackend`, which GatehouseCore implements.
+    .target(
+      name: "GatehouseAdmin",
+      dependencies: [
+        "GatehouseHTTP", "GatehouseNet", "GatehouseJSON", "GatehouseLogging", "GatehouseConfig", "CGatehouseOpenSSL",
+      ]
     ),
     .target(
       name: "GatehouseStore",
@@ -51,14 +64,16 @@ let package = Package(
     .target(
       name: "GatehouseCore",
       dependencies: [
-        "GatehouseHTTP", "GatehouseNet", "GatehouseJSON", "GatehouseConfig", "GatehouseCompression", "GatehouseStore",
-        "CGatehouseOpenSSL",
+        "GatehouseHTTP", "GatehouseNet", "GatehouseJSON", "GatehouseLogging", "GatehouseConfig", "GatehouseAdmin",
+        "GatehouseCompression", "GatehouseStore", "CGatehouseOpenSSL",
       ],
       swiftSettings: hotPathSettings
     ),
     .executableTarget(
       name: "gatehouse",
-      dependencies: ["GatehouseHTTP", "GatehouseNet", "GatehouseJSON", "GatehouseConfig", "GatehouseCore"]
+      dependencies: [
+        "GatehouseHTTP", "GatehouseNet", "GatehouseJSON", "GatehouseLogging", "GatehouseConfig", "GatehouseCore",
+      ]
     ),
     // The store's crash-test workload: writes until killed, then verifies the file.
     .executableTarget(
@@ -88,11 +103,17 @@ let package = Package(
     ),
     .testTarget(
       name: "GatehouseConfigTests",
-      dependencies: ["GatehouseConfig", "GatehouseJSON"]
+      dependencies: ["GatehouseConfig", "GatehouseLogging", "GatehouseJSON"]
+    ),
+    .testTarget(
+      name: "GatehouseAdminTests",
+      dependencies: ["GatehouseAdmin", "GatehouseLogging", "GatehouseJSON", "GatehouseNet", "GatehouseHTTP"]
     ),
     .testTarget(
       name: "GatehouseCoreTests",
-      dependencies: ["GatehouseCore", "GatehouseConfig", "GatehouseJSON"]
+      dependencies: [
+        "GatehouseCore", "GatehouseAdmin", "GatehouseConfig", "GatehouseLogging", "GatehouseJSON", "GatehouseHTTP",
+      ]
     ),
     .testTarget(
       name: "GatehouseIntegrationTests",

@@ -1,5 +1,6 @@
 import GatehouseHTTP
 import GatehouseJSON
+import GatehouseLogging
 
 /// Turns a parsed config document into a `GatehouseConfig`, reporting every problem it finds
 /// to `diagnostics` rather than stopping at the first one.

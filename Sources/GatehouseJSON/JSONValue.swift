@@ -157,3 +157,10 @@ extension JSONValue {
     output.append(UInt8(ascii: "\""))
   }
 }
+
+/// Shorthands for documents built in code (the admin API's answers).
+extension JSONValue {
+  package static func int(_ value: Int) -> JSONValue { .number(JSONNumber(integer: Int64(value))) }
+  package static func int(_ value: UInt64) -> JSONValue { .number(JSONNumber(integer: Int64(clamping: value))) }
+  package static func optionalString(_ value: String?) -> JSONValue { value.map { .string($0) } ?? .null }
+}

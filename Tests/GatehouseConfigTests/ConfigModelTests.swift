@@ -2,6 +2,7 @@ import GatehouseJSON
 import Testing
 
 @testable import GatehouseConfig
+@testable import GatehouseLogging
 
 /// Smaller behaviours of the model and its pieces that the larger suites do not reach.
 @Suite struct ConfigModelTests {

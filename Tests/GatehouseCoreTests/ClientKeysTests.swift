@@ -1,6 +1,7 @@
 import GatehouseHTTP
 import Testing
 
+@testable import GatehouseAdmin
 @testable import GatehouseConfig
 @testable import GatehouseCore
 

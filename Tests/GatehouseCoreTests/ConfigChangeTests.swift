@@ -1,5 +1,6 @@
 import Testing
 
+@testable import GatehouseAdmin
 @testable import GatehouseConfig
 @testable import GatehouseCore
 

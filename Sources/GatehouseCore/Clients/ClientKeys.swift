@@ -1,4 +1,5 @@
 import CGatehouseOpenSSL
+import GatehouseAdmin
 import GatehouseConfig
 import GatehouseHTTP
 

@@ -1,3 +1,4 @@
+import GatehouseAdmin
 import GatehouseCompression
 import GatehouseConfig
 import GatehouseHTTP

@@ -5,6 +5,7 @@ import Synchronization
 
 @testable import GatehouseConfig
 @testable import GatehouseCore
+@testable import GatehouseLogging
 
 #if canImport(Glibc)
   import Glibc

@@ -1,6 +1,6 @@
 import Testing
 
-@testable import GatehouseCore
+@testable import GatehouseAdmin
 
 /// The admin API's query parsing (`AdminRouter.queryParameters`): only the parameters an
 /// endpoint takes, each once, with valid escapes.

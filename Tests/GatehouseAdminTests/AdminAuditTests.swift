@@ -1,6 +1,7 @@
 import Testing
 
-@testable import GatehouseCore
+@testable import GatehouseAdmin
+@testable import GatehouseLogging
 
 /// The log line of a state-changing admin call (`AdminAudit`): which calls get one, and
 /// what it carries.

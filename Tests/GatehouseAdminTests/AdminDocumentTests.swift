@@ -3,7 +3,7 @@ import GatehouseHTTP
 import GatehouseJSON
 import Testing
 
-@testable import GatehouseCore
+@testable import GatehouseAdmin
 
 /// The static admin documents: the OpenAPI description (kept identical to
 /// `Docs/admin-openapi.json`, and checked against the router) and the dashboard page.

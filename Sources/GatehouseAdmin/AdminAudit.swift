@@ -1,3 +1,5 @@
+import GatehouseLogging
+
 /// The log line of a state-changing admin call: which action, on what, and how it ended, so
 /// an operator can tell who purged or reloaded what (SPEC §8 leaves the line to us). Only
 /// names, ids, prefixes, counts and statuses go in: never a token value, the admin token,

@@ -1,3 +1,5 @@
+import GatehouseLogging
+
 /// Failed admin authentications (every 401 of the admin API: no token, a wrong one, or two
 /// `Authorization` fields), for the `admin authentication failed` warning. Someone guessing
 /// the token makes many; one line per 10 s at most says so without flooding the log: each

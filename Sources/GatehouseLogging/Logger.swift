@@ -1,5 +1,4 @@
-import GatehouseConfig
-import GatehouseHTTP
+import GatehouseJSON
 import Synchronization
 
 #if canImport(Glibc)

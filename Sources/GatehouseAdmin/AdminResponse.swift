@@ -1,5 +1,6 @@
 import GatehouseHTTP
 import GatehouseJSON
+import GatehouseLogging
 
 /// An admin answer: JSON unless stated otherwise, never enveloped (SPEC §6).
 public struct AdminResponse: Sendable {
@@ -9,7 +10,7 @@ public struct AdminResponse: Sendable {
   public var extraHeaders: [(String, String)]
   /// Facts for the admin action's log line (`AdminAudit`), such as how many entries a purge
   /// removed; never sent.
-  var auditFacts: [LogField] = []
+  package var auditFacts: [LogField] = []
 
   public init(
     status: Int, contentType: String = "application/json", body: [UInt8], extraHeaders: [(String, String)] = []
@@ -63,10 +64,4 @@ public struct AdminResponse: Sendable {
     if allowsBody && !headOnly { out.append(contentsOf: body) }
     return out
   }
-}
-
-extension JSONValue {
-  static func int(_ value: Int) -> JSONValue { .number(JSONNumber(integer: Int64(value))) }
-  static func int(_ value: UInt64) -> JSONValue { .number(JSONNumber(integer: Int64(clamping: value))) }
-  static func optionalString(_ value: String?) -> JSONValue { value.map { .string($0) } ?? .null }
 }

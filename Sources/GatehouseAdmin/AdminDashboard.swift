@@ -1,3 +1,5 @@
+import GatehouseHTTP
+
 /// The dashboard page served at `GET /admin/`: one self-contained HTML document (inline CSS
 /// and JavaScript, nothing loaded from elsewhere; its Content-Security-Policy forbids it).
 /// The policy lets only the page's own script run, named by its SHA-256 (the script is in

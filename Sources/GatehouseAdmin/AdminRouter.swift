@@ -196,7 +196,7 @@ public enum AdminRouter {
     return .success(items)
   }
 
-  static func hexValue(_ byte: UInt8) -> UInt8? {
+  package static func hexValue(_ byte: UInt8) -> UInt8? {
     switch byte {
     case 0x30...0x39: return byte - 0x30
     case 0x41...0x46: return byte - 0x37

@@ -1,11 +1,12 @@
 import GatehouseHTTP
 import GatehouseJSON
+import GatehouseLogging
 import GatehouseNet
 import Synchronization
 
 /// What the admin endpoints read and change in the running gateway. Implemented by
 /// `GatewayServer`; every completion runs on the admin loop.
-protocol AdminBackend: AnyObject, Sendable {
+package protocol AdminBackend: AnyObject, Sendable {
   var isReady: Bool { get }
   /// The admin token and `metrics_public` of the running config (they follow reloads).
   var adminAccess: AdminAccess { get }
@@ -27,21 +28,25 @@ protocol AdminBackend: AnyObject, Sendable {
 /// Why a reload was refused: the `check` errors, one per line.
 public struct ReloadFailure: Error, Sendable {
   public let errors: [String]
+
+  package init(errors: [String]) {
+    self.errors = errors
+  }
 }
 
 /// Serves the admin listener: authorization, routing and the answers of SPEC §6.
 /// Confined to the admin loop.
-final class AdminService: @unchecked Sendable {
-  let loop: EventLoop
+package final class AdminService: @unchecked Sendable {
+  package let loop: EventLoop
   let logger: Logger
   /// The gateway; weak because the gateway owns this service.
-  weak var backend: (any AdminBackend)?
+  package weak var backend: (any AdminBackend)?
   private var sessions: [ObjectIdentifier: AdminSession] = [:]
   private var requestIDs = RequestIDGenerator()
   var listener: TCPListener?
   /// `admin.tls`: when set, every accepted admin connection speaks TLS only (a plain HTTP
   /// request is never answered). Replaced on reload; admin loop only.
-  var tls: TLSContext?
+  package var tls: TLSContext?
   /// The running config's timeouts, read again at every sweep so a reload applies within
   /// one sweep (reading them per request would take the gateway's state lock each time).
   private(set) var limits = AdminConnectionLimits.defaults
@@ -56,7 +61,7 @@ final class AdminService: @unchecked Sendable {
   private var authFailures = AdminAuthFailures()
   /// Failed authentications since start, for `gatehouse_admin_auth_failures_total`: read
   /// by the metrics on another thread, hence atomic.
-  let authFailureCount = Atomic<Int>(0)
+  package let authFailureCount = Atomic<Int>(0)
   /// The dashboard's answer, made once at start (its policy hashes the page's script).
   private let dashboard = AdminResponse(
     status: 200, contentType: "text/html; charset=utf-8", body: Array(AdminDashboard.html.utf8),
@@ -65,13 +70,13 @@ final class AdminService: @unchecked Sendable {
   /// How often admin deadlines are checked; they may fire up to this late.
   static let sweepInterval: Duration = .milliseconds(100)
 
-  init(loop: EventLoop, logger: Logger) {
+  package init(loop: EventLoop, logger: Logger) {
     self.loop = loop
     self.logger = logger
   }
 
   /// Starts accepting on `listener` and checking deadlines. Admin loop only.
-  func start(_ listener: TCPListener, tls: TLSContext?) throws(SystemError) {
+  package func start(_ listener: TCPListener, tls: TLSContext?) throws(SystemError) {
     self.listener = listener
     self.tls = tls
     if let backend { limits = backend.adminConnectionLimits }
@@ -136,7 +141,7 @@ final class AdminService: @unchecked Sendable {
 
   func nextRequestID() -> [UInt8] { requestIDs.next() }
 
-  func closeAll() {
+  package func closeAll() {
     listener?.close()
     listener = nil
     if let sweepTimer { loop.cancelTimer(sweepTimer) }

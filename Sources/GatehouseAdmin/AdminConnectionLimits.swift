@@ -3,7 +3,7 @@ import GatehouseNet
 /// The limits every admin connection runs under. The admin port shares the process's
 /// descriptors and its first event loop with the gateway, so it must not be able to hold
 /// more of either than a few probes, scrapers and dashboards need.
-struct AdminConnectionLimits: Sendable, Equatable {
+package struct AdminConnectionLimits: Sendable, Equatable {
   /// Admin connections open at once; more are closed as soon as they are accepted.
   /// Fixed rather than `limits.max_connections`: probes, a scraper and a few dashboards
   /// need a handful, and a separate small cap means a flood of gateway clients cannot lock
@@ -21,10 +21,15 @@ struct AdminConnectionLimits: Sendable, Equatable {
 
   /// The running config's `limits.header_timeout_ms`: a request (head and body) must
   /// arrive within it, counted from accept or from the request's first byte.
-  var headerTimeoutNanoseconds: UInt64
+  package var headerTimeoutNanoseconds: UInt64
   /// The running config's `limits.idle_timeout_ms`: how long a connection may wait for its
   /// next request, and how long a client may go without taking any of its queued answers.
-  var idleTimeoutNanoseconds: UInt64
+  package var idleTimeoutNanoseconds: UInt64
+
+  package init(headerTimeoutNanoseconds: UInt64, idleTimeoutNanoseconds: UInt64) {
+    self.headerTimeoutNanoseconds = headerTimeoutNanoseconds
+    self.idleTimeoutNanoseconds = idleTimeoutNanoseconds
+  }
 
   /// The SPEC §2 defaults (10 s, 60 s), for when no gateway is there to ask.
   static let defaults = AdminConnectionLimits(
@@ -145,38 +150,5 @@ struct AdminDeadline: Equatable {
     case .output: return .abort
     case .answer: return nil
     }
-  }
-}
-
-/// Lets one log line through per `interval`, and counts the ones it held back, so a flood
-/// of refused connections is reported without flooding the log.
-struct LogThrottle {
-  let intervalNanoseconds: UInt64
-  private var nextAllowed: UInt64 = 0
-  private var held = 0
-
-  init(intervalNanoseconds: UInt64) {
-    self.intervalNanoseconds = intervalNanoseconds
-  }
-
-  /// Whether to log the event that happened `now`; if so, how many were held back before it.
-  mutating func admit(now: UInt64) -> Int? {
-    guard now >= nextAllowed else {
-      held += 1
-      return nil
-    }
-    nextAllowed = now &+ intervalNanoseconds
-    defer { held = 0 }
-    return held
-  }
-
-  /// The events held back, once a line may go out again at `now` (the line then reports
-  /// them, and the interval restarts), so the last of a burst is not left unreported until
-  /// the next event; nil when there are none or it is too soon.
-  mutating func flush(now: UInt64) -> Int? {
-    guard held > 0, now >= nextAllowed else { return nil }
-    nextAllowed = now &+ intervalNanoseconds
-    defer { held = 0 }
-    return held
   }
 }

@@ -1,7 +1,8 @@
 import GatehouseNet
 import Testing
 
-@testable import GatehouseCore
+@testable import GatehouseAdmin
+@testable import GatehouseLogging
 
 /// The deadline rules of an admin connection (`AdminDeadline`) and the throttle of the
 /// refused-connection log line (`LogThrottle`) and the failed-authentication one
