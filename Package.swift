@@ -39,6 +39,27 @@ let package = Package(
     ),
     .target(name: "GatehouseJSON"),
     .target(
+      name: "GatehouseLogging",
+      dependencies: ["GatehouseJSON"],
+      swiftSettings: hotPathSettings
+    ),
+    // Values read on the request path (route templates, trusted proxies) live here, hence
+    // the hot-path settings.
+    .target(
+      name: "GatehouseConfig",
+      dependencies: ["GatehouseHTTP", "GatehouseJSON", "GatehouseLogging"],
+      swiftSettings: hotPathSettings
+    ),
+    // The admin API: routing, authorization, audit, dashboard and sessions. It reaches the
+    // running gateway only through `AdminBackend`, which GatehouseCore implements.
+    .target(
+      name: "GatehouseAdmin",
+      dependencies: [
+        "GatehouseHTTP", "GatehouseHTTPServer", "GatehouseNet", "GatehouseJSON", "GatehouseLogging", "GatehouseConfig",
+        "CGatehouseOpenSSL",
+      ]
+    ),
+    .target(
       name: "GatehouseStore",
       dependencies: ["CGatehouseSQLite", "CGatehouseOpenSSL"]
     ),
@@ -49,15 +70,16 @@ let package = Package(
     .target(
       name: "GatehouseCore",
       dependencies: [
-        "GatehouseHTTP", "GatehouseHTTPServer", "GatehouseNet", "GatehouseJSON", "GatehouseCompression",
-        "GatehouseStore",
-        "CGatehouseOpenSSL",
+        "GatehouseHTTP", "GatehouseHTTPServer", "GatehouseNet", "GatehouseJSON", "GatehouseLogging", "GatehouseConfig",
+        "GatehouseAdmin", "GatehouseCompression", "GatehouseStore", "CGatehouseOpenSSL",
       ],
       swiftSettings: hotPathSettings
     ),
     .executableTarget(
       name: "gatehouse",
-      dependencies: ["GatehouseHTTP", "GatehouseNet", "GatehouseCore"]
+      dependencies: [
+        "GatehouseHTTP", "GatehouseNet", "GatehouseJSON", "GatehouseLogging", "GatehouseConfig", "GatehouseCore",
+      ]
     ),
     // The store's crash-test workload: writes until killed, then verifies the file.
     .executableTarget(
@@ -90,8 +112,18 @@ let package = Package(
       dependencies: ["GatehouseStore"]
     ),
     .testTarget(
+      name: "GatehouseConfigTests",
+      dependencies: ["GatehouseConfig", "GatehouseLogging", "GatehouseJSON"]
+    ),
+    .testTarget(
+      name: "GatehouseAdminTests",
+      dependencies: ["GatehouseAdmin", "GatehouseLogging", "GatehouseJSON", "GatehouseNet", "GatehouseHTTP"]
+    ),
+    .testTarget(
       name: "GatehouseCoreTests",
-      dependencies: ["GatehouseCore"]
+      dependencies: [
+        "GatehouseCore", "GatehouseAdmin", "GatehouseConfig", "GatehouseLogging", "GatehouseJSON", "GatehouseHTTP",
+      ]
     ),
     .testTarget(
       name: "GatehouseIntegrationTests",

@@ -48,57 +48,73 @@ SWIFT_BACKTRACE=enable=no
 export SWIFT_BACKTRACE
 
 # --- Build: each module a target needs once, as one instrumented object, then one executable
-# per target.
+# per target. A module is every Swift file under Sources/<module>/, and the modules it imports
+# are found from its `import` lines and built before it, so a new file or a new dependency of
+# a module needs no change here.
 mkdir -p "$build/module"
 built=""
-# build_module NAME SOURCE...: compiles the sources as module NAME into $build/NAME.o.
+# imports_of MODULE: the package modules MODULE's sources import.
+imports_of() {
+  find "Sources/$1" -name '*.swift' -exec sed -n 's/^import \(C\{0,1\}Gatehouse[A-Za-z]*\)$/\1/p' {} + | sort -u
+}
+# in_build_order MODULE...: the modules and everything they import, each after its imports
+# (a module may appear more than once; the first time counts).
+in_build_order() {
+  for module in "$@"; do
+    # A subshell per level, so the recursion does not overwrite the caller's loop variable.
+    (in_build_order $(imports_of "$module"))
+    echo "$module"
+  done
+}
+# build_module NAME: compiles Sources/NAME/ as module NAME into $build/NAME.o.
 build_module() {
   name=$1
-  shift
   case " $built " in *" $name "*) return ;; esac
+  case $name in
+  C*)
+    # The C library modules need their system headers and libraries linked; the fuzzed
+    # modules are meant to be pure Swift over bytes.
+    echo "run.sh: a fuzzed module imports the C module $name, which the fuzz build does not compile" >&2
+    exit 1
+    ;;
+  esac
   echo "==> building $name (fuzzer + address sanitizer)"
-  swiftc -parse-as-library -O -wmo -sanitize=fuzzer,address -module-name "$name" -I "$build/module" \
-    -emit-module -emit-module-path "$build/module/$name.swiftmodule" \
-    -c -o "$build/$name.o" "$@"
+  # shellcheck disable=SC2046 # file names under Sources/ have no spaces
+  swiftc -parse-as-library -O -wmo -sanitize=fuzzer,address -package-name gatehouse -module-name "$name" \
+    -I "$build/module" -emit-module -emit-module-path "$build/module/$name.swiftmodule" \
+    -c -o "$build/$name.o" $(find "Sources/$name" -name '*.swift' | sort)
   built="$built $name"
 }
-# link_target TARGET CHECKS OBJECT...: the target's entry point, its checks (a file in
-# Fuzz/Support/) and the objects of the modules it tests.
-link_target() {
-  target=$1
-  checks=$2
-  shift 2
-  echo "==> building fuzz-$target"
-  swiftc -parse-as-library -O -wmo -sanitize=fuzzer,address -use-ld=lld -module-name "Fuzz_$target" \
-    -I "$build/module" "$fuzz/Support/$checks" "$fuzz/Targets/$target.swift" "$@" -o "$build/fuzz-$target"
-}
 for target in $targets; do
+  # Each target's checks (a file in Fuzz/Support/) and the modules they test.
   case $target in
   request | response | chunked)
-    build_module GatehouseHTTP Sources/GatehouseHTTP/*.swift
-    link_target "$target" FuzzInvariants.swift "$build/GatehouseHTTP.o"
+    checks=FuzzInvariants.swift
+    modules=GatehouseHTTP
     ;;
   json)
-    build_module GatehouseJSON Sources/GatehouseJSON/*.swift
-    link_target json JSONFuzzInvariants.swift "$build/GatehouseJSON.o"
+    checks=JSONFuzzInvariants.swift
+    modules=GatehouseJSON
     ;;
   config)
-    build_module GatehouseJSON Sources/GatehouseJSON/*.swift
-    # Only the config loader and the route templates it parses, as a module of their own: the
-    # rest of GatehouseCore (server, store, TLS) needs C libraries and is not on the path from
-    # config bytes to a GatehouseConfig. The checks use nothing else, so when a new dependency
-    # of Config/ breaks this build, add its file here.
-    build_module GatehouseHTTP Sources/GatehouseHTTP/*.swift
-    build_module GatehouseCore Sources/GatehouseCore/Config/*.swift Sources/GatehouseCore/Routing/RouteTemplate.swift \
-      Sources/GatehouseCore/Logging/TrustedProxies.swift
-    link_target config ConfigFuzzInvariants.swift "$build/GatehouseCore.o" "$build/GatehouseJSON.o" \
-      "$build/GatehouseHTTP.o"
+    checks=ConfigFuzzInvariants.swift
+    modules="GatehouseConfig GatehouseJSON"
     ;;
   *)
     echo "run.sh: unknown target $target" >&2
     exit 2
     ;;
   esac
+  objects=""
+  for module in $(in_build_order $modules | awk '!seen[$0]++'); do
+    build_module "$module"
+    objects="$objects $build/$module.o"
+  done
+  echo "==> building fuzz-$target"
+  # shellcheck disable=SC2086 # one word per object
+  swiftc -parse-as-library -O -wmo -sanitize=fuzzer,address -use-ld=lld -package-name gatehouse \
+    -module-name "Fuzz_$target" -I "$build/module" "$fuzz/Support/$checks" "$fuzz/Targets/$target.swift" $objects \
+    -o "$build/fuzz-$target"
 done
 [ "${FUZZ_BUILD:-0}" = 1 ] && exit 0
 

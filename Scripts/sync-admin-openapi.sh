@@ -1,11 +1,12 @@
 #!/bin/sh
-# Regenerates Sources/GatehouseCore/Admin/AdminOpenAPI.swift from Docs/admin-openapi.json,
+# Regenerates Sources/GatehouseAdmin/Generated/AdminOpenAPI.swift from Docs/admin-openapi.json,
 # the source of truth for the admin API's OpenAPI document. The unit test
-# AdminOpenAPITests fails when the two differ: edit the JSON, then run this.
+# AdminDocumentTests fails when the two differ: edit the JSON, then run this.
 set -eu
 cd "$(dirname "$0")/.."
 doc=Docs/admin-openapi.json
-out=Sources/GatehouseCore/Admin/AdminOpenAPI.swift
+out=Sources/GatehouseAdmin/Generated/AdminOpenAPI.swift
+mkdir -p "$(dirname "$out")"
 python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$doc"
 # A raw string literal keeps the JSON's backslashes as they are; only `"""#` or `\#`
 # could end or escape it, and JSON never contains either.

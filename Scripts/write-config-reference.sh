@@ -1,6 +1,6 @@
 #!/bin/sh
 # Rewrites Config/REFERENCE.md from the key table in
-# Sources/GatehouseCore/Config/ConfigKeys.swift. ConfigKeysTests fails when the two differ:
+# Sources/GatehouseConfig/ConfigKeys.swift. ConfigKeysTests fails when the two differ:
 # edit the table (a new key must be listed there anyway, or the same tests fail), then run this.
 set -eu
 cd "$(dirname "$0")/.."

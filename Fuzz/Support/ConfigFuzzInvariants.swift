@@ -1,11 +1,10 @@
 // The invariants every input of the `config` fuzz target must satisfy. This one file is
 // compiled into Fuzz/build/fuzz-config (Fuzz/run.sh), which traps on a violation so libFuzzer
-// saves the input, and into the GatehouseCore tests through a symlink
-// (Tests/GatehouseCoreTests/ConfigFuzzInvariants.swift), where ConfigFuzzReplayTests records a
-// violation as a test failure. It uses only the public API of the config loader (which run.sh
-// builds on its own, see there) and of GatehouseJSON.
+// saves the input, and into the GatehouseConfig tests through a symlink
+// (Tests/GatehouseConfigTests/ConfigFuzzInvariants.swift), where ConfigFuzzReplayTests records a
+// violation as a test failure. It uses only the public API of GatehouseConfig and GatehouseJSON.
 
-import GatehouseCore
+import GatehouseConfig
 import GatehouseJSON
 
 /// A broken invariant, described well enough to act on from a crash log alone.
@@ -93,8 +92,8 @@ enum ConfigFuzzInvariants {
     }
   }
 
-  static func parse(_ bytes: [UInt8]) -> Result<JSONValue, JSONParseError> {
-    do throws(JSONParseError) {
+  static func parse(_ bytes: [UInt8]) -> Result<JSONValue, JSONError> {
+    do throws(JSONError) {
       return .success(try JSONParser.parse(bytes))
     } catch {
       return .failure(error)
@@ -117,7 +116,7 @@ enum ConfigFuzzInvariants {
 // MARK: - The JSON parser
 
 extension ConfigFuzzInvariants {
-  static func checkParser(_ bytes: [UInt8], _ parsed: Result<JSONValue, JSONParseError>) throws(FuzzViolation) {
+  static func checkParser(_ bytes: [UInt8], _ parsed: Result<JSONValue, JSONError>) throws(FuzzViolation) {
     let withoutBOM = bytes.starts(with: [0xEF, 0xBB, 0xBF]) ? Array(bytes.dropFirst(3)) : bytes
     let options = JSONValidationOptions(maxDepth: JSONParser.Limits.config.maxDepth)
     let verdict = withoutBOM.withUnsafeBytes { JSONValidator.firstError(in: $0, options: options) }
@@ -138,12 +137,12 @@ extension ConfigFuzzInvariants {
         error.line >= 1 && error.line <= lines && error.column >= 1,
         "error at line \(error.line), column \(error.column) of a \(lines)-line input")
       try require(
-        !error.reason.isEmpty && !error.reason.utf8.contains { $0 < 0x20 },
-        "the error reason \(error.reason.debugDescription) is empty or has control characters")
+        !error.reason.description.isEmpty && !error.reason.description.utf8.contains { $0 < 0x20 },
+        "the error reason \(error.reason.description.debugDescription) is empty or has control characters")
       if verdict == nil {
         // The two places where the parser is stricter than the grammar, on purpose.
         try require(
-          error.reason.hasPrefix("duplicate key ") || error.reason == "number is out of range",
+          error.reason == .duplicateKey || error.reason == .numberOutOfRange,
           "the parser refuses valid JSON: \(error)")
       }
     }
@@ -153,7 +152,7 @@ extension ConfigFuzzInvariants {
 // MARK: - Refusals
 
 extension ConfigFuzzInvariants {
-  static func checkRefusal(_ error: ConfigLoadError, parsed: Result<JSONValue, JSONParseError>) throws(FuzzViolation) {
+  static func checkRefusal(_ error: ConfigLoadError, parsed: Result<JSONValue, JSONError>) throws(FuzzViolation) {
     try require(!error.lines.isEmpty && error.lines.allSatisfy { !$0.isEmpty }, "refused without a line to print")
     switch error {
     case .unreadable:

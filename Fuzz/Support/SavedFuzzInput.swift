@@ -1,6 +1,6 @@
 // The inputs the fuzz targets saved, as `swift test` finds them. This one file is compiled into
 // each test target that replays them, through a symlink next to its replay tests
-// (Tests/GatehouseHTTPTests/, Tests/GatehouseJSONTests/, Tests/GatehouseCoreTests/); the fuzz
+// (Tests/GatehouseHTTPTests/, Tests/GatehouseJSONTests/, Tests/GatehouseConfigTests/); the fuzz
 // targets themselves do not use it.
 
 import Foundation

@@ -1,18 +1,51 @@
-/// Why bytes are not valid JSON, and where: `offset` is the index (from the start of the
-/// document, across all pieces fed to a streaming validator) of the first byte that cannot be
-/// part of a valid document, or the document length when it ends too early.
+/// Why bytes are not valid JSON, and where. One type for every JSON reader here: the
+/// validators (whole buffer and streaming) and the tree parser (`JSONParser`).
+///
+/// `offset` is the index (from the start of the document, across all pieces fed to a
+/// streaming validator) of the first byte that cannot be part of a valid document, or the
+/// document length when it ends too early. The tree parser also fills in `line` and `column`
+/// (1-based; the column counts characters, not bytes, so it matches what an editor shows);
+/// the validators leave them 0, since the streaming one keeps no text to count lines in.
 public struct JSONError: Error, Hashable, Sendable, CustomStringConvertible {
   /// Index of the offending byte in the whole document.
   public let offset: Int
   /// What is wrong there.
   public let reason: Reason
+  /// 1-based line of `offset`, or 0 when not computed.
+  public let line: Int
+  /// 1-based column (in characters) of `offset`, or 0 when not computed.
+  public let column: Int
 
   @inlinable public init(offset: Int, reason: Reason) {
     self.offset = offset
     self.reason = reason
+    self.line = 0
+    self.column = 0
   }
 
-  public var description: String { "invalid JSON at byte \(offset): \(reason)" }
+  public init(offset: Int, line: Int, column: Int, reason: Reason) {
+    self.offset = offset
+    self.reason = reason
+    self.line = line
+    self.column = column
+  }
+
+  /// Line and column follow from the offset in a given document, so they take no part in
+  /// equality: an error is the same whether or not they were computed.
+  public static func == (lhs: JSONError, rhs: JSONError) -> Bool {
+    lhs.offset == rhs.offset && lhs.reason == rhs.reason
+  }
+
+  public func hash(into hasher: inout Hasher) {
+    hasher.combine(offset)
+    hasher.combine(reason)
+  }
+
+  /// `line L, column C: reason` when the position is known (config errors print this),
+  /// otherwise `invalid JSON at byte N: reason`.
+  public var description: String {
+    line > 0 ? "line \(line), column \(column): \(reason)" : "invalid JSON at byte \(offset): \(reason)"
+  }
 
   /// A short reason. A struct over a private enum (as `HTTPParseError`) so that new reasons do
   /// not break callers.
@@ -24,11 +57,29 @@ public struct JSONError: Error, Hashable, Sendable, CustomStringConvertible {
       case invalidLiteral, invalidNumber, leadingZero
       case controlCharacterInString, invalidEscape, invalidUnicodeEscape, loneSurrogate, invalidUTF8
       case depthLimitExceeded
+      case duplicateKey, numberOutOfRange, documentTooLarge
     }
 
     @usableFromInline let code: Code
+    /// The tree parser's wording, which says what it found and expected ("unexpected ',',
+    /// expected a value"); nil for the validators, which use the fixed text of the code.
+    @usableFromInline let message: String?
 
-    @usableFromInline init(_ code: Code) { self.code = code }
+    @usableFromInline init(_ code: Code) {
+      self.code = code
+      self.message = nil
+    }
+
+    init(_ code: Code, message: String) {
+      self.code = code
+      self.message = message
+    }
+
+    /// The wording is not part of the reason's identity: `.unexpectedByte` from the parser
+    /// equals `.unexpectedByte` from a validator.
+    public static func == (lhs: Reason, rhs: Reason) -> Bool { lhs.code == rhs.code }
+
+    public func hash(into hasher: inout Hasher) { hasher.combine(code) }
 
     /// The document stopped in the middle of a value (or was empty).
     public static let unexpectedEnd = Self(.unexpectedEnd)
@@ -69,8 +120,16 @@ public struct JSONError: Error, Hashable, Sendable, CustomStringConvertible {
     public static let invalidUTF8 = Self(.invalidUTF8)
     /// More nested arrays and objects than the configured limit.
     public static let depthLimitExceeded = Self(.depthLimitExceeded)
+    /// An object with two members of the same name (tree parser only: a config with two
+    /// `"upstream"` keys is ambiguous).
+    public static let duplicateKey = Self(.duplicateKey)
+    /// A number too large for a `Double` (tree parser only).
+    public static let numberOutOfRange = Self(.numberOutOfRange)
+    /// A document larger than the parser's byte limit (tree parser only).
+    public static let documentTooLarge = Self(.documentTooLarge)
 
     public var description: String {
+      if let message { return message }
       switch code {
       case .unexpectedEnd: return "unexpected end of document"
       case .unexpectedByte: return "unexpected byte"
@@ -90,6 +149,9 @@ public struct JSONError: Error, Hashable, Sendable, CustomStringConvertible {
       case .loneSurrogate: return "lone surrogate escape"
       case .invalidUTF8: return "invalid UTF-8"
       case .depthLimitExceeded: return "nesting deeper than the limit"
+      case .duplicateKey: return "duplicate key"
+      case .numberOutOfRange: return "number is out of range"
+      case .documentTooLarge: return "document is larger than the limit"
       }
     }
   }

@@ -1,5 +1,6 @@
 import GatehouseCore
 import GatehouseHTTP
+import GatehouseJSON
 import GatehouseNet
 
 #if canImport(Glibc)

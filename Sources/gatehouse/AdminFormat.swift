@@ -1,4 +1,5 @@
 import GatehouseCore
+import GatehouseJSON
 
 /// Turns admin answers into aligned text.
 enum AdminFormat {

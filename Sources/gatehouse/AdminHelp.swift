@@ -1,3 +1,4 @@
+import GatehouseConfig
 import GatehouseCore
 
 /// `gatehouse admin [<verb>] --help`, and the "did you mean" of a mistyped verb.

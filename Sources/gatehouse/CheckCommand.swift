@@ -1,3 +1,4 @@
+import GatehouseConfig
 import GatehouseCore
 
 #if canImport(Glibc)

@@ -1,4 +1,6 @@
+import GatehouseConfig
 import GatehouseCore
+import GatehouseLogging
 
 #if canImport(Glibc)
   import Glibc

@@ -2,6 +2,7 @@ import Foundation
 import GatehouseHTTP
 import Testing
 
+@testable import GatehouseConfig
 @testable import GatehouseCore
 
 /// The access line's operator fields: why the gateway answered itself, who the client was,

@@ -1,6 +1,8 @@
 import GatehouseHTTP
 import Testing
 
+@testable import GatehouseAdmin
+@testable import GatehouseConfig
 @testable import GatehouseCore
 
 @Suite struct ClientKeysTests {

@@ -1,5 +1,7 @@
 import Testing
 
+@testable import GatehouseAdmin
+@testable import GatehouseConfig
 @testable import GatehouseCore
 
 /// What a reload reports beyond the new snapshot (`ConfigChange`), and who the admin API

@@ -1,5 +1,6 @@
 import Testing
 
+@testable import GatehouseConfig
 @testable import GatehouseCore
 
 /// What `check` warns about beyond decoding: routes hidden by earlier ones, health paths that

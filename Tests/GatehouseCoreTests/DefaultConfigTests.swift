@@ -1,6 +1,8 @@
 import Foundation
+import GatehouseJSON
 import Testing
 
+@testable import GatehouseConfig
 @testable import GatehouseCore
 
 @Suite struct DefaultConfigTests {

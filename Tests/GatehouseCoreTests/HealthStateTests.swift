@@ -1,5 +1,6 @@
 import Testing
 
+@testable import GatehouseConfig
 @testable import GatehouseCore
 
 @Suite struct HealthStateTests {

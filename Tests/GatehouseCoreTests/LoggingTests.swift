@@ -4,6 +4,7 @@ import GatehouseStore
 import Testing
 
 @testable import GatehouseCore
+@testable import GatehouseLogging
 
 @Suite struct LoggingTests {
   @Test func rfc3339FormatsKnownInstants() {

@@ -1,7 +1,7 @@
-import GatehouseHTTP
 import Testing
 
 @testable import GatehouseCore
+@testable import GatehouseHTTP
 
 /// The pieces the head writers are built from: name sets, request id digits, connection options.
 @Suite struct ProxyWriterPartsTests {

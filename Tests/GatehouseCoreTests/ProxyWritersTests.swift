@@ -1,7 +1,8 @@
-import GatehouseHTTP
 import Testing
 
 @testable import GatehouseCore
+@testable import GatehouseHTTP
+@testable import GatehouseJSON
 
 @Suite struct ProxyWritersTests {
   func parse(_ text: String) throws -> HTTPRequestHead {

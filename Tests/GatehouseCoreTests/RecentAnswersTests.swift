@@ -3,6 +3,7 @@ import GatehouseStore
 import Testing
 
 @testable import GatehouseCore
+@testable import GatehouseLogging
 
 /// A loop's memory of recent store answers stays within its bounds whatever clients ask
 /// for: entries, bytes, time (an idle loop lets go of everything).

@@ -1,5 +1,6 @@
 import Testing
 
+@testable import GatehouseConfig
 @testable import GatehouseCore
 
 /// Builds a table from route lines such as `{"match": {"path": "/pass/*"}, "path": "/v2/*"}`;

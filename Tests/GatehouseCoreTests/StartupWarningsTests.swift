@@ -1,5 +1,6 @@
 import Testing
 
+@testable import GatehouseConfig
 @testable import GatehouseCore
 
 /// Settings that leave a secret exposed are warned about at start.

@@ -1,3 +1,5 @@
+import GatehouseConfig
+
 /// Which route a stored cache entry belongs to, worked out from the config.
 ///
 /// The store keys an entry by the upstream request (method, upstream, upstream path, query,

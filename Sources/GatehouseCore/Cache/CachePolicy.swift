@@ -1,3 +1,4 @@
+import GatehouseConfig
 import GatehouseHTTP
 
 /// A route's `cache` block, compiled: ages in milliseconds and the vary names lowercased.

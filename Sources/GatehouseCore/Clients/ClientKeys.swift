@@ -1,4 +1,6 @@
 import CGatehouseOpenSSL
+import GatehouseAdmin
+import GatehouseConfig
 import GatehouseHTTP
 
 /// The client keys of SPEC §2 `clients`: which client a request comes from, checked

@@ -1,4 +1,5 @@
 import GatehouseCompression
+import GatehouseConfig
 import GatehouseHTTP
 import GatehouseJSON
 

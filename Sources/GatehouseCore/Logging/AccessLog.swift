@@ -1,4 +1,7 @@
+import GatehouseConfig
 import GatehouseHTTP
+import GatehouseJSON
+import GatehouseLogging
 
 /// One finished request, as the access log records it (SPEC §8). Header values, bodies and
 /// credentials are never part of it (the query is logged with sensitive values masked, and

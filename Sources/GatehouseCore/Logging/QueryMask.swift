@@ -1,4 +1,5 @@
 import GatehouseHTTP
+import GatehouseJSON
 
 /// Masks the values of sensitive query parameters in access lines (`log.mask_query`):
 /// `?user=7&token=abc` is logged as `user=7&token=***`. Query strings carry credentials

@@ -1,3 +1,6 @@
+import GatehouseJSON
+import GatehouseLogging
+
 /// The last 15 minutes of traffic per route and per upstream, for the dashboard's charts
 /// (`GET /admin/history`): every 10 s the control side sums the loops' counters and
 /// `record` turns the difference from the previous sum into one sample per series.

@@ -1,3 +1,6 @@
+import GatehouseConfig
+import GatehouseHTTP
+
 /// What happens to request headers on their way to the upstream for one route, compiled
 /// once per config: which client fields are dropped, and the lines the gateway adds.
 ///
@@ -76,30 +79,30 @@ public struct HeaderPlan: Sendable {
     var dropped = HeaderNameSet([])
     func drop(_ name: String) {
       dropped.insert(name)
-      dropped.insert(HTTPSyntax.canonicalName(name))
+      dropped.insert(HTTPFieldSyntax.canonicalName(name))
     }
     for layer in layers {
       for (name, value) in layer.set {
-        let key = HTTPSyntax.canonicalName(name)
+        let key = HTTPFieldSyntax.canonicalName(name)
         if final[key] == nil { order.append(key) }
         final[key] = (name, value)
         drop(name)
       }
       for name in layer.remove {
-        let key = HTTPSyntax.canonicalName(name)
+        let key = HTTPFieldSyntax.canonicalName(name)
         if final[key] == nil { order.append(key) }
         final[key] = (name, nil)
         drop(name)
       }
     }
     for name in alsoDropped { drop(name) }
-    let passed = Set(layers.flatMap(\.pass).map(HTTPSyntax.canonicalName))
+    let passed = Set(layers.flatMap(\.pass).map(HTTPFieldSyntax.canonicalName))
     for name in Self.overrideFields where !passed.contains(name) { drop(name) }
     writesForwarded = layers.compactMap(\.forwarded).last ?? false
     var shared = HeaderNameSet([])
     for name in lookAlikesOf + layers.flatMap(\.pass) {
       shared.insert(name.lowercased())
-      shared.insert(HTTPSyntax.canonicalName(name))
+      shared.insert(HTTPFieldSyntax.canonicalName(name))
     }
     sharedFields = shared
     // A rule of the operator's own for the field wins over the normalization.
@@ -125,7 +128,7 @@ public struct HeaderPlan: Sendable {
     // which a CGI-style backend reads as the same variable, would be a second value.
     for name in lookAlikesOf + Self.overrideFields {
       lookAlikes.insert(name)
-      lookAlikes.insert(HTTPSyntax.canonicalName(name))
+      lookAlikes.insert(HTTPFieldSyntax.canonicalName(name))
     }
     self.lookAlikesDropped = lookAlikes
     self.setLines = lines

@@ -1,3 +1,5 @@
+import GatehouseConfig
+
 /// The compiled routes of one config: built once when a config is loaded, then immutable and
 /// shared by every loop ("build, then freeze"). A reload builds a new table.
 ///

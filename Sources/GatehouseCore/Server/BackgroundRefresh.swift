@@ -1,5 +1,6 @@
 import GatehouseCompression
 import GatehouseHTTP
+import GatehouseLogging
 import GatehouseNet
 import GatehouseStore
 

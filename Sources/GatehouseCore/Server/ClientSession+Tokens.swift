@@ -1,6 +1,7 @@
 import GatehouseCompression
 import GatehouseHTTP
 import GatehouseJSON
+import GatehouseLogging
 import GatehouseNet
 import GatehouseStore
 

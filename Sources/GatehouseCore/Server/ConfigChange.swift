@@ -1,3 +1,5 @@
+import GatehouseConfig
+
 /// What a config means for the running process beyond its snapshot, at start (`old` nil) or
 /// on a reload: the settings kept until a restart, and whether to say that the admin API has
 /// no token. A pure value of the two configs, so the rules are unit-tested without a

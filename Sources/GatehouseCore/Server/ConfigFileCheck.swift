@@ -1,3 +1,5 @@
+import GatehouseConfig
+
 /// What `gatehouse check` adds to decoding: the files a valid config names that `serve`
 /// would fail to load (certificates, keys, CA bundles), read and parsed as `serve` does, so
 /// a pre-flight `check` catches them. Host names are not resolved: that needs the network

@@ -1,20 +1,24 @@
+import GatehouseAdmin
+import GatehouseConfig
 import GatehouseHTTP
+import GatehouseJSON
+import GatehouseLogging
 import GatehouseNet
 
 /// The admin API's view of the running gateway.
 extension GatewayServer: AdminBackend {
-  var isReady: Bool { stateIsReady }
+  package var isReady: Bool { stateIsReady }
 
-  var adminAccess: AdminAccess { currentSnapshot.adminAccess }
+  package var adminAccess: AdminAccess { currentSnapshot.adminAccess }
 
-  var adminConnectionLimits: AdminConnectionLimits {
+  package var adminConnectionLimits: AdminConnectionLimits {
     let snapshot = currentSnapshot
     return AdminConnectionLimits(
       headerTimeoutNanoseconds: snapshot.headerTimeoutNanoseconds,
       idleTimeoutNanoseconds: snapshot.idleTimeoutNanoseconds)
   }
 
-  func statusDocument(completion: @escaping @Sendable (JSONValue) -> Void) {
+  package func statusDocument(completion: @escaping @Sendable (JSONValue) -> Void) {
     let snapshot = currentSnapshot
     let loadedAt = configLoadedAt
     let now = RFC3339.now().seconds
@@ -41,7 +45,7 @@ extension GatewayServer: AdminBackend {
       ]))
   }
 
-  func routesDocument() -> JSONValue {
+  package func routesDocument() -> JSONValue {
     .object([("routes", .array(currentSnapshot.config.routes.map(Self.routeDocument)))])
   }
 
@@ -83,7 +87,7 @@ extension GatewayServer: AdminBackend {
     return .object(members)
   }
 
-  func upstreamsDocument(completion: @escaping @Sendable (JSONValue) -> Void) {
+  package func upstreamsDocument(completion: @escaping @Sendable (JSONValue) -> Void) {
     let snapshot = currentSnapshot
     nonisolated(unsafe) let checker = healthChecker
     onControl {
@@ -149,7 +153,7 @@ extension GatewayServer: AdminBackend {
     }
   }
 
-  func metricsText(completion: @escaping @Sendable (String) -> Void) {
+  package func metricsText(completion: @escaping @Sendable (String) -> Void) {
     let shared = self.shared
     let adminAuthFailures = admin?.authFailureCount.load(ordering: .relaxed) ?? 0
     let snapshot = currentSnapshot

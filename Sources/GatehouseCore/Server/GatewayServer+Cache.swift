@@ -1,11 +1,15 @@
+import GatehouseAdmin
+import GatehouseConfig
 import GatehouseHTTP
+import GatehouseJSON
+import GatehouseLogging
 import GatehouseNet
 import GatehouseStore
 
 /// The cache endpoints of the admin API (SPEC §6). The store's admin calls block on SQLite,
 /// so they run on the control loop, never on a loop that serves requests.
 extension GatewayServer {
-  func cache(
+  package func cache(
     _ endpoint: AdminEndpoint, query: [String: String], completion: @escaping @Sendable (AdminResponse) -> Void
   ) {
     guard let store = shared.store else {

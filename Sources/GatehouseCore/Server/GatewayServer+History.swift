@@ -1,3 +1,6 @@
+import GatehouseConfig
+import GatehouseJSON
+import GatehouseLogging
 import GatehouseNet
 
 /// The 15-minute history behind the dashboard's charts (`GET /admin/history`).
@@ -21,7 +24,7 @@ extension GatewayServer {
     config.routes.map { ($0.name, $0.upstream) }
   }
 
-  func historyDocument(completion: @escaping @Sendable (JSONValue) -> Void) {
+  package func historyDocument(completion: @escaping @Sendable (JSONValue) -> Void) {
     let routeUpstreams = Self.routeUpstreams(currentSnapshot.config)
     completion(history.withLock { $0.document(routeUpstreams: routeUpstreams) })
   }

@@ -1,9 +1,12 @@
+import GatehouseAdmin
+import GatehouseJSON
 import GatehouseNet
 
 /// The token endpoints of the admin API (SPEC §6). They run on the control loop, where the
 /// token manager lives; no answer ever carries a token value.
 extension GatewayServer {
-  func tokens(_ endpoint: AdminEndpoint, body: [UInt8], completion: @escaping @Sendable (AdminResponse) -> Void) {
+  package func tokens(_ endpoint: AdminEndpoint, body: [UInt8], completion: @escaping @Sendable (AdminResponse) -> Void)
+  {
     nonisolated(unsafe) let manager = tokenManager
     switch endpoint {
     case .tokens:

@@ -1,4 +1,7 @@
+import GatehouseAdmin
+import GatehouseConfig
 import GatehouseHTTP
+import GatehouseLogging
 import GatehouseNet
 import GatehouseStore
 import Synchronization
@@ -279,7 +282,7 @@ public final class GatewayServer: @unchecked Sendable {
 
   /// Reads the config file again on the control loop; a bad one is logged and refused, and
   /// the running config stays. In-flight requests finish on the config they started with.
-  func reload(completion: @escaping @Sendable (Result<Void, ReloadFailure>) -> Void) {
+  package func reload(completion: @escaping @Sendable (Result<Void, ReloadFailure>) -> Void) {
     control.execute { [self] in
       let result = performReload()
       switch result {

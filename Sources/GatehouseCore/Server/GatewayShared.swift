@@ -1,3 +1,4 @@
+import GatehouseLogging
 import GatehouseNet
 import GatehouseStore
 import Synchronization

@@ -1,4 +1,6 @@
+import GatehouseAdmin
 import GatehouseCompression
+import GatehouseConfig
 import GatehouseHTTP
 import GatehouseJSON
 import GatehouseNet

@@ -1,4 +1,6 @@
+import GatehouseConfig
 import GatehouseHTTP
+import GatehouseLogging
 import GatehouseNet
 
 /// Runs the active health checks of SPEC §2 `health` on the control loop: a GET of each

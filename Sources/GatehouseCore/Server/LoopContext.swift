@@ -1,5 +1,7 @@
 import GatehouseCompression
+import GatehouseConfig
 import GatehouseHTTP
+import GatehouseLogging
 import GatehouseNet
 import GatehouseStore
 

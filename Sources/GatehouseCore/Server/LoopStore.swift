@@ -1,4 +1,5 @@
 import GatehouseHTTP
+import GatehouseLogging
 import GatehouseNet
 import GatehouseStore
 

@@ -1,3 +1,5 @@
+import GatehouseConfig
+
 /// Settings that work but leave a secret less protected than the operator may think; each is
 /// logged as a warning at start, never refused (a test setup or a closed network may want
 /// them).

@@ -1,5 +1,7 @@
 import Dispatch
+import GatehouseConfig
 import GatehouseHTTP
+import GatehouseJSON
 import GatehouseNet
 
 /// A token as a token endpoint issued it.
@@ -154,7 +156,7 @@ public final class OAuth2ClientCredentialsFetcher: TokenFetcher {
 
   /// Reads a token endpoint's answer. Messages quote only the endpoint's `error` and `error_description`.
   static func interpret(_ response: HTTPOneShotClient.Response) -> Result<FetchedToken, TokenFetchError> {
-    let parsed = Result { () throws(JSONParseError) in
+    let parsed = Result { () throws(JSONError) in
       try JSONParser.parse(response.body, limits: JSONParser.Limits(maxBytes: 1 << 20, maxDepth: 16))
     }
     guard (200..<300).contains(response.status) else {

@@ -1,3 +1,5 @@
+import GatehouseConfig
+import GatehouseLogging
 import GatehouseNet
 import GatehouseStore
 

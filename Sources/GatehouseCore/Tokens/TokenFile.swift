@@ -1,3 +1,5 @@
+import GatehouseConfig
+
 #if canImport(Glibc)
   import Glibc
 #endif

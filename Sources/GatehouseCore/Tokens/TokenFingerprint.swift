@@ -1,4 +1,5 @@
 import CGatehouseOpenSSL
+import GatehouseConfig
 
 /// The admin API's way to tell token values apart without showing them: the first 8 hex digits of the
 /// value's SHA-256 (SPEC §3). 32 bits say "changed or not" and give nothing usable to guess the value.

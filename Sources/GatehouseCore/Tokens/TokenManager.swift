@@ -1,3 +1,5 @@
+import GatehouseConfig
+import GatehouseLogging
 import GatehouseNet
 
 /// Runs every configured token on the control loop: owns one `TokenLifecycle` per token, performs what they

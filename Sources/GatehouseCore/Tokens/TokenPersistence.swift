@@ -1,3 +1,4 @@
+import GatehouseConfig
 import Synchronization
 
 /// One token as the store keeps it, so a restart reuses an unexpired token instead of logging in again.

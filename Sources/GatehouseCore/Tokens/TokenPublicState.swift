@@ -1,3 +1,5 @@
+import GatehouseJSON
+
 /// What the admin API shows about one token (SPEC §6 `GET /admin/tokens`). Holds no value: only a fingerprint.
 public struct TokenPublicState: Sendable, Equatable {
   public let name: String

@@ -1,3 +1,5 @@
+import GatehouseLogging
+
 #if canImport(Glibc)
   import Glibc
 #endif

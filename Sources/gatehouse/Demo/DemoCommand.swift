@@ -1,5 +1,7 @@
+import GatehouseConfig
 import GatehouseCore
 import GatehouseHTTP
+import GatehouseLogging
 import GatehouseNet
 
 #if canImport(Glibc)

@@ -4,6 +4,7 @@ import GatehouseNet
 import Synchronization
 import Testing
 
+@testable import GatehouseConfig
 @testable import GatehouseCore
 
 /// The OAuth 2 client credentials fetcher and its HTTP client, against an in-process token endpoint on

@@ -1,5 +1,6 @@
 import Testing
 
+@testable import GatehouseConfig
 @testable import GatehouseCore
 
 /// The token state machine alone, driven with explicit instants: no loop, no sockets, no sleeping.

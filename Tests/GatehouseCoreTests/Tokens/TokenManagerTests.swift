@@ -3,6 +3,7 @@ import GatehouseNet
 import Synchronization
 import Testing
 
+@testable import GatehouseConfig
 @testable import GatehouseCore
 
 #if canImport(Glibc)

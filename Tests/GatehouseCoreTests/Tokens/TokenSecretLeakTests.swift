@@ -1,6 +1,7 @@
 import GatehouseNet
 import Testing
 
+@testable import GatehouseConfig
 @testable import GatehouseCore
 
 /// Drives the whole token subsystem with canary values — fetches, failures from an endpoint that echoes

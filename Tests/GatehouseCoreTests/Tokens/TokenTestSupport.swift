@@ -3,7 +3,9 @@ import GatehouseHTTP
 import GatehouseNet
 import Synchronization
 
+@testable import GatehouseConfig
 @testable import GatehouseCore
+@testable import GatehouseLogging
 
 #if canImport(Glibc)
   import Glibc
