@@ -15,6 +15,24 @@ struct ExchangeActions: Sequence, Equatable, ExpressibleByArrayLiteral, CustomSt
 
   init() {}
 
+  // Fixed-arity initializers for the machine's transitions: an array literal would go
+  // through a variadic parameter, which allocates an array per call.
+  init(_ first: Action) {
+    append(first)
+  }
+
+  init(_ first: Action, _ second: Action) {
+    append(first)
+    append(second)
+  }
+
+  init(_ first: Action, _ second: Action, _ third: Action) {
+    append(first)
+    append(second)
+    append(third)
+  }
+
+  /// For tests and other callers off the request path (see the fixed-arity initializers).
   init(arrayLiteral elements: Action...) {
     for element in elements { append(element) }
   }

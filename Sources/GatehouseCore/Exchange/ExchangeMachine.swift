@@ -94,36 +94,36 @@ struct ExchangeMachine {
     case .storeLookedUp(let result):
       return storeLookedUp(result)
     case .tokenGranted:
-      guard phase == .waiting(.token) else { return [] }
+      guard phase == .waiting(.token) else { return ExchangeActions() }
       tokenInHand = true
       return proceed(fresh: leaseFresh)
     case .tokenMissing:
-      return []
+      return ExchangeActions()
     case .tokenUnavailable(let staleAvailable):
-      guard phase == .waiting(.token) else { return [] }
+      guard phase == .waiting(.token) else { return ExchangeActions() }
       return failOver(.tokenUnavailable, staleAvailable: staleAvailable)
     case .breakersAdmitted:
-      guard phase == .waiting(.breakers) else { return [] }
+      guard phase == .waiting(.breakers) else { return ExchangeActions() }
       breakersAdmitted = true
       return proceed(fresh: leaseFresh)
     case .leased(let reused):
       return leased(reused: reused)
     case .noConnectionFree:
-      guard phase == .waiting(.connection) else { return [] }
+      guard phase == .waiting(.connection) else { return ExchangeActions() }
       phase = .waiting(.queue)
-      return [.queueForConnection]
+      return ExchangeActions(.queueForConnection)
     case .connectionFree:
-      guard phase == .waiting(.queue) else { return [] }
+      guard phase == .waiting(.queue) else { return ExchangeActions() }
       phase = .waiting(.connection)
-      return [.lease(fresh: leaseFresh)]
+      return ExchangeActions(.lease(fresh: leaseFresh))
     case .clientBody(let count):
       return clientBody(count)
     case .clientEnd:
       return clientEnd()
     case .answerBegan:
-      guard case .forwarding(let request, .notBegun) = phase else { return [] }
+      guard case .forwarding(let request, .notBegun) = phase else { return ExchangeActions() }
       phase = .forwarding(request: request, response: .streaming)
-      return []
+      return ExchangeActions()
     case .answerEnded(let reusable):
       return answerEnded(reusable: reusable)
     case .answerReplaced(let replacement, let reusable):
@@ -133,11 +133,11 @@ struct ExchangeMachine {
     case .upstreamFailed(let failure, let staleAvailable, let received, let answerOut):
       return upstreamFailed(failure, staleAvailable: staleAvailable, received: received, answerOut: answerOut)
     case .droppedFromPipeline:
-      guard case .forwarding(_, .notBegun) = phase else { return [] }
+      guard case .forwarding(_, .notBegun) = phase else { return ExchangeActions() }
       attempts -= 1
       phase = .waiting(.connection)
       leaseFresh = false
-      return [.discardUpstream] + proceed(fresh: false)
+      return ExchangeActions(.discardUpstream) + proceed(fresh: false)
     case .collapsedEnded(let end):
       return collapsedEnded(end)
     case .deadlinePassed:
@@ -150,7 +150,7 @@ struct ExchangeMachine {
   // MARK: Transitions
 
   private mutating func start(_ facts: RequestFacts) -> ExchangeActions {
-    guard phase == .admitted else { return [] }
+    guard phase == .admitted else { return ExchangeActions() }
     self.facts = facts
     requestComplete = !facts.hasBody
     bodyStarted = facts.bodyFollowsHead
@@ -160,7 +160,7 @@ struct ExchangeMachine {
     case .always(let delayed):
       guard delayed else { return answer(.serveStub) }
       phase = .waiting(.stubDelay)
-      return []
+      return ExchangeActions()
     case .off, .fallback:
       break
     }
@@ -168,13 +168,13 @@ struct ExchangeMachine {
     guard !route.badTarget else { return answer(.answerLocally(.badTarget)) }
     if route.usesStore {
       phase = .waiting(.store)
-      return [.lookUpStore]
+      return ExchangeActions(.lookUpStore)
     }
     return proceed(fresh: false)
   }
 
   private mutating func storeLookedUp(_ result: StoreResult) -> ExchangeActions {
-    guard phase == .waiting(.store) else { return [] }
+    guard phase == .waiting(.store) else { return ExchangeActions() }
     switch result {
     case .fresh:
       return answer(.serveStored(.hit))
@@ -184,27 +184,27 @@ struct ExchangeMachine {
       return proceed(fresh: false)
     case .joinedCollapsed:
       phase = .waiting(.collapsed)
-      return []
+      return ExchangeActions()
     }
   }
 
   /// On towards the upstream: the token, the breakers, the body's read-ahead, a connection.
   private mutating func proceed(fresh: Bool) -> ExchangeActions {
-    guard let route = facts.route else { return [] }
+    guard let route = facts.route else { return ExchangeActions() }
     leaseFresh = fresh
     if route.usesToken && !tokenInHand {
       phase = .waiting(.token)
-      return [.takeToken]
+      return ExchangeActions(.takeToken)
     }
     // A retry asks the breakers again (the failure being retried may have opened them); a
     // request that waited since they said yes does not, and so never takes a second trial.
     if !breakersAdmitted {
       phase = .waiting(.breakers)
-      return [.askBreakers(retry: fresh)]
+      return ExchangeActions(.askBreakers(retry: fresh))
     }
     // A client that sends slowly holds no upstream connection: the body (or its first
     // `body_buffer_bytes`) is read before one is leased.
-    var actions: ExchangeActions = []
+    var actions: ExchangeActions = ExchangeActions()
     if !fresh && attempts == 0 && !readAheadDone && !requestComplete && route.bodyReadAhead > 0 {
       guard bodyBytesKept >= route.bodyReadAhead else {
         phase = .waiting(.bodyReadAhead)
@@ -219,7 +219,7 @@ struct ExchangeMachine {
   }
 
   private mutating func leased(reused: Bool) -> ExchangeActions {
-    guard phase == .waiting(.connection) else { return [.discardUpstream] }
+    guard phase == .waiting(.connection) else { return ExchangeActions(.discardUpstream) }
     attempts += 1
     connectionReused = reused
     tokenInHand = false
@@ -245,64 +245,66 @@ struct ExchangeMachine {
       if bodyBytesKept > facts.route?.pendingLimit ?? Int.max {
         return answer(.answerLocally(.tokenUnavailable), closing: true)
       }
-      return [.keepBody]
+      return ExchangeActions(.keepBody)
     case .waiting(.bodyReadAhead):
       bodyBytesKept += count
-      guard bodyBytesKept >= facts.route?.bodyReadAhead ?? 0 else { return [.keepBody] }
-      return [.keepBody] + proceed(fresh: false)
+      guard bodyBytesKept >= facts.route?.bodyReadAhead ?? 0 else { return ExchangeActions(.keepBody) }
+      return ExchangeActions(.keepBody) + proceed(fresh: false)
     case .waiting(.queue), .waiting(.connection), .waiting(.breakers):
       bodyBytesKept += count
-      return [.keepBody]
+      return ExchangeActions(.keepBody)
     case .forwarding(.streaming, _):
-      return [.forwardBody]
+      return ExchangeActions(.forwardBody)
     case .admitted, .waiting(.store), .waiting(.stubDelay), .waiting(.collapsed), .forwarding(.complete, _),
       .answeredLocally, .done:
-      return [.dropBody]
+      return ExchangeActions(.dropBody)
     }
   }
 
   private mutating func clientEnd() -> ExchangeActions {
-    guard !requestComplete else { return [] }
+    guard !requestComplete else { return ExchangeActions() }
     requestComplete = true
     switch phase {
     case .waiting(.bodyReadAhead):
       return proceed(fresh: false)
     case .forwarding(.streaming, let response):
       phase = .forwarding(request: .complete, response: response)
-      return [.endUpstreamBody]
+      return ExchangeActions(.endUpstreamBody)
     case .answeredLocally:
       return finish()
     case .admitted, .waiting, .forwarding(.complete, _), .done:
-      return []
+      return ExchangeActions()
     }
   }
 
   private mutating func answerEnded(reusable: Bool) -> ExchangeActions {
-    guard case .forwarding(let request, _) = phase else { return [] }
+    guard case .forwarding(let request, _) = phase else { return ExchangeActions() }
     // An upstream that answered before the whole body was sent cannot take the rest: the
     // connection goes, and the client's ends after the answer (the rest of its body is
     // read and dropped meanwhile).
     guard request == .complete else {
       requestComplete = true
-      return [.releaseUpstream(reusable: false), .closeAfterAnswer(drainInput: true)] + finish()
+      return ExchangeActions(.releaseUpstream(reusable: false), .closeAfterAnswer(drainInput: true)) + finish()
     }
-    return [.releaseUpstream(reusable: reusable)] + finish()
+    return ExchangeActions(.releaseUpstream(reusable: reusable)) + finish()
   }
 
   private mutating func answerReplaced(_ replacement: Replacement, reusable: Bool?) -> ExchangeActions {
-    guard case .forwarding = phase else { return [] }
+    guard case .forwarding = phase else { return ExchangeActions() }
     let upstream: Action = reusable.map { .releaseUpstream(reusable: $0 && requestComplete) } ?? .discardUpstream
     switch replacement {
     case .stored:
-      return [upstream] + answer(.serveStored(.stale))
+      return ExchangeActions(upstream) + answer(.serveStored(.stale))
     case .overloaded:
       // The body still coming cannot be used: the connection ends after the answer.
-      return [upstream] + answer(.answerLocally(.overloaded), closing: !requestComplete)
+      return ExchangeActions(upstream) + answer(.answerLocally(.overloaded), closing: !requestComplete)
     }
   }
 
   private mutating func tokenRejected(retry: Bool, reusable: Bool?) -> ExchangeActions {
-    guard case .forwarding(let request, .notBegun) = phase, retry, bodyAllowsTokenRetry else { return [] }
+    guard case .forwarding(let request, .notBegun) = phase, retry, bodyAllowsTokenRetry else {
+      return ExchangeActions()
+    }
     // Sent again with a new value, once; the rest of a body still arriving follows it.
     tokenRetried = true
     tokenInHand = false
@@ -310,7 +312,7 @@ struct ExchangeMachine {
       reusable.map { .releaseUpstream(reusable: $0 && request == .complete) } ?? .discardUpstream
     phase = .waiting(.token)
     leaseFresh = false
-    return [upstream, .takeToken]
+    return ExchangeActions(upstream, .takeToken)
   }
 
   private mutating func upstreamFailed(
@@ -323,7 +325,7 @@ struct ExchangeMachine {
       if response == .streaming && answerOut {
         // Part of the answer is out: cutting the connection is the only honest signal left.
         phase = .done
-        return [.discardUpstream, .abortClient] + finish()
+        return ExchangeActions(.discardUpstream, .abortClient) + finish()
       }
       if failure == .closed
         && UpstreamRetryPolicy.shouldRetry(
@@ -331,20 +333,20 @@ struct ExchangeMachine {
           bodyReplayable: !facts.hasBody, attempts: attempts)
       {
         breakersAdmitted = false
-        return [.discardUpstream] + proceed(fresh: true)
+        return ExchangeActions(.discardUpstream) + proceed(fresh: true)
       }
-      return [.discardUpstream] + failOver(.upstream(failure), staleAvailable: staleAvailable)
+      return ExchangeActions(.discardUpstream) + failOver(.upstream(failure), staleAvailable: staleAvailable)
     case .waiting(.queue):
-      return [.leaveQueue] + failOver(.upstream(failure), staleAvailable: staleAvailable)
+      return ExchangeActions(.leaveQueue) + failOver(.upstream(failure), staleAvailable: staleAvailable)
     case .waiting(.connection), .waiting(.breakers), .waiting(.collapsed):
       return failOver(.upstream(failure), staleAvailable: staleAvailable)
     case .admitted, .waiting, .answeredLocally, .done:
-      return []
+      return ExchangeActions()
     }
   }
 
   private mutating func collapsedEnded(_ end: CollapsedEnd) -> ExchangeActions {
-    guard phase == .waiting(.collapsed) else { return [] }
+    guard phase == .waiting(.collapsed) else { return ExchangeActions() }
     switch end {
     case .answered:
       return answer(.serveCollapsed)
@@ -358,46 +360,46 @@ struct ExchangeMachine {
   private mutating func deadlinePassed() -> ExchangeActions {
     switch deadline {
     case .none:
-      return []
+      return ExchangeActions()
     case .stubDelay:
       return answer(.serveStub)
     case .requestUpload:
       // The client stopped sending its body: nothing sensible can follow on its connection.
       if answerBegan {
         phase = .done
-        return [.discardUpstream, .abortClient] + finish()
+        return ExchangeActions(.discardUpstream, .abortClient) + finish()
       }
       requestComplete = true
-      var actions: ExchangeActions = []
+      var actions: ExchangeActions = ExchangeActions()
       if case .forwarding = phase { actions.append(.discardUpstream) }
       return actions + answer(.answerLocally(.requestTimedOut), closing: true)
     case .drainBody:
       requestComplete = true
-      return [.closeAfterAnswer(drainInput: true)] + finish()
+      return ExchangeActions(.closeAfterAnswer(drainInput: true)) + finish()
     // Told apart by the driver, which reports them as failures.
     case .collapsedWait, .connectionQueue, .upstreamResponse:
-      return []
+      return ExchangeActions()
     }
   }
 
   private mutating func clientGone() -> ExchangeActions {
-    var actions: ExchangeActions = []
+    var actions: ExchangeActions = ExchangeActions()
     switch phase {
     case .forwarding: actions.append(.discardUpstream)
     case .waiting(.queue): actions.append(.leaveQueue)
-    case .done: return []
+    case .done: return ExchangeActions()
     case .admitted, .waiting, .answeredLocally: break
     }
     phase = .done
-    return actions + [.finish]
+    return actions + ExchangeActions(.finish)
   }
 
   // MARK: Helpers
 
   private mutating func continueIfAsked() -> ExchangeActions {
-    guard facts.expectsContinue && facts.hasBody && !continueSent && !requestComplete else { return [] }
+    guard facts.expectsContinue && facts.hasBody && !continueSent && !requestComplete else { return ExchangeActions() }
     continueSent = true
-    return [.sendContinue]
+    return ExchangeActions(.sendContinue)
   }
 
   /// The upstream is no help: a stored answer the route allows, else its fallback stub
@@ -413,7 +415,7 @@ struct ExchangeMachine {
   /// body, so its connection ends after the answer (RFC 9110 §10.1.1); `closing`: it ends
   /// after the answer anyway, the body read and dropped meanwhile.
   private mutating func answer(_ action: Action, then next: Action? = nil, closing: Bool = false) -> ExchangeActions {
-    var actions: ExchangeActions = []
+    var actions: ExchangeActions = ExchangeActions()
     if facts.expectsContinue && facts.hasBody && !continueSent && !requestComplete && !bodyStarted {
       actions.append(.closeAfterAnswer(drainInput: true))
       requestComplete = true
@@ -430,6 +432,6 @@ struct ExchangeMachine {
 
   private mutating func finish() -> ExchangeActions {
     phase = .done
-    return [.finish]
+    return ExchangeActions(.finish)
   }
 }
