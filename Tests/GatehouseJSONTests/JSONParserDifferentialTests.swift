@@ -134,6 +134,16 @@ import Testing
     }
   }
 
+  @Test func sameOutcomeOnRandomDocuments() {
+    let alphabet: [UInt8] =
+      Array("{}[]\":,\\ u u d 8 3 D C e E 0 1 9 - + . t r u e n l f a s x \n\t".utf8) + [0xFF, 0xC3, 0xA9, 0xED, 0x01]
+    var random = SplitMix64(seed: 7)
+    for _ in 0..<40000 {
+      let length = Int.random(in: 0...14, using: &random)
+      compare((0..<length).map { _ in alphabet.randomElement(using: &random)! })
+    }
+  }
+
   /// Prints each hand-written case's outcome (`swift test --filter printOutcomes`), to write
   /// expectations from.
   @Test(.disabled(if: true)) func printOutcomes() {
