@@ -59,7 +59,7 @@ public struct JSONParser {
     parser.skipWhitespace()
     let value = try parser.parseValue()
     parser.skipWhitespace()
-    if parser.position < bytes.count { throw parser.refusal(expecting: .endOfDocument) }
+    if parser.position < bytes.count { throw parser.refusal(expecting: nil) }
     return value
   }
 
@@ -310,31 +310,29 @@ public struct JSONParser {
     while position < end && JSONScanner.isWhitespace(bytes[position]) { position += 1 }
   }
 
-  /// What the parser was about to read when it reached the scanner's stopping point.
-  private enum Expectation {
-    case value, key, colon, commaOrBrace, commaOrBracket, endOfDocument
+  /// What the parser was about to read when it reached the scanner's stopping point, as its
+  /// messages say it.
+  private enum Expectation: String {
+    case value = "a value"
+    case key = "a string key"
+    case colon = "':'"
+    case commaOrBrace = "',' or '}'"
+    case commaOrBracket = "',' or ']'"
   }
 
   /// The error where the walk reached `end` between tokens: what was found there, and what
-  /// could have come instead.
-  private func refusal(expecting expectation: Expectation) -> JSONError {
+  /// could have come instead (nil: the end of the document, after the top-level value).
+  private func refusal(expecting expectation: Expectation?) -> JSONError {
     if refused == .depthLimitExceeded {
       return Self.error(
         in: bytes, at: position, .depthLimitExceeded, "nesting is deeper than the limit of \(limits.maxDepth)")
     }
     let found = position < bytes.count ? "'\(Self.describeASCII(bytes[position]))'" : "end of document"
-    let expected: String
-    switch expectation {
-    case .value: expected = ", expected a value"
-    case .key: expected = ", expected a string key"
-    case .colon: expected = ", expected ':'"
-    case .commaOrBrace: expected = ", expected ',' or '}'"
-    case .commaOrBracket: expected = ", expected ',' or ']'"
-    case .endOfDocument:
+    guard let expectation else {
       return Self.error(in: bytes, at: position, .trailingContent, "unexpected \(found) after the end of the document")
     }
     let code: JSONError.Reason = position < bytes.count ? .unexpectedByte : .unexpectedEnd
-    return Self.error(in: bytes, at: position, code, "unexpected \(found)\(expected)")
+    return Self.error(in: bytes, at: position, code, "unexpected \(found), expected \(expectation.rawValue)")
   }
 
   /// Printable ASCII as itself, anything else as a code, so a message never carries raw bytes.
