@@ -30,8 +30,6 @@ public struct JSONParser {
 
   private let bytes: [UInt8]
   private let limits: Limits
-  /// After the byte order mark, if any.
-  private let start: Int
   /// The first byte the scanner refused, or the document length when it accepted it all.
   private let end: Int
   /// What the scanner found wrong at `end`; nil when the document is valid JSON.
@@ -41,7 +39,7 @@ public struct JSONParser {
   private init(bytes: [UInt8], limits: Limits) {
     self.bytes = bytes
     self.limits = limits
-    start = bytes.starts(with: [0xEF, 0xBB, 0xBF]) ? 3 : 0
+    let start = bytes.starts(with: [0xEF, 0xBB, 0xBF]) ? 3 : 0
     let verdict = Self.scan(bytes, from: start, limits: limits, resumingString: false)
     end = verdict?.offset ?? bytes.count
     refused = verdict?.reason
@@ -80,7 +78,8 @@ public struct JSONParser {
 
   private mutating func parseValue() throws(JSONError) -> JSONValue {
     guard let byte = peek() else { throw refusal(expecting: .value) }
-    // The scanner accepted this byte as the start of a value.
+    // The scanner accepted this byte as the start of a value. It also refused nesting deeper
+    // than the limit, which bounds this recursion.
     switch byte {
     case UInt8(ascii: "{"): return try parseObject()
     case UInt8(ascii: "["): return try parseArray()
@@ -187,7 +186,8 @@ public struct JSONParser {
     let quote = position
     let end = self.end
     let decoded: (string: String, end: Int)? = bytes.withUnsafeBytes { raw in
-      // Not empty: a string starts at `quote`.
+      // The cursor exists (a string starts at `quote`). A string that does not close before
+      // `end` is one the scanner stopped in.
       guard let cursor = JSONCursor(raw), let found = cursor.stringEnd(quote), found.end <= end else { return nil }
       let content = (quote + 1)..<(found.end - 1)
       guard found.hasEscapes else {
