@@ -1,7 +1,8 @@
 /// The resumable core of both validators: a byte-at-a-time state machine whose whole state is
 /// this struct plus a depth stack of one bit per open container (1 = object, 0 = array) that
 /// the caller owns. `scan` can stop after any byte and resume with the next piece, so the
-/// whole-buffer validator is one `scan` plus `finish`, and both report identical errors.
+/// whole-buffer validator is one `scan` plus `finish`, and both report identical errors. It is
+/// also the tree parser's grammar: `JSONParser` builds its tree from what this accepted.
 struct JSONScanner: Sendable {
   /// What the next byte may be.
   enum Mode: UInt8 {
@@ -77,13 +78,28 @@ struct JSONScanner: Sendable {
   private var utf8Low: UInt8 = 0x80
   private var utf8High: UInt8 = 0xBF
 
-  init(options: JSONValidationOptions) {
+  /// `offset` is where the first piece starts in the document, so that error offsets count
+  /// from the document start (the tree parser starts after a byte order mark, and a second
+  /// one there is an unexpected byte, not a byte order mark). `inString` starts inside a
+  /// top-level string: the tree parser reads on past invalid UTF-8 that way, since it reports
+  /// a string's other errors first.
+  init(options: JSONValidationOptions, startingAt offset: Int = 0, inString: Bool = false) {
     maxDepth = options.maxDepth
     allowsLoneSurrogates = options.allowsLoneSurrogates
+    consumed = offset
+    if inString { mode = .string }
   }
 
   /// Words of depth stack needed for `maxDepth` (at least one, so the pointer is never empty).
   static func stackWords(maxDepth: Int) -> Int { max(1, (maxDepth + 63) >> 6) }
+
+  /// Scans the rest of the document as one piece and checks that it is complete: the first
+  /// error, or nil. The depth stack lives on the stack for the call.
+  mutating func scanToEnd(_ bytes: UnsafeRawBufferPointer) -> JSONError? {
+    withUnsafeTemporaryAllocation(of: UInt64.self, capacity: Self.stackWords(maxDepth: maxDepth)) { stack in
+      scan(bytes, stack: stack.baseAddress!) ?? finish()
+    }
+  }
 
   /// Scans one piece. Returns the first error, or nil when every byte so far can still start
   /// a valid document.

@@ -21,11 +21,7 @@ public enum JSONValidator {
     in bytes: UnsafeRawBufferPointer, options: JSONValidationOptions = JSONValidationOptions()
   ) -> JSONError? {
     var scanner = JSONScanner(options: options)
-    return withUnsafeTemporaryAllocation(
-      of: UInt64.self, capacity: JSONScanner.stackWords(maxDepth: options.maxDepth)
-    ) { stack in
-      scanner.scan(bytes, stack: stack.baseAddress!) ?? scanner.finish()
-    }
+    return scanner.scanToEnd(bytes)
   }
 
   /// Whether `bytes` is one valid document.
