@@ -1,7 +1,7 @@
 import GatehouseHTTP
 import GatehouseJSON
 
-/// Answers the gateway makes itself (errors, stubs): complete answers with a JSON
+/// Answers the gateway makes itself (errors, stubs): complete, with a JSON
 /// envelope body `{"code","datas","message"}` and a correct Content-Length.
 public enum GatewayAnswer {
   /// The failures of the proxy path and how SPEC §4 answers them.
