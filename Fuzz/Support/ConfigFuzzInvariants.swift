@@ -445,7 +445,7 @@ extension ConfigFuzzInvariants {
     try requireRoundTrip(upstream.url)
     try require(upstream.tls == nil || upstream.url.scheme == .https, context + "tls with an http url")
     try require(
-      upstream.connectTimeout > .zero && upstream.responseTimeout > .zero
+      upstream.connectTimeout > .zero && upstream.answerTimeout > .zero
         && (0...100_000).contains(upstream.maxIdleConnections),
       context + "timeouts or max_idle_connections out of range")
     if let tls = upstream.tls {

@@ -44,11 +44,11 @@ struct AdminAudit {
     }
   }
 
-  /// The line's fields once `response` is known: the action, its subject, the answer's
+  /// The line's fields once `answer` is known: the action, its subject, the answer's
   /// status and the facts the handler recorded (such as `purged`), and the request id that
   /// the answer's `X-Request-Id` carries.
-  func fields(requestID: String, response: AdminResponse) -> [LogField] {
-    [("action", .string(action))] + subject + [("status", .int(response.status))] + response.auditFacts + [
+  func fields(requestID: String, answer: AdminAnswer) -> [LogField] {
+    [("action", .string(action))] + subject + [("status", .int(answer.status))] + answer.auditFacts + [
       ("request_id", .string(requestID))
     ]
   }

@@ -19,10 +19,10 @@ package protocol AdminBackend: AnyObject, Sendable {
   func metricsText(completion: @escaping @Sendable (String) -> Void)
   func reload(completion: @escaping @Sendable (Result<Void, ReloadFailure>) -> Void)
   /// The token endpoints; the token manager lives on the control loop.
-  func tokens(_ endpoint: AdminEndpoint, body: [UInt8], completion: @escaping @Sendable (AdminResponse) -> Void)
+  func tokens(_ endpoint: AdminEndpoint, body: [UInt8], completion: @escaping @Sendable (AdminAnswer) -> Void)
   /// The cache endpoints; store calls block, so they run off the event loops.
   func cache(
-    _ endpoint: AdminEndpoint, query: [String: String], completion: @escaping @Sendable (AdminResponse) -> Void)
+    _ endpoint: AdminEndpoint, query: [String: String], completion: @escaping @Sendable (AdminAnswer) -> Void)
 }
 
 /// Why a reload was refused: the `check` errors, one per line.
@@ -63,7 +63,7 @@ package final class AdminService: @unchecked Sendable {
   /// by the metrics on another thread, hence atomic.
   package let authFailureCount = Atomic<Int>(0)
   /// The dashboard's answer, made once at start (its policy hashes the page's script).
-  private let dashboard = AdminResponse(
+  private let dashboard = AdminAnswer(
     status: 200, contentType: "text/html; charset=utf-8", body: Array(AdminDashboard.html.utf8),
     extraHeaders: [("Content-Security-Policy", AdminDashboard.contentSecurityPolicy)])
 
@@ -153,7 +153,7 @@ package final class AdminService: @unchecked Sendable {
   /// is the client's address, named in the warning about failed authentications.
   func handle(
     head: HTTPRequestHead, body: [UInt8], requestID: [UInt8], peer: SocketAddress?,
-    completion: @escaping (AdminResponse) -> Void
+    completion: @escaping (AdminAnswer) -> Void
   ) {
     let target = head.targetString
     let path = String(target.prefix { $0 != "?" })
@@ -181,9 +181,9 @@ package final class AdminService: @unchecked Sendable {
       completion(.error(404, "no admin endpoint \(head.method) \(path)"))
       return
     case .methodNotAllowed(let allow):
-      var response = AdminResponse.error(405, "method \(head.method) not allowed here")
-      response.extraHeaders = [("Allow", allow.joined(separator: ", "))]
-      completion(response)
+      var answer = AdminAnswer.error(405, "method \(head.method) not allowed here")
+      answer.extraHeaders = [("Allow", allow.joined(separator: ", "))]
+      completion(answer)
       return
     case .endpoint(let matched):
       endpoint = matched
@@ -196,9 +196,9 @@ package final class AdminService: @unchecked Sendable {
     if let audit = AdminAudit(endpoint, parameters: (try? parsed.get()) ?? [:]) {
       let logger = self.logger
       let id = String(decoding: requestID, as: UTF8.self)
-      finish = { response in
-        logger.log(.info, "admin action", fields: audit.fields(requestID: id, response: response))
-        completion(response)
+      finish = { answer in
+        logger.log(.info, "admin action", fields: audit.fields(requestID: id, answer: answer))
+        completion(answer)
       }
     }
     switch parsed {
@@ -212,7 +212,7 @@ package final class AdminService: @unchecked Sendable {
   /// Answers an authorized request for `endpoint` whose query was accepted.
   private func answer(
     _ endpoint: AdminEndpoint, parameters: [String: String], body: [UInt8], backend: any AdminBackend,
-    completion: @escaping (AdminResponse) -> Void
+    completion: @escaping (AdminAnswer) -> Void
   ) {
     let respond = onLoop(completion)
     switch endpoint {
@@ -226,7 +226,7 @@ package final class AdminService: @unchecked Sendable {
     case .metrics:
       backend.metricsText { text in
         respond(
-          AdminResponse(status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8", body: Array(text.utf8)))
+          AdminAnswer(status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8", body: Array(text.utf8)))
       }
     case .status:
       backend.statusDocument { respond(.json($0)) }
@@ -250,7 +250,7 @@ package final class AdminService: @unchecked Sendable {
     case .dashboard:
       completion(dashboard)
     case .openAPI:
-      completion(AdminResponse(status: 200, body: Array(AdminOpenAPI.document.utf8)))
+      completion(AdminAnswer(status: 200, body: Array(AdminOpenAPI.document.utf8)))
     case .cacheStats, .cacheEntries, .cacheEntry, .purgeCacheEntry, .purgeCacheEntries, .purgeCache, .purgeRouteCache:
       backend.cache(endpoint, query: parameters) { respond($0) }
     case .tokens, .setToken, .refreshToken, .invalidateToken:
@@ -267,15 +267,15 @@ package final class AdminService: @unchecked Sendable {
     }
   }
 
-  static let unauthorized = AdminResponse(
+  static let unauthorized = AdminAnswer(
     status: 401, body: Array(#"{"error":"unauthorized"}"#.utf8), extraHeaders: [("WWW-Authenticate", "Bearer")])
 
   /// Wraps a completion so it runs on the admin loop whatever thread calls it.
-  private func onLoop(_ completion: @escaping (AdminResponse) -> Void) -> @Sendable (AdminResponse) -> Void {
+  private func onLoop(_ completion: @escaping (AdminAnswer) -> Void) -> @Sendable (AdminAnswer) -> Void {
     nonisolated(unsafe) let completion = completion
     let loop = self.loop
-    return { response in
-      loop.execute { completion(response) }
+    return { answer in
+      loop.execute { completion(answer) }
     }
   }
 }

@@ -65,8 +65,8 @@ final class AdminSession: HTTP1ServerResponder {
     guard let head else { return }
     self.head = nil
     let requestID = service.nextRequestID()
-    service.handle(head: head, body: body, requestID: requestID, peer: connection?.peerAddress) { [self] response in
-      send(response, headOnly: head.method == .head, requestID: requestID)
+    service.handle(head: head, body: body, requestID: requestID, peer: connection?.peerAddress) { [self] answer in
+      send(answer, headOnly: head.method == .head, requestID: requestID)
     }
     body = []
   }
@@ -79,10 +79,10 @@ final class AdminSession: HTTP1ServerResponder {
     send(.error(408, "request not received in time"), headOnly: false, requestID: service.nextRequestID())
   }
 
-  private func send(_ response: AdminResponse, headOnly: Bool, requestID: [UInt8]) {
+  private func send(_ answer: AdminAnswer, headOnly: Bool, requestID: [UInt8]) {
     guard !server.isClosed else { return }
     let close = server.beginAnswer(.whole)
-    server.write(response.serialized(requestID: requestID, headOnly: headOnly, close: close))
+    server.write(answer.serialized(requestID: requestID, headOnly: headOnly, close: close))
     server.endAnswer()
   }
 

@@ -1,6 +1,6 @@
 /// Reading an `Accept-Encoding` request header (RFC 9110 §12.5.3).
 public enum AcceptEncoding {
-  /// Whether the client accepts a gzip response: `gzip` (or its alias `x-gzip`) listed with a
+  /// Whether the client accepts a gzip answer: `gzip` (or its alias `x-gzip`) listed with a
   /// weight above zero, or else `*` with a weight above zero. `gzip;q=0` refuses it even when
   /// `*` is listed. A malformed weight counts as zero: identity is always safe to send.
   public static func acceptsGzip<Bytes: Collection<UInt8>>(_ value: Bytes) -> Bool {

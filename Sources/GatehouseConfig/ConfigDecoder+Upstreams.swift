@@ -13,7 +13,7 @@ extension ConfigDecoder {
     let urlField = object.requiredField("url")
     let url = urlField.flatMap(httpURL)
     let connectTimeout = object.field("connect_timeout_ms")?.milliseconds() ?? .milliseconds(1000)
-    let responseTimeout = object.field("response_timeout_ms")?.milliseconds() ?? .milliseconds(10_000)
+    let answerTimeout = object.field("response_timeout_ms")?.milliseconds() ?? .milliseconds(10_000)
     let maxIdle = object.field("max_idle_connections")?.integer(in: 0...100_000) ?? 64
     // Off unless asked for: HTTP/1.1 cannot tie an answer to its request, so an upstream
     // that sends an answer nobody asked for would shift pipelined answers between clients.
@@ -31,7 +31,7 @@ extension ConfigDecoder {
     }
     guard let url else { return nil }
     return UpstreamConfig(
-      name: name, url: url, connectTimeout: connectTimeout, responseTimeout: responseTimeout,
+      name: name, url: url, connectTimeout: connectTimeout, answerTimeout: answerTimeout,
       maxIdleConnections: maxIdle, pipelineDepth: pipelineDepth, tls: tls, health: health, circuit: circuit,
       maxConnections: maxConnections, queueTimeout: queueTimeout)
   }

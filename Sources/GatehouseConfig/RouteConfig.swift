@@ -19,7 +19,7 @@ public struct RouteConfig: Sendable, Equatable {
   /// Applied after the top-level `headers`.
   public let headers: HeaderRules
   public let envelope: EnvelopeConfig
-  /// Nil: responses of this route are never stored (SPEC §5 "routes with a cache block").
+  /// Nil: answers of this route are never stored (SPEC §5 "routes with a cache block").
   public let cache: RouteCacheConfig?
   /// `mode` is `.off` when the route has no `stub` block.
   public let stub: StubConfig
@@ -60,7 +60,7 @@ public struct TokenFormat: Sendable, Equatable, CustomStringConvertible {
 public struct InvalidTokenRule: Sendable, Equatable {
   /// Default `[401]`.
   public let statuses: [Int]
-  /// A top-level member of a JSON response body to look at; nil: bodies are not inspected.
+  /// A top-level member of a JSON answer body to look at; nil: bodies are not inspected.
   public let bodyField: String?
   /// Scalar JSON values of `bodyField` that mean the token is invalid.
   public let bodyValues: [JSONValue]

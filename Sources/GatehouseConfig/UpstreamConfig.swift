@@ -4,8 +4,8 @@ public struct UpstreamConfig: Sendable, Equatable {
   public let url: HTTPURL
   /// Default 1 s.
   public let connectTimeout: Duration
-  /// Time to wait for the response head. Default 10 s.
-  public let responseTimeout: Duration
+  /// Time to wait for the answer's head (`response_timeout_ms`). Default 10 s.
+  public let answerTimeout: Duration
   /// Idle keep-alive connections kept per loop. Default 64.
   public let maxIdleConnections: Int
   /// Most requests written on one connection before their answers (1 = no pipelining).

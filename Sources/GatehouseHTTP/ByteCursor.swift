@@ -85,7 +85,7 @@ public struct ByteCursor: ~Copyable {
 extension ByteCursor {
   /// The field that frames a body: `Content-Length` or `Transfer-Encoding: chunked`, nothing
   /// for no body or a close-delimited one, unless `headContentLength` gives the length an
-  /// answer to HEAD reports for a body it does not carry.
+  /// response to HEAD reports for a body it does not carry.
   public mutating func writeFramingField(_ framing: HTTPBodyFraming, headContentLength: Int64? = nil) {
     switch framing {
     case .none:

@@ -1,6 +1,6 @@
 /// How a message's body is delimited (RFC 9112 §6.3).
 public enum HTTPBodyFraming: Sendable, Hashable {
-  /// No body at all (no framing headers, HEAD answers, 1xx/204/304).
+  /// No body at all (no framing headers, responses to HEAD, 1xx/204/304).
   case none
   case contentLength(Int64)
   case chunked
@@ -86,7 +86,7 @@ public struct HTTPResponseHead: Sendable, Hashable {
   public var reason: ArraySlice<UInt8>
   public var headers: HTTPHeaders
   public var bodyFraming: HTTPBodyFraming
-  /// The declared Content-Length even where the body is absent (HEAD answers, 304).
+  /// The declared Content-Length even where the body is absent (responses to HEAD, 304).
   public var contentLength: Int64?
   public var keepAlive: Bool
 
@@ -120,6 +120,6 @@ public struct HTTPResponseHead: Sendable, Hashable {
 
   public var reasonString: String { String(decoding: reason, as: UTF8.self) }
 
-  /// 1xx answers come before the final one and carry no body.
+  /// 1xx responses come before the final one and carry no body.
   public var isInformational: Bool { status >= 100 && status < 200 }
 }

@@ -8,7 +8,7 @@ public enum HTTPResponseEvent: Sendable, Hashable {
 }
 
 /// Incremental HTTP/1.1 response parser for one upstream connection. Set
-/// `requestWasHEAD` before each answer to a HEAD request: its framing headers describe a
+/// `requestWasHEAD` before each response to a HEAD request: its framing headers describe a
 /// body that is not sent.
 public struct HTTPResponseParser: Sendable {
   @usableFromInline
@@ -81,7 +81,7 @@ public struct HTTPResponseParser: Sendable {
     return head
   }
 
-  /// The trailers of the answer `next` just ended, if it had any.
+  /// The trailers of the response `next` just ended, if it had any.
   public mutating func takeTrailers() -> HTTPHeaders? {
     pendingTrailers.take()
   }

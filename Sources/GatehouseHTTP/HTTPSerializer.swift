@@ -44,7 +44,7 @@ public enum HTTPSerializer {
 
   /// Appends `HTTP/1.1 status reason`, the headers, the framing field and the empty line.
   /// `Content-Length` is still written for `.none` framing when `headContentLength` is given
-  /// (answers to HEAD carry the length the GET would have).
+  /// (responses to HEAD carry the length the GET would have).
   public static func writeResponseHead(
     status: Int, reason: String? = nil, headers: HTTPHeaders, framing: HTTPBodyFraming,
     headContentLength: Int64? = nil, into buffer: inout [UInt8]

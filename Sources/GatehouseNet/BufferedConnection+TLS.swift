@@ -7,7 +7,7 @@ extension BufferedConnection {
   /// SSL_read calls per readiness event (each returns one record, at most 16 KB), about the bytes a plain
   /// connection reads per event, before yielding to other connections.
   static let maxTLSReadsPerEvent = 16
-  /// Small queued chunks (a response head and the first body slice) are gathered into one record of up to
+  /// Small queued chunks (an answer's head and the first body slice) are gathered into one record of up to
   /// this size, so they cost one record header and one send instead of one each.
   static let tlsCoalescingLimit = 16 * 1024
 

@@ -248,7 +248,7 @@ public final class BufferedConnection: IOEventHandler {
     return state != .closed
   }
 
-  /// Sends several chunks (say a response head and its body) with one sendmsg where possible.
+  /// Sends several chunks (say an answer's head and its body) with one sendmsg where possible.
   @discardableResult
   public func write(chunks: [ArraySlice<UInt8>]) -> Bool {
     guard acceptsWrites else { return false }

@@ -1,4 +1,4 @@
-/// The identity of one cached answer: what the backend was asked, plus the request values
+/// The identity of one stored answer: what the backend was asked, plus the request values
 /// the answer may depend on. Built by a pure function; `id` is what the store, the admin API
 /// and the logs use.
 ///

@@ -1,11 +1,11 @@
 /// A header list as stored: name and value pairs in the order given.
 public typealias StoredHeaders = [(name: String, value: String)]
 
-/// A stored answer, as the request path needs it to serve a stale or fresh response.
-public struct CachedResponse: Sendable {
+/// A stored answer, as the request path needs it to serve it stale or fresh.
+public struct StoredAnswer: Sendable {
   /// The backend's status code.
   public var status: Int
-  /// The backend's response headers as handed to `Store.remember`.
+  /// The backend's answer headers as handed to `Store.remember`.
   public var headers: StoredHeaders
   /// The body bytes.
   public var body: [UInt8]

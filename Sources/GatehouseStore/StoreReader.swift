@@ -35,9 +35,9 @@ public final class StoreReader {
   deinit { flushTouches() }
 
   /// The stored answer for a cache id (`CacheKey.id`), or nil. Records the access for LRU.
-  public func lookup(id: String) -> CachedResponse? {
+  public func lookup(id: String) -> StoredAnswer? {
     guard isCacheID(id) else { return nil }
-    let found: CachedResponse?
+    let found: StoredAnswer?
     do {
       let statement = try db.cachedStatement(
         "SELECT status, headers, body, stored_at, body_sha256 FROM cache_entries WHERE id = ?")
@@ -55,7 +55,7 @@ public final class StoreReader {
           _ = queue.enqueue(.discardDamaged(DamagedEntry(id: id, bodySHA256: digest, status: status)))
           return nil
         }
-        found = CachedResponse(status: Int(status), headers: headers, body: body, storedAtMs: statement.int64(3))
+        found = StoredAnswer(status: Int(status), headers: headers, body: body, storedAtMs: statement.int64(3))
       } else {
         found = nil
       }
@@ -68,7 +68,7 @@ public final class StoreReader {
   }
 
   /// Same as `lookup(id:)` with a key.
-  public func lookup(_ key: CacheKey) -> CachedResponse? { lookup(id: key.id) }
+  public func lookup(_ key: CacheKey) -> StoredAnswer? { lookup(id: key.id) }
 
   /// Hands recorded accesses to the writer now. Call it from a loop timer when traffic is
   /// low (otherwise a batch goes out every `touchBatchSize` hits or `touchIntervalMs`).

@@ -403,8 +403,8 @@ enum Action {
       switch call.send(.delete, "/admin/cache/entries?prefix=" + AdminCall.percentEncoded(prefix)) {
       case .failure(let lines):
         return .failure(lines)
-      case .success(let response, let document):
-        let lines = options.json ? [response.bodyText.trimmed] : AdminFormat.purged(document)
+      case .success(let answer, let document):
+        let lines = options.json ? [answer.bodyText.trimmed] : AdminFormat.purged(document)
         // Nothing purged is most often a prefix without the upstream's base path
         // (`/users/` for `/api/v1/users/`): say which stored paths come near it.
         guard AdminFormat.text(document["purged"]) == "0" else { return .success(lines) }
@@ -457,13 +457,13 @@ struct AdminCall {
   ) -> AdminOutcome {
     switch send(method, path, body: body) {
     case .failure(let lines): return .failure(lines)
-    case .success(let response, let document):
-      return .success(json ? [response.bodyText.trimmed] : render(document))
+    case .success(let answer, let document):
+      return .success(json ? [answer.bodyText.trimmed] : render(document))
     }
   }
 
   enum Answer {
-    case success(AdminHTTPResponse, JSONValue)
+    case success(AdminHTTPAnswer, JSONValue)
     case failure([String])
   }
 
@@ -471,21 +471,21 @@ struct AdminCall {
     var headers: [(String, String)] = []
     if let token { headers.append(("Authorization", "Bearer \(token)")) }
     if body != nil { headers.append(("Content-Type", "application/json")) }
-    let response: AdminHTTPResponse
+    let answer: AdminHTTPAnswer
     do {
-      response = try client.send(method: method, target: basePath + path, headers: headers, body: body)
+      answer = try client.send(method: method, target: basePath + path, headers: headers, body: body)
     } catch {
       return .failure([error.description])
     }
-    let document = try? JSONParser.parse(response.body)
-    guard (200..<300).contains(response.status) else {
-      var message = "\(method) \(path): HTTP \(response.status)"
+    let document = try? JSONParser.parse(answer.body)
+    guard (200..<300).contains(answer.status) else {
+      var message = "\(method) \(path): HTTP \(answer.status)"
       if let error = document?["error"]?.stringValue {
         message += ": \(error)"
-      } else if !response.body.isEmpty {
-        message += ": \(String(response.bodyText.trimmed.prefix(300)))"
+      } else if !answer.body.isEmpty {
+        message += ": \(String(answer.bodyText.trimmed.prefix(300)))"
       }
-      if response.status == 401 && token == nil { message += " (give --token or set GATEHOUSE_ADMIN_TOKEN)" }
+      if answer.status == 401 && token == nil { message += " (give --token or set GATEHOUSE_ADMIN_TOKEN)" }
       var lines = [message]
       // A refused reload lists the config's problems; a failed refresh has the token's error.
       for item in document?["errors"]?.arrayValue ?? [] { lines.append("  " + AdminFormat.text(item)) }
@@ -493,9 +493,9 @@ struct AdminCall {
       return .failure(lines)
     }
     guard let document else {
-      return .failure(["\(method) \(path): HTTP \(response.status) but the answer is not JSON"])
+      return .failure(["\(method) \(path): HTTP \(answer.status) but the answer is not JSON"])
     }
-    return .success(response, document)
+    return .success(answer, document)
   }
 
   /// Every page of `/admin/cache/entries` (at most `maxPages` of 1000), or the failure's lines.

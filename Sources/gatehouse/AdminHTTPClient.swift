@@ -5,7 +5,7 @@ import GatehouseHTTP
 #endif
 
 /// One answer of the admin API, read whole.
-struct AdminHTTPResponse {
+struct AdminHTTPAnswer {
   let status: Int
   let headers: HTTPHeaders
   let body: [UInt8]
@@ -21,7 +21,7 @@ struct AdminClientError: Error, CustomStringConvertible {
 /// A minimal blocking HTTP/1.1 client for the `admin` command: one request per connection
 /// (`Connection: close`), POSIX sockets with send/receive timeouts (and TLS for https,
 /// see `AdminConnection`), answers parsed with
-/// `GatehouseHTTP`'s response parser. Admin answers are small; bodies are capped at 64 MiB.
+/// `GatehouseHTTP`'s `HTTPResponseParser`. Admin answers are small; bodies are capped at 64 MiB.
 struct AdminHTTPClient {
   /// Where to connect: a host name or address literal, and a port.
   var host: String
@@ -34,7 +34,7 @@ struct AdminHTTPClient {
 
   /// Sends one request and reads the whole answer.
   func send(method: HTTPMethod, target: String, headers extra: [(String, String)] = [], body: [UInt8]? = nil)
-    throws(AdminClientError) -> AdminHTTPResponse
+    throws(AdminClientError) -> AdminHTTPAnswer
   {
     var headers = HTTPHeaders()
     headers.add(name: "Host", value: hostHeader)
@@ -65,7 +65,7 @@ struct AdminHTTPClient {
     }
     defer { connection.close() }
     try connection.sendAll(request)
-    return try readResponse(connection, requestWasHEAD: method == .head)
+    return try readAnswer(connection, requestWasHEAD: method == .head)
   }
 
   private var endpoint: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
@@ -101,8 +101,8 @@ struct AdminHTTPClient {
     throw AdminClientError(description: "cannot connect to \(endpoint): \(Self.describe(lastError))")
   }
 
-  private func readResponse(_ connection: AdminConnection, requestWasHEAD: Bool) throws(AdminClientError)
-    -> AdminHTTPResponse
+  private func readAnswer(_ connection: AdminConnection, requestWasHEAD: Bool) throws(AdminClientError)
+    -> AdminHTTPAnswer
   {
     var parser = HTTPResponseParser()
     parser.requestWasHEAD = requestWasHEAD
@@ -134,7 +134,7 @@ struct AdminHTTPClient {
             if body.count > 64 << 20 { throw AdminClientError(description: "answer from \(endpoint) is too large") }
           case .end:
             guard let head else { throw AdminClientError(description: "bad answer from \(endpoint): no head") }
-            return AdminHTTPResponse(status: head.status, headers: head.headers, body: body)
+            return AdminHTTPAnswer(status: head.status, headers: head.headers, body: body)
           }
           progressed = true
         }
@@ -146,7 +146,7 @@ struct AdminHTTPClient {
       if atEOF {
         do {
           if case .end? = try parser.finish(), let head {
-            return AdminHTTPResponse(status: head.status, headers: head.headers, body: body)
+            return AdminHTTPAnswer(status: head.status, headers: head.headers, body: body)
           }
         } catch {}
         throw AdminClientError(description: "\(endpoint) closed the connection before a complete answer")

@@ -8,10 +8,10 @@ import Testing
 @Suite struct AdminAuditTests {
   /// The line's fields as `key=value` (values as they are written to the log).
   static func fields(
-    _ endpoint: AdminEndpoint, _ parameters: [String: String] = [:], response: AdminResponse = .json(.null)
+    _ endpoint: AdminEndpoint, _ parameters: [String: String] = [:], answer: AdminAnswer = .json(.null)
   ) -> [String]? {
     AdminAudit(endpoint, parameters: parameters).map { audit in
-      audit.fields(requestID: "r1", response: response).map { field in
+      audit.fields(requestID: "r1", answer: answer).map { field in
         var value: [UInt8] = []
         Logger.append(field.value, to: &value)
         return "\(field.key)=\(String(decoding: value, as: UTF8.self))"
@@ -20,16 +20,16 @@ import Testing
   }
 
   @Test func purgesNameTheirTargetAndCount() {
-    var purged = AdminResponse.json(.null)
+    var purged = AdminAnswer.json(.null)
     purged.auditFacts = [("purged", .int(3))]
     #expect(
-      Self.fields(.purgeCache, response: purged)
+      Self.fields(.purgeCache, answer: purged)
         == [#"action="cache purge""#, #"target="all""#, "status=200", "purged=3", #"request_id="r1""#])
     #expect(
       Self.fields(.purgeCacheEntries, ["prefix": "/api/k/"])
         == [#"action="cache purge""#, #"target="prefix""#, #"prefix="/api/k/""#, "status=200", #"request_id="r1""#])
     #expect(
-      Self.fields(.purgeCacheEntry(id: "ab12"), response: .error(404, "no cache entry ab12"))
+      Self.fields(.purgeCacheEntry(id: "ab12"), answer: .error(404, "no cache entry ab12"))
         == [#"action="cache purge""#, #"target="id""#, #"id="ab12""#, "status=404", #"request_id="r1""#])
     // A refused query leaves no prefix to name.
     #expect(Self.fields(.purgeCacheEntries)?.contains("prefix=null") == true)
@@ -60,8 +60,8 @@ import Testing
   /// The answer's body (for a refused token set, an error that could quote the request)
   /// never reaches the line: only its status.
   @Test func theAnswerBodyIsNotLogged() {
-    let answer = AdminResponse.error(400, "body must be a JSON object: near SECRET")
-    let text = Self.fields(.setToken(name: "api"), response: answer)?.joined(separator: " ") ?? ""
+    let answer = AdminAnswer.error(400, "body must be a JSON object: near SECRET")
+    let text = Self.fields(.setToken(name: "api"), answer: answer)?.joined(separator: " ") ?? ""
     #expect(!text.contains("SECRET"))
     #expect(text.contains("status=400"))
   }

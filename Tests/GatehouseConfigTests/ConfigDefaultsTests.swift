@@ -45,7 +45,7 @@ import Testing
     #expect(upstream.url.port == 3000)
     #expect(upstream.url.basePath == "/api/v1")
     #expect(upstream.connectTimeout == .seconds(1))
-    #expect(upstream.responseTimeout == .seconds(10))
+    #expect(upstream.answerTimeout == .seconds(10))
     #expect(upstream.maxIdleConnections == 64)
     #expect(upstream.pipelineDepth == 1)
     #expect(upstream.tls == nil && upstream.health == nil && upstream.circuit == nil)
@@ -138,7 +138,7 @@ import Testing
     let upstream = try #require(config.upstream(named: "api"))
     #expect(
       upstream.url.basePath == "/v1" && upstream.url.port == 80 && upstream.url.hostHeader == "api.internal")
-    #expect(upstream.connectTimeout == .milliseconds(11) && upstream.responseTimeout == .milliseconds(12))
+    #expect(upstream.connectTimeout == .milliseconds(11) && upstream.answerTimeout == .milliseconds(12))
     #expect(upstream.maxIdleConnections == 0)
     #expect(upstream.pipelineDepth == 0)
     #expect(config.tokens.map(\.name) == ["api", "partner", "legacy"])

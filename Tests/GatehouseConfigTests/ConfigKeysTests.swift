@@ -112,7 +112,7 @@ import Testing
       "limits.body_buffer_bytes": "\(config.limits.bodyBufferBytes)",
       "limits.buffered_bytes": "\(config.limits.bufferedBytes)",
       "upstreams.*.connect_timeout_ms": "\(ms(upstream.connectTimeout))",
-      "upstreams.*.response_timeout_ms": "\(ms(upstream.responseTimeout))",
+      "upstreams.*.response_timeout_ms": "\(ms(upstream.answerTimeout))",
       "upstreams.*.max_idle_connections": "\(upstream.maxIdleConnections)",
       "upstreams.*.pipeline_depth": "\(upstream.pipelineDepth)",
       "upstreams.*.max_connections": "\(upstream.maxConnections)",

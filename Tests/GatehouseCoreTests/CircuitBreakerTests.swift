@@ -176,7 +176,7 @@ import Testing
     #expect(UpstreamFailure.connectTimedOut.breakerScope == .upstream)
     #expect(UpstreamFailure.closed.breakerScope == .route)
     #expect(UpstreamFailure.timedOut.breakerScope == .route)
-    #expect(UpstreamFailure.invalidResponse.breakerScope == .route)
+    #expect(UpstreamFailure.invalidAnswer.breakerScope == .route)
     #expect(UpstreamFailure.circuitOpen.breakerScope == .none)
   }
 }

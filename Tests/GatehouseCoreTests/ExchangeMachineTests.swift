@@ -48,7 +48,7 @@ import Testing
   static func forwardedGET(_ route: Machine.RouteFacts = Machine.RouteFacts(), reused: Bool = false) -> Machine {
     var machine = Machine()
     #expect(forward(&machine, get(route), reused: reused) == [.writeUpstreamHead(asGET: false)])
-    #expect(machine.phase == .forwarding(request: .complete, response: .notBegun))
+    #expect(machine.phase == .forwarding(request: .complete, answer: .notBegun))
     return machine
   }
 
@@ -60,10 +60,10 @@ import Testing
 
   @Test func aGetGoesUpstreamAndItsAnswerStreamsThrough() {
     var machine = Self.forwardedGET()
-    #expect(machine.deadline == .upstreamResponse)
+    #expect(machine.deadline == .upstreamAnswer)
     #expect(machine.handle(.answerBegan) == [])
     #expect(machine.answerBegan)
-    #expect(machine.deadline == .upstreamResponse)
+    #expect(machine.deadline == .upstreamAnswer)
     #expect(machine.handle(.answerEnded(reusable: true)) == [.releaseUpstream(reusable: true), .finish])
     #expect(machine.phase == .done)
     #expect(machine.deadline == .none)
@@ -103,7 +103,7 @@ import Testing
 
   @Test func everyUpstreamFailureHasItsErrorAnswer() {
     let failures: [UpstreamFailure] = [
-      .unavailable, .closed, .timedOut, .invalidResponse, .connectTimedOut, .busy, .circuitOpen, .unhealthy,
+      .unavailable, .closed, .timedOut, .invalidAnswer, .connectTimedOut, .busy, .circuitOpen, .unhealthy,
     ]
     for failure in failures {
       var machine = Self.forwardedGET()
@@ -195,7 +195,7 @@ import Testing
     // Rejected again: the answer goes to the client as it is.
     #expect(!machine.bodyAllowsTokenRetry)
     #expect(machine.handle(.tokenRejected(retry: true, reusable: nil)) == [])
-    #expect(machine.phase == .forwarding(request: .complete, response: .notBegun))
+    #expect(machine.phase == .forwarding(request: .complete, answer: .notBegun))
   }
 
   @Test func aRejectionReadWholeHandsTheConnectionBack() {
@@ -232,7 +232,7 @@ import Testing
     #expect(machine.handle(.clientEnd) == [])
     #expect(machine.handle(.tokenGranted) == [.lease(fresh: false)])
     #expect(machine.handle(.leased(reused: false)) == [.writeUpstreamHead(asGET: false), .endUpstreamBody])
-    #expect(machine.deadline == .upstreamResponse)
+    #expect(machine.deadline == .upstreamAnswer)
   }
 
   @Test func aBodyOutgrowingTheReplayCopyAfterARejectionGets401AndTheConnectionEnds() {
@@ -363,7 +363,7 @@ import Testing
     #expect(machine.handle(.leased(reused: false)) == [.writeUpstreamHead(asGET: false)])
     #expect(machine.handle(.clientBody(count: 10)) == [.forwardBody])
     #expect(machine.handle(.clientEnd) == [.endUpstreamBody])
-    #expect(machine.deadline == .upstreamResponse)
+    #expect(machine.deadline == .upstreamAnswer)
 
     // A body shorter than the read-ahead: its end leases.
     var short = Machine()

@@ -106,7 +106,7 @@ import Testing
       return
     }
     var out: [UInt8] = []
-    ClientResponseWriter.write(
+    ClientAnswerWriter.write(
       head: head, requestID: Array("r".utf8), framing: .contentLength(0), headContentLength: nil,
       closeConnection: false, into: &out)
     let text = String(decoding: out, as: UTF8.self)

@@ -192,7 +192,7 @@ import Testing
       return
     }
     var out: [UInt8] = []
-    ClientResponseWriter.write(
+    ClientAnswerWriter.write(
       head: head, requestID: Array("rid".utf8), framing: .contentLength(0), headContentLength: nil,
       closeConnection: false, into: &out)
     #expect(
@@ -210,7 +210,7 @@ import Testing
     #expect(sized.split(separator: "Content-Length", omittingEmptySubsequences: false).count == 2)
   }
 
-  @Test func clientResponseDropsHopByHopAndAddsRequestID() throws {
+  @Test func clientAnswerDropsHopByHopAndAddsRequestID() throws {
     var parser = HTTPResponseParser()
     let events = try parser.parseAll(
       Array(
@@ -221,7 +221,7 @@ import Testing
       return
     }
     var out: [UInt8] = []
-    ClientResponseWriter.write(
+    ClientAnswerWriter.write(
       head: head, requestID: Array("rid".utf8), framing: .contentLength(2), headContentLength: nil,
       closeConnection: true, into: &out)
     #expect(
@@ -232,7 +232,7 @@ import Testing
 
   @Test func gatewayErrorsAreEnvelopesWithCorrectLength() {
     var out: [UInt8] = []
-    GatewayResponse.writeFailure(
+    GatewayAnswer.writeFailure(
       .noRoute(method: "GET", path: "/x\"y"), requestID: Array("r".utf8), closeConnection: false, into: &out)
     let text = String(decoding: out, as: UTF8.self)
     let body = #"{"code":404,"datas":null,"message":"no route for GET /x\"y"}"#

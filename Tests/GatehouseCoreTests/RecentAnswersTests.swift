@@ -8,8 +8,8 @@ import Testing
 /// A loop's memory of recent store answers stays within its bounds whatever clients ask
 /// for: entries, bytes, time (an idle loop lets go of everything).
 @Suite struct RecentAnswersTests {
-  static func answer(_ bodyBytes: Int) -> CachedResponse {
-    CachedResponse(
+  static func answer(_ bodyBytes: Int) -> StoredAnswer {
+    StoredAnswer(
       status: 200, headers: [(name: "Content-Type", value: "application/json")],
       body: [UInt8](repeating: 0x61, count: bodyBytes), storedAtMs: 0)
   }

@@ -34,7 +34,7 @@ import Testing
 
   @Test func waitersOutwaitALeaderThatRetriesOnce() {
     #expect(
-      RequestCollapsing.waiterPatience(connectTimeout: .milliseconds(500), responseTimeout: .seconds(2))
+      RequestCollapsing.waiterPatience(connectTimeout: .milliseconds(500), answerTimeout: .seconds(2))
         == .seconds(5))
   }
 

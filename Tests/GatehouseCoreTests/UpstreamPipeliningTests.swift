@@ -139,10 +139,10 @@ import Testing
     }
   }
 
-  // MARK: The response-time gate
+  // MARK: The answer-time gate
 
   @Test func anUpstreamIsFastOnlyOnceMeasuredUnderTheCeiling() {
-    var average = ResponseTimeAverage()
+    var average = AnswerTimeAverage()
     #expect(!average.isFast)  // unknown: not fast
     average.record(100_000)
     #expect(average.isFast)
@@ -150,7 +150,7 @@ import Testing
   }
 
   @Test func slowAnswersMoveTheAverageAboveTheCeilingAndFastOnesBack() {
-    var average = ResponseTimeAverage()
+    var average = AnswerTimeAverage()
     average.record(500_000)
     var slowSamples = 0
     while average.isFast && slowSamples < 100 {
@@ -171,7 +171,7 @@ import Testing
   }
 
   @Test func theAverageWeighsANewSampleByAnEighth() {
-    var average = ResponseTimeAverage()
+    var average = AnswerTimeAverage()
     average.record(800)
     average.record(1600)
     #expect(average.nanoseconds == 900)

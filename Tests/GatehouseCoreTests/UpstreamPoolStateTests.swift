@@ -88,22 +88,22 @@ import Testing
   @Test func retryOnlyForIdempotentRequestsOnReusedConnectionsBeforeAnyAnswer() {
     #expect(
       UpstreamRetryPolicy.shouldRetry(
-        idempotent: true, connectionWasReused: true, responseBytesReceived: false, bodyReplayable: true, attempts: 1))
+        idempotent: true, connectionWasReused: true, answerBytesReceived: false, bodyReplayable: true, attempts: 1))
     #expect(
       !UpstreamRetryPolicy.shouldRetry(
-        idempotent: false, connectionWasReused: true, responseBytesReceived: false, bodyReplayable: true, attempts: 1))
+        idempotent: false, connectionWasReused: true, answerBytesReceived: false, bodyReplayable: true, attempts: 1))
     #expect(
       !UpstreamRetryPolicy.shouldRetry(
-        idempotent: true, connectionWasReused: false, responseBytesReceived: false, bodyReplayable: true, attempts: 1))
+        idempotent: true, connectionWasReused: false, answerBytesReceived: false, bodyReplayable: true, attempts: 1))
     #expect(
       !UpstreamRetryPolicy.shouldRetry(
-        idempotent: true, connectionWasReused: true, responseBytesReceived: true, bodyReplayable: true, attempts: 1))
+        idempotent: true, connectionWasReused: true, answerBytesReceived: true, bodyReplayable: true, attempts: 1))
     #expect(
       !UpstreamRetryPolicy.shouldRetry(
-        idempotent: true, connectionWasReused: true, responseBytesReceived: false, bodyReplayable: false, attempts: 1))
+        idempotent: true, connectionWasReused: true, answerBytesReceived: false, bodyReplayable: false, attempts: 1))
     #expect(
       !UpstreamRetryPolicy.shouldRetry(
-        idempotent: true, connectionWasReused: true, responseBytesReceived: false, bodyReplayable: true, attempts: 2))
+        idempotent: true, connectionWasReused: true, answerBytesReceived: false, bodyReplayable: true, attempts: 2))
   }
 }
 

@@ -22,8 +22,8 @@ import Testing
       // Nothing behind reaches the responder while this one waits for its answer.
       #expect(server.log.all.filter { $0.hasPrefix("head ") }.last == "head \(target)")
       try server.answerPending()
-      let response = try #require(client.readResponse())
-      #expect(response.body == target)
+      let answer = try #require(client.readAnswer())
+      #expect(answer.body == target)
     }
     let log = server.log.all
     #expect(try #require(log.firstIndex(of: "finished /a")) < #require(log.firstIndex(of: "head /b")))
@@ -62,9 +62,9 @@ import Testing
 
     try server.inspect { ($0.responder as? TestResponder)?.timing = .atEnd }
     try server.answerPending()
-    #expect(client.readResponse()?.body == "/first")
+    #expect(client.readAnswer()?.body == "/first")
     for index in 0..<count {
-      guard let response = client.readResponse(), response.body == "/\(index)" else {
+      guard let answer = client.readAnswer(), answer.body == "/\(index)" else {
         Issue.record("answer \(index) missing or out of order")
         break
       }
@@ -82,9 +82,9 @@ import Testing
     let client = try Client(port: server.port)
     try client.send(request("/last", headers: ["Connection: close"]) + request("/never"))
 
-    let response = try #require(client.readResponse())
-    #expect(response.body == "/last")
-    #expect(response.head.contains("Connection: close"))
+    let answer = try #require(client.readAnswer())
+    #expect(answer.body == "/last")
+    #expect(answer.head.contains("Connection: close"))
     #expect(client.endsWithoutMoreBytes())
     #expect(eventually { server.log.contains("closed") })
     #expect(!server.log.contains("head /never"))
@@ -96,9 +96,9 @@ import Testing
     let client = try Client(port: server.port)
     try client.send(request("/old", version: "1.0"))
 
-    let response = try #require(client.readResponse())
-    #expect(response.body == "/old")
-    #expect(response.head.contains("Connection: close"))
+    let answer = try #require(client.readAnswer())
+    #expect(answer.body == "/old")
+    #expect(answer.head.contains("Connection: close"))
     #expect(client.endsWithoutMoreBytes())
   }
 
@@ -114,9 +114,9 @@ import Testing
     #expect(eventually { (try? server.inspect { $0.closeAfterAnswer }) == true })
 
     try server.answerPending()
-    let response = try #require(client.readResponse())
-    #expect(response.body == "/half")
-    #expect(response.head.contains("Connection: close"))
+    let answer = try #require(client.readAnswer())
+    #expect(answer.body == "/half")
+    #expect(answer.head.contains("Connection: close"))
     #expect(client.endsWithoutMoreBytes())
   }
 
@@ -130,16 +130,16 @@ import Testing
     let client = try Client(port: server.port)
     try client.send("POST /up HTTP/1.1\r\nHost: test\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n")
 
-    let interim = try #require(client.readResponse())
+    let interim = try #require(client.readAnswer())
     #expect(interim.head.hasPrefix("HTTP/1.1 100 Continue"))
     #expect(eventually { (try? server.inspect { $0.continueSent }) == true })
     try client.send("hello" + request("/next"))
-    let answer = try #require(client.readResponse())
+    let answer = try #require(client.readAnswer())
     #expect(answer.head.hasPrefix("HTTP/1.1 200"))
     #expect(answer.body == "/up")
     #expect(!answer.head.contains("Connection: close"))
     // The next answer follows directly: no second 100 Continue in between.
-    #expect(client.readResponse()?.body == "/next")
+    #expect(client.readAnswer()?.body == "/next")
     #expect(server.log.contains("body hello"))
   }
 
@@ -151,7 +151,7 @@ import Testing
     let client = try Client(port: server.port)
     try client.send("POST /refused HTTP/1.1\r\nHost: test\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n")
 
-    let answer = try #require(client.readResponse())
+    let answer = try #require(client.readAnswer())
     #expect(answer.head.hasPrefix("HTTP/1.1 200"))
     #expect(answer.head.contains("Connection: close"))
     #expect(client.endsWithoutMoreBytes())
@@ -169,7 +169,7 @@ import Testing
     let silent = try Client(port: server.port)
     try partial.send("GET /slow HTTP/1.1\r\nHost: te")
 
-    let answer = try #require(partial.readResponse())
+    let answer = try #require(partial.readAnswer())
     #expect(answer.head.hasPrefix("HTTP/1.1 408"))
     #expect(answer.head.contains("Connection: close"))
     #expect(partial.endsWithoutMoreBytes())
@@ -185,7 +185,7 @@ import Testing
     let client = try Client(port: server.port)
     try client.send(request("/once"))
 
-    #expect(client.readResponse()?.body == "/once")
+    #expect(client.readAnswer()?.body == "/once")
     #expect(eventually { (try? server.inspect { $0.deadlineKind }) == .idle || server.log.contains("closed") })
     #expect(client.endsWithoutMoreBytes())
     #expect(eventually { server.log.contains("closed") })
@@ -203,7 +203,7 @@ import Testing
     try client.send(request("/first"))
     #expect(eventually { server.log.contains("end /first") })
     try server.answerPending()
-    #expect(client.readResponse()?.body == "/first")
+    #expect(client.readAnswer()?.body == "/first")
     try client.send(request("/second"))
     #expect(eventually { server.log.contains("end /second") })
     #expect(try server.inspect { $0.deadlineKind } == HTTP1DeadlineKind.none)
@@ -211,7 +211,7 @@ import Testing
     // Several idle timeouts pass while the answer is worked on.
     usleep(800_000)
     try server.answerPending()
-    #expect(client.readResponse()?.body == "/second")
+    #expect(client.readAnswer()?.body == "/second")
     #expect(!server.log.contains("closed"))
   }
 
@@ -250,7 +250,7 @@ import Testing
     let client = try Client(port: server.port)
     try client.send("GET / HTTP/1.1\r\nHost: test\r\nBad Header\r\n\r\n" + request("/never"))
 
-    let answer = try #require(client.readResponse())
+    let answer = try #require(client.readAnswer())
     #expect(answer.head.hasPrefix("HTTP/1.1 400"))
     #expect(answer.head.contains("Connection: close"))
     #expect(client.endsWithoutMoreBytes())

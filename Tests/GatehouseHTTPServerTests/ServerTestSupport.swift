@@ -256,7 +256,7 @@ final class Client {
 
   /// Reads more into the buffer; false at EOF, an error or the 10 s timeout.
   private func fill() -> Bool {
-    // Consumed bytes are dropped only here, in one move: removing them per response costs
+    // Consumed bytes are dropped only here, in one move: removing them per answer costs
     // a move of the whole buffer each time, slow in debug builds.
     if start > 0 {
       buffered.removeFirst(start)
@@ -269,9 +269,9 @@ final class Client {
     return true
   }
 
-  /// The next response (head text and body; a `100 Continue` is a response of its own), or
+  /// The next answer (head text and body; a `100 Continue` is an answer of its own), or
   /// nil if the connection ended first. Bodies are framed by `Content-Length`.
-  func readResponse() -> (head: String, body: String)? {
+  func readAnswer() -> (head: String, body: String)? {
     var headEnd: Int?
     for _ in 0..<10_000 {
       headEnd = buffered.withUnsafeBufferPointer { bytes in

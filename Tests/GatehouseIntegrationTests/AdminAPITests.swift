@@ -96,10 +96,10 @@ import Testing
     ]
     for (method, path) in Self.protectedEndpoints {
       for credential in credentials {
-        let response = try setup.admin.request(method, path, credential: credential)
-        #expect(response.status == 401, "\(method) \(path) with \(credential)")
-        #expect(response.text == #"{"error":"unauthorized"}"#)
-        #expect(response.head.value("WWW-Authenticate") == "Bearer")
+        let answer = try setup.admin.request(method, path, credential: credential)
+        #expect(answer.status == 401, "\(method) \(path) with \(credential)")
+        #expect(answer.text == #"{"error":"unauthorized"}"#)
+        #expect(answer.head.value("WWW-Authenticate") == "Bearer")
       }
     }
     // Nothing was purged or reloaded by the refused calls.
@@ -124,9 +124,9 @@ import Testing
     let setup = try Setup()
     try setup.fill(["/a", "/b"])
     for query in ["limit=0", "limit=1001", "limit=-3", "cursor=not-a-cursor", "limit=1&cursor=%00%01"] {
-      let response = try setup.admin.request("GET", "/admin/cache/entries?\(query)")
-      #expect(response.status == 400, "\(query): \(response.text)")
-      #expect((try? response.jsonObject())?["error"] is String)
+      let answer = try setup.admin.request("GET", "/admin/cache/entries?\(query)")
+      #expect(answer.status == 400, "\(query): \(answer.text)")
+      #expect((try? answer.jsonObject())?["error"] is String)
     }
     let missingPrefix = try setup.admin.request("DELETE", "/admin/cache/entries")
     #expect(missingPrefix.status == 400)
@@ -136,8 +136,8 @@ import Testing
   @Test
   func nonNumericLimitIs400() throws {
     let setup = try Setup()
-    let response = try setup.admin.request("GET", "/admin/cache/entries?limit=abc")
-    #expect(response.status == 400)
+    let answer = try setup.admin.request("GET", "/admin/cache/entries?limit=abc")
+    #expect(answer.status == 400)
   }
 
   /// A query parameter an endpoint does not take is refused before anything is done, on
@@ -167,11 +167,11 @@ import Testing
     ]
     for (method, path, parameter) in refused {
       let body: [UInt8]? = method == "PUT" ? Array(#"{"value":"v"}"#.utf8) : nil
-      let response = try setup.admin.request(method, path, body: body)
-      #expect(response.status == 400, "\(method) \(path): \(response.status) \(response.text)")
-      let object = try? response.jsonObject()
-      #expect(object?["parameter"] as? String == parameter, "\(method) \(path): \(response.text)")
-      #expect((object?["error"] as? String)?.contains(parameter) == true, "\(method) \(path): \(response.text)")
+      let answer = try setup.admin.request(method, path, body: body)
+      #expect(answer.status == 400, "\(method) \(path): \(answer.status) \(answer.text)")
+      let object = try? answer.jsonObject()
+      #expect(object?["parameter"] as? String == parameter, "\(method) \(path): \(answer.text)")
+      #expect((object?["error"] as? String)?.contains(parameter) == true, "\(method) \(path): \(answer.text)")
     }
     // Endpoints that read and change nothing ignore the query: probes and scrapers add their own.
     for path in ["/metrics?x=1", "/healthz?x=1&x=2", "/readyz?ts=%ZZ", "/admin/?x=1", "/admin/openapi.json?v=2"] {
@@ -206,9 +206,9 @@ import Testing
       ("DELETE", "/admin/cache/entries?pre%ZZfix=/api/p/", "pre%ZZfix"),
     ]
     for (method, path, parameter) in refused {
-      let response = try setup.admin.request(method, path)
-      #expect(response.status == 400, "\(method) \(path): \(response.status) \(response.text)")
-      #expect((try? response.jsonObject())?["parameter"] as? String == parameter, "\(method) \(path)")
+      let answer = try setup.admin.request(method, path)
+      #expect(answer.status == 400, "\(method) \(path): \(answer.status) \(answer.text)")
+      #expect((try? answer.jsonObject())?["parameter"] as? String == parameter, "\(method) \(path)")
     }
     let encoded = try setup.admin.json("/admin/cache/entries?prefix=%2Fapi%2Fp%2F")["entries"] as? [[String: Any]]
 
@@ -228,9 +228,9 @@ import Testing
       ("TRACE", "/admin/status", "GET, HEAD"), ("CONNECT", "/admin/cache", "GET, HEAD, DELETE"),
     ]
     for (method, path, allow) in cases {
-      let response = try setup.admin.request(method, path)
-      #expect(response.status == 405, "\(method) \(path)")
-      #expect(response.head.value("Allow") == allow, "\(method) \(path)")
+      let answer = try setup.admin.request(method, path)
+      #expect(answer.status == 405, "\(method) \(path)")
+      #expect(answer.head.value("Allow") == allow, "\(method) \(path)")
     }
   }
 
@@ -352,7 +352,7 @@ import Testing
   @Test func binaryEntryBodyIsBase64() throws {
     let bytes: [UInt8] = [0xFF, 0xFE, 0x00, 0x80, 0x41, 0xC3]
     let backend = try TestBackend(
-      always: .respond(BackendResponse(headers: [("Content-Type", "application/octet-stream")], body: .bytes(bytes))))
+      always: .respond(BackendAnswer(headers: [("Content-Type", "application/octet-stream")], body: .bytes(bytes))))
     defer { backend.stop() }
     let gateway = try GatewayProcess(config: StoreTests.config(port: backend.port))
     defer { gateway.stopExpectingCleanExit() }
@@ -404,13 +404,13 @@ import Testing
     for _ in 0..<5 { _ = try send("GET", "/metered", to: setup.gateway.port) }
     setup.backend.mode.value = .failing
     _ = try send("GET", "/other", to: setup.gateway.port)
-    let metricsResponse = try setup.admin.request("GET", "/metrics")
-    let after = try MetricsPage(metricsResponse.text)
+    let metricsAnswer = try setup.admin.request("GET", "/metrics")
+    let after = try MetricsPage(metricsAnswer.text)
 
     func delta(_ name: String, _ labels: [String: String]) -> Double {
       after.value(name, labels) - before.value(name, labels)
     }
-    #expect(metricsResponse.head.value("Content-Type")?.hasPrefix("text/plain") == true)
+    #expect(metricsAnswer.head.value("Content-Type")?.hasPrefix("text/plain") == true)
     #expect(delta("gatehouse_requests_total", ["route": "cached", "code": "200"]) == 5)
     #expect(delta("gatehouse_requests_total", ["route": "cached", "code": "503"]) == 1)
     #expect(delta("gatehouse_cache_total", ["result": "miss"]) == 2)

@@ -34,7 +34,7 @@ final class AdminFixture {
   init(basePath: String = "") throws {
     let backend = try TestBackend { request in
       .respond(
-        BackendResponse(
+        BackendAnswer(
           headers: [("Content-Type", "application/json")], body: .bytes(Array(#"{"path":"\#(request.path)"}"#.utf8))))
     }
     var config = TestConfig.make(
@@ -73,7 +73,7 @@ final class AdminFixture {
   }
 
   /// Sends `GET path` through the gateway.
-  func get(_ path: String) throws -> ReceivedResponse {
+  func get(_ path: String) throws -> ReceivedAnswer {
     try send("GET", path, to: gateway.port)
   }
 

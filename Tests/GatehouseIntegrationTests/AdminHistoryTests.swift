@@ -6,7 +6,7 @@ import Testing
 @Suite struct AdminHistoryTests {
   @Test func historyCountsRequestsPerRouteUpstreamAndUnmatched() throws {
     let backend = try TestBackend { request in
-      request.path.hasPrefix("/items/fail") ? .respond(BackendResponse(status: 503)) : .respond(.text("ok"))
+      request.path.hasPrefix("/items/fail") ? .respond(BackendAnswer(status: 503)) : .respond(.text("ok"))
     }
     defer { backend.stop() }
     let config = TestConfig.withAdmin(

@@ -66,9 +66,9 @@ import Testing
       "resident memory grew from \(before / 1024 / 1024) MB to \(peak / 1024 / 1024) MB")
     // The connection still works: its first answers come once the client reads.
     for _ in 0..<3 {
-      let response = try client.readResponse(timeout: 10)
-      #expect(response.status == 200)
-      #expect(response.bodyLength > 10_000)
+      let answer = try client.readAnswer(timeout: 10)
+      #expect(answer.status == 200)
+      #expect(answer.bodyLength > 10_000)
     }
     #expect(gateway.isRunning)
   }
@@ -101,22 +101,22 @@ import Testing
     sender.start()
     var answered = 0
     for index in 0..<count {
-      guard let response = try? client.readResponse(timeout: 20) else { break }
+      guard let answer = try? client.readAnswer(timeout: 20) else { break }
       let path = kinds[index % kinds.count].path
       let matches =
         switch path {
-        case "/healthz": response.text == #"{"status":"ok"}"#
-        case "/admin/openapi.json": response.text.hasPrefix("{") && response.bodyLength > 10_000
-        case "/admin/status": (try? response.jsonObject())?["version"] != nil
-        default: response.text.contains("# TYPE")
+        case "/healthz": answer.text == #"{"status":"ok"}"#
+        case "/admin/openapi.json": answer.text.hasPrefix("{") && answer.bodyLength > 10_000
+        case "/admin/status": (try? answer.jsonObject())?["version"] != nil
+        default: answer.text.contains("# TYPE")
         }
-      guard response.status == 200, matches else {
-        Issue.record("answer \(index) (\(path)): \(response.status) \(response.text.prefix(80))")
+      guard answer.status == 200, matches else {
+        Issue.record("answer \(index) (\(path)): \(answer.status) \(answer.text.prefix(80))")
         break
       }
       answered += 1
     }
-    let last = try client.readResponse(timeout: 20)
+    let last = try client.readAnswer(timeout: 20)
 
     #expect(answered == count)
     #expect(last.status == 200)
@@ -249,9 +249,9 @@ import Testing
       do {
         let client = try RawClient(port: admin.port, sourceHost: "127.0.0.1")
         defer { client.close() }
-        let response = try client.exchange(
+        let answer = try client.exchange(
           httpRequest("GET", path, headers: [("Connection", "close")], host: "10.0.0.1:9901"), timeout: 5)
-        outcome = response.status == 200 ? "ok" : "\(path): \(response.status)"
+        outcome = answer.status == 200 ? "ok" : "\(path): \(answer.status)"
       } catch {
         outcome = "\(path): \(error)"
       }
@@ -325,7 +325,7 @@ final class AdminFlood: @unchecked Sendable {
       for index in clients.indices {
         if clients[index] == nil { clients[index] = try? RawClient(port: port, sourceHost: sourceHost) }
         guard let client = clients[index] else { continue }
-        if let response = try? client.exchange(httpRequest("GET", "/healthz"), timeout: 1), response.status == 200 {
+        if let answer = try? client.exchange(httpRequest("GET", "/healthz"), timeout: 1), answer.status == 200 {
           answered += 1
         } else {
           client.close()

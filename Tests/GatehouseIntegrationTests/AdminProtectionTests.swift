@@ -12,11 +12,11 @@ import Testing
   }
 
   static func expectProtectionHeaders(
-    _ response: ReceivedResponse, _ what: String, sourceLocation: SourceLocation = #_sourceLocation
+    _ answer: ReceivedAnswer, _ what: String, sourceLocation: SourceLocation = #_sourceLocation
   ) {
-    #expect(response.head.values("X-Content-Type-Options") == ["nosniff"], "\(what)", sourceLocation: sourceLocation)
-    #expect(response.head.values("X-Frame-Options") == ["DENY"], "\(what)", sourceLocation: sourceLocation)
-    #expect(response.head.values("Referrer-Policy") == ["no-referrer"], "\(what)", sourceLocation: sourceLocation)
+    #expect(answer.head.values("X-Content-Type-Options") == ["nosniff"], "\(what)", sourceLocation: sourceLocation)
+    #expect(answer.head.values("X-Frame-Options") == ["DENY"], "\(what)", sourceLocation: sourceLocation)
+    #expect(answer.head.values("Referrer-Policy") == ["no-referrer"], "\(what)", sourceLocation: sourceLocation)
   }
 
   @Test func everyAdminAnswerCarriesTheProtectionHeaders() throws {

@@ -34,7 +34,7 @@ import Testing
         let body =
           #"{"n":\#(n),"auth":"\#(echo("Authorization"))","cookie":"\#(echo("Cookie"))","user":"\#(echo("X-User"))","#
           + #""lang":"\#(echo("Accept-Language"))\#(echo("Accept_Language"))"}"#
-        return .respond(BackendResponse(headers: headers, body: .bytes(Array(body.utf8))))
+        return .respond(BackendAnswer(headers: headers, body: .bytes(Array(body.utf8))))
       }
     }
 
@@ -44,7 +44,7 @@ import Testing
 
   static func config(port: UInt16, routes: [[String: Any]]) -> [String: Any] {
     var config = TestConfig.withAdmin(
-      TestConfig.make(routes: routes, upstreams: ["api": TestConfig.upstream(port: port, responseTimeoutMs: 5000)]))
+      TestConfig.make(routes: routes, upstreams: ["api": TestConfig.upstream(port: port, answerTimeoutMs: 5000)]))
     config["store"] = ["path": "var/store.sqlite"]
     config["tokens"] = [
       "a": ["type": "static", "value": "token-A-1234"], "b": ["type": "static", "value": "token-B-5678"],
@@ -62,8 +62,8 @@ import Testing
     return TestConfig.route(name, match: match, rewrite: path, extra: members)
   }
 
-  static func field(_ response: ReceivedResponse, _ name: String) -> String? {
-    (try? response.jsonObject())?[name] as? String
+  static func field(_ answer: ReceivedAnswer, _ name: String) -> String? {
+    (try? answer.jsonObject())?[name] as? String
   }
 
   @Test func requestsWithTheClientsOwnCredentialsNeitherReadNorFeedTheStore() throws {
@@ -244,7 +244,7 @@ import Testing
       let gzip = request.head.value("Accept-Encoding")?.contains("gzip") == true
       var headers = [("Content-Type", "application/json"), ("Vary", "Accept-Encoding")]
       if gzip { headers.append(("Content-Encoding", "gzip")) }
-      return .respond(BackendResponse(headers: headers, body: .bytes(gzip ? compressed : Array(plain.utf8))))
+      return .respond(BackendAnswer(headers: headers, body: .bytes(gzip ? compressed : Array(plain.utf8))))
     }
     defer { backend.stop() }
     let gateway = try GatewayProcess(

@@ -8,7 +8,7 @@ import Testing
   static func config(port: UInt16, failures: Int, openMs: Int, cache: [String: Any]? = nil) -> [String: Any] {
     var extra: [String: Any] = [:]
     if let cache { extra["cache"] = cache }
-    var upstream = TestConfig.upstream(port: port, responseTimeoutMs: 5000)
+    var upstream = TestConfig.upstream(port: port, answerTimeoutMs: 5000)
     upstream["circuit"] = ["failures": failures, "open_ms": openMs]
     return TestConfig.withAdmin(
       TestConfig.make(
@@ -74,9 +74,9 @@ import Testing
     let refusedPort = try TestSocket.unusedPort()
     let backend = try ModalBackend()
     backend.mode.value = .resetting
-    var down = TestConfig.upstream(port: refusedPort, responseTimeoutMs: 5000)
+    var down = TestConfig.upstream(port: refusedPort, answerTimeoutMs: 5000)
     down["circuit"] = ["failures": 100, "open_ms": 1000]
-    var resetting = TestConfig.upstream(port: backend.port, responseTimeoutMs: 5000)
+    var resetting = TestConfig.upstream(port: backend.port, answerTimeoutMs: 5000)
     resetting["circuit"] = ["failures": 100, "open_ms": 1000]
     let gateway = try GatewayProcess(
       config: TestConfig.withAdmin(
@@ -135,7 +135,7 @@ import Testing
     let clients = try ["a", "b"].map { try CollapseTests.start("/p", id: $0, port: gateway.port) }
     #expect(backend.server.waitForRequests(2))
     first.open()
-    let answers = try clients.map { try $0.readResponse() }
+    let answers = try clients.map { try $0.readAnswer() }
     try #require(admin.waitForStoredEntries(1))
     // The backend's keep-alive timeout closes both together.
     #expect(waitUntil(timeout: 10) { backend.server.openConnectionCount == 0 })
@@ -149,7 +149,7 @@ import Testing
 
     #expect(answers.allSatisfy { $0.status == 200 })
     StoreTests.expectStale(other, body: answers[0].text)
-    #expect(try check.readResponse().status == 200)
+    #expect(try check.readAnswer().status == 200)
     #expect(backend.requests.count == 3)
   }
 
@@ -165,7 +165,7 @@ import Testing
     backend.mode.value = .healthy
     // Requests are refused without a connection until the open time is over; then one
     // trial goes through and succeeds.
-    var last: ReceivedResponse?
+    var last: ReceivedAnswer?
     let recovered = try waitUntil(timeout: 15, interval: .milliseconds(50)) {
       last = try send("GET", "/flaky", to: gateway.port)
       return last?.status == 200
@@ -214,7 +214,7 @@ import Testing
     let whileOpen = try (0..<3).map { _ in try send("GET", "/cached", to: gateway.port) }
     let uncached = try send("GET", "/never-stored", to: gateway.port)
 
-    for response in whileFailing + whileOpen { StoreTests.expectStale(response, body: first.text) }
+    for answer in whileFailing + whileOpen { StoreTests.expectStale(answer, body: first.text) }
     #expect(backend.server.connectionCount == connections)
     #expect(isErrorEnvelope(uncached, status: 502, message: "upstream unavailable"))
     #expect(backend.server.connectionCount == connections)
@@ -226,7 +226,7 @@ import Testing
   /// instead of after the trial timeout.
   @Test func aTrialThatReachesTheUpstreamClosesItsCircuit() throws {
     let port = try TestSocket.unusedPort()
-    var upstream = TestConfig.upstream(port: port, responseTimeoutMs: 500)
+    var upstream = TestConfig.upstream(port: port, answerTimeoutMs: 500)
     upstream["circuit"] = ["failures": 2, "open_ms": 300]
     let gateway = try GatewayProcess(
       config: TestConfig.withAdmin(
@@ -304,7 +304,7 @@ import Testing
     }
     defer { backend.stop() }
     for count5xx in [false, true] {
-      var upstream = TestConfig.upstream(port: backend.port, responseTimeoutMs: 5000)
+      var upstream = TestConfig.upstream(port: backend.port, answerTimeoutMs: 5000)
       // The default breaker (no `circuit` block), or the example config's with count_5xx.
       if count5xx { upstream["circuit"] = ["failures": 3, "open_ms": 1000, "count_5xx": true] }
       let gateway = try GatewayProcess(

@@ -36,10 +36,10 @@ import Testing
     let gateway = try Self.gateway(port: backend.port)
     defer { gateway.stopExpectingCleanExit() }
 
-    let response = try send("GET", "/me", to: gateway.port)
+    let answer = try send("GET", "/me", to: gateway.port)
 
-    expectJSONAnswer(response, status: 401, body: errorEnvelope(401, "client key required"))
-    #expect(response.head.value("WWW-Authenticate") == "ApiKey")
+    expectJSONAnswer(answer, status: 401, body: errorEnvelope(401, "client key required"))
+    #expect(answer.head.value("WWW-Authenticate") == "ApiKey")
     #expect(backend.requests.isEmpty)
     #expect(ErrorTests.loggedReason(gateway, path: "/me") == "client_key_missing")
   }
@@ -55,9 +55,9 @@ import Testing
 
     try client.send(
       Array("POST /upload HTTP/1.1\r\nHost: g\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n".utf8))
-    let first = try client.readResponse(timeout: 10)
+    let first = try client.readAnswer(timeout: 10)
     try client.send(Array("zz-not-a-chunk-size\r\n".utf8))
-    let second = try? client.readResponse(timeout: 5)
+    let second = try? client.readAnswer(timeout: 5)
 
     expectJSONAnswer(first, status: 401, body: errorEnvelope(401, "client key required"))
     #expect(second == nil, "\(second?.status ?? 0) \(second?.text ?? "")")
@@ -82,9 +82,9 @@ import Testing
     let answers = try attempts.map { try send("GET", "/twice", to: gateway.port, headers: $0) }
     let once = try send("GET", "/once", to: gateway.port, headers: [("X-Api-Key", Self.iosKey)])
 
-    for response in answers {
-      expectJSONAnswer(response, status: 401, body: errorEnvelope(401, "client key not recognized"))
-      #expect(response.head.value("WWW-Authenticate") == "ApiKey")
+    for answer in answers {
+      expectJSONAnswer(answer, status: 401, body: errorEnvelope(401, "client key not recognized"))
+      #expect(answer.head.value("WWW-Authenticate") == "ApiKey")
     }
     #expect(once.status == 200)
     #expect(backend.requests.map(\.path) == ["/once"])
@@ -124,8 +124,8 @@ import Testing
     ]
     let answers = try attempts.map { try send("GET", "/me", to: gateway.port, headers: $0) }
 
-    for response in answers.prefix(3) {
-      expectJSONAnswer(response, status: 401, body: errorEnvelope(401, "client key not recognized"))
+    for answer in answers.prefix(3) {
+      expectJSONAnswer(answer, status: 401, body: errorEnvelope(401, "client key not recognized"))
     }
     // A bearer credential is not a client key: the key is missing.
     expectJSONAnswer(answers[3], status: 401, body: errorEnvelope(401, "client key required"))
@@ -162,9 +162,9 @@ import Testing
     let gateway = try Self.gateway(port: backend.port, required: false)
     defer { gateway.stopExpectingCleanExit() }
 
-    let response = try send("GET", "/me", to: gateway.port, headers: [("X_Api_Key", Self.iosKey)])
+    let answer = try send("GET", "/me", to: gateway.port, headers: [("X_Api_Key", Self.iosKey)])
 
-    #expect(response.status == 200)
+    #expect(answer.status == 200)
     let request = try #require(backend.requests.first)
     #expect(!String(decoding: request.raw, as: UTF8.self).contains(Self.iosKey))
   }
@@ -174,10 +174,10 @@ import Testing
     let gateway = try Self.gateway(port: backend.port)
     defer { gateway.stopExpectingCleanExit() }
 
-    let response = try send(
+    let answer = try send(
       "GET", "/me", to: gateway.port, headers: [("X-Api-Key", Self.iosKey), ("Authorization", "Bearer for-backend")])
 
-    #expect(response.status == 200)
+    #expect(answer.status == 200)
     let request = try #require(backend.requests.first)
     #expect(request.head.values("Authorization") == ["Bearer for-backend"])
     #expect(!request.head.has("X-Api-Key"))

@@ -48,7 +48,7 @@ import Testing
     for index in 1..<5 { clients.append(try Self.start("/items/7?a=1&b=2", id: "client-\(index)", port: gateway.port)) }
     try #require(Self.waitForWaiters(4, admin: admin))
     hold.open()
-    let answers = try clients.map { try $0.readResponse() }
+    let answers = try clients.map { try $0.readAnswer() }
 
     #expect(backend.requests.count == 1)
     let expected = #"{"code":0,"datas":{"target":"/items/7?b=2&a=1","version":1,"lang":""},"message":""}"#
@@ -78,7 +78,7 @@ import Testing
     let clients = try (0..<3).map { try Self.start("/same", id: "c\($0)", port: gateway.port) }
     #expect(backend.server.waitForRequests(3))
     hold.open()
-    let answers = try clients.map { try $0.readResponse() }
+    let answers = try clients.map { try $0.readAnswer() }
 
     #expect(answers.allSatisfy { $0.status == 200 })
     #expect(backend.requests.count == 3)
@@ -96,7 +96,7 @@ import Testing
 
     let clients = try Self.leaderAndWaiters("/private", count: 2, gateway: gateway, backend: backend, admin: admin)
     hold.open()
-    let answers = try clients.map { try $0.readResponse() }
+    let answers = try clients.map { try $0.readAnswer() }
 
     #expect(answers.allSatisfy { $0.status == 200 && $0.text.contains(#""target":"/private""#) })
     #expect(answers.map { $0.head.value("X-Request-Id") } == ["c0", "c1", "c2"])
@@ -107,7 +107,7 @@ import Testing
 
   @Test func waitersShareTheLeadersFailureAndGetTheStaleAnswer() throws {
     let backend = try ModalBackend()
-    let gateway = try GatewayProcess(config: StoreTests.config(port: backend.port, responseTimeoutMs: 2000))
+    let gateway = try GatewayProcess(config: StoreTests.config(port: backend.port, answerTimeoutMs: 2000))
     defer { gateway.stopExpectingCleanExit() }
     let admin = try gateway.admin(token: TestConfig.adminToken)
 
@@ -115,7 +115,7 @@ import Testing
     backend.mode.value = .hanging
     let clients = try Self.leaderAndWaiters(
       "/slow", count: 2, gateway: gateway, backend: backend, admin: admin, backendRequests: 2)
-    let answers = try clients.map { try $0.readResponse(timeout: 20) }
+    let answers = try clients.map { try $0.readAnswer(timeout: 20) }
     backend.gate.open()
 
     for answer in answers { StoreTests.expectStale(answer, body: first.text) }
@@ -127,12 +127,12 @@ import Testing
     let backend = try ModalBackend()
     backend.mode.value = .hanging
     let gateway = try GatewayProcess(
-      config: StoreTests.config(port: backend.port, envelope: ["enabled": true], responseTimeoutMs: 2000))
+      config: StoreTests.config(port: backend.port, envelope: ["enabled": true], answerTimeoutMs: 2000))
     defer { gateway.stopExpectingCleanExit() }
     let admin = try gateway.admin(token: TestConfig.adminToken)
 
     let clients = try Self.leaderAndWaiters("/never", count: 2, gateway: gateway, backend: backend, admin: admin)
-    let answers = try clients.map { try $0.readResponse(timeout: 20) }
+    let answers = try clients.map { try $0.readAnswer(timeout: 20) }
     backend.gate.open()
 
     for answer in answers { #expect(isErrorEnvelope(answer, status: 504, message: "upstream timed out")) }
@@ -154,7 +154,7 @@ import Testing
     // The waiters now ask the backend themselves.
     #expect(backend.server.waitForRequests(3))
     hold.open()
-    let answers = try clients.dropFirst().map { try $0.readResponse() }
+    let answers = try clients.dropFirst().map { try $0.readAnswer() }
 
     #expect(answers.map(\.status) == [200, 200])
     #expect(answers.map { $0.head.value("X-Request-Id") } == ["c1", "c2"])
@@ -177,7 +177,7 @@ import Testing
     clients[0].close()
     #expect(backend.server.waitForRequests(3))
     hold.open()
-    let answers = try clients.dropFirst().map { try $0.readResponse() }
+    let answers = try clients.dropFirst().map { try $0.readAnswer() }
 
     #expect(answers.map(\.status) == [200, 200], "\(answers.map(\.text))")
     #expect(answers.allSatisfy { $0.text == #"{"target":"/reloaded","version":1,"lang":""}"# })
@@ -197,8 +197,8 @@ import Testing
     #expect(backend.server.waitForRequests(2))
     hold.open()
 
-    #expect(try english.readResponse().text.contains(#""lang":"en""#))
-    #expect(try french.readResponse().text.contains(#""lang":"fr""#))
+    #expect(try english.readAnswer().text.contains(#""lang":"en""#))
+    #expect(try french.readAnswer().text.contains(#""lang":"fr""#))
     #expect(backend.requests.count == 2)
     #expect(Self.collapsedCount(admin) == 0)
   }
@@ -208,7 +208,7 @@ import Testing
   @Test func nobodyWaitsForACircuitTrial() throws {
     let backend = try ModalBackend()
     let config = StoreTests.config(
-      port: backend.port, responseTimeoutMs: 30_000, upstreamExtra: ["circuit": ["failures": 1, "open_ms": 200]])
+      port: backend.port, answerTimeoutMs: 30_000, upstreamExtra: ["circuit": ["failures": 1, "open_ms": 200]])
     let gateway = try GatewayProcess(config: config)
     defer { gateway.stopExpectingCleanExit() }
     let admin = try gateway.admin(token: TestConfig.adminToken)
@@ -225,7 +225,7 @@ import Testing
     backend.gate.open()
 
     StoreTests.expectStale(other, body: first.text)
-    #expect(try trial.readResponse(timeout: 15).status == 200)
+    #expect(try trial.readAnswer(timeout: 15).status == 200)
     #expect(Self.collapsedCount(admin) == 0)
   }
 }

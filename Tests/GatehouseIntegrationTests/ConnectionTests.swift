@@ -8,7 +8,7 @@ import Testing
   @Test func pipelinedRequestsAreAnsweredInOrder() throws {
     // The first answer is the slowest, so answering in completion order would show.
     let backend = try TestBackend { request in
-      var answer = BackendResponse.text("\(request.method) \(request.target) \(request.bodyText)")
+      var answer = BackendAnswer.text("\(request.method) \(request.target) \(request.bodyText)")
       if request.target == "/1" { answer.delay = .milliseconds(300) }
       return .respond(answer)
     }
@@ -20,7 +20,7 @@ import Testing
     try client.send(
       httpRequest("GET", "/1") + httpRequest("POST", "/2", body: Array("two".utf8)) + httpRequest("GET", "/3")
         + httpRequest("DELETE", "/4"))
-    let answers = try (0..<4).map { _ in try client.readResponse().text }
+    let answers = try (0..<4).map { _ in try client.readAnswer().text }
 
     #expect(answers == ["GET /1 ", "POST /2 two", "GET /3 ", "DELETE /4 "])
     #expect(backend.requests.map(\.target) == ["/1", "/2", "/3", "/4"])
@@ -34,7 +34,7 @@ import Testing
 
     let client = try RawClient(port: gateway.port)
     try client.send((0..<50).flatMap { httpRequest("GET", "/p/\($0)") })
-    let answers = try (0..<50).map { _ in try client.readResponse().text }
+    let answers = try (0..<50).map { _ in try client.readAnswer().text }
 
     #expect(answers == (0..<50).map { "/p/\($0)" })
   }
@@ -52,8 +52,8 @@ import Testing
     try client.send(
       httpRequest("POST", "/unknown", body: Array("GET /known HTTP/1.1\r\nHost: smuggled\r\n\r\n".utf8))
         + httpRequest("GET", "/known"))
-    let first = try client.readResponse()
-    let second = try client.readResponse()
+    let first = try client.readAnswer()
+    let second = try client.readAnswer()
 
     #expect(isErrorEnvelope(first, status: 404, message: "no route for POST /unknown"))
     #expect(second.text == "backend /known")
@@ -67,13 +67,13 @@ import Testing
 
     let client = try RawClient(port: gateway.port)
     try client.send(httpRequest("POST", "/a", headers: [("Content-Length", "12")]))
-    let failure = try client.readResponse()
+    let failure = try client.readAnswer()
     try client.send(Array("GET /b HTTP/".utf8))
     let keptOpen = failure.head.value("Connection")?.lowercased() != "close"
     if keptOpen {
       // The 12 body bytes were "GET /b HTTP/"; the next request must be read after them.
       try client.send(httpRequest("GET", "/c"))
-      let next = try client.readResponse()
+      let next = try client.readAnswer()
       #expect(isErrorEnvelope(next, status: 502))
     } else {
       #expect(client.waitForEnd() != .stillOpen)
@@ -89,10 +89,10 @@ import Testing
 
     let client = try RawClient(port: gateway.port)
     try client.send(httpRequest("GET", "/last", headers: [("Connection", "close")]) + httpRequest("GET", "/ignored"))
-    let response = try client.readResponse()
+    let answer = try client.readAnswer()
     let rest = client.readUntilEnd()
 
-    #expect(response.text == "/last")
+    #expect(answer.text == "/last")
     #expect(rest.bytes.isEmpty)
     #expect(rest.end != .stillOpen)
     #expect(backend.requests.map(\.target) == ["/last"])
@@ -210,7 +210,7 @@ import Testing
   @Test func lateAnswerAfterA504NeverReachesTheNextRequest() throws {
     let gate = Gate()
     let backend = try TestBackend { request in
-      var answer = BackendResponse.text("answer to \(request.target)")
+      var answer = BackendAnswer.text("answer to \(request.target)")
       if request.target == "/slow" { answer.holdUntil = gate }
       return .respond(answer)
     }
@@ -218,7 +218,7 @@ import Testing
       gate.open()
       backend.stop()
     }
-    let gateway = try GatewayProcess(config: TestConfig.passThrough(to: backend.port, responseTimeoutMs: 300))
+    let gateway = try GatewayProcess(config: TestConfig.passThrough(to: backend.port, answerTimeoutMs: 300))
     defer { gateway.stopExpectingCleanExit() }
 
     let client = try RawClient(port: gateway.port)
@@ -237,7 +237,7 @@ import Testing
   @Test func clientLeavingBeforeTheAnswerDoesNotLeaveTheAnswerForSomeoneElse() throws {
     let gate = Gate()
     let backend = try TestBackend { request in
-      var answer = BackendResponse.text("answer to \(request.target)")
+      var answer = BackendAnswer.text("answer to \(request.target)")
       if request.target == "/abandoned" { answer.holdUntil = gate }
       return .respond(answer)
     }
@@ -329,10 +329,10 @@ import Testing
     defer { gateway.stopExpectingCleanExit() }
 
     let client = try RawClient(port: gateway.port)
-    let response = try client.exchange(httpRequest("GET", "/a"))
+    let answer = try client.exchange(httpRequest("GET", "/a"))
 
-    #expect(response.status == 200)
-    #expect(response.head.value("Connection")?.lowercased() != "close")
+    #expect(answer.status == 200)
+    #expect(answer.head.value("Connection")?.lowercased() != "close")
     #expect(client.waitForEnd(timeout: 10) == .closed)
   }
 
@@ -346,9 +346,9 @@ import Testing
     let client = try RawClient(port: gateway.port)
     #expect(try client.exchange(httpRequest("GET", "/first")).status == 200)
     try client.send("GET /second HTTP/1.1\r\nHost: x\r\n")
-    let response = try client.readResponse()
+    let answer = try client.readAnswer()
 
-    #expect(isErrorEnvelope(response, status: 408))
+    #expect(isErrorEnvelope(answer, status: 408))
     #expect(client.waitForEnd() != .stillOpen)
   }
 
@@ -371,10 +371,10 @@ import Testing
     defer { gateway.stopExpectingCleanExit() }
 
     let client = try RawClient(port: gateway.port)
-    let response = try client.exchange(httpRequest("GET", "/bye", headers: [("Connection", "close")]))
+    let answer = try client.exchange(httpRequest("GET", "/bye", headers: [("Connection", "close")]))
 
-    #expect(response.status == 200)
-    #expect(response.head.value("Connection")?.lowercased() == "close")
+    #expect(answer.status == 200)
+    #expect(answer.head.value("Connection")?.lowercased() == "close")
     #expect(client.waitForEnd() == .closed)
   }
 }

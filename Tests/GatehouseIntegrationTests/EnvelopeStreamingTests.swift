@@ -13,7 +13,7 @@ import Testing
     if let maxBytes { envelope["max_bytes"] = maxBytes }
     let config = TestConfig.make(
       routes: [TestConfig.envelopedRoute("big", match: "/*", envelope: envelope)],
-      upstreams: ["api": TestConfig.upstream(port: port, responseTimeoutMs: 30_000)])
+      upstreams: ["api": TestConfig.upstream(port: port, answerTimeoutMs: 30_000)])
     return try GatewayProcess(config: config)
   }
 

@@ -15,7 +15,7 @@ import Testing
     defer { backend.stop() }
     let config = TestConfig.make(
       routes: [TestConfig.envelopedRoute("wrapped", match: "/*", envelope: envelope)],
-      upstreams: ["api": TestConfig.upstream(port: backend.port, responseTimeoutMs: 2000)], limits: limits)
+      upstreams: ["api": TestConfig.upstream(port: backend.port, answerTimeoutMs: 2000)], limits: limits)
     let gateway = try GatewayProcess(config: admin ? TestConfig.withAdmin(config) : config)
     defer { gateway.stopExpectingCleanExit() }
     try body(gateway, backend)
@@ -26,19 +26,19 @@ import Testing
   @Test func jsonSuccessIsWrappedWithTheBackendsStatus() throws {
     let body = #"{"id":7,"name":"Ann \"A\"","tags":["x","y"],"score":1.5e2,"none":null}"#
     try Self.withEnvelopedGateway(jsonAnswer(body, status: 201, reason: "Created")) { gateway, _ in
-      let response = try send("GET", "/users/7", to: gateway.port)
-      expectJSONAnswer(response, status: 201, body: successEnvelope(body))
+      let answer = try send("GET", "/users/7", to: gateway.port)
+      expectJSONAnswer(answer, status: 201, body: successEnvelope(body))
     }
   }
 
   @Test func jsonArrayAndScalarBodiesAreWrappedAsTheyAre() throws {
     for body in ["[1,2,3]", #""just a string""#, "42", "true", " {\"spaced\" : [ ] } "] {
       try Self.withEnvelopedGateway(jsonAnswer(body)) { gateway, _ in
-        let response = try send("GET", "/value", to: gateway.port)
+        let answer = try send("GET", "/value", to: gateway.port)
         // The document goes in as the backend sent it; only whitespace around it is left out
         // (a trailing newline in `datas` would look like part of the value).
         let trimmed = String(body.drop { $0 == " " }.reversed().drop { $0 == " " }.reversed())
-        expectJSONAnswer(response, status: 200, body: successEnvelope(trimmed))
+        expectJSONAnswer(answer, status: 200, body: successEnvelope(trimmed))
       }
     }
   }
@@ -46,8 +46,8 @@ import Testing
   @Test func keyPathPicksANestedMember() throws {
     let body = #"{"data":{"items":[{"id":1},{"id":2}],"total":2},"meta":{}}"#
     try Self.withEnvelopedGateway(jsonAnswer(body), envelope: ["key_path": "data.items"]) { gateway, _ in
-      let response = try send("GET", "/items", to: gateway.port)
-      expectJSONAnswer(response, status: 200, body: successEnvelope(#"[{"id":1},{"id":2}]"#))
+      let answer = try send("GET", "/items", to: gateway.port)
+      expectJSONAnswer(answer, status: 200, body: successEnvelope(#"[{"id":1},{"id":2}]"#))
     }
   }
 
@@ -65,8 +65,8 @@ import Testing
     let body = #"{"users":[{"name":"ann"}],"count":1}"#
     for path in ["missing", "users.5.name", "users.0.email", "count.x", "users.name"] {
       try Self.withEnvelopedGateway(jsonAnswer(body), envelope: ["key_path": path]) { gateway, _ in
-        let response = try send("GET", "/u", to: gateway.port)
-        expectJSONAnswer(response, status: 200, body: successEnvelope("null"))
+        let answer = try send("GET", "/u", to: gateway.port)
+        expectJSONAnswer(answer, status: 200, body: successEnvelope("null"))
       }
     }
   }
@@ -109,7 +109,7 @@ import Testing
   @Test func emptySuccessBodyIs200WithNullDatas() throws {
     for status in [200, 201, 202] {
       let answer = BackendAction.respond(
-        BackendResponse(status: status, headers: [("Content-Type", "application/json")], body: .bytes([])))
+        BackendAnswer(status: status, headers: [("Content-Type", "application/json")], body: .bytes([])))
       try Self.withEnvelopedGateway(answer) { gateway, _ in
         expectJSONAnswer(try send("POST", "/create", to: gateway.port), status: 200, body: successEnvelope("null"))
       }
@@ -117,7 +117,7 @@ import Testing
   }
 
   @Test func noContentIs200WithNullDatas() throws {
-    let answer = BackendAction.respond(BackendResponse(status: 204, reason: "No Content"))
+    let answer = BackendAction.respond(BackendAnswer(status: 204, reason: "No Content"))
     try Self.withEnvelopedGateway(answer) { gateway, _ in
       expectJSONAnswer(try send("DELETE", "/users/1", to: gateway.port), status: 200, body: successEnvelope("null"))
     }
@@ -173,8 +173,8 @@ import Testing
     let contentType = row.body.hasPrefix("<") ? "text/html" : "application/json"
     let answer = jsonAnswer(row.body, status: row.status, reason: row.reason, contentType: contentType)
     try Self.withEnvelopedGateway(answer) { gateway, _ in
-      let response = try send("GET", "/fails", to: gateway.port)
-      expectJSONAnswer(response, status: row.status, body: errorEnvelope(row.status, row.message))
+      let answer = try send("GET", "/fails", to: gateway.port)
+      expectJSONAnswer(answer, status: row.status, body: errorEnvelope(row.status, row.message))
     }
   }
 
@@ -190,12 +190,12 @@ import Testing
   @Test func errorMessagesAreEscapedInTheEnvelope() throws {
     let body = #"{"message":"line\nbreak \"quoted\" \u00e9"}"#
     try Self.withEnvelopedGateway(jsonAnswer(body, status: 400, reason: "Bad Request")) { gateway, _ in
-      let response = try send("GET", "/p", to: gateway.port)
-      #expect(response.status == 400)
-      #expect(response.head.contentLength == Int64(response.body.count))
-      let object = try response.jsonObject()
+      let answer = try send("GET", "/p", to: gateway.port)
+      #expect(answer.status == 400)
+      #expect(answer.head.contentLength == Int64(answer.body.count))
+      let object = try answer.jsonObject()
       #expect(object["message"] as? String == "line\nbreak \"quoted\" é")
-      #expect(isErrorEnvelope(response, status: 400))
+      #expect(isErrorEnvelope(answer, status: 400))
     }
   }
 
@@ -230,7 +230,7 @@ import Testing
 
   @Test func slowBackendIs504() throws {
     let gate = Gate()
-    var answer = BackendResponse(headers: [("Content-Type", "application/json")], body: .bytes(Array("{}".utf8)))
+    var answer = BackendAnswer(headers: [("Content-Type", "application/json")], body: .bytes(Array("{}".utf8)))
     answer.holdUntil = gate
     defer { gate.open() }
     try Self.withEnvelopedGateway(.respond(answer)) { gateway, _ in
@@ -259,10 +259,10 @@ import Testing
   @Test func malformedRequestIs400AndTheConnectionCloses() throws {
     try Self.withEnvelopedGateway(jsonAnswer("{}")) { gateway, backend in
       let client = try RawClient(port: gateway.port)
-      let response = try client.exchange(Array("GET /x HTTP/1.1\r\nHost: a\r\nBad Header\r\n\r\n".utf8))
-      #expect(isErrorEnvelope(response, status: 400))
-      #expect(response.head.value("Content-Type") == "application/json")
-      #expect(response.head.contentLength == Int64(response.body.count))
+      let answer = try client.exchange(Array("GET /x HTTP/1.1\r\nHost: a\r\nBad Header\r\n\r\n".utf8))
+      #expect(isErrorEnvelope(answer, status: 400))
+      #expect(answer.head.value("Content-Type") == "application/json")
+      #expect(answer.head.contentLength == Int64(answer.body.count))
       #expect(client.waitForEnd() != .stillOpen)
       #expect(backend.requests.isEmpty)
     }
@@ -271,9 +271,9 @@ import Testing
   @Test func bodyOverTheLimitIs413AndTheConnectionCloses() throws {
     try Self.withEnvelopedGateway(jsonAnswer("{}"), limits: ["max_body_bytes": 100]) { gateway, backend in
       let client = try RawClient(port: gateway.port)
-      let response = try client.exchange(httpRequest("POST", "/x", body: [UInt8](repeating: 0x61, count: 500)))
-      #expect(isErrorEnvelope(response, status: 413))
-      #expect(response.head.contentLength == Int64(response.body.count))
+      let answer = try client.exchange(httpRequest("POST", "/x", body: [UInt8](repeating: 0x61, count: 500)))
+      #expect(isErrorEnvelope(answer, status: 413))
+      #expect(answer.head.contentLength == Int64(answer.body.count))
       #expect(client.waitForEnd() != .stillOpen)
       #expect(backend.requests.isEmpty)
     }
@@ -282,10 +282,10 @@ import Testing
   @Test func headerOverTheLimitIs431AndTheConnectionCloses() throws {
     try Self.withEnvelopedGateway(jsonAnswer("{}"), limits: ["max_header_bytes": 1024]) { gateway, backend in
       let client = try RawClient(port: gateway.port)
-      let response = try client.exchange(
+      let answer = try client.exchange(
         httpRequest("GET", "/x", headers: [("X-Big", String(repeating: "b", count: 4000))]))
-      #expect(isErrorEnvelope(response, status: 431))
-      #expect(response.head.contentLength == Int64(response.body.count))
+      #expect(isErrorEnvelope(answer, status: 431))
+      #expect(answer.head.contentLength == Int64(answer.body.count))
       #expect(client.waitForEnd() != .stillOpen)
       #expect(backend.requests.isEmpty)
     }
@@ -323,7 +323,7 @@ import Testing
       try send("GET", "/down", to: gateway.port), status: 200, body: errorEnvelope(502, "upstream unavailable"))
 
     let gate = Gate()
-    var held = BackendResponse(headers: [("Content-Type", "application/json")], body: .bytes(Array("{}".utf8)))
+    var held = BackendAnswer(headers: [("Content-Type", "application/json")], body: .bytes(Array("{}".utf8)))
     held.holdUntil = gate
     defer { gate.open() }
     try Self.withEnvelopedGateway(.respond(held), envelope: ["status": "always_200"]) { slow, _ in
@@ -348,30 +348,30 @@ import Testing
     let cases: [(String, [UInt8])] = [("text/plain", Array("plain {not json".utf8)), ("image/png", png)]
     for (contentType, bytes) in cases {
       let answer = BackendAction.respond(
-        BackendResponse(headers: [("Content-Type", contentType), ("X-Extra", "kept")], body: .bytes(bytes)))
+        BackendAnswer(headers: [("Content-Type", contentType), ("X-Extra", "kept")], body: .bytes(bytes)))
       try Self.withEnvelopedGateway(answer) { gateway, _ in
-        let response = try send("GET", "/file", to: gateway.port)
-        #expect(response.status == 200)
-        #expect(response.head.value("Content-Type") == contentType)
-        #expect(response.head.value("X-Extra") == "kept")
-        #expect(response.head.contentLength == Int64(bytes.count))
-        #expect(response.body == bytes)
+        let answer = try send("GET", "/file", to: gateway.port)
+        #expect(answer.status == 200)
+        #expect(answer.head.value("Content-Type") == contentType)
+        #expect(answer.head.value("X-Extra") == "kept")
+        #expect(answer.head.contentLength == Int64(bytes.count))
+        #expect(answer.body == bytes)
       }
     }
   }
 
   @Test func redirectPassesThroughUnchanged() throws {
     let answer = BackendAction.respond(
-      BackendResponse(
+      BackendAnswer(
         status: 302, reason: "Found", headers: [("Location", "/elsewhere"), ("Content-Type", "text/html")],
         body: .bytes(Array("<a>moved</a>".utf8))))
     try Self.withEnvelopedGateway(answer) { gateway, _ in
-      let response = try send("GET", "/old", to: gateway.port)
-      #expect(response.status == 302)
-      #expect(response.head.value("Location") == "/elsewhere")
-      #expect(response.head.value("Content-Type") == "text/html")
-      #expect(response.text == "<a>moved</a>")
-      #expect(response.head.contentLength == 12)
+      let answer = try send("GET", "/old", to: gateway.port)
+      #expect(answer.status == 302)
+      #expect(answer.head.value("Location") == "/elsewhere")
+      #expect(answer.head.value("Content-Type") == "text/html")
+      #expect(answer.text == "<a>moved</a>")
+      #expect(answer.head.contentLength == 12)
     }
   }
 
@@ -379,13 +379,13 @@ import Testing
     let backend = try TestBackend { request in
       switch request.path {
       case "/ok": return jsonAnswer(#"{"ok":"é"}"#)
-      case "/empty": return .respond(BackendResponse(status: 204, reason: "No Content"))
+      case "/empty": return .respond(BackendAnswer(status: 204, reason: "No Content"))
       case "/error": return jsonAnswer(#"{"message":"ünïcode"}"#, status: 400, reason: "Bad Request")
       case "/invalid": return jsonAnswer("{")
       case "/text": return .respond(.text("plain"))
       case "/chunked":
         return .respond(
-          BackendResponse(
+          BackendAnswer(
             headers: [("Content-Type", "application/json")],
             body: .chunked([Array(#"{"parts":"#.utf8), Array("[1,".utf8), Array("2]}".utf8)])))
       default: return jsonAnswer("{}", status: 404, reason: "Not Found")
@@ -408,9 +408,9 @@ import Testing
       ("/nothing", 404, errorEnvelope(404, "Not Found")),
     ]
     for (path, status, body) in expected {
-      let response = try client.exchange(httpRequest("GET", path))
-      expectJSONAnswer(response, status: status, body: body)
-      #expect(!response.head.isChunked)
+      let answer = try client.exchange(httpRequest("GET", path))
+      expectJSONAnswer(answer, status: status, body: body)
+      #expect(!answer.head.isChunked)
     }
     let text = try client.exchange(httpRequest("GET", "/text"))
     #expect(text.text == "plain")
@@ -456,19 +456,19 @@ import Testing
     let body = #"{"compressed":true,"list":["a","b","c"]}"#
     let compressed = try ExternalTool.gzip(Array(body.utf8))
     let answer = BackendAction.respond(
-      BackendResponse(
+      BackendAnswer(
         headers: [("Content-Type", "application/json"), ("Content-Encoding", "gzip")], body: .bytes(compressed)))
     try Self.withEnvelopedGateway(answer) { gateway, _ in
-      let response = try send("GET", "/z", to: gateway.port)
-      expectJSONAnswer(response, status: 200, body: successEnvelope(body))
-      #expect(!response.head.has("Content-Encoding"))
+      let answer = try send("GET", "/z", to: gateway.port)
+      expectJSONAnswer(answer, status: 200, body: successEnvelope(body))
+      #expect(!answer.head.has("Content-Encoding"))
     }
   }
 
   @Test func gzipErrorBodyFromTheBackendIsDecodedForItsMessage() throws {
     let compressed = try ExternalTool.gzip(Array(#"{"message":"zipped failure"}"#.utf8))
     let answer = BackendAction.respond(
-      BackendResponse(
+      BackendAnswer(
         status: 500, reason: "Internal Server Error",
         headers: [("Content-Type", "application/json"), ("Content-Encoding", "gzip")], body: .bytes(compressed)))
     try Self.withEnvelopedGateway(answer) { gateway, _ in
@@ -481,12 +481,12 @@ import Testing
     var compressed = try ExternalTool.gzip(Array(String(repeating: #"{"a":1},"#, count: 50).utf8))
     for index in 12..<min(40, compressed.count - 8) { compressed[index] ^= 0x5A }
     let answer = BackendAction.respond(
-      BackendResponse(
+      BackendAnswer(
         headers: [("Content-Type", "application/json"), ("Content-Encoding", "gzip")], body: .bytes(compressed)))
     try Self.withEnvelopedGateway(answer) { gateway, _ in
-      let response = try send("GET", "/z", to: gateway.port)
-      #expect(isErrorEnvelope(response, status: 502))
-      #expect(response.head.contentLength == Int64(response.body.count))
+      let answer = try send("GET", "/z", to: gateway.port)
+      #expect(isErrorEnvelope(answer, status: 502))
+      #expect(answer.head.contentLength == Int64(answer.body.count))
     }
   }
 
@@ -500,26 +500,26 @@ import Testing
     let backend = try TestBackend { request in
       let asked = (request.head.value("Accept-Encoding") ?? "").contains("gzip")
       return .respond(
-        BackendResponse(
+        BackendAnswer(
           headers: [("Content-Type", "application/json")] + (asked ? [("Content-Encoding", "gzip")] : []),
           body: .bytes(asked ? compressed : Array(body.utf8))))
     }
     defer { backend.stop() }
     let config = TestConfig.make(
       routes: [TestConfig.envelopedRoute("wrapped", match: "/*", envelope: ["max_bytes": 4096])],
-      upstreams: ["api": TestConfig.upstream(port: backend.port, responseTimeoutMs: 5000)])
+      upstreams: ["api": TestConfig.upstream(port: backend.port, answerTimeoutMs: 5000)])
     let gateway = try GatewayProcess(config: config)
     defer { gateway.stopExpectingCleanExit() }
     #expect(compressed.count < 4096 && body.utf8.count > 4096)
 
     for accepted in [nil, "gzip", "br, gzip;q=0.8"] {
-      let response = try send(
+      let answer = try send(
         "GET", "/users", to: gateway.port, headers: accepted.map { [("Accept-Encoding", $0)] } ?? [])
-      #expect(response.status == 200, "\(accepted ?? "-")")
-      #expect(!response.head.has("Content-Encoding"), "\(accepted ?? "-")")
+      #expect(answer.status == 200, "\(accepted ?? "-")")
+      #expect(!answer.head.has("Content-Encoding"), "\(accepted ?? "-")")
       // Compared as a Bool: a failure would print the 25 KB body twice.
-      let wrapped = response.text == successEnvelope(body)
-      #expect(wrapped, "\(accepted ?? "-"): \(response.text.prefix(120))")
+      let wrapped = answer.text == successEnvelope(body)
+      #expect(wrapped, "\(accepted ?? "-"): \(answer.text.prefix(120))")
     }
     #expect(backend.requests.allSatisfy { !$0.head.has("Accept-Encoding") })
   }
@@ -531,14 +531,14 @@ import Testing
   ) throws {
     let config = TestConfig.make(
       routes: [TestConfig.envelopedRoute("wrapped", match: "/*", envelope: ["max_bytes": 1024])],
-      upstreams: ["api": TestConfig.upstream(port: port, responseTimeoutMs: 5000)])
+      upstreams: ["api": TestConfig.upstream(port: port, answerTimeoutMs: 5000)])
     let gateway = try GatewayProcess(config: config)
     defer { gateway.stopExpectingCleanExit() }
-    let response = try send("GET", "/list", to: gateway.port)
-    #expect(response.status == 200, sourceLocation: sourceLocation)
+    let answer = try send("GET", "/list", to: gateway.port)
+    #expect(answer.status == 200, sourceLocation: sourceLocation)
     // Compared as a Bool: a failure would print the whole body twice.
-    let wrapped = response.text == successEnvelope(json)
-    #expect(wrapped, "\(response.text.prefix(80))", sourceLocation: sourceLocation)
+    let wrapped = answer.text == successEnvelope(json)
+    #expect(wrapped, "\(answer.text.prefix(80))", sourceLocation: sourceLocation)
   }
 
   /// A JSON answer over `max_bytes` that starts with a byte order mark split across reads
@@ -569,7 +569,7 @@ import Testing
     let json = "[" + (0..<400).map { #"{"id":\#($0)}"# }.joined(separator: ",") + "]"
     let backend = try TestBackend(
       always: .respond(
-        BackendResponse(headers: [("Content-Type", "application/json")], body: .chunked([Array(json.utf8)]))))
+        BackendAnswer(headers: [("Content-Type", "application/json")], body: .chunked([Array(json.utf8)]))))
     defer { backend.stop() }
     try Self.expectStreamedWrap(of: json, from: backend.port)
   }
@@ -596,18 +596,18 @@ import Testing
 
   @Test func smallEnvelopeIsNotGzipped() throws {
     try Self.withEnvelopedGateway(jsonAnswer(#"{"small":true}"#)) { gateway, _ in
-      let response = try send("GET", "/s", to: gateway.port, headers: [("Accept-Encoding", "gzip")])
-      expectJSONAnswer(response, status: 200, body: successEnvelope(#"{"small":true}"#))
-      #expect(!response.head.has("Content-Encoding"))
+      let answer = try send("GET", "/s", to: gateway.port, headers: [("Accept-Encoding", "gzip")])
+      expectJSONAnswer(answer, status: 200, body: successEnvelope(#"{"small":true}"#))
+      #expect(!answer.head.has("Content-Encoding"))
     }
   }
 
   @Test func gzipRefusedWithQZeroIsNotSent() throws {
     let body = "[" + (0..<300).map { "\($0)" }.joined(separator: ",") + "]"
     try Self.withEnvelopedGateway(jsonAnswer(body)) { gateway, _ in
-      let response = try send("GET", "/s", to: gateway.port, headers: [("Accept-Encoding", "gzip;q=0, identity")])
-      expectJSONAnswer(response, status: 200, body: successEnvelope(body))
-      #expect(!response.head.has("Content-Encoding"))
+      let answer = try send("GET", "/s", to: gateway.port, headers: [("Accept-Encoding", "gzip;q=0, identity")])
+      expectJSONAnswer(answer, status: 200, body: successEnvelope(body))
+      #expect(!answer.head.has("Content-Encoding"))
     }
   }
 }
@@ -628,12 +628,12 @@ import Testing
 
   static func backend(chunked: Bool) throws -> TestBackend {
     let bytes = Array(items.utf8)
-    let body: BackendResponse.Body =
+    let body: BackendAnswer.Body =
       chunked
       ? .chunked(stride(from: 0, to: bytes.count, by: 700).map { Array(bytes[$0..<min($0 + 700, bytes.count)]) })
       : .bytes(bytes)
     return try TestBackend(
-      always: .respond(BackendResponse(headers: [("Content-Type", "application/json")], body: body)))
+      always: .respond(BackendAnswer(headers: [("Content-Type", "application/json")], body: body)))
   }
 
   @Test func getOfABigBodyIsWrappedWhileStreaming() throws {
@@ -643,12 +643,12 @@ import Testing
       let gateway = try Self.gateway(backend: backend)
       defer { gateway.stopExpectingCleanExit() }
 
-      let response = try send("GET", "/big", to: gateway.port)
+      let answer = try send("GET", "/big", to: gateway.port)
 
-      #expect(response.status == 200)
-      #expect(response.head.isChunked)
-      #expect(response.head.value("Content-Type") == "application/json")
-      #expect(response.text == successEnvelope(Self.items))
+      #expect(answer.status == 200)
+      #expect(answer.head.isChunked)
+      #expect(answer.head.value("Content-Type") == "application/json")
+      #expect(answer.text == successEnvelope(Self.items))
     }
   }
 
@@ -679,9 +679,9 @@ import Testing
     let gateway = try Self.gateway(backend: backend, cache: ["fresh_s": 60])
     defer { gateway.stopExpectingCleanExit() }
 
-    let response = try send("GET", "/big", to: gateway.port)
+    let answer = try send("GET", "/big", to: gateway.port)
 
-    #expect(response.text == successEnvelope(Self.items))
-    #expect(response.head.value("X-Gatehouse-Cache") == "MISS")
+    #expect(answer.text == successEnvelope(Self.items))
+    #expect(answer.head.value("X-Gatehouse-Cache") == "MISS")
   }
 }

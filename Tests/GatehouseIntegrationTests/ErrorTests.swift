@@ -23,10 +23,10 @@ import Testing
     let gateway = try GatewayProcess(config: TestConfig.passThrough(to: port))
     defer { gateway.stopExpectingCleanExit() }
 
-    let response = try send("GET", "/down", to: gateway.port)
+    let answer = try send("GET", "/down", to: gateway.port)
 
-    #expect(isErrorEnvelope(response, status: 502, message: "upstream unavailable"))
-    #expect(response.head.value("Content-Type")?.hasPrefix("application/json") == true)
+    #expect(isErrorEnvelope(answer, status: 502, message: "upstream unavailable"))
+    #expect(answer.head.value("Content-Type")?.hasPrefix("application/json") == true)
   }
 
   @Test func upstreamResetIs502() throws {
@@ -35,9 +35,9 @@ import Testing
     let gateway = try GatewayProcess(config: TestConfig.passThrough(to: backend.port))
     defer { gateway.stopExpectingCleanExit() }
 
-    let response = try send("GET", "/reset", to: gateway.port)
+    let answer = try send("GET", "/reset", to: gateway.port)
 
-    #expect(isErrorEnvelope(response, status: 502, message: "upstream unavailable"))
+    #expect(isErrorEnvelope(answer, status: 502, message: "upstream unavailable"))
     #expect(backend.requests.count >= 1)
     #expect(Self.loggedReason(gateway, path: "/reset") == "reset")
   }
@@ -48,9 +48,9 @@ import Testing
     let gateway = try GatewayProcess(config: TestConfig.passThrough(to: backend.port))
     defer { gateway.stopExpectingCleanExit() }
 
-    let response = try send("GET", "/silent", to: gateway.port)
+    let answer = try send("GET", "/silent", to: gateway.port)
 
-    #expect(isErrorEnvelope(response, status: 502, message: "upstream unavailable"))
+    #expect(isErrorEnvelope(answer, status: 502, message: "upstream unavailable"))
   }
 
   @Test func upstreamClosingMidHeadersIs502() throws {
@@ -60,9 +60,9 @@ import Testing
     defer { gateway.stopExpectingCleanExit() }
 
     let client = try RawClient(port: gateway.port)
-    let response = try client.exchange(httpRequest("GET", "/half-head"))
+    let answer = try client.exchange(httpRequest("GET", "/half-head"))
 
-    #expect(isErrorEnvelope(response, status: 502, message: "upstream unavailable"))
+    #expect(isErrorEnvelope(answer, status: 502, message: "upstream unavailable"))
     #expect(Self.loggedReason(gateway, path: "/half-head") == "bad_response")
     // The client connection is still usable.
     #expect(try client.exchange(httpRequest("GET", "/again")).status == 502)
@@ -121,51 +121,51 @@ import Testing
 
   @Test func upstreamSlowerThanResponseTimeoutIs504() throws {
     let gate = Gate()
-    var answer = BackendResponse.text("too late")
-    answer.holdUntil = gate
-    let backend = try TestBackend(always: .respond(answer))
+    var backendAnswer = BackendAnswer.text("too late")
+    backendAnswer.holdUntil = gate
+    let backend = try TestBackend(always: .respond(backendAnswer))
     defer {
       gate.open()
       backend.stop()
     }
-    let gateway = try GatewayProcess(config: TestConfig.passThrough(to: backend.port, responseTimeoutMs: 300))
+    let gateway = try GatewayProcess(config: TestConfig.passThrough(to: backend.port, answerTimeoutMs: 300))
     defer { gateway.stopExpectingCleanExit() }
 
-    let response = try send("GET", "/slow", to: gateway.port)
+    let answer = try send("GET", "/slow", to: gateway.port)
 
-    #expect(isErrorEnvelope(response, status: 504, message: "upstream timed out"))
+    #expect(isErrorEnvelope(answer, status: 504, message: "upstream timed out"))
     #expect(backend.requests.count == 1)
     #expect(Self.loggedReason(gateway, path: "/slow") == "response_timeout")
   }
 
-  @Test func bodyTrickledWithGapsShorterThanTheResponseTimeoutGetsThrough() throws {
+  @Test func bodyTrickledWithGapsShorterThanTheAnswerTimeoutGetsThrough() throws {
     let body = Array("0123456789abcdef".utf8)
-    var answer = BackendResponse(body: .bytes(body))
-    answer.bodyTrickle = (size: 2, interval: .milliseconds(100))
-    let backend = try TestBackend(always: .respond(answer))
+    var backendAnswer = BackendAnswer(body: .bytes(body))
+    backendAnswer.bodyTrickle = (size: 2, interval: .milliseconds(100))
+    let backend = try TestBackend(always: .respond(backendAnswer))
     defer { backend.stop() }
-    let gateway = try GatewayProcess(config: TestConfig.passThrough(to: backend.port, responseTimeoutMs: 2000))
+    let gateway = try GatewayProcess(config: TestConfig.passThrough(to: backend.port, answerTimeoutMs: 2000))
     defer { gateway.stopExpectingCleanExit() }
 
-    let response = try send("GET", "/trickle", to: gateway.port)
+    let answer = try send("GET", "/trickle", to: gateway.port)
 
-    #expect(response.status == 200)
-    #expect(response.body == body)
+    #expect(answer.status == 200)
+    #expect(answer.body == body)
   }
 
   @Test func headTrickledByteByByteGetsThrough() throws {
-    var answer = BackendResponse.text("slow head", headers: [("X-Slow", "1")])
-    answer.headByteInterval = .milliseconds(2)
-    let backend = try TestBackend(always: .respond(answer))
+    var backendAnswer = BackendAnswer.text("slow head", headers: [("X-Slow", "1")])
+    backendAnswer.headByteInterval = .milliseconds(2)
+    let backend = try TestBackend(always: .respond(backendAnswer))
     defer { backend.stop() }
     let gateway = try GatewayProcess(config: TestConfig.passThrough(to: backend.port))
     defer { gateway.stopExpectingCleanExit() }
 
-    let response = try send("GET", "/slow-head", to: gateway.port)
+    let answer = try send("GET", "/slow-head", to: gateway.port)
 
-    #expect(response.status == 200)
-    #expect(response.head.value("X-Slow") == "1")
-    #expect(response.text == "slow head")
+    #expect(answer.status == 200)
+    #expect(answer.head.value("X-Slow") == "1")
+    #expect(answer.text == "slow head")
   }
 
   // MARK: The client's request is refused
@@ -213,10 +213,10 @@ import Testing
 
     let client = try RawClient(port: gateway.port)
     try client.send(request.bytes)
-    let response = try client.readResponse()
+    let answer = try client.readAnswer()
 
-    #expect(isErrorEnvelope(response, status: request.status))
-    #expect(response.head.value("Connection")?.lowercased() == "close")
+    #expect(isErrorEnvelope(answer, status: request.status))
+    #expect(answer.head.value("Connection")?.lowercased() == "close")
     #expect(client.waitForEnd() != .stillOpen)
     #expect(backend.requests.isEmpty)
   }
@@ -229,9 +229,9 @@ import Testing
 
     let client = try RawClient(port: gateway.port)
     try client.send("POST /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n")
-    let response = try client.readResponse()
+    let answer = try client.readAnswer()
 
-    #expect(isErrorEnvelope(response, status: 400))
+    #expect(isErrorEnvelope(answer, status: 400))
     #expect(client.waitForEnd() != .stillOpen)
   }
 
@@ -244,7 +244,7 @@ import Testing
     let accepted = try send("POST", "/fits", to: gateway.port, body: Array(repeating: 0x61, count: 1024))
     let client = try RawClient(port: gateway.port)
     try client.send(httpRequest("POST", "/too-big", body: Array(repeating: 0x61, count: 2048)))
-    let refused = try client.readResponse()
+    let refused = try client.readAnswer()
 
     #expect(accepted.status == 200)
     #expect(isErrorEnvelope(refused, status: 413))
@@ -261,7 +261,7 @@ import Testing
     let client = try RawClient(port: gateway.port)
     let chunks = Array(repeating: Array(repeating: UInt8(0x61), count: 512), count: 4)
     try client.send(httpRequest("POST", "/too-big", headers: [("Transfer-Encoding", "chunked")]) + chunkedBody(chunks))
-    let refused = try client.readResponse()
+    let refused = try client.readAnswer()
 
     #expect(isErrorEnvelope(refused, status: 413))
     #expect(client.waitForEnd() != .stillOpen)
@@ -278,9 +278,9 @@ import Testing
 
     let client = try RawClient(port: gateway.port)
     try client.send(httpRequest("GET", "/", headers: [("X-Big", String(repeating: "b", count: 4096))]))
-    let response = try client.readResponse()
+    let answer = try client.readAnswer()
 
-    #expect(isErrorEnvelope(response, status: 431))
+    #expect(isErrorEnvelope(answer, status: 431))
     #expect(client.waitForEnd() != .stillOpen)
     #expect(backend.requests.isEmpty)
   }
@@ -294,9 +294,9 @@ import Testing
 
     let client = try RawClient(port: gateway.port)
     try client.send("GET /slow HTTP/1.1\r\nHost: x\r\nX-Partial: never fin")
-    let response = try client.readResponse()
+    let answer = try client.readAnswer()
 
-    #expect(isErrorEnvelope(response, status: 408))
+    #expect(isErrorEnvelope(answer, status: 408))
     #expect(client.waitForEnd() != .stillOpen)
     #expect(backend.requests.isEmpty)
     #expect(Self.loggedReason(gateway, path: "-") == "request_timeout")
@@ -315,9 +315,9 @@ import Testing
     // The start of a ClientHello: handshake record, TLS 1.0 record version, a length, then
     // the handshake type and more (no line end in sight).
     try client.send([0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xFC, 0x03, 0x03])
-    let response = try client.readResponse(timeout: 20)
+    let answer = try client.readAnswer(timeout: 20)
 
-    #expect(isErrorEnvelope(response, status: 400))
+    #expect(isErrorEnvelope(answer, status: 400))
     #expect(client.waitForEnd() != .stillOpen)
     #expect(backend.requests.isEmpty)
   }

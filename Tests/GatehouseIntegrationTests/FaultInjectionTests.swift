@@ -11,8 +11,8 @@ import Testing
 /// Serialized: the cases measure time and descriptors, so they run one at a time.
 @Suite(.serialized) struct FaultInjectionTests {
   static let adminToken = "fault-admin-token-1"
-  static let responseTimeoutMs = 1500
-  /// How long past the response timeout an answer may take on this shared machine.
+  static let answerTimeoutMs = 1500
+  /// How long past the answer timeout an answer may take on this shared machine.
   static let slack = 5.0
 
   static let goodJSON = #"{"v":"good","n":1}"#
@@ -90,9 +90,9 @@ import Testing
     // Toxics that must fail the exchange.
     Case(name: "black hole", answer: { _ in FaultAnswer([], toxics: [.blackHole]) }, outcome: .failed([504])),
     Case(
-      name: "latency past the response timeout",
+      name: "latency past the answer timeout",
       answer: { _ in
-        FaultAnswer([fresh()], toxics: [.latency(.milliseconds(responseTimeoutMs + 1500))])
+        FaultAnswer([fresh()], toxics: [.latency(.milliseconds(answerTimeoutMs + 1500))])
       }, outcome: .failed([504])),
     Case(name: "reset", answer: { _ in FaultAnswer([], toxics: [.resetPeer]) }, outcome: .failed([502])),
     Case(name: "close without an answer", answer: { _ in FaultAnswer([], keepAlive: false) }, outcome: .failed([502])),
@@ -202,7 +202,7 @@ import Testing
         TestConfig.route("raw", match: "/raw/*"),
       ],
       upstreams: [
-        "api": TestConfig.upstream(port: backend.port, responseTimeoutMs: responseTimeoutMs, connectTimeoutMs: 1000)
+        "api": TestConfig.upstream(port: backend.port, answerTimeoutMs: answerTimeoutMs, connectTimeoutMs: 1000)
       ])
     config["admin"] = ["listen": "127.0.0.1:0", "token": adminToken]
     config["store"] = ["path": "store.sqlite"]
@@ -212,12 +212,12 @@ import Testing
 
   static func good(_ request: ReceivedRequest) -> FaultAnswer { .json(goodJSON) }
 
-  /// One request, timed; nil response when the connection failed.
-  static func timedGet(_ path: String, port: UInt16) -> (response: ReceivedResponse?, seconds: Double, error: Error?) {
+  /// One request, timed; nil answer when the connection failed.
+  static func timedGet(_ path: String, port: UInt16) -> (answer: ReceivedAnswer?, seconds: Double, error: Error?) {
     let start = ContinuousClock.now
     do {
-      let response = try send("GET", path, to: port, timeout: Double(responseTimeoutMs) / 1000 + slack + 5)
-      return (response, secondsSince(start), nil)
+      let answer = try send("GET", path, to: port, timeout: Double(answerTimeoutMs) / 1000 + slack + 5)
+      return (answer, secondsSince(start), nil)
     } catch {
       return (nil, secondsSince(start), error)
     }
@@ -229,7 +229,7 @@ import Testing
     defer { backend.stop() }
     let (gateway, admin) = try Self.startGateway(backend: backend)
     defer { gateway.stopExpectingCleanExit() }
-    let bound = Double(Self.responseTimeoutMs) / 1000 + Self.slack
+    let bound = Double(Self.answerTimeoutMs) / 1000 + Self.slack
 
     // A good answer is stored first.
     let warm = try send("GET", "/cached/item", to: gateway.port)
@@ -249,27 +249,27 @@ import Testing
 
     #expect(plain.seconds < bound, "\(fault.name): /plain answered after \(plain.seconds) s")
     #expect(cached.seconds < bound, "\(fault.name): /cached answered after \(cached.seconds) s")
-    let plainResponse = try #require(plain.response, "\(fault.name): /plain: \(String(describing: plain.error))")
-    let cachedResponse = try #require(cached.response, "\(fault.name): /cached: \(String(describing: cached.error))")
+    let plainAnswer = try #require(plain.answer, "\(fault.name): /plain: \(String(describing: plain.error))")
+    let storedAnswer = try #require(cached.answer, "\(fault.name): /cached: \(String(describing: cached.error))")
     let expectedStored: String
     let expectedV: String
     switch fault.outcome {
     case .served:
-      for response in [plainResponse, cachedResponse] {
-        #expect(response.status == 200, "\(fault.name): \(response.status) \(response.text)")
-        #expect(envelopeDatas(response)?["v"] as? String == "fresh", "\(fault.name): \(response.text)")
-        #expect((envelopeDatas(response)?["pad"] as? String)?.count == 1500)
+      for answer in [plainAnswer, storedAnswer] {
+        #expect(answer.status == 200, "\(fault.name): \(answer.status) \(answer.text)")
+        #expect(envelopeDatas(answer)?["v"] as? String == "fresh", "\(fault.name): \(answer.text)")
+        #expect((envelopeDatas(answer)?["pad"] as? String)?.count == 1500)
       }
       expectedStored = Self.freshJSON
       expectedV = "fresh"
     case .failed(let statuses):
       #expect(
-        statuses.contains(plainResponse.status) && isErrorEnvelope(plainResponse, status: plainResponse.status),
-        "\(fault.name): /plain got \(plainResponse.status) \(plainResponse.text)")
+        statuses.contains(plainAnswer.status) && isErrorEnvelope(plainAnswer, status: plainAnswer.status),
+        "\(fault.name): /plain got \(plainAnswer.status) \(plainAnswer.text)")
       #expect(
-        cachedResponse.status == 200, "\(fault.name): /cached got \(cachedResponse.status) \(cachedResponse.text)")
-      #expect(cachedResponse.head.value("X-Gatehouse-Cache") == "STALE", "\(fault.name)")
-      #expect(envelopeDatas(cachedResponse)?["v"] as? String == "good", "\(fault.name): \(cachedResponse.text)")
+        storedAnswer.status == 200, "\(fault.name): /cached got \(storedAnswer.status) \(storedAnswer.text)")
+      #expect(storedAnswer.head.value("X-Gatehouse-Cache") == "STALE", "\(fault.name)")
+      #expect(envelopeDatas(storedAnswer)?["v"] as? String == "good", "\(fault.name): \(storedAnswer.text)")
       expectedStored = Self.goodJSON
       expectedV = "good"
     }
@@ -296,7 +296,7 @@ import Testing
 /// Answers that carry more bytes than they frame (a body on 204/304/HEAD, bytes after a
 /// Content-Length), sent late so they reach a connection the gateway already put back in
 /// its pool, and backends that keep an exchange alive without ever answering. None of it may
-/// reach a later client or hold a request past the response timeout.
+/// reach a later client or hold a request past the answer timeout.
 @Suite struct UpstreamDesyncTests {
   static let smuggledJSON = #"{"v":"smuggled"}"#
   static let smuggledAnswer =
@@ -361,7 +361,7 @@ import Testing
 
   /// A backend sends `100 Continue` every 300 ms and never the answer.
   @Test
-  func endlessInterimAnswersAreCutAtTheResponseTimeout() throws {
+  func endlessInterimAnswersAreCutAtTheAnswerTimeout() throws {
     let interim = Array("HTTP/1.1 100 Continue\r\n\r\n".utf8)
     let backend = try FaultBackend { _ in FaultAnswer(Array(repeating: interim, count: 100), pause: .milliseconds(300))
     }
@@ -371,15 +371,15 @@ import Testing
 
     let outcome = FaultInjectionTests.timedGet("/plain/interim", port: gateway.port)
 
-    let bound = Double(FaultInjectionTests.responseTimeoutMs) / 1000 + FaultInjectionTests.slack
+    let bound = Double(FaultInjectionTests.answerTimeoutMs) / 1000 + FaultInjectionTests.slack
     #expect(outcome.seconds < bound, "answered after \(outcome.seconds) s")
-    let response = try #require(outcome.response, "\(String(describing: outcome.error))")
-    #expect(isErrorEnvelope(response, status: 504), "\(response.status) \(response.text)")
+    let answer = try #require(outcome.answer, "\(String(describing: outcome.error))")
+    #expect(isErrorEnvelope(answer, status: 504), "\(answer.status) \(answer.text)")
   }
 
   /// A backend sends its head one byte every 250 ms (a slowloris backend).
   @Test
-  func headTrickledForeverIsCutAtTheResponseTimeout() throws {
+  func headTrickledForeverIsCutAtTheAnswerTimeout() throws {
     let head = "HTTP/1.1 200 OK\r\nX-Slow: " + String(repeating: "s", count: 200) + "\r\nContent-Length: 2\r\n\r\n{}"
     let backend = try FaultBackend { _ in
       FaultAnswer([Array(head.utf8)], toxics: [.slicer(size: 1, interval: .milliseconds(250))])
@@ -390,9 +390,9 @@ import Testing
 
     let outcome = FaultInjectionTests.timedGet("/plain/slow-head", port: gateway.port)
 
-    let bound = Double(FaultInjectionTests.responseTimeoutMs) / 1000 + FaultInjectionTests.slack
+    let bound = Double(FaultInjectionTests.answerTimeoutMs) / 1000 + FaultInjectionTests.slack
     #expect(outcome.seconds < bound, "answered after \(outcome.seconds) s")
-    let response = try #require(outcome.response, "\(String(describing: outcome.error))")
-    #expect(isErrorEnvelope(response, status: 504), "\(response.status) \(response.text)")
+    let answer = try #require(outcome.answer, "\(String(describing: outcome.error))")
+    #expect(isErrorEnvelope(answer, status: 504), "\(answer.status) \(answer.text)")
   }
 }

@@ -44,13 +44,13 @@ import Testing
       return .notServed(path: path)
     }
     do {
-      let response = try connection.readResponse(timeout: 30)
-      if response.head.value("Connection")?.lowercased() == "close" { client = nil }
-      guard response.status == 200, response.text == "done \(path)" else {
-        return .failed(path: path, detail: "\(response.status) \(response.text)")
+      let answer = try connection.readAnswer(timeout: 30)
+      if answer.head.value("Connection")?.lowercased() == "close" { client = nil }
+      guard answer.status == 200, answer.text == "done \(path)" else {
+        return .failed(path: path, detail: "\(answer.status) \(answer.text)")
       }
       return .answered(at: .now)
-    } catch TestSocketError.closedEarly(let what) where what == "before a response" {
+    } catch TestSocketError.closedEarly(let what) where what == "before an answer" {
       client = nil
       return .notServed(path: path)
     } catch TestSocketError.connectionReset where connection.reader.bufferedCount == 0 {
@@ -64,7 +64,7 @@ import Testing
 
   @Test func sigtermUnderLoadFailsNoAcceptedRequest() throws {
     let backend = try TestBackend { request in
-      var answer = BackendResponse.text("done \(request.path)")
+      var answer = BackendAnswer.text("done \(request.path)")
       answer.delay = .milliseconds(150)
       return .respond(answer)
     }
@@ -143,7 +143,7 @@ import Testing
         TestConfig.route(
           "cached", match: "/cached/*", extra: ["envelope": ["enabled": true], "cache": ["stale_if_error_s": 86400]])
       ],
-      upstreams: ["api": TestConfig.upstream(port: upstreamPort, responseTimeoutMs: 2000, connectTimeoutMs: 500)],
+      upstreams: ["api": TestConfig.upstream(port: upstreamPort, answerTimeoutMs: 2000, connectTimeoutMs: 500)],
       access: "off", workers: 2)
     config["admin"] = ["listen": "127.0.0.1:0", "token": "crash-admin"]
     config["store"] = ["path": store, "max_bytes": 64 << 20]
@@ -173,7 +173,7 @@ import Testing
   @Test func killDashNineDuringStoreWritesLeavesAUsableStore() throws {
     let backend = try TestBackend { request in
       .respond(
-        BackendResponse(headers: [("Content-Type", "application/json")], body: .bytes(Self.body(for: request.path))))
+        BackendAnswer(headers: [("Content-Type", "application/json")], body: .bytes(Self.body(for: request.path))))
     }
     defer { backend.stop() }
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent(

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-/// Request and response header handling (SPEC §2): configured set/remove rules, hop-by-hop
+/// Request and answer header handling (SPEC §2): configured set/remove rules, hop-by-hop
 /// fields, `X-Forwarded-*`, `X-Request-Id` and `Host`.
 @Suite struct HeaderTests {
   static func isGeneratedRequestID(_ id: String?) -> Bool {
@@ -14,7 +14,7 @@ import Testing
   @Test func theUpstreamsServerFieldsAreNotPassedOn() throws {
     let backend = try TestBackend(
       always: .respond(
-        BackendResponse(
+        BackendAnswer(
           headers: [
             ("Content-Type", "application/json"), ("Server", "Apache/2.4.1"), ("X-Powered-By", "PHP/8.1.2"),
             ("X-Kept", "yes"),
@@ -131,7 +131,7 @@ import Testing
     let gateway = try GatewayProcess(config: TestConfig.passThrough(to: backend.port))
     defer { gateway.stopExpectingCleanExit() }
 
-    let response = try send(
+    let answer = try send(
       "GET", "/hop", to: gateway.port,
       headers: [
         ("Connection", "keep-alive, X-Named-Hop"), ("X-Named-Hop", "secret"), ("Keep-Alive", "timeout=5"),
@@ -139,7 +139,7 @@ import Testing
         ("Proxy-Authorization", "Basic dXNlcjpwYXNz"), ("Proxy-Connection", "keep-alive"), ("X-End-To-End", "yes"),
       ])
 
-    #expect(response.status == 200)
+    #expect(answer.status == 200)
     let head = try #require(backend.requests.first).head
     for name in [
       "Connection", "X-Named-Hop", "Keep-Alive", "TE", "Trailer", "Upgrade", "Proxy-Authorization",
@@ -161,22 +161,22 @@ import Testing
     let gateway = try GatewayProcess(config: TestConfig.passThrough(to: backend.port))
     defer { gateway.stopExpectingCleanExit() }
 
-    let response = try send(
+    let answer = try send(
       "GET", "/proxy", to: gateway.port,
       headers: [
         ("Proxy-Foo", "1"), ("proxy-bar", "2"), ("Proxy", "http://attacker:3128"), ("Proxy_Baz", "3"),
         ("X-Proxy-Id", "kept"),
       ])
 
-    #expect(response.status == 200)
+    #expect(answer.status == 200)
     let head = try #require(backend.requests.first).head
     for name in ["Proxy-Foo", "Proxy-Bar", "Proxy", "Proxy_Baz"] {
       #expect(!head.has(name), "\(name) reached the backend")
     }
     #expect(head.values("X-Proxy-Id") == ["kept"])
-    #expect(!response.head.has("Proxy-Foo"))
-    #expect(!response.head.has("Proxy-Status"))
-    #expect(response.head.values("X-Kept") == ["yes"])
+    #expect(!answer.head.has("Proxy-Foo"))
+    #expect(!answer.head.has("Proxy-Status"))
+    #expect(answer.head.values("X-Kept") == ["yes"])
   }
 
   @Test func fieldNamesMatchWhateverTheirCase() throws {
@@ -211,7 +211,7 @@ import Testing
     defer { gateway.stopExpectingCleanExit() }
     let long = String(repeating: "v", count: 8000)
 
-    let response = try send(
+    let answer = try send(
       "GET", "/values", to: gateway.port,
       headers: [("X-Utf8", "caf\u{e9} \u{2603}"), ("X-Empty", ""), ("X-Long", long), ("X-Dup", "1"), ("X-Dup", "2")])
 
@@ -220,10 +220,10 @@ import Testing
     #expect(head.values("X-Empty") == [""])
     #expect(head.values("X-Long") == [long])
     #expect(head.values("X-Dup") == ["1", "2"])
-    #expect(response.head.values("X-Back") == ["caf\u{e9} \t tab"])
+    #expect(answer.head.values("X-Back") == ["caf\u{e9} \t tab"])
   }
 
-  @Test func hopByHopResponseFieldsNeverReachTheClient() throws {
+  @Test func hopByHopAnswerFieldsNeverReachTheClient() throws {
     let backend = try TestBackend(
       always: .respond(
         .text(
@@ -237,16 +237,16 @@ import Testing
     let gateway = try GatewayProcess(config: TestConfig.passThrough(to: backend.port))
     defer { gateway.stopExpectingCleanExit() }
 
-    let response = try send("GET", "/hop", to: gateway.port)
+    let answer = try send("GET", "/hop", to: gateway.port)
 
-    #expect(response.status == 200)
-    #expect(response.text == "ok")
+    #expect(answer.status == 200)
+    #expect(answer.text == "ok")
     for name in ["X-Backend-Hop", "Keep-Alive", "Trailer", "Upgrade", "Proxy-Authenticate", "Proxy-Connection"] {
-      #expect(!response.head.has(name), "\(name) reached the client")
+      #expect(!answer.head.has(name), "\(name) reached the client")
     }
     // The gateway may say Connection: close for its own connection, never relay the backend's.
-    #expect(response.head.values("Connection").allSatisfy { $0.lowercased() == "close" })
-    #expect(response.head.values("X-End-To-End") == ["yes"])
+    #expect(answer.head.values("Connection").allSatisfy { $0.lowercased() == "close" })
+    #expect(answer.head.values("X-End-To-End") == ["yes"])
   }
 
   @Test func forwardedForAndProtoAreSet() throws {
@@ -322,10 +322,10 @@ import Testing
     let gateway = try GatewayProcess(config: TestConfig.passThrough(to: backend.port))
     defer { gateway.stopExpectingCleanExit() }
 
-    let response = try send("GET", "/id", to: gateway.port, headers: [("X-Request-Id", "client-req_42.a:b")])
+    let answer = try send("GET", "/id", to: gateway.port, headers: [("X-Request-Id", "client-req_42.a:b")])
 
     #expect(backend.requests.first?.head.values("X-Request-Id") == ["client-req_42.a:b"])
-    #expect(response.head.values("X-Request-Id") == ["client-req_42.a:b"])
+    #expect(answer.head.values("X-Request-Id") == ["client-req_42.a:b"])
   }
 
   @Test func unsafeClientRequestIDIsReplaced() throws {
@@ -334,11 +334,11 @@ import Testing
     let gateway = try GatewayProcess(config: TestConfig.passThrough(to: backend.port))
     defer { gateway.stopExpectingCleanExit() }
 
-    let response = try send("GET", "/id", to: gateway.port, headers: [("X-Request-Id", "two words\"<x>")])
+    let answer = try send("GET", "/id", to: gateway.port, headers: [("X-Request-Id", "two words\"<x>")])
 
     let upstream = try #require(backend.requests.first).head.values("X-Request-Id")
     #expect(upstream.count == 1 && Self.isGeneratedRequestID(upstream.first))
-    #expect(response.head.values("X-Request-Id") == upstream)
+    #expect(answer.head.values("X-Request-Id") == upstream)
   }
 
   @Test func backendsRequestIDDoesNotReplaceTheGateways() throws {
@@ -347,10 +347,10 @@ import Testing
     let gateway = try GatewayProcess(config: TestConfig.passThrough(to: backend.port))
     defer { gateway.stopExpectingCleanExit() }
 
-    let response = try send("GET", "/id", to: gateway.port)
+    let answer = try send("GET", "/id", to: gateway.port)
 
     let upstream = try #require(backend.requests.first).head.values("X-Request-Id")
-    #expect(response.head.values("X-Request-Id") == upstream)
+    #expect(answer.head.values("X-Request-Id") == upstream)
   }
 
   /// A configured Host replaces the upstream's (virtual hosting behind the gateway): one

@@ -10,9 +10,9 @@ import Testing
 @Suite struct LifecycleTests {
   @Test func sigtermLetsTheInFlightRequestFinishStopsAcceptingAndExitsZero() throws {
     let gate = Gate()
-    var answer = BackendResponse.text("finished after drain began")
-    answer.holdUntil = gate
-    let backend = try TestBackend(always: .respond(answer))
+    var backendAnswer = BackendAnswer.text("finished after drain began")
+    backendAnswer.holdUntil = gate
+    let backend = try TestBackend(always: .respond(backendAnswer))
     defer {
       gate.open()
       backend.stop()
@@ -37,10 +37,10 @@ import Testing
     #expect(refusing)
     #expect(gateway.isRunning)
     gate.open()
-    let response = try client.readResponse()
+    let answer = try client.readAnswer()
 
-    #expect(response.status == 200)
-    #expect(response.text == "finished after drain began")
+    #expect(answer.status == 200)
+    #expect(answer.text == "finished after drain began")
     #expect(gateway.waitForExit() == .success)
     #expect(backend.requests.count == 1)
   }
@@ -48,7 +48,7 @@ import Testing
   @Test func sigtermClosesIdleKeepAliveConnectionsAndMarksTheLastAnswer() throws {
     let gate = Gate()
     let backend = try TestBackend { request in
-      var answer = BackendResponse.text("answer to \(request.target)")
+      var answer = BackendAnswer.text("answer to \(request.target)")
       if request.target == "/held" { answer.holdUntil = gate }
       return .respond(answer)
     }
@@ -68,7 +68,7 @@ import Testing
 
     #expect(idle.waitForEnd() == .closed)
     gate.open()
-    let last = try busy.readResponse()
+    let last = try busy.readAnswer()
     #expect(last.text == "answer to /held")
     #expect(last.head.value("Connection")?.lowercased() == "close")
     #expect(busy.waitForEnd() == .closed)
@@ -77,7 +77,7 @@ import Testing
 
   @Test func drainTimeoutCutsWhatIsLeftAndStillExitsZero() throws {
     let gate = Gate()
-    var answer = BackendResponse.text("never sent")
+    var answer = BackendAnswer.text("never sent")
     answer.holdUntil = gate
     let backend = try TestBackend(always: .respond(answer))
     defer {
@@ -95,8 +95,8 @@ import Testing
 
     #expect(gateway.waitForExit() == .success)
     #expect(client.waitForEnd() != .stillOpen)
-    // The request cut without an answer still has its access line: 444, nginx's "closed
-    // without a response".
+    // The request cut without an answer still has its access line: 444, nginx's
+    // "Connection Closed Without Response".
     let line = gateway.logLines().first { $0["path"] as? String == "/held" }
     #expect(line?["status"] as? Int == 444, "\(String(describing: line))")
   }
@@ -106,7 +106,7 @@ import Testing
   /// drain at once.
   @Test func theDrainIsVisibleOnTheAdminAPIAndASecondSignalEndsIt() throws {
     let gate = Gate()
-    var answer = BackendResponse.text("never sent")
+    var answer = BackendAnswer.text("never sent")
     answer.holdUntil = gate
     let backend = try TestBackend(always: .respond(answer))
     defer {
@@ -219,15 +219,15 @@ import Testing
         upstreams: ["api": TestConfig.upstream(port: try TestSocket.unusedPort())]))
     defer { gateway.kill() }
 
-    let response = try send("GET", "/elsewhere", to: gateway.port)
-    #expect(response.status == 404)
+    let answer = try send("GET", "/elsewhere", to: gateway.port)
+    #expect(answer.status == 404)
     #expect(gateway.stop() == .success)
 
     let line = try #require(gateway.accessLines().first)
     #expect(line["status"] as? Int == 404)
     #expect(line["route"] is NSNull)
     #expect(line["upstream_status"] is NSNull)
-    #expect(line["request_id"] as? String == response.head.value("X-Request-Id"))
+    #expect(line["request_id"] as? String == answer.head.value("X-Request-Id"))
   }
 
   @Test func accessLogOffWritesNoAccessLines() throws {
@@ -251,13 +251,13 @@ import Testing
     let gateway = try GatewayProcess(config: TestConfig.passThrough(to: backend.port))
     defer { gateway.kill() }
 
-    let response = try send(
+    let answer = try send(
       "GET", "/private", to: gateway.port,
       headers: [
         ("Authorization", "Bearer AUTH-SECRET-1"), ("Cookie", "session=COOKIE-SECRET-2"),
         ("X-Api-Key", "APIKEY-SECRET-3"), ("Proxy-Authorization", "Basic PROXY-SECRET-4"),
       ])
-    #expect(response.status == 200)
+    #expect(answer.status == 200)
     #expect(gateway.stop() == .success)
 
     #expect(!gateway.accessLines().isEmpty)

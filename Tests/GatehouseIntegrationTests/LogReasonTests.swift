@@ -7,7 +7,7 @@ import Testing
   static func backend() throws -> TestBackend {
     try TestBackend { request in
       if request.path == "/up/chunked" {
-        return .respond(BackendResponse(body: .chunked([Array("ab".utf8), Array("cde".utf8)])))
+        return .respond(BackendAnswer(body: .chunked([Array("ab".utf8), Array("cde".utf8)])))
       }
       return .respond(.text("hello"))
     }

@@ -50,11 +50,11 @@ import Testing
     try BodyPattern.stream(length: Self.bigLength) { piece in
       try client.socket.send(piece, deadline: Deadline(seconds: 60))
     }
-    let response = try client.readResponse(timeout: 60)
+    let answer = try client.readAnswer(timeout: 60)
     let peak = sampler.finish()
 
-    #expect(response.status == 200)
-    #expect(response.text == "stored")
+    #expect(answer.status == 200)
+    #expect(answer.text == "stored")
     let request = try #require(backend.requests.first)
     #expect(request.bodyLength == Self.bigLength)
     #expect(request.bodyMatchedPattern == true)
@@ -62,9 +62,9 @@ import Testing
     #expect(peak < Self.residentLimit, "gateway resident memory peaked at \(peak / 1024 / 1024) MB")
   }
 
-  @Test func hundredMegabyteResponseBodyPassesThroughInBoundedMemory() throws {
+  @Test func hundredMegabyteAnswerBodyPassesThroughInBoundedMemory() throws {
     let backend = try TestBackend(
-      always: .respond(BackendResponse(body: .generated(length: Self.bigLength, chunked: false))))
+      always: .respond(BackendAnswer(body: .generated(length: Self.bigLength, chunked: false))))
     defer { backend.stop() }
     let gateway = try GatewayProcess(config: TestConfig.passThrough(to: backend.port))
     defer { gateway.stopExpectingCleanExit() }
@@ -73,11 +73,11 @@ import Testing
     var verifier = BodyPattern.Verifier()
     let client = try RawClient(port: gateway.port)
     try client.send(httpRequest("GET", "/download"))
-    let response = try client.readResponse(timeout: 120) { verifier.check($0) }
+    let answer = try client.readAnswer(timeout: 120) { verifier.check($0) }
     let peak = sampler.finish()
 
-    #expect(response.status == 200)
-    #expect(response.head.contentLength == Self.bigLength)
+    #expect(answer.status == 200)
+    #expect(answer.head.contentLength == Self.bigLength)
     #expect(verifier.count == Self.bigLength)
     #expect(verifier.firstMismatch == nil)
     #expect(peak > 0)
@@ -86,7 +86,7 @@ import Testing
 
   @Test func clientThatStopsReadingHoldsTheBackendBack() throws {
     let backend = try TestBackend(
-      always: .respond(BackendResponse(body: .generated(length: Self.bigLength, chunked: true))))
+      always: .respond(BackendAnswer(body: .generated(length: Self.bigLength, chunked: true))))
     defer { backend.stop() }
     let gateway = try GatewayProcess(config: TestConfig.passThrough(to: backend.port))
     defer { gateway.stopExpectingCleanExit() }
@@ -130,13 +130,13 @@ import Testing
   }
 
   @Test()
-  func pauseByAReadingClientLongerThanTheResponseTimeoutDoesNotCutTheAnswer() throws {
+  func pauseByAReadingClientLongerThanTheAnswerTimeoutDoesNotCutTheAnswer() throws {
     // The backend is quick; only the client pauses. The gateway stops reading the upstream
     // to hold it back, and that pause is not the upstream being slow.
     let length: Int64 = 32 * 1024 * 1024
-    let backend = try TestBackend(always: .respond(BackendResponse(body: .generated(length: length, chunked: false))))
+    let backend = try TestBackend(always: .respond(BackendAnswer(body: .generated(length: length, chunked: false))))
     defer { backend.stop() }
-    let gateway = try GatewayProcess(config: TestConfig.passThrough(to: backend.port, responseTimeoutMs: 500))
+    let gateway = try GatewayProcess(config: TestConfig.passThrough(to: backend.port, answerTimeoutMs: 500))
     defer { gateway.stopExpectingCleanExit() }
 
     let client = try RawClient(port: gateway.port, receiveBufferSize: 64 * 1024)
@@ -144,7 +144,7 @@ import Testing
     let head = try MessageHead(raw: try #require(try client.reader.readHead(deadline: Deadline(seconds: 10))))
     var verifier = BodyPattern.Verifier()
     try client.reader.readBody(length: 1024 * 1024, deadline: Deadline(seconds: 10)) { verifier.check($0) }
-    // A slow client: it reads nothing for four response timeouts.
+    // A slow client: it reads nothing for four answer timeouts.
     sleep(for: .seconds(2))
     let rest = Result {
       try client.reader.readBody(length: length - verifier.count, deadline: Deadline(seconds: 30)) {

@@ -20,7 +20,7 @@ import Testing
     var config = TestConfig.withAdmin(
       TestConfig.make(
         routes: [TestConfig.route("cached", match: "/c/*", extra: ["cache": cache])],
-        upstreams: ["api": TestConfig.upstream(port: port, responseTimeoutMs: 5000)], headers: headers))
+        upstreams: ["api": TestConfig.upstream(port: port, answerTimeoutMs: 5000)], headers: headers))
     config["store"] = ["path": "var/store.sqlite"]
     return config
   }
@@ -65,7 +65,7 @@ import Testing
       let gateway = try GatewayProcess(
         config: TestConfig.make(
           routes: [TestConfig.route("open", match: "/*")],
-          upstreams: ["api": TestConfig.upstream(port: backend.port, responseTimeoutMs: 5000)],
+          upstreams: ["api": TestConfig.upstream(port: backend.port, answerTimeoutMs: 5000)],
           headers: pass ? ["pass": ["X-Forwarded-Host"], "forwarded": true] : nil))
       defer { gateway.stopExpectingCleanExit() }
       let before = backend.requests.count

@@ -6,7 +6,7 @@ import Testing
 /// backends that do not speak HTTP.
 @Suite struct ProtocolDetailTests {
   @Test func expectContinueIsAnsweredByTheGatewayAndNotForwarded() throws {
-    let backend = try TestBackend(always: .respond(BackendResponse(body: .echo)))
+    let backend = try TestBackend(always: .respond(BackendAnswer(body: .echo)))
     defer { backend.stop() }
     let gateway = try GatewayProcess(config: TestConfig.passThrough(to: backend.port))
     defer { gateway.stopExpectingCleanExit() }
@@ -15,9 +15,9 @@ import Testing
     let client = try RawClient(port: gateway.port)
     try client.send(
       httpRequest("POST", "/expect", headers: [("Expect", "100-continue"), ("Content-Length", "\(body.count)")]))
-    let interim = try client.readResponse()
+    let interim = try client.readAnswer()
     try client.send(body)
-    let final = try client.readResponse()
+    let final = try client.readAnswer()
 
     #expect(interim.status == 100)
     #expect(final.status == 200)
@@ -38,7 +38,7 @@ import Testing
   /// dropped): the final answer comes first and the connection ends, since the client will
   /// not send the body it was never asked for.
   @Test func expectContinueIsNotAnsweredWhenTheGatewayAnswersItself() throws {
-    let backend = try TestBackend(always: .respond(BackendResponse(body: .echo)))
+    let backend = try TestBackend(always: .respond(BackendAnswer(body: .echo)))
     defer { backend.stop() }
     let gateway = try Self.gatewayRoutingOnlyAPI(to: backend.port)
     defer { gateway.stopExpectingCleanExit() }
@@ -46,7 +46,7 @@ import Testing
     let client = try RawClient(port: gateway.port)
     try client.send(
       httpRequest("POST", "/elsewhere", headers: [("Expect", "100-continue"), ("Content-Length", "1000000")]))
-    let answer = try client.readResponse()
+    let answer = try client.readAnswer()
 
     #expect(answer.status == 404)
     #expect(answer.head.value("Connection") == "close")
@@ -67,8 +67,8 @@ import Testing
     try client.send(
       httpRequest("POST", "/elsewhere", headers: [("Expect", "100-continue"), ("Content-Length", "3")])
         + Array("abc".utf8) + httpRequest("DELETE", "/api/order-77"))
-    let refused = try client.readResponse()
-    let deleted = try client.readResponse()
+    let refused = try client.readAnswer()
+    let deleted = try client.readAnswer()
 
     #expect(refused.status == 404)
     #expect(refused.head.value("Connection") == nil)
@@ -91,9 +91,9 @@ import Testing
 
     let client = try RawClient(port: gateway.port)
     try client.send(httpRequest("GET", "/doc", headers: [("Expect", "100-continue"), ("Content-Length", "5")]))
-    let interim = try client.readResponse()
+    let interim = try client.readAnswer()
     try client.send("hello")
-    let answer = try client.readResponse()
+    let answer = try client.readAnswer()
 
     #expect(interim.status == 100)
     #expect(answer.status == 200)
@@ -103,28 +103,28 @@ import Testing
   }
 
   @Test func interimAnswersFromTheBackendAreNotRelayedAsTheFinalOne() throws {
-    var answer = BackendResponse.text("final")
-    answer.preamble = Array("HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n".utf8)
-    let backend = try TestBackend(always: .respond(answer))
+    var backendAnswer = BackendAnswer.text("final")
+    backendAnswer.preamble = Array("HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n".utf8)
+    let backend = try TestBackend(always: .respond(backendAnswer))
     defer { backend.stop() }
     let gateway = try GatewayProcess(config: TestConfig.passThrough(to: backend.port))
     defer { gateway.stopExpectingCleanExit() }
 
     let client = try RawClient(port: gateway.port)
     try client.send(httpRequest("GET", "/hints"))
-    var response = try client.readResponse()
+    var answer = try client.readAnswer()
     // Relaying the 103 is allowed; the final answer must follow it intact.
-    if response.status == 103 { response = try client.readResponse() }
+    if answer.status == 103 { answer = try client.readAnswer() }
 
-    #expect(response.status == 200)
-    #expect(response.text == "final")
+    #expect(answer.status == 200)
+    #expect(answer.text == "final")
   }
 
   @Test(arguments: [204, 304])
   func bodilessStatusLeavesTheConnectionReadyForTheNextRequest(status: Int) throws {
     let backend = try TestBackend { request in
       request.target == "/empty"
-        ? .respond(BackendResponse(status: status, reason: "No Body", headers: [("ETag", "\"v1\"")]))
+        ? .respond(BackendAnswer(status: status, reason: "No Body", headers: [("ETag", "\"v1\"")]))
         : .respond(.text("next"))
     }
     defer { backend.stop() }
@@ -133,8 +133,8 @@ import Testing
 
     let client = try RawClient(port: gateway.port)
     try client.send(httpRequest("GET", "/empty") + httpRequest("GET", "/next"))
-    let empty = try client.readResponse()
-    let next = try client.readResponse()
+    let empty = try client.readAnswer()
+    let next = try client.readAnswer()
 
     #expect(empty.status == status)
     #expect(empty.bodyLength == 0)
@@ -145,19 +145,19 @@ import Testing
 
   @Test func http10ClientGetsAChunkedAnswerDelimitedByClose() throws {
     let backend = try TestBackend(
-      always: .respond(BackendResponse(body: .chunked([Array("one,".utf8), Array("two".utf8)]))))
+      always: .respond(BackendAnswer(body: .chunked([Array("one,".utf8), Array("two".utf8)]))))
     defer { backend.stop() }
     let gateway = try GatewayProcess(config: TestConfig.passThrough(to: backend.port))
     defer { gateway.stopExpectingCleanExit() }
 
     let client = try RawClient(port: gateway.port)
     try client.send("GET /old HTTP/1.0\r\nHost: x\r\n\r\n")
-    let response = try client.readResponse()
+    let answer = try client.readAnswer()
 
-    #expect(response.head.startLine.hasPrefix("HTTP/1."))
-    #expect(response.status == 200)
-    #expect(!response.head.isChunked)
-    #expect(response.text == "one,two")
+    #expect(answer.head.startLine.hasPrefix("HTTP/1."))
+    #expect(answer.status == 200)
+    #expect(!answer.head.isChunked)
+    #expect(answer.text == "one,two")
     #expect(client.waitForEnd() == .closed)
   }
 
@@ -169,14 +169,14 @@ import Testing
 
     let client = try RawClient(port: gateway.port)
     try client.send("GET /old HTTP/1.0\r\nHost: x\r\n\r\n")
-    let response = try client.readResponse()
+    let answer = try client.readAnswer()
 
-    #expect(response.text == "ok")
+    #expect(answer.text == "ok")
     #expect(client.waitForEnd() == .closed)
   }
 
   @Test func clientThatHalfClosesAfterItsRequestStillGetsTheAnswer() throws {
-    let backend = try TestBackend(always: .respond(BackendResponse(body: .echo, delay: .milliseconds(100))))
+    let backend = try TestBackend(always: .respond(BackendAnswer(body: .echo, delay: .milliseconds(100))))
     defer { backend.stop() }
     let gateway = try GatewayProcess(config: TestConfig.passThrough(to: backend.port))
     defer { gateway.stopExpectingCleanExit() }
@@ -184,20 +184,20 @@ import Testing
     let client = try RawClient(port: gateway.port)
     try client.send(httpRequest("POST", "/half", body: Array("last words".utf8)))
     client.socket.shutdownWrite()
-    let response = try client.readResponse()
+    let answer = try client.readAnswer()
 
-    #expect(response.status == 200)
-    #expect(response.text == "last words")
+    #expect(answer.status == 200)
+    #expect(answer.text == "last words")
     #expect(client.waitForEnd() == .closed)
   }
 
   @Test()
-  func slowUploadLongerThanTheResponseTimeoutGetsThrough() throws {
-    // The backend cannot answer before it has the whole body, so the response timeout
+  func slowUploadLongerThanTheAnswerTimeoutGetsThrough() throws {
+    // The backend cannot answer before it has the whole body, so the answer timeout
     // (1 s) must not run while the client is still sending (about 2.4 s in all).
-    let backend = try TestBackend(always: .respond(BackendResponse(body: .echo)))
+    let backend = try TestBackend(always: .respond(BackendAnswer(body: .echo)))
     defer { backend.stop() }
-    let gateway = try GatewayProcess(config: TestConfig.passThrough(to: backend.port, responseTimeoutMs: 1000))
+    let gateway = try GatewayProcess(config: TestConfig.passThrough(to: backend.port, answerTimeoutMs: 1000))
     defer { gateway.stopExpectingCleanExit() }
     let pieces = (0..<12).map { Array("piece \($0);".utf8) }
 
@@ -207,10 +207,10 @@ import Testing
       try client.send(piece)
       sleep(for: .milliseconds(200))
     }
-    let response = try client.readResponse()
+    let answer = try client.readAnswer()
 
-    #expect(response.status == 200)
-    #expect(response.body == Array(pieces.joined()))
+    #expect(answer.status == 200)
+    #expect(answer.body == Array(pieces.joined()))
   }
 
   @Test func pathBytesAreForwardedAsSent() throws {
@@ -220,8 +220,8 @@ import Testing
     defer { gateway.stopExpectingCleanExit() }
 
     for target in ["/a%2Fb/%41", "/x//y", "/caf%C3%A9/~user/a;b=c", "/trailing/"] {
-      let response = try send("GET", target, to: gateway.port)
-      #expect(response.text == target)
+      let answer = try send("GET", target, to: gateway.port)
+      #expect(answer.text == target)
     }
   }
 
@@ -243,10 +243,10 @@ import Testing
     defer { gateway.stopExpectingCleanExit() }
 
     let client = try RawClient(port: gateway.port)
-    let response = try client.exchange(httpRequest(method, target))
+    let answer = try client.exchange(httpRequest(method, target))
 
-    #expect(isErrorEnvelope(response, status: status))
-    #expect(response.head.value("Connection")?.lowercased() == "close")
+    #expect(isErrorEnvelope(answer, status: status))
+    #expect(answer.head.value("Connection")?.lowercased() == "close")
     #expect(client.waitForEnd() != .stillOpen)
     #expect(backend.requests.isEmpty)
     // OPTIONS with a path is an ordinary request.
@@ -264,8 +264,8 @@ import Testing
 
     for target in ["/a\"b", "/a\\b", "/a<b>", "/a^b", "/a`b", "/a{b}", "/a|b", "/a[0]", "/a%zz"] {
       let client = try RawClient(port: gateway.port)
-      let response = try client.exchange(httpRequest("GET", target))
-      #expect(isErrorEnvelope(response, status: 400, message: "bad request: invalid request target"), "\(target)")
+      let answer = try client.exchange(httpRequest("GET", target))
+      #expect(isErrorEnvelope(answer, status: 400, message: "bad request: invalid request target"), "\(target)")
     }
     #expect(backend.requests.isEmpty)
     let query = "/a?json={\"k\":[1,2]}&p=a|b&x=<y>^`\\"
@@ -306,7 +306,7 @@ import Testing
     let client = try RawClient(port: gateway.port)
     let size = 256 * 1024
     try client.send(Array("POST /upload HTTP/1.1\r\nHost: g\r\nContent-Length: \(size)\r\n\r\n".utf8))
-    let answer = try client.readResponse(timeout: 20)
+    let answer = try client.readAnswer(timeout: 20)
     // The client goes on sending the body it announced; the gateway drops it.
     var sendFailed = false
     for _ in 0..<(size / 16384) {
@@ -325,17 +325,17 @@ import Testing
   }
 
   @Test func backendSpeakingSomethingElseIs502() throws {
-    var answer = BackendResponse()
-    answer.rawReplacement = Array("SSH-2.0-OpenSSH_9.6\r\n\r\n".utf8)
-    answer.closeAfter = true
-    let backend = try TestBackend(always: .respond(answer))
+    var backendAnswer = BackendAnswer()
+    backendAnswer.rawReplacement = Array("SSH-2.0-OpenSSH_9.6\r\n\r\n".utf8)
+    backendAnswer.closeAfter = true
+    let backend = try TestBackend(always: .respond(backendAnswer))
     defer { backend.stop() }
     let gateway = try GatewayProcess(config: TestConfig.passThrough(to: backend.port))
     defer { gateway.stopExpectingCleanExit() }
 
-    let response = try send("GET", "/not-http", to: gateway.port)
+    let answer = try send("GET", "/not-http", to: gateway.port)
 
-    #expect(isErrorEnvelope(response, status: 502, message: "upstream unavailable"))
+    #expect(isErrorEnvelope(answer, status: 502, message: "upstream unavailable"))
     // The operator learns why, without the upstream's bytes.
     #expect(
       gateway.waitForLogLine {
@@ -352,21 +352,21 @@ import Testing
     let gateway = try GatewayProcess(config: TestConfig.passThrough(to: backend.port))
     defer { gateway.stopExpectingCleanExit() }
 
-    let response = try send("GET", "/huge-head", to: gateway.port)
+    let answer = try send("GET", "/huge-head", to: gateway.port)
 
-    #expect(isErrorEnvelope(response, status: 502))
+    #expect(isErrorEnvelope(answer, status: 502))
   }
 
-  @Test func backendStallingAfterItsHeadCutsTheClientConnectionAtTheResponseTimeout() throws {
+  @Test func backendStallingAfterItsHeadCutsTheClientConnectionAtTheAnswerTimeout() throws {
     let gate = Gate()
-    var answer = BackendResponse(body: .chunked([Array("started".utf8), Array("never".utf8)]))
+    var answer = BackendAnswer(body: .chunked([Array("started".utf8), Array("never".utf8)]))
     answer.pauseAfterFirstPiece = gate
     let backend = try TestBackend(always: .respond(answer))
     defer {
       gate.open()
       backend.stop()
     }
-    let gateway = try GatewayProcess(config: TestConfig.passThrough(to: backend.port, responseTimeoutMs: 300))
+    let gateway = try GatewayProcess(config: TestConfig.passThrough(to: backend.port, answerTimeoutMs: 300))
     defer { gateway.stopExpectingCleanExit() }
 
     let client = try RawClient(port: gateway.port)
@@ -381,7 +381,7 @@ import Testing
   }
 
   @Test func backendClosingItsConnectionIsNotReusedAndTheClientKeepsItsOwn() throws {
-    var answer = BackendResponse.text("bye")
+    var answer = BackendAnswer.text("bye")
     answer.closeAfter = true
     let backend = try TestBackend(always: .respond(answer))
     defer { backend.stop() }

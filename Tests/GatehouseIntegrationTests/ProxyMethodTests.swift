@@ -14,12 +14,12 @@ import Testing
     let gateway = try GatewayProcess(config: TestConfig.passThrough(to: backend.port))
     defer { gateway.stopExpectingCleanExit() }
 
-    let response = try send("GET", "/items/1?x=1", to: gateway.port)
+    let answer = try send("GET", "/items/1?x=1", to: gateway.port)
 
-    #expect(response.status == 200)
-    #expect(response.text == "hello from backend")
-    #expect(response.head.value("X-Backend") == "yes")
-    #expect(response.head.contentLength == Int64("hello from backend".utf8.count))
+    #expect(answer.status == 200)
+    #expect(answer.text == "hello from backend")
+    #expect(answer.head.value("X-Backend") == "yes")
+    #expect(answer.head.contentLength == Int64("hello from backend".utf8.count))
     let request = try #require(backend.requests.first)
     #expect(request.method == "GET")
     #expect(request.path == "/items/1")
@@ -30,32 +30,32 @@ import Testing
 
   @Test(arguments: ["POST", "PUT", "DELETE", "PATCH"])
   func bodyWithContentLengthArrivesIntact(method: String) throws {
-    let backend = try TestBackend(always: .respond(BackendResponse(status: 201, reason: "Created", body: .echo)))
+    let backend = try TestBackend(always: .respond(BackendAnswer(status: 201, reason: "Created", body: .echo)))
     defer { backend.stop() }
     let gateway = try GatewayProcess(config: TestConfig.passThrough(to: backend.port))
     defer { gateway.stopExpectingCleanExit() }
 
-    let response = try send(method, "/things", to: gateway.port, body: Self.binaryBody)
+    let answer = try send(method, "/things", to: gateway.port, body: Self.binaryBody)
 
     let request = try #require(backend.requests.first)
     #expect(request.method == method)
     #expect(request.body == Self.binaryBody)
     #expect(request.head.contentLength == Int64(Self.binaryBody.count))
     #expect(!request.bodyWasChunked)
-    #expect(response.status == 201)
-    #expect(response.body == Self.binaryBody)
+    #expect(answer.status == 201)
+    #expect(answer.body == Self.binaryBody)
   }
 
   @Test(arguments: ["POST", "PUT", "DELETE"])
   func chunkedBodyArrivesIntact(method: String) throws {
-    let backend = try TestBackend(always: .respond(BackendResponse(body: .echo)))
+    let backend = try TestBackend(always: .respond(BackendAnswer(body: .echo)))
     defer { backend.stop() }
     let gateway = try GatewayProcess(config: TestConfig.passThrough(to: backend.port))
     defer { gateway.stopExpectingCleanExit() }
     let chunks: [[UInt8]] = [Array("first chunk, ".utf8), Self.binaryBody, Array(", last".utf8)]
 
     let client = try RawClient(port: gateway.port)
-    let response = try client.exchange(
+    let answer = try client.exchange(
       httpRequest(method, "/upload", headers: [("Transfer-Encoding", "chunked")]) + chunkedBody(chunks))
 
     let request = try #require(backend.requests.first)
@@ -64,13 +64,13 @@ import Testing
     #expect(request.body == expected)
     // Either framing is valid towards the backend, but exactly one of them.
     #expect(request.bodyWasChunked != request.head.has("Content-Length"))
-    #expect(response.status == 200)
-    #expect(response.body == expected)
+    #expect(answer.status == 200)
+    #expect(answer.body == expected)
   }
 
   @Test func contentLengthAnswerIsPassedThroughWithItsLength() throws {
     let length: Int64 = 1 << 20
-    let backend = try TestBackend(always: .respond(BackendResponse(body: .generated(length: length, chunked: false))))
+    let backend = try TestBackend(always: .respond(BackendAnswer(body: .generated(length: length, chunked: false))))
     defer { backend.stop() }
     let gateway = try GatewayProcess(config: TestConfig.passThrough(to: backend.port))
     defer { gateway.stopExpectingCleanExit() }
@@ -78,33 +78,33 @@ import Testing
     var verifier = BodyPattern.Verifier()
     let client = try RawClient(port: gateway.port)
     try client.send(httpRequest("GET", "/big"))
-    let response = try client.readResponse { verifier.check($0) }
+    let answer = try client.readAnswer { verifier.check($0) }
 
-    #expect(response.status == 200)
-    #expect(response.head.contentLength == length)
-    #expect(!response.head.isChunked)
+    #expect(answer.status == 200)
+    #expect(answer.head.contentLength == length)
+    #expect(!answer.head.isChunked)
     #expect(verifier.count == length)
     #expect(verifier.firstMismatch == nil)
   }
 
   @Test func chunkedAnswerReachesTheClientChunked() throws {
     let chunks: [[UInt8]] = [Array("alpha".utf8), Array(repeating: 0x62, count: 70_000), Array("gamma".utf8)]
-    let backend = try TestBackend(always: .respond(BackendResponse(body: .chunked(chunks))))
+    let backend = try TestBackend(always: .respond(BackendAnswer(body: .chunked(chunks))))
     defer { backend.stop() }
     let gateway = try GatewayProcess(config: TestConfig.passThrough(to: backend.port))
     defer { gateway.stopExpectingCleanExit() }
 
-    let response = try send("GET", "/chunked", to: gateway.port)
+    let answer = try send("GET", "/chunked", to: gateway.port)
 
-    #expect(response.status == 200)
-    #expect(response.head.isChunked)
-    #expect(!response.head.has("Content-Length"))
-    #expect(response.body == chunks.flatMap { $0 })
+    #expect(answer.status == 200)
+    #expect(answer.head.isChunked)
+    #expect(!answer.head.has("Content-Length"))
+    #expect(answer.body == chunks.flatMap { $0 })
   }
 
   @Test func answerDelimitedByCloseIsChunkedToTheClientWhoKeepsTheConnection() throws {
     let backend = try TestBackend { request in
-      .respond(BackendResponse(body: .untilClose(Array("until close: \(request.target)".utf8))))
+      .respond(BackendAnswer(body: .untilClose(Array("until close: \(request.target)".utf8))))
     }
     defer { backend.stop() }
     let gateway = try GatewayProcess(config: TestConfig.passThrough(to: backend.port))
@@ -123,7 +123,7 @@ import Testing
 
   @Test func lengthDelimitedAnswerIsStreamedBeforeTheBackendFinishes() throws {
     let gate = Gate()
-    var answer = BackendResponse(body: .generated(length: 4 * Int64(BodyPattern.blockSize), chunked: false))
+    var answer = BackendAnswer(body: .generated(length: 4 * Int64(BodyPattern.blockSize), chunked: false))
     answer.pauseAfterFirstPiece = gate
     let backend = try TestBackend(always: .respond(answer))
     defer {
@@ -155,7 +155,7 @@ import Testing
 
   @Test func chunkedAnswerIsStreamedBeforeTheBackendFinishes() throws {
     let gate = Gate()
-    var answer = BackendResponse(body: .chunked([Array("first".utf8), Array("second".utf8)]))
+    var answer = BackendAnswer(body: .chunked([Array("first".utf8), Array("second".utf8)]))
     answer.pauseAfterFirstPiece = gate
     let backend = try TestBackend(always: .respond(answer))
     defer {
@@ -187,7 +187,7 @@ import Testing
 
   @Test func headAnswersWithTheLengthOfGetAndNoBody() throws {
     let body = Array(repeating: UInt8(ascii: "h"), count: 1234)
-    let backend = try TestBackend(always: .respond(BackendResponse(body: .bytes(body))))
+    let backend = try TestBackend(always: .respond(BackendAnswer(body: .bytes(body))))
     defer { backend.stop() }
     let gateway = try GatewayProcess(config: TestConfig.passThrough(to: backend.port))
     defer { gateway.stopExpectingCleanExit() }
@@ -195,8 +195,8 @@ import Testing
     // HEAD and GET in one write: a stray body byte after the HEAD answer would corrupt the GET's.
     let client = try RawClient(port: gateway.port)
     try client.send(httpRequest("HEAD", "/doc") + httpRequest("GET", "/doc"))
-    let head = try client.readResponse(requestWasHEAD: true)
-    let get = try client.readResponse()
+    let head = try client.readAnswer(requestWasHEAD: true)
+    let get = try client.readAnswer()
 
     #expect(head.status == 200)
     #expect(head.head.contentLength == 1234)

@@ -329,18 +329,18 @@ import Testing
         index += 1
         let useKeepAlive = index % 2 == 0
         do {
-          let response: ReceivedResponse
+          let answer: ReceivedAnswer
           if useKeepAlive {
             if keepAlive == nil { keepAlive = try RawClient(port: port) }
-            response = try keepAlive!.exchange(httpRequest("GET", "/load/\(index)"))
-            if response.head.values("Connection").contains(where: { $0.lowercased() == "close" }) { keepAlive = nil }
+            answer = try keepAlive!.exchange(httpRequest("GET", "/load/\(index)"))
+            if answer.head.values("Connection").contains(where: { $0.lowercased() == "close" }) { keepAlive = nil }
           } else {
-            response = try send("GET", "/load/\(index)", to: port)
+            answer = try send("GET", "/load/\(index)", to: port)
           }
-          if response.status == 200 && response.text.hasPrefix("backend saw /load/\(index)") {
+          if answer.status == 200 && answer.text.hasPrefix("backend saw /load/\(index)") {
             successes.add(1, ordering: .relaxed)
           } else {
-            record("request \(index): \(response.status) \(response.text)")
+            record("request \(index): \(answer.status) \(answer.text)")
           }
         } catch {
           record("request \(index) (\(useKeepAlive ? "keep-alive" : "new connection")): \(error)")

@@ -41,8 +41,8 @@ import Testing
     /// The target the backend received for `method target`, or the status when the gateway
     /// answered itself.
     func upstreamTarget(_ target: String, method: String = "GET") throws -> String {
-      let response = try send(method, target, to: gateway.port, body: method == "POST" ? [] : nil)
-      return response.status == 200 ? response.text : "status \(response.status)"
+      let answer = try send(method, target, to: gateway.port, body: method == "POST" ? [] : nil)
+      return answer.status == 200 ? answer.text : "status \(answer.status)"
     }
 
     func finish() {
@@ -144,8 +144,8 @@ import Testing
     let setup = try Setup()
     defer { setup.finish() }
     let client = try RawClient(port: setup.gateway.port)
-    let response = try client.exchange(httpRequest("GET", target))
-    #expect(isErrorEnvelope(response, status: 400))
+    let answer = try client.exchange(httpRequest("GET", target))
+    #expect(isErrorEnvelope(answer, status: 400))
     #expect(client.waitForEnd() != .stillOpen)
     #expect(setup.backend.requests.isEmpty)
   }
@@ -162,9 +162,9 @@ import Testing
     let setup = try Setup()
     defer { setup.finish() }
     let client = try RawClient(port: setup.gateway.port)
-    let response = try client.exchange(httpRequest("GET", target))
-    #expect(isErrorEnvelope(response, status: 400, message: "bad request: the request path has a . or .. segment"))
-    #expect(response.head.value("Connection")?.lowercased() == "close")
+    let answer = try client.exchange(httpRequest("GET", target))
+    #expect(isErrorEnvelope(answer, status: 400, message: "bad request: the request path has a . or .. segment"))
+    #expect(answer.head.value("Connection")?.lowercased() == "close")
     #expect(client.waitForEnd() != .stillOpen)
     #expect(setup.backend.requests.isEmpty)
   }

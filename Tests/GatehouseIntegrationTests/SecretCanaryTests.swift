@@ -65,7 +65,7 @@ import Testing
     defer { gateway.stopExpectingCleanExit() }
     let admin = try AdminAccess(gateway, token: Self.adminToken)
 
-    var answers: [ReceivedResponse] = []
+    var answers: [ReceivedAnswer] = []
     for index in 0..<5 {
       answers.append(try send("GET", "/api/items/\(index)", to: gateway.port, headers: [("X-Api-Key", Self.clientKey)]))
       answers.append(

@@ -19,9 +19,9 @@ import Testing
     private(set) var entries: [(label: String, bytes: [UInt8])] = []
 
     @discardableResult
-    func record(_ label: String, _ response: ReceivedResponse) -> ReceivedResponse {
-      entries.append((label, response.head.raw + response.body))
-      return response
+    func record(_ label: String, _ answer: ReceivedAnswer) -> ReceivedAnswer {
+      entries.append((label, answer.head.raw + answer.body))
+      return answer
     }
 
     /// The labels of the entries that contain `canary`.
@@ -35,12 +35,12 @@ import Testing
     let backend = try TestBackend { request in
       if request.path.hasPrefix("/p/reject") {
         return .respond(
-          BackendResponse(
+          BackendAnswer(
             status: 401, reason: "Unauthorized", headers: [("Content-Type", "application/json")],
             body: .bytes(Array(#"{"error":"invalid_token"}"#.utf8))))
       }
       return .respond(
-        BackendResponse(headers: [("Content-Type", "application/json")], body: .bytes(Array(#"{"ok":true}"#.utf8))))
+        BackendAnswer(headers: [("Content-Type", "application/json")], body: .bytes(Array(#"{"ok":true}"#.utf8))))
     }
     defer { backend.stop() }
     let config = TestConfig.withTokens(
@@ -57,10 +57,10 @@ import Testing
     let admin = try gateway.admin()
     #expect(admin.waitForState("api", "valid"))
     let transcript = Transcript()
-    func client(_ method: String, _ path: String, body: [UInt8]? = nil) throws -> ReceivedResponse {
+    func client(_ method: String, _ path: String, body: [UInt8]? = nil) throws -> ReceivedAnswer {
       transcript.record("\(method) \(path)", try send(method, path, to: gateway.port, body: body))
     }
-    func operator_(_ method: String, _ path: String, body: String? = nil) throws -> ReceivedResponse {
+    func operator_(_ method: String, _ path: String, body: String? = nil) throws -> ReceivedAnswer {
       transcript.record("admin \(method) \(path)", try admin.request(method, path, body: body.map { Array($0.utf8) }))
     }
 

@@ -97,7 +97,7 @@ import Testing
   @Test func slowClientsAreCutWhileNormalTrafficIsServed() throws {
     let backend = try TestBackend { request in
       request.path == "/big"
-        ? .respond(BackendResponse(body: .generated(length: 256 * 1024, chunked: false)))
+        ? .respond(BackendAnswer(body: .generated(length: 256 * 1024, chunked: false)))
         : .respond(.text("ok \(request.path)"))
     }
     defer { backend.stop() }
@@ -127,8 +127,8 @@ import Testing
     let trafficStart = ContinuousClock.now
     while secondsSince(trafficStart) < 5 && attempted < 2000 {
       attempted += 1
-      if let response = try? send("GET", "/normal/\(attempted)", to: gateway.port, timeout: 10),
-        response.status == 200, response.text == "ok /normal/\(attempted)"
+      if let answer = try? send("GET", "/normal/\(attempted)", to: gateway.port, timeout: 10),
+        answer.status == 200, answer.text == "ok /normal/\(attempted)"
       {
         served += 1
       }
@@ -237,7 +237,7 @@ import Testing
     let client = try RawClient(port: gateway.port)
     try client.send("POST /nope HTTP/1.1\r\nHost: x\r\nContent-Length: 10000000\r\n\r\n")
 
-    let answer = try client.readResponse()
+    let answer = try client.readAnswer()
     #expect(answer.status == 404)
     #expect(client.waitForEnd(timeout: Double(Self.idleTimeoutMs) / 1000 + Self.slack + 5) != .stillOpen)
   }

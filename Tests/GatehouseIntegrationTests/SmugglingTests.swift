@@ -205,13 +205,13 @@ struct BackendWire {
 
     let client = try RawClient(port: gateway.port)
     try? client.send(probe.raw + Array(smuggledRequest.utf8))
-    let response = try client.readResponse()
+    let answer = try client.readAnswer()
     let rest = client.readUntilEnd()
 
     #expect(
-      probe.statuses.contains(response.status) && isErrorEnvelope(response, status: response.status),
-      "\(probe.name): \(response.status) \(response.text)", sourceLocation: sourceLocation)
-    #expect(response.head.value("Connection")?.lowercased() == "close", sourceLocation: sourceLocation)
+      probe.statuses.contains(answer.status) && isErrorEnvelope(answer, status: answer.status),
+      "\(probe.name): \(answer.status) \(answer.text)", sourceLocation: sourceLocation)
+    #expect(answer.head.value("Connection")?.lowercased() == "close", sourceLocation: sourceLocation)
     #expect(rest.end != .stillOpen, "\(probe.name): connection left open", sourceLocation: sourceLocation)
     #expect(
       rest.bytes.isEmpty, "\(probe.name): more after the refusal: \(String(decoding: rest.bytes, as: UTF8.self))",
@@ -272,17 +272,17 @@ struct BackendWire {
     let client = try RawClient(port: gateway.port)
     let request = httpRequest(
       "POST", "/look-alike", headers: [("Content-Length", "\(smugglingBody.count)"), (name, "chunked")])
-    let response = try client.exchange(request + smugglingBody)
+    let answer = try client.exchange(request + smugglingBody)
 
-    if response.status == 200 {
-      #expect(response.text == "got /look-alike")
+    if answer.status == 200 {
+      #expect(answer.text == "got /look-alike")
       let first = try #require(backend.requests.first)
       #expect(first.path == "/look-alike")
       #expect(first.body == smugglingBody)
       #expect(!first.bodyWasChunked)
       #expect(BackendWire.problems(in: first.head).isEmpty, "\(BackendWire.problems(in: first.head))")
     } else {
-      #expect([400, 501].contains(response.status) && isErrorEnvelope(response, status: response.status))
+      #expect([400, 501].contains(answer.status) && isErrorEnvelope(answer, status: answer.status))
       #expect(backend.requests.isEmpty)
     }
   }
@@ -324,12 +324,12 @@ struct BackendWire {
     } else {
       try client.send(carrier.raw)
     }
-    let response = try client.readResponse()
+    let answer = try client.readAnswer()
     // The connection still works and carries exactly one more answer for one more request.
     let next = try client.exchange(httpRequest("GET", "/after"))
 
-    #expect(response.status == 200)
-    #expect(response.text == "got /upload")
+    #expect(answer.status == 200)
+    #expect(answer.text == "got /upload")
     #expect(next.text == "got /after")
     let requests = backend.requests
     #expect(requests.map(\.path) == ["/upload", "/after"])

@@ -10,12 +10,12 @@ import Testing
   /// A config with one cached route (`/*`) to `port`, the admin API on, and the envelope
   /// off unless `envelope` says otherwise.
   static func config(
-    port: UInt16, cache: [String: Any] = [:], envelope: [String: Any]? = nil, responseTimeoutMs: Int = 5000,
+    port: UInt16, cache: [String: Any] = [:], envelope: [String: Any]? = nil, answerTimeoutMs: Int = 5000,
     upstreamExtra: [String: Any] = [:], clients: [String: Any]? = nil
   ) -> [String: Any] {
     var extra: [String: Any] = ["cache": cache]
     if let envelope { extra["envelope"] = envelope }
-    var upstream = TestConfig.upstream(port: port, responseTimeoutMs: responseTimeoutMs)
+    var upstream = TestConfig.upstream(port: port, answerTimeoutMs: answerTimeoutMs)
     for (key, value) in upstreamExtra { upstream[key] = value }
     var config = TestConfig.withAdmin(
       TestConfig.make(routes: [TestConfig.route("cached", match: "/*", extra: extra)], upstreams: ["api": upstream]))
@@ -57,23 +57,23 @@ import Testing
       }, "\(gateway.logLines().filter { $0["level"] as? String != "info" })")
   }
 
-  static func cacheHeader(_ response: ReceivedResponse) -> String? { response.head.value("X-Gatehouse-Cache") }
+  static func cacheHeader(_ answer: ReceivedAnswer) -> String? { answer.head.value("X-Gatehouse-Cache") }
 
   /// Checks a stale answer: 200, `STALE`, a whole-seconds `Age`, the stale `Warning`.
   static func expectStale(
-    _ response: ReceivedResponse, body: String, sourceLocation: SourceLocation = #_sourceLocation
+    _ answer: ReceivedAnswer, body: String, sourceLocation: SourceLocation = #_sourceLocation
   ) {
-    #expect(response.status == 200, sourceLocation: sourceLocation)
-    #expect(cacheHeader(response) == "STALE", sourceLocation: sourceLocation)
-    #expect(response.text == body, sourceLocation: sourceLocation)
-    #expect(response.head.value("Age").flatMap { Int($0) }.map { $0 >= 0 } == true, sourceLocation: sourceLocation)
-    #expect(response.head.values("Warning") == [staleWarning], sourceLocation: sourceLocation)
-    #expect(response.head.contentLength == Int64(response.body.count), sourceLocation: sourceLocation)
+    #expect(answer.status == 200, sourceLocation: sourceLocation)
+    #expect(cacheHeader(answer) == "STALE", sourceLocation: sourceLocation)
+    #expect(answer.text == body, sourceLocation: sourceLocation)
+    #expect(answer.head.value("Age").flatMap { Int($0) }.map { $0 >= 0 } == true, sourceLocation: sourceLocation)
+    #expect(answer.head.values("Warning") == [staleWarning], sourceLocation: sourceLocation)
+    #expect(answer.head.contentLength == Int64(answer.body.count), sourceLocation: sourceLocation)
   }
 
   /// Fills the store with one answer for `path`: a MISS, then waits until it is on disk.
   static func prime(_ path: String, gateway: GatewayProcess, admin: AdminClient, entries: Int = 1) throws
-    -> ReceivedResponse
+    -> ReceivedAnswer
   {
     let first = try send("GET", path, to: gateway.port)
     #expect(first.status == 200)
@@ -126,7 +126,7 @@ import Testing
 
   @Test func staleAnswerWhenTheBackendTimesOut() throws {
     let backend = try ModalBackend()
-    let gateway = try GatewayProcess(config: Self.config(port: backend.port, responseTimeoutMs: 300))
+    let gateway = try GatewayProcess(config: Self.config(port: backend.port, answerTimeoutMs: 300))
     defer { gateway.stopExpectingCleanExit() }
     let admin = try gateway.admin(token: TestConfig.adminToken)
 
@@ -158,10 +158,10 @@ import Testing
     _ = try Self.prime("/old", gateway: gateway, admin: admin)
     backend.stop()
     sleep(for: .milliseconds(2100))
-    let response = try send("GET", "/old", to: gateway.port)
+    let answer = try send("GET", "/old", to: gateway.port)
 
-    #expect(isErrorEnvelope(response, status: 502, message: "upstream unavailable"))
-    #expect(Self.cacheHeader(response) != "STALE")
+    #expect(isErrorEnvelope(answer, status: 502, message: "upstream unavailable"))
+    #expect(Self.cacheHeader(answer) != "STALE")
   }
 
   @Test func envelopeIsAppliedToStaleAnswersAndTheStoreKeepsTheRawAnswer() throws {
@@ -481,7 +481,7 @@ import Testing
   }
 
   /// A 2xx whose JSON is broken is the backend's failure: it never replaces the last good
-  /// answer, which stands in for it (SPEC §5 keeps the last *good* response).
+  /// answer, which stands in for it (SPEC §5 keeps the last *good* answer).
   @Test func invalidJSONIsNeverStoredAndTheLastGoodAnswerStandsIn() throws {
     let backend = try ModalBackend()
     let gateway = try GatewayProcess(config: Self.config(port: backend.port, envelope: ["enabled": true]))
@@ -583,7 +583,7 @@ import Testing
     #expect(gateway.waitForLogLine(isReaderWarning))
 
     try FileManager.default.moveItem(at: away, to: file)
-    var last: ReceivedResponse?
+    var last: ReceivedAnswer?
     let served = try waitUntil(timeout: 60, interval: .milliseconds(100)) {
       let answer = try send("GET", "/moved", to: gateway.port)
       last = answer
@@ -628,7 +628,7 @@ import Testing
     let backend = try TestBackend { _ in
       guard up.value else { return jsonAnswer(#"{"error":"down"}"#, status: 503, reason: "Service Unavailable") }
       return .respond(
-        BackendResponse(
+        BackendAnswer(
           headers: [("Content-Type", "application/json"), ("Content-Encoding", "gzip")], body: .bytes(compressed)))
     }
     defer { backend.stop() }

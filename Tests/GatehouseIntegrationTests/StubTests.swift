@@ -30,9 +30,9 @@ import Testing
         ])
       let gateway = try GatewayProcess(config: TestConfig.make(routes: [route]))
       defer { gateway.stopExpectingCleanExit() }
-      let response = try send("GET", "/stubbed", to: gateway.port)
-      #expect(response.status == 200)
-      return try response.jsonObject()["datas"]
+      let answer = try send("GET", "/stubbed", to: gateway.port)
+      #expect(answer.status == 200)
+      return try answer.jsonObject()["datas"]
     }
     let users = try #require(try datas(keyPath: "data.users") as? [[String: Any]])
     #expect(users.count == 1 && users.first?["id"] as? Int == 1)
@@ -47,12 +47,12 @@ import Testing
     defer { gateway.stopExpectingCleanExit() }
 
     let started = ContinuousClock.now
-    let response = try send("GET", "/stubbed/x", to: gateway.port)
+    let answer = try send("GET", "/stubbed/x", to: gateway.port)
     let elapsed = ContinuousClock.now - started
 
-    #expect(response.status == 200)
-    #expect(response.head.value("Content-Type")?.hasPrefix("application/json") == true)
-    let object = try response.jsonObject()
+    #expect(answer.status == 200)
+    #expect(answer.head.value("Content-Type")?.hasPrefix("application/json") == true)
+    let object = try answer.jsonObject()
     #expect(Set(object.keys) == ["code", "datas", "message"])
     #expect(object["code"] as? Int == 0)
     #expect(object["message"] as? String == "")
@@ -71,8 +71,8 @@ import Testing
 
     let client = try RawClient(port: gateway.port)
     try client.send(httpRequest("HEAD", "/stubbed/x") + httpRequest("GET", "/stubbed/x"))
-    let head = try client.readResponse(requestWasHEAD: true)
-    let get = try client.readResponse()
+    let head = try client.readAnswer(requestWasHEAD: true)
+    let get = try client.readAnswer()
 
     #expect(head.status == 200)
     #expect(head.head.contentLength == Int64(get.body.count))
@@ -95,7 +95,7 @@ import Testing
     let client = try RawClient(port: gateway.port)
     try client.send(
       httpRequest("GET", "/stubbed/1") + httpRequest("GET", "/instant") + httpRequest("GET", "/stubbed/2"))
-    let answers = try (0..<3).map { _ in try client.readResponse().jsonObject() }
+    let answers = try (0..<3).map { _ in try client.readAnswer().jsonObject() }
 
     #expect(answers[0]["from"] as? String == "stub")
     #expect(answers[1]["instant"] as? Bool == true)
@@ -108,10 +108,10 @@ import Testing
     let gateway = try Self.gateway(stub: Self.stubRoute(mode: "always", envelope: false), upstreamPort: backend.port)
     defer { gateway.stopExpectingCleanExit() }
 
-    let response = try send("GET", "/stubbed/x", to: gateway.port)
+    let answer = try send("GET", "/stubbed/x", to: gateway.port)
 
-    #expect(response.status == 200)
-    let object = try response.jsonObject()
+    #expect(answer.status == 200)
+    let object = try answer.jsonObject()
     #expect(object["from"] as? String == "stub")
     #expect(object["n"] as? Int == 7)
     #expect(object["code"] == nil)
@@ -123,9 +123,9 @@ import Testing
       stub: Self.stubRoute(mode: "always", envelope: true, status: 503), upstreamPort: try TestSocket.unusedPort())
     defer { gateway.stopExpectingCleanExit() }
 
-    let response = try send("GET", "/stubbed/x", to: gateway.port)
+    let answer = try send("GET", "/stubbed/x", to: gateway.port)
 
-    #expect(isErrorEnvelope(response, status: 503))
+    #expect(isErrorEnvelope(answer, status: 503))
   }
 
   @Test func fallbackPassesTheBackendsAnswerWhileItIsUp() throws {
@@ -134,9 +134,9 @@ import Testing
     let gateway = try Self.gateway(stub: Self.stubRoute(mode: "fallback", envelope: false), upstreamPort: backend.port)
     defer { gateway.stopExpectingCleanExit() }
 
-    let response = try send("GET", "/stubbed/x", to: gateway.port)
+    let answer = try send("GET", "/stubbed/x", to: gateway.port)
 
-    #expect(response.text == #"{"from":"backend"}"#)
+    #expect(answer.text == #"{"from":"backend"}"#)
     #expect(backend.requests.count == 1)
   }
 
@@ -145,19 +145,19 @@ import Testing
       stub: Self.stubRoute(mode: "fallback", envelope: true), upstreamPort: try TestSocket.unusedPort())
     defer { gateway.stopExpectingCleanExit() }
 
-    let response = try send("GET", "/stubbed/x", to: gateway.port)
+    let answer = try send("GET", "/stubbed/x", to: gateway.port)
 
-    #expect(response.status == 200)
-    let object = try response.jsonObject()
+    #expect(answer.status == 200)
+    let object = try answer.jsonObject()
     #expect(object["code"] as? Int == 0)
     #expect((object["datas"] as? [String: Any])?["from"] as? String == "stub")
   }
 
   @Test func fallbackAnswersWhenTheBackendTimesOut() throws {
     let gate = Gate()
-    var answer = BackendResponse.text("too late")
-    answer.holdUntil = gate
-    let backend = try TestBackend(always: .respond(answer))
+    var backendAnswer = BackendAnswer.text("too late")
+    backendAnswer.holdUntil = gate
+    let backend = try TestBackend(always: .respond(backendAnswer))
     defer {
       gate.open()
       backend.stop()
@@ -166,13 +166,13 @@ import Testing
     route["upstream"] = "slow"
     let gateway = try GatewayProcess(
       config: TestConfig.make(
-        routes: [route], upstreams: ["slow": TestConfig.upstream(port: backend.port, responseTimeoutMs: 300)]))
+        routes: [route], upstreams: ["slow": TestConfig.upstream(port: backend.port, answerTimeoutMs: 300)]))
     defer { gateway.stopExpectingCleanExit() }
 
-    let response = try send("GET", "/stubbed/x", to: gateway.port)
+    let answer = try send("GET", "/stubbed/x", to: gateway.port)
 
-    #expect(response.status == 200)
-    #expect(try response.jsonObject()["from"] as? String == "stub")
+    #expect(answer.status == 200)
+    #expect(try answer.jsonObject()["from"] as? String == "stub")
   }
 
   @Test func offNeverAnswersFromTheStub() throws {
@@ -180,8 +180,8 @@ import Testing
       stub: Self.stubRoute(mode: "off", envelope: true), upstreamPort: try TestSocket.unusedPort())
     defer { gateway.stopExpectingCleanExit() }
 
-    let response = try send("GET", "/stubbed/x", to: gateway.port)
+    let answer = try send("GET", "/stubbed/x", to: gateway.port)
 
-    #expect(isErrorEnvelope(response, status: 502, message: "upstream unavailable"))
+    #expect(isErrorEnvelope(answer, status: 502, message: "upstream unavailable"))
   }
 }

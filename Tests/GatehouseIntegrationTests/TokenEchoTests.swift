@@ -13,7 +13,7 @@ import Testing
       let sent = request.head.value("Authorization") ?? ""
       let status = request.path.hasSuffix("/ok") ? 200 : 403
       return .respond(
-        BackendResponse(
+        BackendAnswer(
           status: status, reason: status == 200 ? "OK" : "Forbidden",
           headers: [("Content-Type", "application/json"), ("X-Debug-Auth", sent), ("X-Other", "kept")],
           body: .bytes(Array(#"{"message":"token \#(sent.dropFirst(7)) is not allowed","n":1}"#.utf8))))
@@ -58,7 +58,7 @@ import Testing
       // `identity` names no coding: the body is plain and is masked like one without the field.
       let identity = request.path.hasSuffix("/identity")
       return .respond(
-        BackendResponse(
+        BackendAnswer(
           status: ok ? 200 : 403, reason: ok ? "OK" : "Forbidden",
           headers: [("Content-Type", "application/json")] + (identity ? [("Content-Encoding", "identity")] : []),
           body: chunked ? .chunked([Array(body[..<25]), Array(body[25..<30]), Array(body[30...])]) : .bytes(body)))
@@ -95,7 +95,7 @@ import Testing
       let gzip = request.head.value("Accept-Encoding")?.contains("gzip") == true
       let body = Array(echo.utf8)
       return .respond(
-        BackendResponse(
+        BackendAnswer(
           status: 403, reason: "Forbidden",
           headers: [("Content-Type", "application/json")] + (gzip ? [("Content-Encoding", "gzip")] : []),
           body: .bytes(gzip ? (try? ExternalTool.gzip(body)) ?? body : body)))
@@ -136,19 +136,19 @@ import Testing
       switch request.path {
       case "/e/json":
         return .respond(
-          BackendResponse(
+          BackendAnswer(
             status: 307, reason: "Temporary Redirect",
             headers: [("Content-Type", "application/json"), ("Location", "/v2")],
             body: .bytes(Array(#"{"redirect":"/v2?token=\#(sent)"}"#.utf8))))
       case "/e/gz":
         return .respond(
-          BackendResponse(
+          BackendAnswer(
             status: 302, reason: "Found",
             headers: [("Content-Type", "text/html"), ("Content-Encoding", "gzip"), ("Location", "/home")],
             body: .bytes(gzipped)))
       default:
         return .respond(
-          BackendResponse(
+          BackendAnswer(
             status: 302, reason: "Found",
             headers: [("Content-Type", "text/html"), ("Location", "/sso?access_token=\(inURL)")],
             body: .bytes(Array("<html>Moved to <a href='/sso?access_token=\(inURL)'>here</a></html>".utf8))))

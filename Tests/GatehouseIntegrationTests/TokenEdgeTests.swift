@@ -22,7 +22,7 @@ import Testing
     let rejectedToken = oauth.token(1)
     let backend = try TestBackend { request in
       bearerToken(of: request) == rejectedToken
-        ? .respond(BackendResponse(status: 401, reason: "Unauthorized", body: .bytes(Array("no".utf8))))
+        ? .respond(BackendAnswer(status: 401, reason: "Unauthorized", body: .bytes(Array("no".utf8))))
         : .respond(.text("yes"))
     }
     defer { backend.stop() }
@@ -51,7 +51,7 @@ import Testing
             sent.add(1, ordering: .relaxed)
           }
           for client in clients {
-            let status = try client.readResponse(timeout: 60).status
+            let status = try client.readAnswer(timeout: 60).status
             statuses.withLock { $0.append(status) }
           }
         } catch {
@@ -103,13 +103,13 @@ import Testing
     #expect(oauth.waitForRequests(2))
     #expect(backend.requests.count == 1)
     #expect(try admin.setToken("partner", value: "operator-rescue-value").status == 200)
-    let response = try client.readResponse(timeout: 20)
+    let answer = try client.readAnswer(timeout: 20)
     loginGate.open()
     // The held login completes late; its token must not replace the operator's value.
     sleep(for: .milliseconds(500))
     let next = try send("GET", "/next", to: gateway.port)
 
-    #expect(response.status == 200)
+    #expect(answer.status == 200)
     #expect(next.status == 200)
     #expect(
       backend.requests.compactMap(bearerToken) == [oauth.token(1), "operator-rescue-value", "operator-rescue-value"])
@@ -120,7 +120,7 @@ import Testing
     let oauth = try OAuth2TestServer()
     oauth.setMode(
       .answer(
-        BackendResponse(
+        BackendAnswer(
           headers: [("Content-Type", "application/json")],
           body: .bytes(Array(#"{"access_token":"evil-value\r\nX-Injected: yes","expires_in":3600}"#.utf8)))))
     let backend = try TestBackend(always: .respond(.text("ok")))
@@ -128,10 +128,10 @@ import Testing
     let gateway = try GatewayProcess(config: Self.config(backend: backend, oauth: oauth))
     defer { gateway.stopExpectingCleanExit() }
 
-    let response = try send("GET", "/injected", to: gateway.port)
+    let answer = try send("GET", "/injected", to: gateway.port)
     let state = try #require(try gateway.admin().token("partner"))
 
-    #expect(isErrorEnvelope(response, status: 401, message: "upstream token unavailable"), "\(response.text)")
+    #expect(isErrorEnvelope(answer, status: 401, message: "upstream token unavailable"), "\(answer.text)")
     #expect(backend.requests.allSatisfy { !$0.head.has("X-Injected") })
     #expect(backend.requests.isEmpty)
     #expect(state["state"] as? String == "error")
@@ -146,8 +146,8 @@ import Testing
     let rejectedToken = oauth.token(1)
     let backend = try TestBackend { request in
       bearerToken(of: request) == rejectedToken
-        ? .respond(BackendResponse(status: 401, reason: "Unauthorized", body: .bytes(Array("no".utf8))))
-        : .respond(BackendResponse(body: .echo))
+        ? .respond(BackendAnswer(status: 401, reason: "Unauthorized", body: .bytes(Array("no".utf8))))
+        : .respond(BackendAnswer(body: .echo))
     }
     defer { backend.stop() }
     let gateway = try GatewayProcess(config: Self.config(backend: backend, oauth: oauth))
@@ -156,13 +156,13 @@ import Testing
     let body = pieces.flatMap { $0 }
 
     let client = try RawClient(port: gateway.port)
-    let response = try client.exchange(
+    let answer = try client.exchange(
       httpRequest("POST", "/chunked", headers: [("Transfer-Encoding", "chunked")]) + chunkedBody(pieces))
     // The client connection goes on after the retried exchange.
     let after = try client.exchange(httpRequest("GET", "/after"))
 
-    #expect(response.status == 200)
-    #expect(response.body == body)
+    #expect(answer.status == 200)
+    #expect(answer.body == body)
     #expect(after.status == 200)
     #expect(backend.requests.count == 3)
     #expect(backend.requests.prefix(2).allSatisfy { $0.method == "POST" && $0.body == body })

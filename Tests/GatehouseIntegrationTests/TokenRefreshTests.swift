@@ -9,8 +9,8 @@ import Testing
 @Suite struct TokenRefreshTests {
   /// A backend that rejects `rejected` tokens with `rejection` and answers others with `accepted`.
   static func backend(
-    rejecting rejected: Set<String>, with rejection: BackendResponse = json(#"{"message":"token rejected"}"#, 401),
-    accepted: BackendResponse = json(#"{"name":"accepted"}"#)
+    rejecting rejected: Set<String>, with rejection: BackendAnswer = json(#"{"message":"token rejected"}"#, 401),
+    accepted: BackendAnswer = json(#"{"name":"accepted"}"#)
   ) throws -> TestBackend {
     try TestBackend { request in
       guard let token = bearerToken(of: request), !rejected.contains(token) else { return .respond(rejection) }
@@ -18,8 +18,8 @@ import Testing
     }
   }
 
-  static func json(_ text: String, _ status: Int = 200) -> BackendResponse {
-    BackendResponse(
+  static func json(_ text: String, _ status: Int = 200) -> BackendAnswer {
+    BackendAnswer(
       status: status, reason: status == 200 ? "OK" : "Rejected", headers: [("Content-Type", "application/json")],
       body: .bytes(Array(text.utf8)))
   }
@@ -42,9 +42,9 @@ import Testing
     let gateway = try GatewayProcess(config: Self.config(backend: backend, oauth: oauth))
     defer { gateway.stopExpectingCleanExit() }
 
-    let response = try send("GET", "/accounts", to: gateway.port, headers: [("Authorization", "Bearer mine")])
+    let answer = try send("GET", "/accounts", to: gateway.port, headers: [("Authorization", "Bearer mine")])
 
-    #expect(response.status == 200)
+    #expect(answer.status == 200)
     #expect(backend.requests.map { $0.head.values("Authorization") } == [["Bearer \(oauth.token(1))"]])
     #expect(oauth.requestCount == 1)
     #expect(oauth.problems.isEmpty, "\(oauth.problems)")
@@ -100,7 +100,7 @@ import Testing
     #expect(try gateway.admin().request("POST", "/admin/reload").status == 200)
     oauth.setMode(.issue)
     loginGate.open()
-    let answers = try waiting.map { try $0.readResponse(timeout: 30) }
+    let answers = try waiting.map { try $0.readAnswer(timeout: 30) }
 
     #expect(answers.map(\.status) == [200, 200, 200], "\(answers.map(\.text))")
     #expect(backend.requests.filter { $0.path.hasPrefix("/wait/") }.count == 3)
@@ -142,8 +142,8 @@ import Testing
             sent.add(1, ordering: .relaxed)
           }
           for (client, path) in clients {
-            let response = try client.readResponse(timeout: 60)
-            results.withLock { $0.append((path, response.status)) }
+            let answer = try client.readAnswer(timeout: 60)
+            results.withLock { $0.append((path, answer.status)) }
             client.close()
           }
         } catch {
@@ -236,10 +236,10 @@ import Testing
     let gateway = try GatewayProcess(config: Self.config(backend: backend, oauth: oauth))
     defer { gateway.stopExpectingCleanExit() }
 
-    let response = try send("GET", "/profile", to: gateway.port)
+    let answer = try send("GET", "/profile", to: gateway.port)
 
-    #expect(response.status == 200)
-    #expect(response.text == #"{"name":"accepted"}"#)
+    #expect(answer.status == 200)
+    #expect(answer.text == #"{"name":"accepted"}"#)
     #expect(backend.requests.compactMap(bearerToken) == [oauth.token(1), oauth.token(2)])
     #expect(backend.requests.map(\.path) == ["/profile", "/profile"])
     #expect(oauth.requestCount == 2)
@@ -268,15 +268,15 @@ import Testing
     let gateway = try GatewayProcess(config: Self.config(backend: backend, oauth: oauth, routes: [route]))
     defer { gateway.stopExpectingCleanExit() }
 
-    let response = try send("GET", "/orders", to: gateway.port)
+    let answer = try send("GET", "/orders", to: gateway.port)
 
-    #expect(response.status == 200)
+    #expect(answer.status == 200)
     if enveloped {
-      let object = try response.jsonObject()
+      let object = try answer.jsonObject()
       #expect(object["code"] as? Int == 0)
       #expect((object["datas"] as? [String: Any])?["name"] as? String == "fresh")
     } else {
-      #expect(response.text == #"{"status":0,"name":"fresh"}"#)
+      #expect(answer.text == #"{"status":0,"name":"fresh"}"#)
     }
     #expect(backend.requests.compactMap(bearerToken) == [oauth.token(1), oauth.token(2)])
     #expect(oauth.requestCount == 2)
@@ -290,11 +290,11 @@ import Testing
     let gateway = try GatewayProcess(config: Self.config(backend: backend, oauth: oauth, routes: [route]))
     defer { gateway.stopExpectingCleanExit() }
 
-    let response = try send("GET", "/always", to: gateway.port)
+    let answer = try send("GET", "/always", to: gateway.port)
     // Anything a further retry would send has time to arrive.
     sleep(for: .milliseconds(500))
 
-    #expect(isErrorEnvelope(response, status: 401, message: "token rejected"), "\(response.status) \(response.text)")
+    #expect(isErrorEnvelope(answer, status: 401, message: "token rejected"), "\(answer.status) \(answer.text)")
     #expect(backend.requests.count == 2)
     #expect(backend.requests.compactMap(bearerToken) == [oauth.token(1), oauth.token(2)])
     #expect(oauth.requestCount >= 2)
@@ -376,7 +376,7 @@ import Testing
     #expect(oauth.requestCount == 2)
     // Past `rejectionHoldOff` (10 s), when a rejection of the fresh value would ask again.
     sleep(for: .milliseconds(10_500))
-    var answers: [ReceivedResponse] = []
+    var answers: [ReceivedAnswer] = []
     for _ in 0..<4 {
       answers.append(try send("GET", "/denied", to: gateway.port))
       sleep(for: .milliseconds(200))
@@ -477,7 +477,7 @@ import Testing
     let backend = try TestBackend { request in
       guard bearerToken(of: request) == oauth.token(1) else { return .respond(Self.json(#"{"status":0}"#)) }
       return .respond(
-        BackendResponse(
+        BackendAnswer(
           status: 200, reason: "OK", headers: [("Content-Type", "application/json"), ("Content-Encoding", "gzip")],
           body: .bytes(rejection)))
     }
@@ -486,10 +486,10 @@ import Testing
     let gateway = try GatewayProcess(config: Self.config(backend: backend, oauth: oauth, routes: [route]))
     defer { gateway.stopExpectingCleanExit() }
 
-    let response = try send("GET", "/gz", to: gateway.port)
+    let answer = try send("GET", "/gz", to: gateway.port)
 
-    #expect(response.status == 200)
-    #expect(response.text == #"{"code":0,"datas":{"status":0},"message":""}"#)
+    #expect(answer.status == 200)
+    #expect(answer.text == #"{"code":0,"datas":{"status":0},"message":""}"#)
     #expect(backend.requests.compactMap(bearerToken) == [oauth.token(1), oauth.token(2)])
   }
 
@@ -498,17 +498,17 @@ import Testing
     let body = BodyPattern.bytes(4000)
     let backend = try TestBackend { request in
       bearerToken(of: request) == oauth.token(1)
-        ? .respond(Self.json(#"{"message":"token rejected"}"#, 401)) : .respond(BackendResponse(body: .echo))
+        ? .respond(Self.json(#"{"message":"token rejected"}"#, 401)) : .respond(BackendAnswer(body: .echo))
     }
     defer { backend.stop() }
     let gateway = try GatewayProcess(config: Self.config(backend: backend, oauth: oauth))
     defer { gateway.stopExpectingCleanExit() }
 
-    let response = try send(
+    let answer = try send(
       "POST", "/submit", to: gateway.port, headers: [("Content-Type", "application/octet-stream")], body: body)
 
-    #expect(response.status == 200)
-    #expect(response.body == body)
+    #expect(answer.status == 200)
+    #expect(answer.body == body)
     #expect(backend.requests.count == 2)
     #expect(backend.requests.map(\.method) == ["POST", "POST"])
     #expect(backend.requests.allSatisfy { $0.body == body })
@@ -564,13 +564,13 @@ import Testing
     let firstPart = mode == "continue" ? 0 : 1000
     try client.send(Array(head.utf8) + body[..<firstPart])
     if mode == "continue" {
-      #expect(try client.readResponse().status == 100)
+      #expect(try client.readAnswer().status == 100)
     }
     // The rest only once the backend has refused the first attempt.
     #expect(waitUntil(timeout: 10) { backend.requests.count >= 1 })
     sleep(for: .milliseconds(100))
     try client.send(Array(body[firstPart...]))
-    let answer = try client.readResponse()
+    let answer = try client.readAnswer()
 
     if mode == "large, slow login" {
       // The gateway's own answer (the backend's refusal went to the dropped attempt).
@@ -610,7 +610,7 @@ import Testing
     #expect(waitUntil(timeout: 10) { backend.requests.count >= 1 })
     sleep(for: .milliseconds(100))
     try client.send(Array(body[1000...]))
-    let answer = try client.readResponse()
+    let answer = try client.readAnswer()
 
     #expect(answer.status == 200)
     #expect(answer.body == body)
@@ -621,7 +621,7 @@ import Testing
   }
 
   /// A request refused before its body had all arrived, whose body then ends while the new
-  /// token is still being fetched, waits for the token without a response deadline running
+  /// token is still being fetched, waits for the token without an answer deadline running
   /// (that starts when it is sent again): a slow login is not an upstream timeout.
   @Test func aRetryWaitingForASlowLoginIsNotTimedOutAsTheUpstream() throws {
     let oauth = try OAuth2TestServer()
@@ -638,7 +638,7 @@ import Testing
     var config = TestConfig.withTokens(
       upstreamPort: backend.port, tokens: ["partner": oauth.tokenConfig()],
       routes: [TestConfig.tokenRoute("all", match: "/*", token: "partner")])
-    config["upstreams"] = ["api": TestConfig.upstream(port: backend.port, responseTimeoutMs: 300)]
+    config["upstreams"] = ["api": TestConfig.upstream(port: backend.port, answerTimeoutMs: 300)]
     let gateway = try GatewayProcess(config: TestConfig.streamingBodies(config))
     defer { gateway.stopExpectingCleanExit() }
     #expect(waitUntil(timeout: 10) { oauth.issuedCount >= 1 })
@@ -651,7 +651,7 @@ import Testing
     try client.send(Array(body[1000...]))
     sleep(for: .milliseconds(800))
     login.open()
-    let answer = try client.readResponse()
+    let answer = try client.readAnswer()
 
     #expect(answer.status == 200)
     #expect(answer.body == body)
@@ -671,8 +671,8 @@ import Testing
       config: Self.config(backend: backend, oauth: oauth, routes: [Self.bodyFieldRoute(enveloped: true)]))
     defer { gateway.stopExpectingCleanExit() }
 
-    let response = try send("GET", "/x", to: gateway.port)
-    #expect(response.text == #"{"code":0,"datas":{"status":0},"message":""}"#)
+    let answer = try send("GET", "/x", to: gateway.port)
+    #expect(answer.text == #"{"code":0,"datas":{"status":0},"message":""}"#)
     #expect(backend.requests.compactMap(bearerToken) == [oauth.token(1), oauth.token(2)])
   }
 
@@ -687,12 +687,12 @@ import Testing
     let gateway = try GatewayProcess(config: Self.config(backend: backend, oauth: oauth))
     defer { gateway.stopExpectingCleanExit() }
 
-    let response = try send(
+    let answer = try send(
       "POST", "/upload", to: gateway.port, headers: [("Content-Type", "application/octet-stream")], body: body)
     sleep(for: .milliseconds(500))
 
-    #expect(response.status == 401)
-    #expect(response.text == "rejected-by-backend")
+    #expect(answer.status == 401)
+    #expect(answer.text == "rejected-by-backend")
     #expect(backend.requests.count == 1)
     #expect(backend.requests.first?.body == body)
     // The rejection is still reported: the next request gets a fresh token.
@@ -716,9 +716,9 @@ import Testing
     let gateway = try GatewayProcess(config: config)
     defer { gateway.stopExpectingCleanExit() }
 
-    let response = try send("GET", "/needs-token", to: gateway.port)
+    let answer = try send("GET", "/needs-token", to: gateway.port)
 
-    #expect(isErrorEnvelope(response, status: 401, message: "upstream token unavailable"), "\(response.text)")
+    #expect(isErrorEnvelope(answer, status: 401, message: "upstream token unavailable"), "\(answer.text)")
     #expect(backend.requests.isEmpty)
     let state = try #require(try gateway.admin().token("partner"))
     #expect(state["state"] as? String == "error")
@@ -757,12 +757,12 @@ import Testing
       failed, "running: \(gateway.isRunning); stdout: \(gateway.stdoutText.suffix(3000)) stderr: \(gateway.stderrText)")
 
     var statuses: [Int] = []
-    var last: ReceivedResponse?
+    var last: ReceivedAnswer?
     try waitUntil(timeout: 15, interval: .milliseconds(200)) {
-      let response = try send("GET", "/plain/item", to: gateway.port)
-      statuses.append(response.status)
-      last = response
-      return response.status != 200
+      let answer = try send("GET", "/plain/item", to: gateway.port)
+      statuses.append(answer.status)
+      last = answer
+      return answer.status != 200
     }
 
     // 200s with the old token until it expired, then the 401 envelope.

@@ -20,11 +20,11 @@ import Testing
     defer { gateway.stopExpectingCleanExit() }
     #expect(try gateway.waitForValidTokens(["api"]))
 
-    let response = try send(
+    let answer = try send(
       "GET", "/users/1", to: gateway.port,
       headers: [("Authorization", "Bearer the-clients-own"), ("authorization", "Basic Y2xpZW50OnBhc3M=")])
 
-    #expect(response.status == 200)
+    #expect(answer.status == 200)
     let request = try #require(backend.requests.first)
     #expect(request.head.values("Authorization") == ["Bearer env-static-token-81f2"])
     #expect(!String(decoding: request.raw, as: UTF8.self).contains("the-clients-own"))
@@ -42,10 +42,10 @@ import Testing
     defer { gateway.stopExpectingCleanExit() }
     #expect(try gateway.waitForValidTokens(["api"]))
 
-    let response = try send(
+    let answer = try send(
       "GET", "/items", to: gateway.port, headers: [("X-Backend-Key", "client-supplied"), ("x-backend-key", "again")])
 
-    #expect(response.status == 200)
+    #expect(answer.status == 200)
     let request = try #require(backend.requests.first)
     #expect(request.head.values("X-Backend-Key") == ["Token literal-token-3a;v=1"])
     #expect(!request.head.values("Authorization").contains { $0.contains("literal-token-3a") })
@@ -90,11 +90,11 @@ import Testing
     defer { gateway.stopExpectingCleanExit() }
     #expect(try gateway.waitForValidTokens(["api"]))
 
-    let response = try send(
+    let answer = try send(
       "GET", "/items", to: gateway.port,
       headers: [("X_Backend_Key", "forged-one"), ("x_backend_KEY", "forged-two"), ("X_Other_Thing", "kept")])
 
-    #expect(response.status == 200)
+    #expect(answer.status == 200)
     let request = try #require(backend.requests.first)
     #expect(request.head.values("X-Backend-Key") == ["real-token-7d2"])
     #expect(!String(decoding: request.raw, as: UTF8.self).contains("forged"))
@@ -193,14 +193,14 @@ import Testing
 
     let unauthorized = try AdminClient(port: setup.admin.port, token: nil).request("GET", "/admin/tokens")
     let wrong = try AdminClient(port: setup.admin.port, token: "not-the-admin-token").request("GET", "/admin/tokens")
-    let response = try setup.admin.request("GET", "/admin/tokens")
+    let answer = try setup.admin.request("GET", "/admin/tokens")
 
     #expect(unauthorized.status == 401)
     #expect(wrong.status == 401)
     #expect(!unauthorized.text.contains("api") && !unauthorized.text.contains(ThreeTokens.staticValue))
-    #expect(response.status == 200)
-    #expect(response.head.value("Content-Type")?.hasPrefix("application/json") == true)
-    let object = try response.jsonObject()
+    #expect(answer.status == 200)
+    #expect(answer.head.value("Content-Type")?.hasPrefix("application/json") == true)
+    let object = try answer.jsonObject()
     #expect(Set(object.keys) == ["tokens"])
     let tokens = try #require(object["tokens"] as? [[String: Any]])
     #expect(Set(tokens.compactMap { $0["name"] as? String }) == ["api", "partner", "legacy"])
@@ -228,7 +228,7 @@ import Testing
     let legacy = try #require(byName["legacy"])
     #expect(legacy["type"] as? String == "file")
     #expect(legacy["fingerprint"] as? String == SHA256Digest.fingerprint(ThreeTokens.fileValue))
-    for value in setup.values { #expect(!response.text.contains(value), "admin listing shows \(value)") }
+    for value in setup.values { #expect(!answer.text.contains(value), "admin listing shows \(value)") }
   }
 
   @Test func putSetsAValueThatRequestsUseAndRefusesBadBodies() throws {
@@ -260,9 +260,9 @@ import Testing
       ("an array", #"["fine-value"]"#),
     ]
     for (label, body) in badBodies {
-      let response = try setup.admin.request("PUT", "/admin/tokens/api", body: Array(body.utf8))
-      #expect(response.status == 400, "\(label): \(response.status) \(response.text)")
-      #expect((try? response.jsonObject()) != nil, "\(label): the 400 is JSON")
+      let answer = try setup.admin.request("PUT", "/admin/tokens/api", body: Array(body.utf8))
+      #expect(answer.status == 400, "\(label): \(answer.status) \(answer.text)")
+      #expect((try? answer.jsonObject()) != nil, "\(label): the 400 is JSON")
     }
     let unknown = try setup.admin.setToken("nope", value: "whatever-value")
     #expect(unknown.status == 404)
@@ -308,8 +308,8 @@ import Testing
     #expect(try send("GET", "/p/after-failure", to: setup.gateway.port).status == 200)
     #expect(setup.backend.requests.last.flatMap(bearerToken) == setup.oauth.token(2))
     #expect(setup.oauth.problems.isEmpty, "\(setup.oauth.problems)")
-    for response in [staticRefresh, unknown, fileRefresh, refreshed, failed] {
-      for value in setup.values { #expect(!response.text.contains(value), "refresh answer shows \(value)") }
+    for answer in [staticRefresh, unknown, fileRefresh, refreshed, failed] {
+      for value in setup.values { #expect(!answer.text.contains(value), "refresh answer shows \(value)") }
     }
   }
 
@@ -342,8 +342,8 @@ import Testing
     #expect(try setup.admin.setToken("api", value: "replacement-value-4b").status == 200)
     #expect(try send("GET", "/s/after-set", to: setup.gateway.port).status == 200)
     #expect(setup.backend.requests.last.flatMap(bearerToken) == "replacement-value-4b")
-    for response in [unknown, staticInvalid, oauthInvalid] {
-      for value in setup.values { #expect(!response.text.contains(value), "invalidate answer shows \(value)") }
+    for answer in [unknown, staticInvalid, oauthInvalid] {
+      for value in setup.values { #expect(!answer.text.contains(value), "invalidate answer shows \(value)") }
     }
   }
 

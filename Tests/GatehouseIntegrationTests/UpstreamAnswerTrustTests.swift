@@ -43,7 +43,7 @@ import Testing
     let gzipped = try ExternalTool.gzip(plain)
     let backend = try TestBackend(
       always: .respond(
-        BackendResponse(
+        BackendAnswer(
           headers: [("Content-Type", "application/json"), ("Content-Encoding", "gzip")], body: .bytes(gzipped))))
     defer { backend.stop() }
     let gateway = try GatewayProcess(config: StoreTests.config(port: backend.port, cache: ["fresh_s": 60]))
@@ -73,7 +73,7 @@ import Testing
   @Test func undecodableGzipForClientsWithoutGzipIsNeverAHit() throws {
     let backend = try TestBackend(
       always: .respond(
-        BackendResponse(
+        BackendAnswer(
           headers: [("Content-Type", "application/json"), ("Content-Encoding", "gzip")],
           body: .bytes(Array("definitely not gzip".utf8)))))
     defer { backend.stop() }
@@ -81,7 +81,7 @@ import Testing
     defer { gateway.stopExpectingCleanExit() }
     let admin = try gateway.admin(token: TestConfig.adminToken)
 
-    let answers = try (0..<3).map { index -> ReceivedResponse in
+    let answers = try (0..<3).map { index -> ReceivedAnswer in
       if index > 0 { sleep(for: .milliseconds(300)) }
       return try send("GET", "/broken", to: gateway.port)
     }
@@ -118,8 +118,8 @@ import Testing
     let client = try RawClient(port: gateway.port)
     defer { client.close() }
     try client.send(httpRequest("GET", "/first") + httpRequest("GET", "/second"))
-    let first = try client.readResponse()
-    let second = try client.readResponse()
+    let first = try client.readAnswer()
+    let second = try client.readAnswer()
     _ = admin.waitForStoredEntries(2, timeout: 5)
     let again = try send("GET", "/second", to: gateway.port)
 

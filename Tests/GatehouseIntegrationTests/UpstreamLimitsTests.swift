@@ -10,7 +10,7 @@ import Testing
   static func config(port: UInt16, upstream extra: [String: Any] = [:], limits: [String: Any]? = nil)
     -> [String: Any]
   {
-    var upstream = TestConfig.upstream(port: port, responseTimeoutMs: 20_000)
+    var upstream = TestConfig.upstream(port: port, answerTimeoutMs: 20_000)
     for (key, value) in extra { upstream[key] = value }
     return TestConfig.withAdmin(
       TestConfig.make(
@@ -35,7 +35,7 @@ import Testing
     #expect(metrics.value("gatehouse_upstream_requests_total", ["upstream": "api", "outcome": "busy"]) == 1)
     #expect(ErrorTests.loggedReason(gateway, path: "/third") == "upstream_busy")
     backend.gate.open()
-    #expect(try held.map { try $0.readResponse().status } == [200, 200])
+    #expect(try held.map { try $0.readAnswer().status } == [200, 200])
   }
 
   @Test func aQueuedRequestTakesTheFirstConnectionThatComesFree() throws {
@@ -53,8 +53,8 @@ import Testing
     #expect(backend.requests.count == 1, "the second waits for the only connection")
     hold.open()
 
-    #expect(try first.readResponse().status == 200)
-    let answer = try second.readResponse(timeout: 15)
+    #expect(try first.readAnswer().status == 200)
+    let answer = try second.readAnswer(timeout: 15)
     #expect(answer.status == 200)
     #expect(answer.text.contains("/second"))
     #expect(backend.server.connectionCount == 1)
@@ -66,7 +66,7 @@ import Testing
     let backend = try TestBackend { request in
       if request.target == "/big" {
         return .respond(
-          BackendResponse(
+          BackendAnswer(
             headers: [("Content-Type", "application/octet-stream")],
             body: .generated(length: 64 << 20, chunked: false)))
       }
@@ -139,7 +139,7 @@ import Testing
     }
     drip.start()
     defer { stop.value = true }
-    let answer = try client.readResponse(timeout: 20)
+    let answer = try client.readAnswer(timeout: 20)
 
     #expect(answer.status == 408)
     #expect(Date().timeIntervalSince(started) < 12, "well before the 30 s idle timeout")
@@ -161,13 +161,13 @@ import Testing
     let backend = try TestBackend { request in
       if request.target == "/held" {
         // Half the document, then nothing until the test opens the gate.
-        var answer = BackendResponse(
+        var answer = BackendAnswer(
           headers: [("Content-Type", "application/json")],
           body: .chunked([Array(json[0..<400_000]), Array(json[400_000...])]))
         answer.pauseAfterFirstPiece = gate
         return .respond(answer)
       }
-      return .respond(BackendResponse(headers: [("Content-Type", "application/json")], body: .bytes(json)))
+      return .respond(BackendAnswer(headers: [("Content-Type", "application/json")], body: .bytes(json)))
     }
     defer { backend.stop() }
     let gateway = try GatewayProcess(
@@ -176,7 +176,7 @@ import Testing
           TestConfig.envelopedRoute("picked", match: "/kp/*", envelope: ["key_path": "0"]),
           TestConfig.envelopedRoute("all", match: "/*", envelope: [:]),
         ],
-        upstreams: ["api": TestConfig.upstream(port: backend.port, responseTimeoutMs: 20_000)],
+        upstreams: ["api": TestConfig.upstream(port: backend.port, answerTimeoutMs: 20_000)],
         limits: ["buffered_bytes": 1_000_000], workers: 1))
     defer { gateway.stopExpectingCleanExit() }
 
@@ -186,7 +186,7 @@ import Testing
     let streamed = try send("GET", "/big", to: gateway.port, timeout: 20)
     let refused = try send("GET", "/kp/big", to: gateway.port, timeout: 20)
     gate.open()
-    let whole = try held.readResponse(timeout: 20)
+    let whole = try held.readAnswer(timeout: 20)
     let after = try send("GET", "/big", to: gateway.port, timeout: 20)
 
     #expect(streamed.status == 200)
@@ -212,7 +212,7 @@ extension BufferedAnswerBudgetTests {
     document.stream { bytes += $0 }
     let json = bytes
     let backend = try TestBackend { _ in
-      .respond(BackendResponse(headers: [("Content-Type", "application/json")], body: .bytes(json)))
+      .respond(BackendAnswer(headers: [("Content-Type", "application/json")], body: .bytes(json)))
     }
     defer { backend.stop() }
     var config = TestConfig.make(
@@ -220,7 +220,7 @@ extension BufferedAnswerBudgetTests {
         TestConfig.envelopedRoute(
           "all", match: "/*", envelope: ["max_bytes": 16 << 20], extra: ["cache": ["fresh_s": 600]])
       ],
-      upstreams: ["api": TestConfig.upstream(port: backend.port, responseTimeoutMs: 20_000)],
+      upstreams: ["api": TestConfig.upstream(port: backend.port, answerTimeoutMs: 20_000)],
       limits: ["buffered_bytes": 8_000_000], workers: 1)
     config = TestConfig.withAdmin(config)
     config["store"] = ["path": "var/store.sqlite"]
@@ -237,7 +237,7 @@ extension BufferedAnswerBudgetTests {
     sleep(for: .milliseconds(500))
     let refused = try send("GET", "/doc", to: gateway.port, timeout: 30)
     stalled.close()
-    var after: ReceivedResponse?
+    var after: ReceivedAnswer?
     let served = try waitUntil(timeout: 20, interval: .milliseconds(200)) {
       after = try send("GET", "/doc", to: gateway.port, timeout: 30)
       return after?.status == 200

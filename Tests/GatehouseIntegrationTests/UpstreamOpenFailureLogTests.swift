@@ -37,7 +37,7 @@ import Testing
 
   @Test func cannotOpenUpstreamConnectionIsLoggedOncePerIntervalWithACount() throws {
     // Each answer closes its connection, so every request needs a new one.
-    var answer = BackendResponse.text("{}")
+    var answer = BackendAnswer.text("{}")
     answer.closeAfter = true
     let backend = try TestBackend(always: .respond(answer))
     defer { backend.stop() }
@@ -54,8 +54,8 @@ import Testing
     try Self.setDescriptorLimit(pid: gateway.pid, soft: free)
     var statuses: [Int] = []
     for index in 0..<20 {
-      guard let response = try? client.exchange(httpRequest("GET", "/\(index)"), timeout: 10) else { break }
-      statuses.append(response.status)
+      guard let answer = try? client.exchange(httpRequest("GET", "/\(index)"), timeout: 10) else { break }
+      statuses.append(answer.status)
     }
     let linesDuringBurst = gateway.logLines().filter(Self.isCannotOpenLine).count
     // The burst is reported once the interval has passed, with the count held back.

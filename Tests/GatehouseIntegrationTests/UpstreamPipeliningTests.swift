@@ -45,7 +45,7 @@ import Testing
   private func backendHoldingFirstBatchAnswer(until release: Gate) throws -> TestBackend {
     let heldOne = Atomic<Bool>(false)
     return try TestBackend(options: fast) { request in
-      var answer = BackendResponse.text("answer for \(request.target)")
+      var answer = BackendAnswer.text("answer for \(request.target)")
       if request.path.hasPrefix("/b/"), !heldOne.exchange(true, ordering: .relaxed) { answer.holdUntil = release }
       return .respond(answer)
     }
@@ -59,7 +59,7 @@ import Testing
     let clients = try warmClients(requests.count, gateway: gateway)
     try sendTogether(requests, on: clients, gateway: gateway)
     for (index, client) in clients.enumerated() {
-      #expect(try client.readResponse().text == answer(index))
+      #expect(try client.readAnswer().text == answer(index))
     }
     let batch = batchRequests(backend)
     #expect(batch.count == requests.count)
@@ -118,7 +118,7 @@ import Testing
     try sendTogether(
       methods.enumerated().map { httpRequest($0.element, "/b/\($0.offset)") }, on: clients, gateway: gateway)
     let answers = try clients.enumerated().map { index, client in
-      try client.readResponse(requestWasHEAD: methods[index] == "HEAD")
+      try client.readAnswer(requestWasHEAD: methods[index] == "HEAD")
     }
 
     for (index, answer) in answers.enumerated() {
@@ -152,7 +152,7 @@ import Testing
     let smuggled = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 8\r\n\r\nSMUGGLED"
     let backend = try TestBackend(options: fast) { request in
       guard request.path.hasPrefix("/x/") else { return .respond(.text("answer for \(request.target)")) }
-      var answer = BackendResponse()
+      var answer = BackendAnswer()
       answer.rawReplacement =
         kind == "HEAD"
         ? Array("HTTP/1.1 200 OK\r\nContent-Length: \(smuggled.utf8.count)\r\n\r\n\(smuggled)".utf8)
@@ -173,7 +173,7 @@ import Testing
       },
       on: clients, gateway: gateway)
     let answers = try clients.enumerated().map { index, client in
-      try client.readResponse(requestWasHEAD: plan[index] == "HEAD")
+      try client.readAnswer(requestWasHEAD: plan[index] == "HEAD")
     }
 
     for (index, answer) in answers.enumerated() {
@@ -210,7 +210,7 @@ import Testing
         return .respond(.text("answer for \(request.target)"))
       }
       let body = "answer for \(request.target)"
-      var answer = BackendResponse()
+      var answer = BackendAnswer()
       answer.rawReplacement = Array(
         "HTTP/1.1 200 OK\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)\(trailing)".utf8)
       answer.closeAfter = closeAfter
@@ -222,7 +222,7 @@ import Testing
 
     let clients = try warmClients(4, gateway: gateway)
     try sendTogether((0..<4).map { httpRequest("GET", "/b/\($0)") }, on: clients, gateway: gateway)
-    let answers = try clients.map { try $0.readResponse() }
+    let answers = try clients.map { try $0.readAnswer() }
 
     for (index, answer) in answers.enumerated() {
       #expect(answer.status == 200, "client \(index): \(answer.text)")
@@ -261,7 +261,7 @@ import Testing
   @Test func requestsBehindAnAnswerThatClosesTheConnectionAreSentAgain() throws {
     let closedOne = Atomic<Bool>(false)
     let backend = try TestBackend(options: fast) { request in
-      var answer = BackendResponse.text("answer for \(request.target)")
+      var answer = BackendAnswer.text("answer for \(request.target)")
       // The first request of the batch is answered with Connection: close; whatever was
       // pipelined behind it on that connection is never answered there.
       if request.path.hasPrefix("/b/"), !closedOne.exchange(true, ordering: .relaxed) { answer.closeAfter = true }
@@ -274,7 +274,7 @@ import Testing
     let clients = try warmClients(4, gateway: gateway)
     try sendTogether((0..<4).map { httpRequest("GET", "/b/\($0)") }, on: clients, gateway: gateway)
     for (index, client) in clients.enumerated() {
-      let answer = try client.readResponse()
+      let answer = try client.readAnswer()
       #expect(answer.status == 200)
       #expect(answer.text == "answer for /b/\(index)")
     }
@@ -301,7 +301,7 @@ import Testing
     Thread.sleep(forTimeInterval: 0.3)
     release.open()
     for index in [0, 2] {
-      let answer = try clients[index].readResponse()
+      let answer = try clients[index].readAnswer()
       #expect(answer.status == 200)
       #expect(answer.text == "answer for /b/\(index)")
     }
@@ -316,14 +316,14 @@ import Testing
     defer { backend.stop() }
     var config = TestConfig.make(
       routes: [TestConfig.route("all", match: "/*")],
-      upstreams: ["api": TestConfig.upstream(port: backend.port, responseTimeoutMs: 1500)])
+      upstreams: ["api": TestConfig.upstream(port: backend.port, answerTimeoutMs: 1500)])
     config["admin"] = ["listen": "127.0.0.1:0", "token": TestConfig.adminToken]
     let gateway = try GatewayProcess(config: pipelining(config))
     defer { gateway.stopExpectingCleanExit() }
 
     let clients = try warmClients(3, gateway: gateway)
     try sendTogether((0..<3).map { httpRequest("GET", "/b/\($0)") }, on: clients, gateway: gateway)
-    let answers = try clients.map { try $0.readResponse(timeout: 20) }
+    let answers = try clients.map { try $0.readAnswer(timeout: 20) }
 
     // The held request times out; the two behind it waited out their own timeout in the
     // queue, then went alone and were answered.
@@ -353,7 +353,7 @@ import Testing
     #expect(gateway.waitForLogLine { $0["msg"] as? String == "config reloaded" })
     release.open()
     for (index, client) in clients.enumerated() {
-      let answer = try client.readResponse()
+      let answer = try client.readAnswer()
       #expect(answer.status == 200)
       #expect(answer.text == "answer for /b/\(index)")
     }
@@ -366,21 +366,21 @@ import Testing
     defer { release.open() }
     let backend = try backendHoldingFirstBatchAnswer(until: release)
     defer { backend.stop() }
-    // A response timeout far longer than the test: only the queue's patience can free the
+    // An answer timeout far longer than the test: only the queue's patience can free the
     // requests waiting behind the held answer.
     let gateway = try GatewayProcess(
-      config: pipelining(TestConfig.passThrough(to: backend.port, responseTimeoutMs: 120_000)))
+      config: pipelining(TestConfig.passThrough(to: backend.port, answerTimeoutMs: 120_000)))
     defer { gateway.stopExpectingCleanExit() }
 
     let clients = try sendHeldBatch(of: 3, gateway: gateway, backend: backend)
     let held = try #require(batchRequests(backend).first).target
     let heldIndex = try #require(Int(held.dropFirst("/b/".count)))
     for index in clients.indices where index != heldIndex {
-      let answer = try clients[index].readResponse(timeout: 20)
+      let answer = try clients[index].readAnswer(timeout: 20)
       #expect(answer.text == "answer for /b/\(index)")
     }
     #expect(!release.opened)
     release.open()
-    #expect(try clients[heldIndex].readResponse().text == "answer for \(held)")
+    #expect(try clients[heldIndex].readAnswer().text == "answer for \(held)")
   }
 }

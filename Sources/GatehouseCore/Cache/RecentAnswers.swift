@@ -16,7 +16,7 @@ struct RecentAnswers {
   }
 
   private struct Entry {
-    let response: CachedResponse
+    let answer: StoredAnswer
     let atMs: Int64
     let size: Int
   }
@@ -35,21 +35,21 @@ struct RecentAnswers {
   var count: Int { entries.count }
 
   /// The answer kept for `id` if it is younger than the TTL.
-  func lookup(_ id: String, nowMs: Int64) -> CachedResponse? {
+  func lookup(_ id: String, nowMs: Int64) -> StoredAnswer? {
     guard let entry = entries[id], nowMs - entry.atMs < limits.ttlMs else { return nil }
-    return entry.response
+    return entry.answer
   }
 
-  mutating func insert(_ response: CachedResponse, id: String, nowMs: Int64) {
-    guard response.body.count <= limits.maxBody else { return }
+  mutating func insert(_ answer: StoredAnswer, id: String, nowMs: Int64) {
+    guard answer.body.count <= limits.maxBody else { return }
     remove(id)
-    let size = Self.footprint(response)
+    let size = Self.footprint(answer)
     if entries.count >= limits.maxEntries || bytes + size > limits.maxBytes {
       // Expired entries first (they are never served again), then everything.
       dropExpired(nowMs: nowMs)
       if entries.count >= limits.maxEntries || bytes + size > limits.maxBytes { removeAll() }
     }
-    entries[id] = Entry(response: response, atMs: nowMs, size: size)
+    entries[id] = Entry(answer: answer, atMs: nowMs, size: size)
     bytes += size
   }
 
@@ -76,7 +76,7 @@ struct RecentAnswers {
 
   /// The bytes an entry holds: its body and its header text, plus a little per field (the
   /// dictionary's own overhead is bounded by `maxEntries`).
-  static func footprint(_ response: CachedResponse) -> Int {
-    response.headers.reduce(response.body.count) { $0 + $1.name.utf8.count + $1.value.utf8.count + 32 }
+  static func footprint(_ answer: StoredAnswer) -> Int {
+    answer.headers.reduce(answer.body.count) { $0 + $1.name.utf8.count + $1.value.utf8.count + 32 }
   }
 }

@@ -25,8 +25,8 @@ public enum RequestCollapsing {
   }
 
   /// How long a waiter waits before it gives up like the leader would have: a connect and
-  /// a response, twice (the leader may retry once on a fresh connection).
-  public static func waiterPatience(connectTimeout: Duration, responseTimeout: Duration) -> Duration {
-    (connectTimeout + responseTimeout) * 2
+  /// an answer, twice (the leader may retry once on a fresh connection).
+  public static func waiterPatience(connectTimeout: Duration, answerTimeout: Duration) -> Duration {
+    (connectTimeout + answerTimeout) * 2
   }
 }

@@ -49,7 +49,7 @@ public enum EnvelopeBodyPlan: Equatable, Sendable {
 }
 
 /// The envelope rules as pure functions of the upstream's status, headers and body, so the
-/// same code answers live responses and stored ones.
+/// same code wraps live answers and stored ones.
 public enum EnvelopeRenderer {
   /// How upstream bodies are checked. Lone surrogate escapes (`"\ud83d"`, what JavaScript and
   /// Python write for a string cut inside an emoji) are allowed: RFC 8259's grammar admits

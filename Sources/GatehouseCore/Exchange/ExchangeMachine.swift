@@ -59,7 +59,7 @@ struct ExchangeMachine {
     // The store and the pool answer at once; a token wait is bounded by the token's refresh.
     case .waiting(.store), .waiting(.token), .waiting(.breakers), .waiting(.connection): return .none
     case .forwarding(request: .streaming, _): return .requestUpload
-    case .forwarding(request: .complete, _): return .upstreamResponse
+    case .forwarding(request: .complete, _): return .upstreamAnswer
     case .answeredLocally: return requestComplete ? .none : .drainBody
     }
   }
@@ -122,7 +122,7 @@ struct ExchangeMachine {
       return clientEnd()
     case .answerBegan:
       guard case .forwarding(let request, .notBegun) = phase else { return ExchangeActions() }
-      phase = .forwarding(request: request, response: .streaming)
+      phase = .forwarding(request: request, answer: .streaming)
       return ExchangeActions()
     case .answerEnded(let reusable):
       return answerEnded(reusable: reusable)
@@ -224,7 +224,7 @@ struct ExchangeMachine {
     connectionReused = reused
     tokenInHand = false
     bodyBytesKept = 0
-    phase = .forwarding(request: requestComplete ? .complete : .streaming, response: .notBegun)
+    phase = .forwarding(request: requestComplete ? .complete : .streaming, answer: .notBegun)
     var actions = continueIfAsked()
     actions.append(.writeUpstreamHead(asGET: facts.isHEAD && facts.route?.enveloped == true))
     if requestComplete && facts.hasBody { actions.append(.endUpstreamBody) }
@@ -267,8 +267,8 @@ struct ExchangeMachine {
     switch phase {
     case .waiting(.bodyReadAhead):
       return proceed(fresh: false)
-    case .forwarding(.streaming, let response):
-      phase = .forwarding(request: .complete, response: response)
+    case .forwarding(.streaming, let answer):
+      phase = .forwarding(request: .complete, answer: answer)
       return ExchangeActions(.endUpstreamBody)
     case .answeredLocally:
       return finish()
@@ -321,15 +321,15 @@ struct ExchangeMachine {
     -> ExchangeActions
   {
     switch phase {
-    case .forwarding(_, let response):
-      if response == .streaming && answerOut {
+    case .forwarding(_, let answer):
+      if answer == .streaming && answerOut {
         // Part of the answer is out: cutting the connection is the only honest signal left.
         phase = .done
         return ExchangeActions(.discardUpstream, .abortClient) + finish()
       }
       if failure == .closed
         && UpstreamRetryPolicy.shouldRetry(
-          idempotent: facts.idempotent, connectionWasReused: connectionReused, responseBytesReceived: received,
+          idempotent: facts.idempotent, connectionWasReused: connectionReused, answerBytesReceived: received,
           bodyReplayable: !facts.hasBody, attempts: attempts)
       {
         breakersAdmitted = false
@@ -377,7 +377,7 @@ struct ExchangeMachine {
       requestComplete = true
       return ExchangeActions(.closeAfterAnswer(drainInput: true)) + finish()
     // Told apart by the driver, which reports them as failures.
-    case .collapsedWait, .connectionQueue, .upstreamResponse:
+    case .collapsedWait, .connectionQueue, .upstreamAnswer:
       return ExchangeActions()
     }
   }

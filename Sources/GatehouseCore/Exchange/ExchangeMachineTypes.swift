@@ -71,7 +71,7 @@ extension ExchangeMachine {
 
   /// The client's answer: nothing of it out yet (the upstream's head may be in, its body
   /// being gathered for the envelope), its head out and the rest following, or all out.
-  enum ResponseProgress: Equatable {
+  enum AnswerProgress: Equatable {
     case notBegun
     case streaming
   }
@@ -79,7 +79,7 @@ extension ExchangeMachine {
   enum Phase: Equatable {
     case admitted
     case waiting(Wait)
-    case forwarding(request: RequestProgress, response: ResponseProgress)
+    case forwarding(request: RequestProgress, answer: AnswerProgress)
     case answeredLocally
     case done
   }
@@ -226,7 +226,7 @@ extension ExchangeMachine {
     case connectionQueue
     /// The body must keep coming (idle between reads, and `body_timeout_ms` in all).
     case requestUpload
-    case upstreamResponse
+    case upstreamAnswer
     /// A local answer is out; the rest of the body has the idle timeout to arrive.
     case drainBody
   }

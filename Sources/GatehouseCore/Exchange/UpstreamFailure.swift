@@ -5,7 +5,7 @@ enum UpstreamFailure: Equatable {
   case unavailable
   case closed
   case timedOut
-  case invalidResponse
+  case invalidAnswer
   /// Refused without a connect attempt: the circuit is open.
   case circuitOpen
   /// Refused without a connect attempt: the health checks call the upstream down.
@@ -21,7 +21,7 @@ enum UpstreamFailure: Equatable {
     case .unavailable: return "unavailable"
     case .closed: return "reset"
     case .timedOut: return "timeout"
-    case .invalidResponse: return "invalid_response"
+    case .invalidAnswer: return "invalid_response"
     case .circuitOpen: return "circuit_open"
     case .unhealthy: return "unhealthy"
     case .connectTimedOut: return "timeout"
@@ -35,8 +35,8 @@ enum UpstreamFailure: Equatable {
     switch self {
     case .unavailable: return .connectRefused
     case .closed: return .reset
-    case .timedOut: return .responseTimeout
-    case .invalidResponse: return .badResponse
+    case .timedOut: return .answerTimeout
+    case .invalidAnswer: return .badAnswer
     case .circuitOpen: return .circuitOpen
     case .unhealthy: return .unhealthy
     case .connectTimedOut: return .connectTimeout
@@ -49,17 +49,17 @@ enum UpstreamFailure: Equatable {
   var breakerScope: BreakerScope {
     switch self {
     case .unavailable, .connectTimedOut: return .upstream
-    case .closed, .timedOut, .invalidResponse: return .route
+    case .closed, .timedOut, .invalidAnswer: return .route
     case .circuitOpen, .unhealthy, .busy: return .none
     }
   }
 
   /// The gateway's own answer when nothing better (a stored answer, a stub) is at hand.
-  var answer: GatewayResponse.Failure {
+  var answer: GatewayAnswer.Failure {
     switch self {
     case .timedOut, .connectTimedOut: return .upstreamTimedOut
     case .busy: return .upstreamBusy
-    case .unavailable, .closed, .invalidResponse, .circuitOpen, .unhealthy: return .upstreamUnavailable
+    case .unavailable, .closed, .invalidAnswer, .circuitOpen, .unhealthy: return .upstreamUnavailable
     }
   }
 }
@@ -80,7 +80,7 @@ extension UpstreamFailure {
       // `unavailable`), which a reset of an established exchange is not.
       return (.unavailable, "cannot connect: \(error.description)")
     case .closedByOwner, .hangup, .failed, .loopStopped:
-      return (received ? .invalidResponse : .closed, nil)
+      return (received ? .invalidAnswer : .closed, nil)
     }
   }
 }

@@ -14,12 +14,12 @@ public enum LocalAnswerReason: String, Sendable, Hashable, CaseIterable {
   /// The TLS handshake with an https upstream failed (certificate, protocol).
   case tlsFailed = "tls_failed"
   /// No answer head within `response_timeout_ms`.
-  case responseTimeout = "response_timeout"
+  case answerTimeout = "response_timeout"
   /// The upstream closed or reset the connection before its answer.
   case reset
   /// The upstream's bytes were no HTTP answer, or its body could not be used (invalid
   /// JSON or a corrupt gzip body for the envelope, too large to wrap).
-  case badResponse = "bad_response"
+  case badAnswer = "bad_response"
   /// The upstream answered 5xx and a stored answer was served instead (`cache: STALE`).
   case upstreamError = "upstream_error"
   case tokenUnavailable = "token_unavailable"

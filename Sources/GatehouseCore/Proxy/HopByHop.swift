@@ -36,14 +36,14 @@ public enum HopByHop {
     "expect",
   ])
 
-  /// Fields of an upstream response the client never sees: the one the gateway sets itself
+  /// Fields of an upstream answer the client never sees: the one the gateway sets itself
   /// (`X-Request-Id`), and the upstream's `Server` and `X-Powered-By` — which software
   /// answers behind the gateway is none of the client's business, and a version number
   /// there tells an attacker which published flaws to try (nginx hides `Server`; hiding
   /// `X-Powered-By` is the usual hardening on top). `X-Gatehouse-Cache` is the gateway's
   /// to set too: a backend's own would make a client (or a cache before it) read a `HIT`
   /// the gateway never served, or two values.
-  public static let gatewayResponseFields: HeaderNameSet = HeaderNameSet([
+  public static let gatewayAnswerFields: HeaderNameSet = HeaderNameSet([
     "x-request-id", "server", "x-powered-by", "x-gatehouse-cache",
   ])
 

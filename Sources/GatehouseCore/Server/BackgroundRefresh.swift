@@ -23,7 +23,7 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
   private var clientAddress: [UInt8] = []
   private var upstream: UpstreamConnection?
   private var pool: UpstreamPool?
-  private var parser = HTTPResponseParser(limits: Exchange.upstreamResponseLimits)
+  private var parser = HTTPResponseParser(limits: Exchange.upstreamAnswerLimits)
   private var head: HTTPResponseHead?
   private var body: [UInt8] = []
   private var received = false
@@ -79,9 +79,9 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
       guard !finished else { return }
       perform(action)
     }
-    if !finished, machine.deadline == .upstreamResponse, timer == nil, let pool {
+    if !finished, machine.deadline == .upstreamAnswer, timer == nil, let pool {
       // Strong: `finish` cancels the timer, which then lets go of this refresh.
-      timer = context.loop.scheduleTimer(after: pool.plan.responseTimeout) { [self] in fail(.timedOut) }
+      timer = context.loop.scheduleTimer(after: pool.plan.answerTimeout) { [self] in fail(.timedOut) }
     }
   }
 
@@ -156,7 +156,7 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
   private func writeHead() {
     guard let request, let plan, let pool, let connection = upstream?.connection else { return }
     // A retry starts its answer afresh.
-    parser = HTTPResponseParser(limits: Exchange.upstreamResponseLimits)
+    parser = HTTPResponseParser(limits: Exchange.upstreamAnswerLimits)
     head = nil
     received = false
     var token: UpstreamRequestWriter.TokenLine?
@@ -186,15 +186,15 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
       do {
         step = try parser.parse(UnsafeRawBufferPointer(rebasing: bytes[offset...]))
       } catch {
-        fail(.invalidResponse)
+        fail(.invalidAnswer)
         return bytes.count
       }
       let start = offset
       offset += step.consumed
       guard let event = step.event else { return bytes.count }
       switch event {
-      case .head(let responseHead):
-        if !responseHead.isInformational { head = responseHead }
+      case .head(let answerHead):
+        if !answerHead.isInformational { head = answerHead }
       case .body(let range):
         keep(UnsafeRawBufferPointer(rebasing: bytes[(start + range.lowerBound)..<(start + range.upperBound)]))
       case .end:
@@ -230,7 +230,7 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
         return
       }
     } catch {}
-    fail(head == nil ? .closed : .invalidResponse)
+    fail(head == nil ? .closed : .invalidAnswer)
   }
 
   func upstreamDidClose(_ upstream: UpstreamConnection, reason: ConnectionCloseReason) {

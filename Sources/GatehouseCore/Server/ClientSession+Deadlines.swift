@@ -9,7 +9,7 @@ extension ClientSession {
 
   func flushOutput() {
     guard !context.output.isEmpty else { return }
-    if let exchange, exchange.machine.answerBegan { exchange.responseFlushed = true }
+    if let exchange, exchange.machine.answerBegan { exchange.answerFlushed = true }
     context.output.withUnsafeBytes { _ = server.write($0) }
     context.output.removeAll(keepingCapacity: true)
   }
@@ -30,7 +30,7 @@ extension ClientSession {
     // Only the exchange whose answer is being read may pause a pipelined connection.
     guard let leased = exchange?.upstream, leased.owner === self, let upstream = leased.connection else { return }
     upstream.pauseReading()
-    // The upstream's response timeout does not run while the client is behind: the
+    // The upstream's answer timeout does not run while the client is behind: the
     // connection's write deadline bounds that wait.
     server.setResponderDeadline(at: 0)
     stalledSince = loop.iterationTime
@@ -59,8 +59,8 @@ extension ClientSession {
     guard let exchange, let leased = exchange.upstream, leased.owner === self, let upstream = leased.connection
     else { return }
     upstream.resumeReading()
-    if wasStalled, exchange.machine.deadline == .upstreamResponse,
-      let timeout = exchange.pool?.plan.responseTimeoutNanoseconds
+    if wasStalled, exchange.machine.deadline == .upstreamAnswer,
+      let timeout = exchange.pool?.plan.answerTimeoutNanoseconds
     {
       setDeadline(.exchange, nanoseconds: timeout)
     }
@@ -92,12 +92,12 @@ extension ClientSession {
   }
 
   /// A request written behind others on a pipelined upstream connection waited its
-  /// patience: if its turn came, the response timeout applies from when it went out (or,
+  /// patience: if its turn came, the answer timeout applies from when it went out (or,
   /// once the answer streams, from now); if not, it goes again alone.
   func pipelineWaitPassed() {
     guard let exchange, let upstream = exchange.upstream, let pool = exchange.pool else { return }
     if upstream.owner === self {
-      let timeout = pool.plan.responseTimeoutNanoseconds
+      let timeout = pool.plan.answerTimeoutNanoseconds
       let due = exchange.machine.answerBegan ? loop.iterationTime &+ timeout : exchange.sentAt &+ timeout
       guard due > loop.iterationTime else {
         upstreamFailed(.timedOut)

@@ -159,9 +159,9 @@ extension ClientSession {
       setDeadline(.exchange, nanoseconds: pool.plan.queueTimeoutNanoseconds)
     case .requestUpload:
       setUploadDeadline()
-    case .upstreamResponse:
+    case .upstreamAnswer:
       guard let pool = exchange.pool else { return }
-      armResponseDeadline(exchange, pool: pool)
+      armAnswerDeadline(exchange, pool: pool)
     case .drainBody:
       // The connection's idle timeout bounds the rest of the body.
       clearDeadline()
@@ -174,10 +174,10 @@ extension ClientSession {
   func exchangeDeadlinePassed() {
     guard let exchange else { return }
     switch exchange.machine.deadline {
-    case .upstreamResponse:
+    case .upstreamAnswer:
       // Still waiting behind another answer on a pipelined connection: the wait was the
       // answer in front's (slow, or its client reads slowly), so this request leaves the
-      // queue and goes again alone, with its own response timeout.
+      // queue and goes again alone, with its own answer timeout.
       if let upstream = exchange.upstream, upstream.owner !== self {
         exchange.upstream = nil
         exchange.pool?.discard(upstream, by: self)
@@ -317,9 +317,9 @@ extension ClientSession {
     if exchange.machine.attempts > 1 {
       // A retry: the parser may hold part of the earlier answer, and what was learnt from
       // it belongs to that attempt. (A new exchange's are new.)
-      exchange.responseParser = HTTPResponseParser(limits: Exchange.upstreamResponseLimits)
+      exchange.answerParser = HTTPResponseParser(limits: Exchange.upstreamAnswerLimits)
       exchange.upstreamStatus = nil
-      exchange.responseBytesReceived = false
+      exchange.answerBytesReceived = false
     }
     var token: UpstreamRequestWriter.TokenLine?
     if let use = plan.token, let grant = exchange.tokenGrant {
@@ -333,7 +333,7 @@ extension ClientSession {
     let method = exchange.head.method
     let upstreamMethod = asGET ? HTTPMethod.get : method
     exchange.suppressBody = upstreamMethod != method
-    exchange.responseParser.requestWasHEAD = upstreamMethod == .head
+    exchange.answerParser.requestWasHEAD = upstreamMethod == .head
     let framing = Self.upstreamFraming(exchange.head.bodyFraming)
     exchange.rechunkRequest = framing == .chunked
     context.scratch.removeAll(keepingCapacity: true)

@@ -8,7 +8,7 @@ import GatehouseStore
 extension ClientSession {
   /// Keeps the body for the envelope. A JSON success body that outgrows the buffer is
   /// switched to a wrapped stream when it can be; otherwise only its start is kept.
-  func bufferResponseBody(_ bytes: UnsafeRawBufferPointer, exchange: Exchange) {
+  func bufferAnswerBody(_ bytes: UnsafeRawBufferPointer, exchange: Exchange) {
     guard let policy = exchange.envelope else {
       exchange.bufferedBody.append(contentsOf: bytes)
       return
@@ -68,7 +68,7 @@ extension ClientSession {
       try exchange.streamValidator?.feed(piece)
     } catch {
       // The cut answer's access line says why (its status is the 200 already sent).
-      exchange.reason = .badResponse
+      exchange.reason = .badAnswer
       abort()
       return false
     }
@@ -89,7 +89,7 @@ extension ClientSession {
       let close = answerEndsConnection(exchange)
       exchange.bodyPlan = .passThrough
       let length = Self.declaredLength(head).map { Int64(JSONEnvelopeWriter.successLength(datasCount: Int($0))) }
-      ClientResponseWriter.writeEnveloped(
+      ClientAnswerWriter.writeEnveloped(
         status: exchange.status, upstream: head, requestID: exchange.requestID,
         framing: length.map { .contentLength($0) } ?? .none, gzip: false, closeConnection: close,
         extraLines: Self.cacheLines(exchange.cacheResult), into: &context.output)
@@ -98,10 +98,10 @@ extension ClientSession {
     let framing = HTTPSerializer.framing(bodyLength: nil, allowsBody: true, peerVersion: exchange.head.version)
     let close = answerEndsConnection(exchange) || framing == .untilClose
     if close { server.closeAfterCurrentAnswer() }
-    exchange.rechunkResponse = framing == .chunked
+    exchange.rechunkAnswer = framing == .chunked
     exchange.bodyPlan = .streamWrapped
     exchange.streamValidator = JSONStreamingValidator(options: EnvelopeRenderer.validation)
-    ClientResponseWriter.writeEnveloped(
+    ClientAnswerWriter.writeEnveloped(
       status: exchange.status, upstream: head, requestID: exchange.requestID, framing: framing, gzip: false,
       closeConnection: close, extraLines: Self.cacheLines(exchange.cacheResult), into: &context.output)
     appendWrapped(Array(#"{"code":0,"datas":"#.utf8), exchange: exchange)
@@ -112,9 +112,9 @@ extension ClientSession {
     // chunk it would end the body.
     if exchange.suppressBody || bytes.isEmpty { return }
     let before = context.output.count
-    if exchange.rechunkResponse { HTTPSerializer.writeChunkHeader(size: bytes.count, into: &context.output) }
+    if exchange.rechunkAnswer { HTTPSerializer.writeChunkHeader(size: bytes.count, into: &context.output) }
     context.output.append(contentsOf: bytes)
-    if exchange.rechunkResponse { HTTPSerializer.writeChunkTrailer(into: &context.output) }
+    if exchange.rechunkAnswer { HTTPSerializer.writeChunkTrailer(into: &context.output) }
     exchange.bodyBytes += Int64(bytes.count)
     exchange.bytesSent += Int64(context.output.count - before)
   }
@@ -166,7 +166,7 @@ extension ClientSession {
         }
       }
       let allowsBody = HTTPSerializer.statusAllowsBody(head.status)
-      ClientResponseWriter.write(
+      ClientAnswerWriter.write(
         head: head, requestID: exchange.requestID,
         framing: allowsBody && !headOnly ? .contentLength(Int64(exchange.bufferedBody.count)) : .none,
         headContentLength: headOnly && allowsBody ? Int64(exchange.bufferedBody.count) : nil, closeConnection: close,
@@ -193,7 +193,7 @@ extension ClientSession {
       body = compressed
       gzip = true
     }
-    ClientResponseWriter.writeEnveloped(
+    ClientAnswerWriter.writeEnveloped(
       status: status, upstream: head, requestID: exchange.requestID, framing: .contentLength(Int64(body.count)),
       gzip: gzip, closeConnection: close, extraLines: extra, hiding: secret, into: &context.output)
     if !headOnly {

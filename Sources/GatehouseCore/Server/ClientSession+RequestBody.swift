@@ -50,11 +50,11 @@ extension ClientSession {
     }
   }
 
-  /// The whole request is with the upstream: its answer is due within the response
+  /// The whole request is with the upstream: its answer is due within the answer
   /// timeout, and one pipelined behind other answers gets its turn within the queue's
   /// patience or goes alone (a slow answer in front must not hold it for long).
-  func armResponseDeadline(_ exchange: Exchange, pool: UpstreamPool) {
-    let timeout = pool.plan.responseTimeoutNanoseconds
+  func armAnswerDeadline(_ exchange: Exchange, pool: UpstreamPool) {
+    let timeout = pool.plan.answerTimeoutNanoseconds
     if exchange.waitedBehindAnother, exchange.upstream?.owner !== self {
       setDeadline(.pipelineWait, nanoseconds: min(timeout, PipelinePolicy.queuePatienceNanoseconds))
     } else {

@@ -61,7 +61,7 @@ extension ClientSession {
   }
 
   /// A stored answer young enough for `stale_if_error_s`, when the upstream failed.
-  func staleAnswer(for exchange: Exchange) -> CachedResponse? {
+  func staleAnswer(for exchange: Exchange) -> StoredAnswer? {
     guard let key = exchange.cacheKey, let routeIndex = exchange.routeIndex,
       let cache = exchange.snapshot.routePlans[routeIndex].cache, cache.staleIfErrorMs > 0,
       let store = context.store
@@ -80,7 +80,7 @@ extension ClientSession {
     switch exchange.bodyPlan {
     case .buffer:
       guard let head = exchange.bufferedHead, !exchange.bufferedTruncated,
-        !exchange.responseParser.requestWasHEAD,
+        !exchange.answerParser.requestWasHEAD,
         CacheStorability.isStorable(status: status, headers: head.headers, keyed: Self.keyedNames(exchange))
       else { return nil }
       return (head, exchange.bufferedBody)
@@ -153,7 +153,7 @@ extension ClientSession {
     context.metrics.collapsed &+= 1
     exchange.collapsePatience = EventLoop.nanoseconds(
       of: RequestCollapsing.waiterPatience(
-        connectTimeout: pool.plan.connectTimeout, responseTimeout: pool.plan.responseTimeout))
+        connectTimeout: pool.plan.connectTimeout, answerTimeout: pool.plan.answerTimeout))
     return true
   }
 
@@ -189,7 +189,7 @@ extension ClientSession {
   static let maxInitialAge: Int64 = 315_360_000
 
   /// Answers from the store: the stored upstream answer, through the route's envelope.
-  func serveStored(_ stored: CachedResponse, result: CacheResult) {
+  func serveStored(_ stored: StoredAnswer, result: CacheResult) {
     guard let exchange else { return }
     exchange.cacheResult = result
     // The gateway says how old the answer is now: the Age and Warning the upstream sent
@@ -260,7 +260,7 @@ extension ClientSession {
       }
       guard chargeKeptAnswer(body.count, exchange: exchange) else { return }
       exchange.status = head.status
-      ClientResponseWriter.write(
+      ClientAnswerWriter.write(
         head: head, requestID: exchange.requestID, framing: headOnly ? .none : .contentLength(Int64(body.count)),
         headContentLength: headOnly ? Int64(body.count) : nil, closeConnection: close, extraLines: extra,
         except: except, into: &context.output)

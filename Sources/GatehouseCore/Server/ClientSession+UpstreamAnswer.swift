@@ -13,12 +13,12 @@ extension ClientSession {
       upstream.pool.discard(upstream, by: self)
       return bytes.count
     }
-    exchange?.responseBytesReceived = true
+    exchange?.answerBytesReceived = true
     // Until the client has the head, `response_timeout_ms` bounds the whole wait, however
     // slowly the upstream trickles bytes; once the answer streams to the client it bounds
     // the silence between reads (a large body may take long, but must keep moving).
     if let exchange, exchange.machine.answerBegan, deadlineKind == .exchange,
-      exchange.machine.deadline == .upstreamResponse, let timeout = exchange.pool?.plan.responseTimeoutNanoseconds
+      exchange.machine.deadline == .upstreamAnswer, let timeout = exchange.pool?.plan.answerTimeoutNanoseconds
     {
       setDeadline(.exchange, nanoseconds: timeout)
     }
@@ -26,7 +26,7 @@ extension ClientSession {
     while offset <= bytes.count {
       let step: (step: HTTPParseStep, consumed: Int)
       do {
-        step = try exchange!.responseParser.next(UnsafeRawBufferPointer(rebasing: bytes[offset...]))
+        step = try exchange!.answerParser.next(UnsafeRawBufferPointer(rebasing: bytes[offset...]))
       } catch {
         upstreamSentInvalidAnswer(upstream, error)
         return bytes.count
@@ -38,13 +38,13 @@ extension ClientSession {
         flushOutput()
         return bytes.count
       case .head:
-        let head = exchange!.responseParser.takeHead()
+        let head = exchange!.answerParser.takeHead()
         if head.isInformational { continue }
         exchange!.headAt = loop.iterationTime
         upstream.lastAnswerWasHTTP11 = head.version == .http1_1
-        guard beginResponse(head) else { return bytes.count }
+        guard beginUpstreamAnswer(head) else { return bytes.count }
       case .body(let range):
-        appendResponseBody(
+        appendAnswerBody(
           UnsafeRawBufferPointer(rebasing: bytes[(start + range.lowerBound)..<(start + range.upperBound)]))
         guard self.exchange?.upstream === upstream else { return bytes.count }
       case .end:
@@ -59,7 +59,7 @@ extension ClientSession {
         } else {
           reusable = HTTPSerializer.statusAllowsBody(exchange?.upstreamStatus ?? 200)
         }
-        completeResponse(upstreamReusable: reusable)
+        completeUpstreamAnswer(upstreamReusable: reusable)
         return offset
       }
     }
@@ -70,15 +70,15 @@ extension ClientSession {
   func upstreamDidReadEOF(_ upstream: UpstreamConnection) {
     guard exchange?.upstream === upstream else { return }
     do {
-      if case .end? = try exchange!.responseParser.finish() {
-        completeResponse(upstreamReusable: false)
+      if case .end? = try exchange!.answerParser.finish() {
+        completeUpstreamAnswer(upstreamReusable: false)
         return
       }
-    } catch  where exchange?.responseBytesReceived == true {
+    } catch  where exchange?.answerBytesReceived == true {
       upstreamSentInvalidAnswer(upstream, error)
       return
     } catch {}
-    upstreamFailed(exchange?.responseBytesReceived == true ? .invalidResponse : .closed)
+    upstreamFailed(exchange?.answerBytesReceived == true ? .invalidAnswer : .closed)
   }
 
   /// The upstream's bytes are no HTTP answer: logged with what was wrong (fixed texts, never
@@ -87,12 +87,12 @@ extension ClientSession {
     context.shared.logger.warn(
       "upstream sent an invalid answer",
       ["upstream": .string(upstream.pool.plan.name), "error": .string(error.description)])
-    upstreamFailed(.invalidResponse, detail: "invalid answer: \(error.description)")
+    upstreamFailed(.invalidAnswer, detail: "invalid answer: \(error.description)")
   }
 
   func upstreamDidClose(_ upstream: UpstreamConnection, reason: ConnectionCloseReason) {
     guard let exchange, exchange.upstream === upstream else { return }
-    let (failure, detail) = UpstreamFailure.of(reason, received: exchange.responseBytesReceived)
+    let (failure, detail) = UpstreamFailure.of(reason, received: exchange.answerBytesReceived)
     if case .tlsFailed(let error) = reason {
       context.shared.logger.warn(
         "upstream TLS failed", ["upstream": .string(upstream.pool.plan.name), "error": .string(error.description)])
@@ -117,20 +117,20 @@ extension ClientSession {
     exchange.waitedBehindAnother = false
     // The parser may have seen the end of the old connection (or bytes that were no
     // answer): the answer on the new one starts from scratch.
-    exchange.responseParser = HTTPResponseParser(limits: Exchange.upstreamResponseLimits)
-    exchange.responseBytesReceived = false
+    exchange.answerParser = HTTPResponseParser(limits: Exchange.upstreamAnswerLimits)
+    exchange.answerBytesReceived = false
     run(.droppedFromPipeline)
   }
 
   /// Returns false when the exchange no longer reads this upstream answer.
   @discardableResult
-  private func beginResponse(_ head: HTTPResponseHead) -> Bool {
+  private func beginUpstreamAnswer(_ head: HTTPResponseHead) -> Bool {
     guard let exchange else { return false }
     self.exchange?.upstreamStatus = head.status
     self.exchange?.upstreamKeepAlive = head.keepAlive
     exchange.answerFollowsDoubt = exchange.upstream?.followsDoubtfulAnswer == true
     exchange.answerLeavesDoubt = UpstreamAnswerDoubt.leavesDoubt(
-      requestWasHEAD: exchange.responseParser.requestWasHEAD, status: head.status,
+      requestWasHEAD: exchange.answerParser.requestWasHEAD, status: head.status,
       announcedLength: head.contentLength, announcesChunked: head.headers.contains("transfer-encoding"))
     if let routeIndex = exchange.routeIndex, let use = exchange.snapshot.routePlans[routeIndex].token {
       if use.invalidStatuses.contains(head.status) {
@@ -157,7 +157,7 @@ extension ClientSession {
       run(.answerReplaced(.stored, reusable: nil))
       return false
     }
-    if exchange.hasCacheKey && !exchange.responseParser.requestWasHEAD
+    if exchange.hasCacheKey && !exchange.answerParser.requestWasHEAD
       && CacheStorability.isStorable(status: head.status, headers: head.headers, keyed: Self.keyedNames(exchange))
     {
       exchange.teeBody = []
@@ -203,7 +203,7 @@ extension ClientSession {
     }
     let close = answerEndsConnection(exchange) || framing == .untilClose
     if close { server.closeAfterCurrentAnswer() }
-    exchange.rechunkResponse = rechunk
+    exchange.rechunkAnswer = rechunk
     exchange.status = head.status
     exchange.upstreamStatus = head.status
     exchange.upstreamKeepAlive = head.keepAlive
@@ -216,7 +216,7 @@ extension ClientSession {
       exchange.bodyMasker = StreamingSecretMasker(secrets: [secret])
     }
     let before = context.output.count
-    ClientResponseWriter.write(
+    ClientAnswerWriter.write(
       head: head, requestID: exchange.requestID, framing: framing, headContentLength: headLength,
       closeConnection: close, extraLines: Self.cacheLines(exchange.cacheResult),
       hiding: Self.tokenToHide(exchange, upstreamStatus: head.status), into: &context.output)
@@ -226,11 +226,11 @@ extension ClientSession {
 
   /// Small pieces are gathered so head and body usually leave in one write; big ones go
   /// straight from the read buffer.
-  private func appendResponseBody(_ bytes: UnsafeRawBufferPointer) {
+  private func appendAnswerBody(_ bytes: UnsafeRawBufferPointer) {
     guard let exchange else { return }
     switch exchange.bodyPlan {
     case .buffer:
-      bufferResponseBody(bytes, exchange: exchange)
+      bufferAnswerBody(bytes, exchange: exchange)
       return
     case .streamWrapped:
       if let start = exchange.bomFilter.filter(bytes) {
@@ -242,7 +242,7 @@ extension ClientSession {
         try exchange.streamValidator?.feed(bytes)
       } catch {
         // Invalid JSON mid-stream: cut the connection so the client never sees a last chunk.
-        exchange.reason = .badResponse
+        exchange.reason = .badAnswer
         abort()
         return
       }
@@ -262,7 +262,7 @@ extension ClientSession {
     }
     exchange.bodyBytes += Int64(bytes.count)
     exchange.bytesSent += Int64(bytes.count)
-    if exchange.rechunkResponse {
+    if exchange.rechunkAnswer {
       let before = context.output.count
       HTTPSerializer.writeChunkHeader(size: bytes.count, into: &context.output)
       // The chunk's size line and its closing CRLF.
@@ -272,27 +272,27 @@ extension ClientSession {
       context.output.append(contentsOf: bytes)
     } else {
       flushOutput()
-      exchange.responseFlushed = true
+      exchange.answerFlushed = true
       _ = connection?.write(bytes)
     }
-    if exchange.rechunkResponse { HTTPSerializer.writeChunkTrailer(into: &context.output) }
+    if exchange.rechunkAnswer { HTTPSerializer.writeChunkTrailer(into: &context.output) }
   }
 
   /// A piece of a masked body (see `bodyMasker`); an empty one (all held back) writes nothing.
   private func writeMaskedBody(_ piece: [UInt8], exchange: Exchange) {
     guard !piece.isEmpty else { return }
     let before = context.output.count
-    if exchange.rechunkResponse { HTTPSerializer.writeChunkHeader(size: piece.count, into: &context.output) }
+    if exchange.rechunkAnswer { HTTPSerializer.writeChunkHeader(size: piece.count, into: &context.output) }
     context.output.append(contentsOf: piece)
-    if exchange.rechunkResponse { HTTPSerializer.writeChunkTrailer(into: &context.output) }
+    if exchange.rechunkAnswer { HTTPSerializer.writeChunkTrailer(into: &context.output) }
     exchange.bodyBytes += Int64(piece.count)
     exchange.bytesSent += Int64(context.output.count - before)
   }
 
-  private func completeResponse(upstreamReusable: Bool) {
+  private func completeUpstreamAnswer(upstreamReusable: Bool) {
     guard let exchange else { return }
     if let pool = exchange.pool {
-      pool.recordResponseTime(loop.iterationTime &- exchange.sentAt)
+      pool.recordAnswerTime(loop.iterationTime &- exchange.sentAt)
       context.recordUpstreamAnswer(
         pool: pool, status: exchange.upstreamStatus ?? 0, route: Self.routeName(of: exchange))
     }
@@ -310,21 +310,21 @@ extension ClientSession {
     if tokenRefused, let policy = exchange.envelope {
       rendered = .unusable(
         status: policy.httpStatus(401),
-        body: GatewayResponse.errorBody(status: 401, message: GatewayResponse.Failure.tokenRejected.message))
+        body: GatewayAnswer.errorBody(status: 401, message: GatewayAnswer.Failure.tokenRejected.message))
     }
     var usable = !tokenRefused
     if case .unusable = rendered {
       usable = false
       // The answer written (or the stored one served instead) is the gateway's: the
       // upstream's could not be used.
-      exchange.reason = tokenRefused ? .tokenRejected : .badResponse
+      exchange.reason = tokenRefused ? .tokenRejected : .badAnswer
     }
     if usable {
       noteTokenAccepted(exchange)
     } else if exchange.collapseRole == .leading {
       // Waiters answer as an upstream failure would, except after a token rejection: that
       // is about the token, not the upstream, and each waiter asks with the current value.
-      exchange.collapseOutcome = tokenRefused ? .retry : .failed(.invalidResponse)
+      exchange.collapseOutcome = tokenRefused ? .retry : .failed(.invalidAnswer)
     }
     if !usable {
       // The last good answer is worth more than one the backend got wrong.
@@ -339,7 +339,7 @@ extension ClientSession {
     if let kept {
       rememberAnswer(kept, exchange: exchange)
     } else if usable, !exchange.answerFollowsDoubt, let key = exchange.cacheKey, let status = exchange.upstreamStatus,
-      (200..<300).contains(status), !exchange.responseParser.requestWasHEAD
+      (200..<300).contains(status), !exchange.answerParser.requestWasHEAD
     {
       context.store?.forget(key: key)
     }
@@ -352,7 +352,7 @@ extension ClientSession {
       do {
         try exchange.streamValidator?.finish()
       } catch {
-        exchange.reason = .badResponse
+        exchange.reason = .badAnswer
         abort()
         return
       }
@@ -363,7 +363,7 @@ extension ClientSession {
     if exchange.collapseRole == .leading, let kept {
       exchange.collapseOutcome = .answer(CollapsedAnswer(head: kept.head, body: kept.body, rendered: rendered))
     }
-    if exchange.rechunkResponse {
+    if exchange.rechunkAnswer {
       let before = context.output.count
       HTTPSerializer.writeLastChunk(into: &context.output)
       exchange.bytesSent += Int64(context.output.count - before)
@@ -383,7 +383,7 @@ extension ClientSession {
   func releaseUpstream(_ exchange: Exchange, upstreamReusable: Bool) {
     guard let upstream = exchange.upstream, let pool = exchange.pool else { return }
     exchange.upstream = nil
-    let reusable = upstreamReusable && exchange.upstreamKeepAlive && !exchange.responseParser.isClosed
+    let reusable = upstreamReusable && exchange.upstreamKeepAlive && !exchange.answerParser.isClosed
     pool.release(upstream, reusable: reusable, leavesDoubt: exchange.answerLeavesDoubt)
   }
 
@@ -400,7 +400,7 @@ extension ClientSession {
     exchange.bufferCharge = 0
     exchange.bufferedHead = nil
     exchange.bodyPlan = .passThrough
-    exchange.responseBytesReceived = false
+    exchange.answerBytesReceived = false
     return true
   }
 
@@ -419,7 +419,7 @@ extension ClientSession {
     // began while it was pipelined behind another: the upstream may never have read it
     // (it closed after the answer in front, or reset because requests were left unread),
     // or the bytes were left over from the answer in front. A safe request goes again alone.
-    if failure == .closed || failure == .invalidResponse, exchange.waitedBehindAnother,
+    if failure == .closed || failure == .invalidAnswer, exchange.waitedBehindAnother,
       exchange.upstreamStatus == nil
     {
       sendAgainAlone(exchange)
@@ -430,12 +430,12 @@ extension ClientSession {
     if let pool = exchange.pool {
       context.recordUpstreamFailure(failure, pool: pool, route: Self.routeName(of: exchange), detail: detail)
     }
-    if exchange.machine.answerBegan && !exchange.responseFlushed {
+    if exchange.machine.answerBegan && !exchange.answerFlushed {
       // The answer's head is only staged (the upstream broke within the read that brought
       // it): dropped, so the client gets the answer the machine picks instead of a cut
       // connection.
       context.output.removeAll(keepingCapacity: true)
-      exchange.rechunkResponse = false
+      exchange.rechunkAnswer = false
       exchange.bytesSent = 0
       exchange.bodyBytes = 0
     }
@@ -445,7 +445,7 @@ extension ClientSession {
     exchange.storedAnswer = staleAnswer(for: exchange)
     run(
       .upstreamFailed(
-        failure, staleAvailable: exchange.storedAnswer != nil, received: exchange.responseBytesReceived,
-        answerOut: exchange.responseFlushed))
+        failure, staleAvailable: exchange.storedAnswer != nil, received: exchange.answerBytesReceived,
+        answerOut: exchange.answerFlushed))
   }
 }

@@ -103,7 +103,7 @@ final class ClientSession: HTTP1ServerResponder, UpstreamExchangeOwner {
   func serverRefusedRequest(_ error: HTTPParseError) {
     let requestID = exchange?.requestID ?? context.requestIDs.next()
     var out: [UInt8] = []
-    let body = GatewayResponse.writeFailure(
+    let body = GatewayAnswer.writeFailure(
       .badRequest(error), requestID: requestID, closeConnection: true, into: &out)
     let dropped = exchange
     if let exchange {
@@ -129,7 +129,7 @@ final class ClientSession: HTTP1ServerResponder, UpstreamExchangeOwner {
   func serverRequestTimedOut() {
     let requestID = context.requestIDs.next()
     var out: [UInt8] = []
-    let body = GatewayResponse.writeFailure(.headerTimeout, requestID: requestID, closeConnection: true, into: &out)
+    let body = GatewayAnswer.writeFailure(.headerTimeout, requestID: requestID, closeConnection: true, into: &out)
     server.write(out)
     logLocal(status: 408, reason: .requestTimeout, requestID: requestID, bytes: out.count, bodyBytes: body)
   }
@@ -269,7 +269,7 @@ final class ClientSession: HTTP1ServerResponder, UpstreamExchangeOwner {
   // MARK: Answers made here
 
   /// `reason` says why, for the access line and `gatehouse_local_answers_total`.
-  func respondLocally(failure: GatewayResponse.Failure, reason: LocalAnswerReason, extraHeaders: [UInt8] = []) {
+  func respondLocally(failure: GatewayAnswer.Failure, reason: LocalAnswerReason, extraHeaders: [UInt8] = []) {
     exchange?.reason = reason
     // On `always_200` routes the gateway's own errors also travel as HTTP 200, the status
     // only in `code`.
@@ -277,7 +277,7 @@ final class ClientSession: HTTP1ServerResponder, UpstreamExchangeOwner {
     // On a route with a cache this answer did not come from the store: say so, as every
     // answer of such a route does.
     respondLocally(
-      status: status, body: GatewayResponse.errorBody(status: failure.status, message: failure.message),
+      status: status, body: GatewayAnswer.errorBody(status: failure.status, message: failure.message),
       extraHeaders: Self.cacheLines(exchange?.cacheResult) + extraHeaders)
   }
 
@@ -287,7 +287,7 @@ final class ClientSession: HTTP1ServerResponder, UpstreamExchangeOwner {
     guard let exchange else { return }
     let close = beginAnswer(.whole)
     context.output.removeAll(keepingCapacity: true)
-    GatewayResponse.write(
+    GatewayAnswer.write(
       status: status, body: body, requestID: exchange.requestID, closeConnection: close,
       headOnly: exchange.head.method == .head, extraHeaders: extraHeaders, into: &context.output)
     exchange.status = status

@@ -21,23 +21,23 @@ final class Exchange {
   /// This answer leaves its connection in doubt, or follows one that did (`UpstreamAnswerDoubt`).
   var answerLeavesDoubt = false
   var answerFollowsDoubt = false
-  /// When the request went to the upstream (loop time), for its response-time average.
+  /// When the request went to the upstream (loop time), for its answer-time average.
   var sentAt: UInt64 = 0
   /// Was pipelined behind an answer after which the connection ended: it goes alone now.
   var pipelineDropped = false
   /// The request was written behind another one on its connection (a pipelined batch).
   var waitedBehindAnother = false
   /// Upstream answers may have larger heads than client requests.
-  static let upstreamResponseLimits = HTTPLimits(maxHeaderBytes: 65536)
-  var responseParser = HTTPResponseParser(limits: Exchange.upstreamResponseLimits)
-  var responseBytesReceived = false
+  static let upstreamAnswerLimits = HTTPLimits(maxHeaderBytes: 65536)
+  var answerParser = HTTPResponseParser(limits: Exchange.upstreamAnswerLimits)
+  var answerBytesReceived = false
   var rechunkRequest = false
   /// The request was written on a connection shared with other requests (pipelined).
   var pipelinedWrite = false
   /// Some of the answer left for the client; until then a started answer is only staged in
   /// the loop's output buffer and can still give way to an error answer.
-  var responseFlushed = false
-  var rechunkResponse = false
+  var answerFlushed = false
+  var rechunkAnswer = false
   var upstreamKeepAlive = false
   var status = 0
   var upstreamStatus: Int?
@@ -96,7 +96,7 @@ final class Exchange {
   /// When the whole request body must have arrived (`limits.body_timeout_ms`); 0 for none.
   var bodyDeadline: UInt64 = 0
   /// The stored answer the machine may serve (a fresh hit, or one for a failure).
-  var storedAnswer: CachedResponse?
+  var storedAnswer: StoredAnswer?
   /// The answer of the exchange a collapsed request waited for.
   var collapsedAnswer: CollapsedAnswer?
   /// How long a collapsed request waits for its leader (loop nanoseconds).

@@ -10,7 +10,7 @@ import GatehouseStore
 /// so they run on the control loop, never on a loop that serves requests.
 extension GatewayServer {
   package func cache(
-    _ endpoint: AdminEndpoint, query: [String: String], completion: @escaping @Sendable (AdminResponse) -> Void
+    _ endpoint: AdminEndpoint, query: [String: String], completion: @escaping @Sendable (AdminAnswer) -> Void
   ) {
     guard let store = shared.store else {
       completion(.error(503, "the store is not open; see the start-up log"))
@@ -129,7 +129,7 @@ extension GatewayServer {
   /// route's entries are found as `CacheEntryRoutes` maps them: listed by the route's
   /// literal upstream path prefix, kept when they map to the route, then purged by id.
   private func purgeRoute(
-    _ name: String, store: Store, completion: @escaping @Sendable (AdminResponse) -> Void
+    _ name: String, store: Store, completion: @escaping @Sendable (AdminAnswer) -> Void
   ) {
     let config = currentSnapshot.config
     let routes = CacheEntryRoutes(config: config)
@@ -139,9 +139,9 @@ extension GatewayServer {
         names.contains(name)
         ? "route \(name) has no upstream, so it has no cache entries"
         : "no route \(name)" + NameSuggestion.hint(for: name, among: names)
-      var response = AdminResponse.error(404, message)
-      response.auditFacts = [("purged", .int(0))]
-      completion(response)
+      var answer = AdminAnswer.error(404, message)
+      answer.auditFacts = [("purged", .int(0))]
+      completion(answer)
       return
     }
     purge(completion: completion) {
@@ -166,21 +166,21 @@ extension GatewayServer {
   /// Runs a purge on the control loop, then makes every loop forget the answers it
   /// remembered so none is served after it was purged.
   private func purge(
-    completion: @escaping @Sendable (AdminResponse) -> Void, _ body: @escaping @Sendable () throws -> Int?,
+    completion: @escaping @Sendable (AdminAnswer) -> Void, _ body: @escaping @Sendable () throws -> Int?,
     notFound: @escaping @Sendable () -> String
   ) {
     onControl {
       do {
         guard let count = try body() else {
-          var response = AdminResponse.error(404, notFound())
-          response.auditFacts = [("purged", .int(0))]
-          completion(response)
+          var answer = AdminAnswer.error(404, notFound())
+          answer.auditFacts = [("purged", .int(0))]
+          completion(answer)
           return
         }
         self.gather({ context in context.store?.forgetRecent() }) { _ in
-          var response = AdminResponse.json(.object([("purged", .int(count))]))
-          response.auditFacts = [("purged", .int(count))]
-          completion(response)
+          var answer = AdminAnswer.json(.object([("purged", .int(count))]))
+          answer.auditFacts = [("purged", .int(count))]
+          completion(answer)
         }
       } catch let error as StoreError {
         completion(.error(500, "\(error.kind)"))

@@ -5,8 +5,7 @@ import GatehouseNet
 /// The token endpoints of the admin API (SPEC §6). They run on the control loop, where the
 /// token manager lives; no answer ever carries a token value.
 extension GatewayServer {
-  package func tokens(_ endpoint: AdminEndpoint, body: [UInt8], completion: @escaping @Sendable (AdminResponse) -> Void)
-  {
+  package func tokens(_ endpoint: AdminEndpoint, body: [UInt8], completion: @escaping @Sendable (AdminAnswer) -> Void) {
     nonisolated(unsafe) let manager = tokenManager
     switch endpoint {
     case .tokens:
@@ -35,13 +34,13 @@ extension GatewayServer {
       }
       onControl {
         let result = manager.setToken(named: name, value: request.value, expiresIn: request.expiresIn)
-        var response = Self.answer(result)
+        var answer = Self.answer(result)
         // The `admin action` line is the one record of an operator's set: it names the new
         // value by its fingerprint (the manager logs nothing of its own for admin calls).
         if case .success(let state) = result, let fingerprint = state.fingerprint {
-          response.auditFacts = [("fingerprint", .string(fingerprint))]
+          answer.auditFacts = [("fingerprint", .string(fingerprint))]
         }
-        completion(response)
+        completion(answer)
       }
     case .refreshToken(let name):
       onControl {
@@ -65,7 +64,7 @@ extension GatewayServer {
     return .object(members)
   }
 
-  static func answer(_ result: Result<TokenPublicState, TokenOperationError>) -> AdminResponse {
+  static func answer(_ result: Result<TokenPublicState, TokenOperationError>) -> AdminAnswer {
     switch result {
     case .success(let state):
       return .json(state.json)

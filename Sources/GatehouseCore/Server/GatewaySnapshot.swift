@@ -249,7 +249,7 @@ struct StubAnswer: Sendable {
       bytes.append(contentsOf: #","message":""}"#.utf8)
       body = bytes
     } else {
-      body = GatewayResponse.errorBody(status: stub.status, message: HTTPStatusPhrase.reason(for: stub.status))
+      body = GatewayAnswer.errorBody(status: stub.status, message: HTTPStatusPhrase.reason(for: stub.status))
     }
   }
 }
@@ -260,8 +260,8 @@ struct UpstreamPlan: Sendable {
   let address: SocketAddress
   let hostHeader: [UInt8]
   let connectTimeout: Duration
-  let responseTimeout: Duration
-  let responseTimeoutNanoseconds: UInt64
+  let answerTimeout: Duration
+  let answerTimeoutNanoseconds: UInt64
   let maxIdleConnections: Int
   let pipelineDepth: Int
   /// The TLS client settings of an `https` upstream, built once per config load (it
@@ -284,8 +284,8 @@ struct UpstreamPlan: Sendable {
     address = try Self.resolve(host: upstream.url.host, port: upstream.url.port)
     hostHeader = Array(upstream.url.hostHeader.utf8)
     connectTimeout = upstream.connectTimeout
-    responseTimeout = upstream.responseTimeout
-    responseTimeoutNanoseconds = EventLoop.nanoseconds(of: upstream.responseTimeout)
+    answerTimeout = upstream.answerTimeout
+    answerTimeoutNanoseconds = EventLoop.nanoseconds(of: upstream.answerTimeout)
     maxIdleConnections = upstream.maxIdleConnections
     pipelineDepth = upstream.pipelineDepth
     // Without a `circuit` block an upstream still gets a mild breaker, as operators expect

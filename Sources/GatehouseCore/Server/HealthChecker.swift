@@ -87,8 +87,8 @@ final class HealthChecker {
     let request = HTTPOneShotClient.Request(method: .get, target: check.target, headers: headers)
     let limits = HTTPOneShotClient.Limits(
       connectTimeout: check.plan.connectTimeout,
-      responseTimeout: min(check.plan.responseTimeout, check.config.interval),
-      maxResponseBytes: 64 * 1024)
+      answerTimeout: min(check.plan.answerTimeout, check.config.interval),
+      maxAnswerBytes: 64 * 1024)
     HTTPOneShotClient.send(request, to: check.plan.address, on: loop, limits: limits, tls: check.plan.tls) {
       [self] result in
       guard generation == self.generation else { return }
@@ -96,10 +96,10 @@ final class HealthChecker {
       let status: Int?
       let error: String?
       switch result {
-      case .success(let response):
-        success = (200..<300).contains(response.status)
-        status = response.status
-        error = success ? nil : "status \(response.status)"
+      case .success(let answer):
+        success = (200..<300).contains(answer.status)
+        status = answer.status
+        error = success ? nil : "status \(answer.status)"
       case .failure(let failure):
         success = false
         status = nil

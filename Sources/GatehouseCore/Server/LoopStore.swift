@@ -81,15 +81,15 @@ final class LoopStore {
   }
 
   /// The stored answer for `id`, or nil (also on any read error: a miss, never a failure).
-  func lookup(id: String, nowMs: Int64) -> CachedResponse? {
-    if let response = recent.lookup(id, nowMs: nowMs) { return response }
+  func lookup(id: String, nowMs: Int64) -> StoredAnswer? {
+    if let answer = recent.lookup(id, nowMs: nowMs) { return answer }
     if reader == nil { openReader() }
-    guard let response = reader?.lookup(id: id) else {
+    guard let answer = reader?.lookup(id: id) else {
       recent.remove(id)
       return nil
     }
-    recent.insert(response, id: id, nowMs: nowMs)
-    return response
+    recent.insert(answer, id: id, nowMs: nowMs)
+    return answer
   }
 
   /// Opens the reader unless a failed open's back-off is still running. The failure is
@@ -130,14 +130,14 @@ final class LoopStore {
     stored.reserveCapacity(headers.count)
     headers.withEachField { name, value in
       // Nor what a client never sees from the upstream (the gateway's own fields among them).
-      if HopByHop.isHopByHop(name) || HopByHop.gatewayResponseFields.contains(name) { return }
+      if HopByHop.isHopByHop(name) || HopByHop.gatewayAnswerFields.contains(name) { return }
       stored.append((String(decoding: name, as: UTF8.self), String(decoding: value, as: UTF8.self)))
     }
     guard store.remember(key: key, status: status, headers: stored, body: body) else { return }
     if written.count >= Self.memoLimit { written.removeAll(keepingCapacity: true) }
     written[key.id] = WrittenEntry(bodyHash: bodyHash, status: status, atMs: nowMs)
     recent.insert(
-      CachedResponse(status: status, headers: stored, body: body, storedAtMs: nowMs), id: key.id, nowMs: nowMs)
+      StoredAnswer(status: status, headers: stored, body: body, storedAtMs: nowMs), id: key.id, nowMs: nowMs)
   }
 
   /// The backend's newest good answer for `key` is one the store may not keep (too large,

@@ -32,7 +32,7 @@ final class UpstreamPool {
   /// The connection that pipelined requests of this loop turn join, with its bookkeeping.
   private var batch: PipelineBatch<ObjectIdentifier>
   private var batchConnection: UpstreamConnection?
-  private var responseTime = ResponseTimeAverage()
+  private var answerTime = AnswerTimeAverage()
   /// Sessions waiting for a connection while this loop's share of `max_connections` is
   /// open, oldest first (a slow client's exchange holds its connection; others queue
   /// behind a bound instead of opening ever more).
@@ -51,10 +51,10 @@ final class UpstreamPool {
     self.plan = plan
     state = UpstreamPoolState(maxIdle: plan.maxIdleConnections)
     batch = PipelineBatch(maxDepth: plan.pipelineDepth)
-    // A trial's outcome is in by a connect and a response, twice (one retry on a fresh
+    // A trial's outcome is in by a connect and an answer, twice (one retry on a fresh
     // connection); past that it is presumed lost and another request may try.
     let openNanoseconds = UInt64(CachePolicy.milliseconds(plan.circuitOpen)) * 1_000_000
-    let trialTimeout = EventLoop.nanoseconds(of: (plan.connectTimeout + plan.responseTimeout) * 2)
+    let trialTimeout = EventLoop.nanoseconds(of: (plan.connectTimeout + plan.answerTimeout) * 2)
     circuit = CircuitBreaker(
       threshold: plan.circuitFailures, openNanoseconds: openNanoseconds, trialTimeoutNanoseconds: trialTimeout)
     routeCircuits = RouteCircuits(
@@ -236,7 +236,7 @@ final class UpstreamPool {
     let connection = try lease(for: owner, fresh: false)
     // Only a connection that has already carried a keep-alive HTTP/1.1 answer starts a
     // batch: a new one has not shown that the upstream keeps connections open.
-    if connection.useCount > 0, connection.lastAnswerWasHTTP11, !retired, responseTime.isFast {
+    if connection.useCount > 0, connection.lastAnswerWasHTTP11, !retired, answerTime.isFast {
       batch.start(ObjectIdentifier(connection), turn: turn)
       batchConnection = connection
     }
@@ -336,8 +336,8 @@ final class UpstreamPool {
   }
 
   /// An answer was read whole, `nanoseconds` after its request was written.
-  func recordResponseTime(_ nanoseconds: UInt64) {
-    responseTime.record(nanoseconds)
+  func recordAnswerTime(_ nanoseconds: UInt64) {
+    answerTime.record(nanoseconds)
   }
 
   /// An idle connection was closed by the upstream (or sent bytes nobody asked for). When

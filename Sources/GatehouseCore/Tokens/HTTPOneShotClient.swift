@@ -6,7 +6,7 @@ import GatehouseNet
 #endif
 
 /// One HTTP/1.1 request on a new connection, for control-plane calls such as token fetches: connect with a
-/// timeout, send the whole request, read one response up to a size limit within a deadline, close.
+/// timeout, send the whole request, read one answer up to a size limit within a deadline, close.
 /// Plain http only (TLS is not there yet; config validation refuses https token endpoints).
 ///
 /// Confined to the loop it runs on. The completion runs exactly once, on that loop, never from inside
@@ -27,8 +27,8 @@ public final class HTTPOneShotClient: ConnectionDelegate {
     }
   }
 
-  /// A complete response.
-  public struct Response: Sendable {
+  /// A complete answer.
+  public struct Answer: Sendable {
     public let status: Int
     public let headers: HTTPHeaders
     public let body: [UInt8]
@@ -37,27 +37,27 @@ public final class HTTPOneShotClient: ConnectionDelegate {
   /// Bounds for one exchange.
   public struct Limits: Sendable, Equatable {
     public var connectTimeout: Duration
-    /// From the moment the connection is up until the response has been read completely.
-    public var responseTimeout: Duration
-    /// The most body bytes accepted; a larger response fails.
-    public var maxResponseBytes: Int
+    /// From the moment the connection is up until the answer has been read completely.
+    public var answerTimeout: Duration
+    /// The most body bytes accepted; a larger answer fails.
+    public var maxAnswerBytes: Int
 
-    public init(connectTimeout: Duration, responseTimeout: Duration, maxResponseBytes: Int) {
+    public init(connectTimeout: Duration, answerTimeout: Duration, maxAnswerBytes: Int) {
       self.connectTimeout = connectTimeout
-      self.responseTimeout = responseTimeout
-      self.maxResponseBytes = maxResponseBytes
+      self.answerTimeout = answerTimeout
+      self.maxAnswerBytes = maxAnswerBytes
     }
   }
 
-  /// Why an exchange failed. The descriptions contain no request or response content.
+  /// Why an exchange failed. The descriptions contain no request or answer content.
   public enum Failure: Error, Sendable, Equatable, CustomStringConvertible {
     case cannotConnect(SystemError)
     case connectTimedOut(Duration)
-    case responseTimedOut(Duration)
-    /// The peer closed (or reset) the connection before a whole response arrived.
+    case answerTimedOut(Duration)
+    /// The peer closed (or reset) the connection before a whole answer arrived.
     case closedEarly(SystemError?)
-    case responseTooLarge(limit: Int)
-    case invalidResponse(HTTPParseError)
+    case answerTooLarge(limit: Int)
+    case invalidAnswer(HTTPParseError)
     /// The request could not be serialized (a header with a forbidden byte).
     case invalidRequest(String)
     /// The TLS handshake failed or the certificate was refused.
@@ -67,11 +67,11 @@ public final class HTTPOneShotClient: ConnectionDelegate {
       switch self {
       case .cannotConnect(let error): "cannot connect: \(error.shortMessage)"
       case .connectTimedOut(let limit): "connect timed out after \(limit.wholeMilliseconds) ms"
-      case .responseTimedOut(let limit): "no complete answer within \(limit.wholeMilliseconds) ms"
+      case .answerTimedOut(let limit): "no complete answer within \(limit.wholeMilliseconds) ms"
       case .closedEarly(let error?): "connection lost before a complete answer: \(error.shortMessage)"
       case .closedEarly(nil): "connection closed before a complete answer"
-      case .responseTooLarge(let limit): "answer larger than \(limit) bytes"
-      case .invalidResponse(let error): "invalid HTTP answer: \(error)"
+      case .answerTooLarge(let limit): "answer larger than \(limit) bytes"
+      case .invalidAnswer(let error): "invalid HTTP answer: \(error)"
       case .invalidRequest(let problem): "request not sent: \(problem)"
       case .tls(let problem): "TLS: \(problem)"
       }
@@ -82,24 +82,24 @@ public final class HTTPOneShotClient: ConnectionDelegate {
   private let limits: Limits
   private var parser: HTTPResponseParser
   private var connection: BufferedConnection?
-  private var completion: ((Result<Response, Failure>) -> Void)?
-  private var responseTimer: TimerHandle?
+  private var completion: ((Result<Answer, Failure>) -> Void)?
+  private var answerTimer: TimerHandle?
   private var head: HTTPResponseHead?
   private var connected = false
   private var body: [UInt8] = []
 
-  private init(loop: EventLoop, limits: Limits, completion: @escaping (Result<Response, Failure>) -> Void) {
+  private init(loop: EventLoop, limits: Limits, completion: @escaping (Result<Answer, Failure>) -> Void) {
     self.loop = loop
     self.limits = limits
     self.completion = completion
     parser = HTTPResponseParser(
-      limits: HTTPLimits(maxHeaderBytes: 16384, maxHeaderCount: 100, maxBodyBytes: Int64(limits.maxResponseBytes)))
+      limits: HTTPLimits(maxHeaderBytes: 16384, maxHeaderCount: 100, maxBodyBytes: Int64(limits.maxAnswerBytes)))
   }
 
   /// Sends `request` to `address`. Loop thread only.
   public static func send(
     _ request: Request, to address: SocketAddress, on loop: EventLoop, limits: Limits, tls: TLSClientOptions? = nil,
-    completion: @escaping (Result<Response, Failure>) -> Void
+    completion: @escaping (Result<Answer, Failure>) -> Void
   ) {
     loop.assertInEventLoop()
     let client = HTTPOneShotClient(loop: loop, limits: limits, completion: completion)
@@ -124,15 +124,15 @@ public final class HTTPOneShotClient: ConnectionDelegate {
     }
   }
 
-  private func finishLater(_ result: Result<Response, Failure>) {
+  private func finishLater(_ result: Result<Answer, Failure>) {
     loop.executeLater { [self] in finish(result) }
   }
 
-  private func finish(_ result: Result<Response, Failure>) {
+  private func finish(_ result: Result<Answer, Failure>) {
     guard let completion else { return }
     self.completion = nil
-    if let responseTimer { loop.cancelTimer(responseTimer) }
-    responseTimer = nil
+    if let answerTimer { loop.cancelTimer(answerTimer) }
+    answerTimer = nil
     switch result {
     case .success: connection?.close()
     case .failure: connection?.abort()
@@ -142,10 +142,10 @@ public final class HTTPOneShotClient: ConnectionDelegate {
 
   public func connectionDidConnect(_ connection: BufferedConnection) {
     connected = true
-    responseTimer = loop.scheduleTimer(after: limits.responseTimeout) { [weak self] in
+    answerTimer = loop.scheduleTimer(after: limits.answerTimeout) { [weak self] in
       guard let self else { return }
-      responseTimer = nil
-      finish(.failure(.responseTimedOut(limits.responseTimeout)))
+      answerTimer = nil
+      finish(.failure(.answerTimedOut(limits.answerTimeout)))
     }
   }
 
@@ -157,7 +157,7 @@ public final class HTTPOneShotClient: ConnectionDelegate {
       do {
         step = try parser.parse(UnsafeRawBufferPointer(rebasing: bytes[offset...]))
       } catch {
-        finish(.failure(Self.failure(for: error, limit: limits.maxResponseBytes)))
+        finish(.failure(Self.failure(for: error, limit: limits.maxAnswerBytes)))
         return
       }
       let start = offset
@@ -196,13 +196,13 @@ public final class HTTPOneShotClient: ConnectionDelegate {
 
   private func handle(_ event: HTTPResponseEvent, in buffer: UnsafeRawBufferPointer) {
     switch event {
-    case .head(let responseHead):
-      if responseHead.isInformational { return }
-      head = responseHead
+    case .head(let answerHead):
+      if answerHead.isInformational { return }
+      head = answerHead
     case .body(let range):
       // The parser enforces the limit for declared lengths and chunks; count here for close-delimited bodies.
-      guard body.count + range.count <= limits.maxResponseBytes else {
-        finish(.failure(.responseTooLarge(limit: limits.maxResponseBytes)))
+      guard body.count + range.count <= limits.maxAnswerBytes else {
+        finish(.failure(.answerTooLarge(limit: limits.maxAnswerBytes)))
         return
       }
       body.append(contentsOf: UnsafeRawBufferPointer(rebasing: buffer[range]))
@@ -211,12 +211,12 @@ public final class HTTPOneShotClient: ConnectionDelegate {
         finish(.failure(.closedEarly(nil)))
         return
       }
-      finish(.success(Response(status: head.status, headers: head.headers, body: body)))
+      finish(.success(Answer(status: head.status, headers: head.headers, body: body)))
     }
   }
 
   private static func failure(for error: HTTPParseError, limit: Int) -> Failure {
-    error == .bodyTooLarge ? .responseTooLarge(limit: limit) : .invalidResponse(error)
+    error == .bodyTooLarge ? .answerTooLarge(limit: limit) : .invalidAnswer(error)
   }
 }
 

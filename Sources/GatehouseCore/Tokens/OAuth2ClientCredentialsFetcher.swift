@@ -60,7 +60,7 @@ public final class OAuth2ClientCredentialsFetcher: TokenFetcher {
   private let resolve: @Sendable (String, UInt16) throws -> SocketAddress
 
   public static let defaultLimits = HTTPOneShotClient.Limits(
-    connectTimeout: .seconds(5), responseTimeout: .seconds(10), maxResponseBytes: 64 * 1024)
+    connectTimeout: .seconds(5), answerTimeout: .seconds(10), maxAnswerBytes: 64 * 1024)
 
   /// One client context for every https token endpoint (made on first use: it reads the
   /// system CA bundle).
@@ -148,25 +148,25 @@ public final class OAuth2ClientCredentialsFetcher: TokenFetcher {
       switch result {
       case .failure(let failure):
         completion(fail(failure.description))
-      case .success(let response):
-        completion(Self.interpret(response).mapError { TokenFetchError(redactor.redact(prefix + $0.message)) })
+      case .success(let answer):
+        completion(Self.interpret(answer).mapError { TokenFetchError(redactor.redact(prefix + $0.message)) })
       }
     }
   }
 
   /// Reads a token endpoint's answer. Messages quote only the endpoint's `error` and `error_description`.
-  static func interpret(_ response: HTTPOneShotClient.Response) -> Result<FetchedToken, TokenFetchError> {
+  static func interpret(_ answer: HTTPOneShotClient.Answer) -> Result<FetchedToken, TokenFetchError> {
     let parsed = Result { () throws(JSONError) in
-      try JSONParser.parse(response.body, limits: JSONParser.Limits(maxBytes: 1 << 20, maxDepth: 16))
+      try JSONParser.parse(answer.body, limits: JSONParser.Limits(maxBytes: 1 << 20, maxDepth: 16))
     }
-    guard (200..<300).contains(response.status) else {
-      var message = "answered \(response.status)"
+    guard (200..<300).contains(answer.status) else {
+      var message = "answered \(answer.status)"
       let json = try? parsed.get()
       if case .string(let code)? = json?["error"] {
         message += ": \(code)"
         if case .string(let text)? = json?["error_description"], !text.isEmpty { message += " (\(text))" }
       } else {
-        message += " " + HTTPStatusPhrase.reason(for: response.status)
+        message += " " + HTTPStatusPhrase.reason(for: answer.status)
       }
       return .failure(TokenFetchError(message))
     }
@@ -177,10 +177,10 @@ public final class OAuth2ClientCredentialsFetcher: TokenFetcher {
     case .failure(let error):
       // The parser's reason may quote bytes of the body; the position is enough to find the problem.
       return .failure(
-        TokenFetchError("answered \(response.status) with invalid JSON (line \(error.line), column \(error.column))"))
+        TokenFetchError("answered \(answer.status) with invalid JSON (line \(error.line), column \(error.column))"))
     }
     guard case .object = object else {
-      return .failure(TokenFetchError("answered \(response.status) with JSON that is not an object"))
+      return .failure(TokenFetchError("answered \(answer.status) with JSON that is not an object"))
     }
     guard case .string(let accessToken)? = object["access_token"], !accessToken.isEmpty else {
       return .failure(TokenFetchError("answer has no access_token"))

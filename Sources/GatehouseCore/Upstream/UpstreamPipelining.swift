@@ -9,16 +9,16 @@ import GatehouseHTTP
 /// (and the upstream one receive) instead of one each, and on a fast upstream the sends
 /// are most of a proxied request's cost. The price is head-of-line waiting: an upstream
 /// answers one connection's requests in order, so a request waits for those before it.
-/// That is why only upstreams that have been answering within `fastResponseNanoseconds`
+/// That is why only upstreams that have been answering within `fastAnswerNanoseconds`
 /// take part, a batch only gathers requests parsed in the same loop turn, and
 /// `pipeline_depth` bounds it (0 turns pipelining off).
 public enum PipelinePolicy {
-  /// The smoothed response time under which an upstream counts as fast. Past it the
+  /// The smoothed answer time under which an upstream counts as fast. Past it the
   /// waiting would cost more than the sends it saves.
-  public static let fastResponseNanoseconds: UInt64 = 2_000_000
+  public static let fastAnswerNanoseconds: UInt64 = 2_000_000
 
   /// How long a request waits behind other answers on its connection before it goes
-  /// alone on another: 25 times the response time under which pipelining is used at all,
+  /// alone on another: 25 times the answer time under which pipelining is used at all,
   /// so only an answer far slower than usual makes requests behind it leave (the upstream
   /// then sees them twice, which is harmless for the safe methods that are pipelined).
   public static let queuePatienceNanoseconds: UInt64 = 50_000_000
@@ -123,9 +123,9 @@ public struct PipelineBatch<ConnectionID: Equatable> {
   }
 }
 
-/// A smoothed response time (exponential, weight 1/8 for a new sample, as TCP smooths its
+/// A smoothed answer time (exponential, weight 1/8 for a new sample, as TCP smooths its
 /// round-trip time), in nanoseconds. Unknown until the first sample.
-public struct ResponseTimeAverage {
+public struct AnswerTimeAverage {
   public private(set) var nanoseconds: UInt64?
 
   public init() {}
@@ -140,6 +140,6 @@ public struct ResponseTimeAverage {
 
   public var isFast: Bool {
     guard let nanoseconds else { return false }
-    return nanoseconds <= PipelinePolicy.fastResponseNanoseconds
+    return nanoseconds <= PipelinePolicy.fastAnswerNanoseconds
   }
 }

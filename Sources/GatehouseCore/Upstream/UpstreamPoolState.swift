@@ -88,10 +88,10 @@ public enum UpstreamRetryPolicy {
   /// request never reached the application, so replaying it is safe when the method is
   /// idempotent and nothing of the answer arrived, and the body (if any) can be sent again.
   public static func shouldRetry(
-    idempotent: Bool, connectionWasReused: Bool, responseBytesReceived: Bool, bodyReplayable: Bool,
+    idempotent: Bool, connectionWasReused: Bool, answerBytesReceived: Bool, bodyReplayable: Bool,
     attempts: Int
   ) -> Bool {
-    idempotent && connectionWasReused && !responseBytesReceived && bodyReplayable && attempts == 1
+    idempotent && connectionWasReused && !answerBytesReceived && bodyReplayable && attempts == 1
   }
 }
 

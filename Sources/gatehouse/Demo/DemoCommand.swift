@@ -115,7 +115,7 @@ struct DemoClient {
 
   /// Sends one request and prints it with its answer. `clientAuthorization` is an
   /// `Authorization` the client itself sends (shown; the admin token never is).
-  func call(_ method: HTTPMethod, _ target: String, clientAuthorization: String? = nil) -> AdminHTTPResponse? {
+  func call(_ method: HTTPMethod, _ target: String, clientAuthorization: String? = nil) -> AdminHTTPAnswer? {
     let client = AdminHTTPClient(host: host, port: port, hostHeader: "\(host):\(port)", timeoutSeconds: 10)
     print("$ \(method) http://\(host):\(port)\(target)")
     var headers = token.map { [("Authorization", "Bearer \($0)")] } ?? []
@@ -124,14 +124,14 @@ struct DemoClient {
       headers.append(("Authorization", clientAuthorization))
     }
     do {
-      let response = try client.send(method: method, target: target, headers: headers)
+      let answer = try client.send(method: method, target: target, headers: headers)
       var notes: [String] = []
       for name in ["X-Gatehouse-Cache", "Age", "Warning"] {
-        if let value = response.headers[name] { notes.append("\(name): \(value)") }
+        if let value = answer.headers[name] { notes.append("\(name): \(value)") }
       }
-      print("< \(response.status) \(HTTPStatusPhrase.reason(for: response.status))  \(notes.joined(separator: "  "))")
-      print("  \(response.bodyText)")
-      return response
+      print("< \(answer.status) \(HTTPStatusPhrase.reason(for: answer.status))  \(notes.joined(separator: "  "))")
+      print("  \(answer.bodyText)")
+      return answer
     } catch {
       print("< failed: \(error)")
       return nil

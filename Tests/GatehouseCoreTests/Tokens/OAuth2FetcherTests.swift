@@ -14,7 +14,7 @@ import Testing
   func fetch(
     _ config: OAuth2ClientCredentialsConfig,
     limits: HTTPOneShotClient.Limits = HTTPOneShotClient.Limits(
-      connectTimeout: .seconds(5), responseTimeout: .seconds(5), maxResponseBytes: 64 * 1024)
+      connectTimeout: .seconds(5), answerTimeout: .seconds(5), maxAnswerBytes: 64 * 1024)
   ) throws -> Result<FetchedToken, TokenFetchError> {
     let group = try EventLoopGroup(loopCount: 1)
     defer { group.shutdown() }
@@ -105,7 +105,7 @@ import Testing
     defer { server.shutdown() }
     server.mode = .slow(.seconds(5))
     let limits = HTTPOneShotClient.Limits(
-      connectTimeout: .seconds(5), responseTimeout: .milliseconds(200), maxResponseBytes: 65536)
+      connectTimeout: .seconds(5), answerTimeout: .milliseconds(200), maxAnswerBytes: 65536)
     let message = try #require(failureMessage(try fetch(try oauth2Config(port: server.port), limits: limits)))
     #expect(message.hasSuffix("no complete answer within 200 ms"))
   }
@@ -140,7 +140,7 @@ import Testing
     defer { server.shutdown() }
     server.mode = .huge(10_000)
     let limits = HTTPOneShotClient.Limits(
-      connectTimeout: .seconds(5), responseTimeout: .seconds(5), maxResponseBytes: 1000)
+      connectTimeout: .seconds(5), answerTimeout: .seconds(5), maxAnswerBytes: 1000)
     let message = try #require(failureMessage(try fetch(try oauth2Config(port: server.port), limits: limits)))
     #expect(message.hasSuffix("answer larger than 1000 bytes"))
   }
@@ -204,7 +204,7 @@ import Testing
 
   func interpret(_ status: Int, _ body: String) -> Result<FetchedToken, TokenFetchError> {
     OAuth2ClientCredentialsFetcher.interpret(
-      HTTPOneShotClient.Response(status: status, headers: HTTPHeaders(), body: Array(body.utf8)))
+      HTTPOneShotClient.Answer(status: status, headers: HTTPHeaders(), body: Array(body.utf8)))
   }
 
   @Test func readsExpiresInAsNumberOrString() throws {

@@ -233,7 +233,7 @@ final class TestOAuth2Server: Sendable {
       func issue() -> [UInt8] {
         let token = "\(tokenPrefix)\(state.issued.count + 1)"
         state.issued.append(token)
-        return Self.response(status: 200, body: #"{"access_token":"\#(token)","token_type":"Bearer"}"#)
+        return Self.answer(status: 200, body: #"{"access_token":"\#(token)","token_type":"Bearer"}"#)
       }
       switch state.mode {
       case .issue(let expiresIn?):
@@ -241,13 +241,13 @@ final class TestOAuth2Server: Sendable {
         state.issued.append(token)
         return (
           .zero,
-          Self.response(
+          Self.answer(
             status: 200, body: #"{"access_token":"\#(token)","token_type":"Bearer","expires_in":\#(expiresIn)}"#)
         )
       case .issue(nil):
         return (.zero, issue())
       case .answer(let status, let body):
-        return (.zero, Self.response(status: status, body: body))
+        return (.zero, Self.answer(status: status, body: body))
       case .slow(let delay):
         return (delay, issue())
       case .garbage:
@@ -255,12 +255,12 @@ final class TestOAuth2Server: Sendable {
       case .close:
         return (.zero, nil)
       case .huge(let size):
-        return (.zero, Self.response(status: 200, body: String(repeating: " ", count: size) + "{}"))
+        return (.zero, Self.answer(status: 200, body: String(repeating: " ", count: size) + "{}"))
       }
     }
   }
 
-  static func response(status: Int, body: String) -> [UInt8] {
+  static func answer(status: Int, body: String) -> [UInt8] {
     let bytes = Array(body.utf8)
     return Array(
       "HTTP/1.1 \(status) \(HTTPStatusPhrase.reason(for: status))\r\nContent-Type: application/json\r\nContent-Length: \(bytes.count)\r\nConnection: close\r\n\r\n"

@@ -108,7 +108,7 @@ struct AdminClient: Sendable {
   func request(
     _ method: String, _ path: String, credential: Credential = .configured, body: [UInt8]? = nil,
     timeout: Double = 10
-  ) throws -> ReceivedResponse {
+  ) throws -> ReceivedAnswer {
     var headers: [(String, String)] = []
     switch credential {
     case .configured: if let token { headers.append(("Authorization", "Bearer \(token)")) }
@@ -122,11 +122,11 @@ struct AdminClient: Sendable {
 
   /// `GET path`, which must answer 200 with a JSON object; the object.
   func json(_ path: String, method: String = "GET") throws -> [String: Any] {
-    let response = try request(method, path)
-    guard response.status == 200 else {
-      throw TestSocketError.malformed("\(method) \(path) answered \(response.status): \(response.text)")
+    let answer = try request(method, path)
+    guard answer.status == 200 else {
+      throw TestSocketError.malformed("\(method) \(path) answered \(answer.status): \(answer.text)")
     }
-    return try response.jsonObject()
+    return try answer.jsonObject()
   }
 
   /// The number of stored cache entries (`GET /admin/cache`).
@@ -191,8 +191,8 @@ func percentEncoded(_ text: String) -> String {
 extension AdminClient {
   /// `GET /admin/tokens`: the `tokens` array (empty when the answer is not that shape).
   func tokens() throws -> [[String: Any]] {
-    let response = try request("GET", "/admin/tokens")
-    return (try? response.jsonObject())?["tokens"] as? [[String: Any]] ?? []
+    let answer = try request("GET", "/admin/tokens")
+    return (try? answer.jsonObject())?["tokens"] as? [[String: Any]] ?? []
   }
 
   /// The public state of the token `name` from `GET /admin/tokens`, or nil.
@@ -209,7 +209,7 @@ extension AdminClient {
   }
 
   /// `PUT /admin/tokens/{name}` with `{"value": value, "expires_in": expiresIn}`.
-  func setToken(_ name: String, value: String, expiresIn: Int? = nil) throws -> ReceivedResponse {
+  func setToken(_ name: String, value: String, expiresIn: Int? = nil) throws -> ReceivedAnswer {
     var object: [String: Any] = ["value": value]
     if let expiresIn { object["expires_in"] = expiresIn }
     let body = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
@@ -217,12 +217,12 @@ extension AdminClient {
   }
 
   /// `POST /admin/tokens/{name}/refresh`.
-  func refresh(_ name: String) throws -> ReceivedResponse {
+  func refresh(_ name: String) throws -> ReceivedAnswer {
     try request("POST", "/admin/tokens/\(name)/refresh", body: [])
   }
 
   /// `POST /admin/tokens/{name}/invalidate`.
-  func invalidate(_ name: String) throws -> ReceivedResponse {
+  func invalidate(_ name: String) throws -> ReceivedAnswer {
     try request("POST", "/admin/tokens/\(name)/invalidate", body: [])
   }
 }

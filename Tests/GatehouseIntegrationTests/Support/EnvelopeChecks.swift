@@ -7,7 +7,7 @@ func jsonAnswer(
   headers: [(String, String)] = []
 ) -> BackendAction {
   .respond(
-    BackendResponse(
+    BackendAnswer(
       status: status, reason: reason, headers: [("Content-Type", contentType)] + headers,
       body: .bytes(Array(text.utf8))))
 }
@@ -23,13 +23,13 @@ func errorEnvelope(_ code: Int, _ message: String) -> String {
 /// Checks a whole JSON answer: its status, `Content-Type: application/json`, a
 /// Content-Length equal to the body received, and the body byte for byte.
 func expectJSONAnswer(
-  _ response: ReceivedResponse, status: Int, body: String, sourceLocation: SourceLocation = #_sourceLocation
+  _ answer: ReceivedAnswer, status: Int, body: String, sourceLocation: SourceLocation = #_sourceLocation
 ) {
-  #expect(response.status == status, "status", sourceLocation: sourceLocation)
+  #expect(answer.status == status, "status", sourceLocation: sourceLocation)
   #expect(
-    response.head.value("Content-Type") == "application/json", "content type", sourceLocation: sourceLocation)
+    answer.head.value("Content-Type") == "application/json", "content type", sourceLocation: sourceLocation)
   #expect(
-    response.head.contentLength == Int64(response.body.count), "Content-Length vs body",
+    answer.head.contentLength == Int64(answer.body.count), "Content-Length vs body",
     sourceLocation: sourceLocation)
-  #expect(response.text == body, sourceLocation: sourceLocation)
+  #expect(answer.text == body, sourceLocation: sourceLocation)
 }

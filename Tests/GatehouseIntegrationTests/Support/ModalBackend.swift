@@ -40,14 +40,14 @@ final class ModalBackend: Sendable {
       case .healthy:
         let lang = request.head.value("Accept-Language") ?? ""
         let body = #"{"target":"\#(request.target)","version":\#(version.value),"lang":"\#(lang)"}"#
-        var answer = BackendResponse(
+        var answer = BackendAnswer(
           headers: [("Content-Type", "application/json")] + extraHeaders.value, body: .bytes(Array(body.utf8)))
         answer.holdUntil = holdHealthy.value
         return .respond(answer)
       case .failing:
         return jsonAnswer(#"{"error":"backend down"}"#, status: 503, reason: "Service Unavailable")
       case .hanging:
-        var answer = BackendResponse(headers: [("Content-Type", "application/json")], body: .bytes(Array("{}".utf8)))
+        var answer = BackendAnswer(headers: [("Content-Type", "application/json")], body: .bytes(Array("{}".utf8)))
         answer.holdUntil = gate
         return .respond(answer)
       case .resetting:

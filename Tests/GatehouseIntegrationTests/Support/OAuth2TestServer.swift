@@ -27,7 +27,7 @@ final class OAuth2TestServer: Sendable {
     /// Reads the request, then closes the connection without a byte of answer.
     case close
     /// Answers with exactly this (for hostile or unusual token answers); issues nothing.
-    case answer(BackendResponse)
+    case answer(BackendAnswer)
   }
 
   /// One request the endpoint received.
@@ -161,31 +161,31 @@ final class OAuth2TestServer: Sendable {
     if let issued {
       var body: [String: Any] = ["access_token": issued.token, "token_type": "Bearer"]
       if let lifetime = issued.lifetime { body["expires_in"] = lifetime }
-      var response = json(body, 200)
-      if case .slow(let delay) = mode { response.delay = delay }
-      if case .held(let gate) = mode { response.holdUntil = gate }
-      return .respond(response)
+      var answer = json(body, 200)
+      if case .slow(let delay) = mode { answer.delay = delay }
+      if case .held(let gate) = mode { answer.holdUntil = gate }
+      return .respond(answer)
     }
     switch mode {
     case .fail(let description):
       return .respond(json(["error": "invalid_client", "error_description": description], 400))
     case .garbage:
       return .respond(
-        BackendResponse(
+        BackendAnswer(
           status: 200, headers: [("Content-Type", "application/json")],
           body: .bytes(Array("<html>this is not a token</html>".utf8))))
     case .close:
       return .close
-    case .answer(let response):
-      return .respond(response)
+    case .answer(let answer):
+      return .respond(answer)
     case .issue, .slow, .held:
       return .close  // not reached: these issue a token above
     }
   }
 
-  private static func json(_ object: [String: Any], _ status: Int) -> BackendResponse {
+  private static func json(_ object: [String: Any], _ status: Int) -> BackendAnswer {
     let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data()
-    return BackendResponse(
+    return BackendAnswer(
       status: status, reason: status == 200 ? "OK" : "Error",
       headers: [("Content-Type", "application/json"), ("Cache-Control", "no-store")], body: .bytes(Array(data)))
   }

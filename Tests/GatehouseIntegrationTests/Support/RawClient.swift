@@ -1,7 +1,7 @@
 import Foundation
 
-/// A response as a test client received it.
-struct ReceivedResponse: Sendable {
+/// An answer as a test client received it.
+struct ReceivedAnswer: Sendable {
   let head: MessageHead
   let status: Int
   /// The decoded body (empty when the caller streamed it to a sink).
@@ -55,14 +55,14 @@ final class RawClient {
     try socket.send(bytes, deadline: Deadline(seconds: timeout))
   }
 
-  /// Reads one response. `requestWasHEAD` means no body follows whatever the head says.
+  /// Reads one answer. `requestWasHEAD` means no body follows whatever the head says.
   /// With `sink`, body bytes go there and are not kept.
-  func readResponse(requestWasHEAD: Bool = false, timeout: Double = 10, sink: BodySink? = nil) throws
-    -> ReceivedResponse
+  func readAnswer(requestWasHEAD: Bool = false, timeout: Double = 10, sink: BodySink? = nil) throws
+    -> ReceivedAnswer
   {
     let deadline = Deadline(seconds: timeout)
     guard let raw = try reader.readHead(deadline: deadline) else {
-      throw TestSocketError.closedEarly("before a response")
+      throw TestSocketError.closedEarly("before an answer")
     }
     let head = try MessageHead(raw: raw)
     let parts = head.startLine.split(separator: " ", maxSplits: 2)
@@ -85,13 +85,13 @@ final class RawClient {
     } else {
       try reader.readToEnd(deadline: deadline, into: collect)
     }
-    return ReceivedResponse(head: head, status: status, body: body, bodyLength: length, trailers: trailers)
+    return ReceivedAnswer(head: head, status: status, body: body, bodyLength: length, trailers: trailers)
   }
 
-  /// Sends `request` and reads its response.
-  func exchange(_ request: [UInt8], requestWasHEAD: Bool = false, timeout: Double = 10) throws -> ReceivedResponse {
+  /// Sends `request` and reads its answer.
+  func exchange(_ request: [UInt8], requestWasHEAD: Bool = false, timeout: Double = 10) throws -> ReceivedAnswer {
     try send(request, timeout: timeout)
-    return try readResponse(requestWasHEAD: requestWasHEAD, timeout: timeout)
+    return try readAnswer(requestWasHEAD: requestWasHEAD, timeout: timeout)
   }
 
   /// Reads and drops whatever comes until the peer ends the connection or `timeout` passes.
@@ -151,11 +151,11 @@ func chunkedBody(_ chunks: [[UInt8]], trailers: [String] = []) -> [UInt8] {
   return out
 }
 
-/// One request on a fresh connection to the gateway; the response.
+/// One request on a fresh connection to the gateway; the answer.
 func send(
   _ method: String, _ target: String, to port: UInt16, headers: [(String, String)] = [], body: [UInt8]? = nil,
   timeout: Double = 10
-) throws -> ReceivedResponse {
+) throws -> ReceivedAnswer {
   let client = try RawClient(port: port)
   defer { client.close() }
   return try client.exchange(

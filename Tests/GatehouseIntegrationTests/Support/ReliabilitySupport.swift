@@ -29,7 +29,7 @@ struct AdminAccess {
   }
 
   /// One admin call with the admin token, on its own connection.
-  func call(_ method: String, _ path: String, body: [UInt8]? = nil, timeout: Double = 10) throws -> ReceivedResponse {
+  func call(_ method: String, _ path: String, body: [UInt8]? = nil, timeout: Double = 10) throws -> ReceivedAnswer {
     var headers = [("Authorization", "Bearer \(token)"), ("Connection", "close")]
     if body != nil { headers.append(("Content-Type", "application/json")) }
     return try send(method, path, to: port, headers: headers, body: body, timeout: timeout)
@@ -37,9 +37,9 @@ struct AdminAccess {
 
   /// `GET path` as a JSON object.
   func json(_ path: String) throws -> [String: Any] {
-    let response = try call("GET", path)
-    guard response.status == 200 else { throw TestSocketError.malformed("admin GET \(path): \(response.status)") }
-    return try response.jsonObject()
+    let answer = try call("GET", path)
+    guard answer.status == 200 else { throw TestSocketError.malformed("admin GET \(path): \(answer.status)") }
+    return try answer.jsonObject()
   }
 
   /// The cache entries (`GET /admin/cache/entries`).
@@ -93,8 +93,8 @@ func settledDescriptorCount(pid: Int32, timeout: Double = 10) -> Int? {
 }
 
 /// The envelope's `datas` member of a JSON answer, nil when absent or not an object.
-func envelopeDatas(_ response: ReceivedResponse) -> [String: Any]? {
-  (try? response.jsonObject())?["datas"] as? [String: Any]
+func envelopeDatas(_ answer: ReceivedAnswer) -> [String: Any]? {
+  (try? answer.jsonObject())?["datas"] as? [String: Any]
 }
 
 /// Seconds on the monotonic clock since `start`.

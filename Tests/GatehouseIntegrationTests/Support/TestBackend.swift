@@ -33,7 +33,7 @@ struct ReceivedRequest: Sendable {
 /// How a `TestBackend` answers one request.
 enum BackendAction: Sendable {
   /// An HTTP answer.
-  case respond(BackendResponse)
+  case respond(BackendAnswer)
   /// Reads the request, then resets the connection (RST, through SO_LINGER 0).
   case reset
   /// Reads the request, then closes the connection (FIN) without a byte of answer.
@@ -45,7 +45,7 @@ enum BackendAction: Sendable {
 }
 
 /// One answer of a `TestBackend`.
-struct BackendResponse: Sendable {
+struct BackendAnswer: Sendable {
   /// How the body is produced and framed.
   enum Body: Sendable {
     /// These bytes, with a Content-Length.
@@ -94,8 +94,8 @@ struct BackendResponse: Sendable {
   }
 
   /// A 200 with a text body.
-  static func text(_ text: String, status: Int = 200, headers: [(String, String)] = []) -> BackendResponse {
-    BackendResponse(status: status, headers: [("Content-Type", "text/plain")] + headers, body: .bytes(Array(text.utf8)))
+  static func text(_ text: String, status: Int = 200, headers: [(String, String)] = []) -> BackendAnswer {
+    BackendAnswer(status: status, headers: [("Content-Type", "text/plain")] + headers, body: .bytes(Array(text.utf8)))
   }
 }
 
@@ -174,7 +174,7 @@ final class TestBackend: Sendable {
   /// bytes were already waiting on them: requests the client had pipelined.
   var closedWithUnreadRequests: Int { state.withLock { $0.closedWithUnreadRequests } }
 
-  /// Response body bytes written so far (all answers).
+  /// Body bytes of all answers written so far.
   var bodyBytesSent: Int64 { state.withLock { $0.bodyBytesSent } }
 
   /// Waits until at least `count` requests have arrived; false if not within `timeout`.
@@ -300,37 +300,37 @@ final class TestBackend: Sendable {
       try socket.send(Array("HTTP/1.1 200 OK\r\nContent-Length: \(declared)\r\n\r\n".utf8), deadline: deadline)
       try socket.send(BodyPattern.bytes(sent), deadline: deadline)
       return false
-    case .respond(let response):
-      return try respond(response, to: request, on: socket, deadline: deadline)
+    case .respond(let answer):
+      return try respond(answer, to: request, on: socket, deadline: deadline)
     }
   }
 
   private func respond(
-    _ response: BackendResponse, to request: ReceivedRequest, on socket: TestSocket, deadline: Deadline
+    _ answer: BackendAnswer, to request: ReceivedRequest, on socket: TestSocket, deadline: Deadline
   )
     throws -> Bool
   {
-    if response.delay > .zero && !pause(response.delay) { return false }
-    if let gate = response.holdUntil, !gate.wait(timeout: 60, giveUp: { isStopped }) { return false }
-    if !response.preamble.isEmpty { try socket.send(response.preamble, deadline: deadline) }
-    if let raw = response.rawReplacement {
+    if answer.delay > .zero && !pause(answer.delay) { return false }
+    if let gate = answer.holdUntil, !gate.wait(timeout: 60, giveUp: { isStopped }) { return false }
+    if !answer.preamble.isEmpty { try socket.send(answer.preamble, deadline: deadline) }
+    if let raw = answer.rawReplacement {
       try socket.send(raw, deadline: deadline)
-      return !response.closeAfter
+      return !answer.closeAfter
     }
-    let noBody = request.method == "HEAD" || response.status == 204 || response.status == 304
-    var head = "HTTP/1.1 \(response.status) \(response.reason)\r\n"
-    for field in response.headers { head += "\(field.name): \(field.value)\r\n" }
-    switch response.body {
-    case .bytes where response.status == 204 || response.status == 304: break
+    let noBody = request.method == "HEAD" || answer.status == 204 || answer.status == 304
+    var head = "HTTP/1.1 \(answer.status) \(answer.reason)\r\n"
+    for field in answer.headers { head += "\(field.name): \(field.value)\r\n" }
+    switch answer.body {
+    case .bytes where answer.status == 204 || answer.status == 304: break
     case .bytes(let bytes): head += "Content-Length: \(bytes.count)\r\n"
     case .echo: head += "Content-Length: \(request.body.count)\r\n"
     case .generated(let length, false): head += "Content-Length: \(length)\r\n"
     case .chunked, .generated(_, true): head += "Transfer-Encoding: chunked\r\n"
     case .untilClose: head += "Connection: close\r\n"
     }
-    if response.closeAfter { head += "Connection: close\r\n" }
+    if answer.closeAfter { head += "Connection: close\r\n" }
     head += "\r\n"
-    if let interval = response.headByteInterval {
+    if let interval = answer.headByteInterval {
       for byte in head.utf8 {
         try socket.send([byte], deadline: deadline)
         if !pause(interval) { return false }
@@ -339,36 +339,35 @@ final class TestBackend: Sendable {
       try socket.send(Array(head.utf8), deadline: deadline)
     }
     if !noBody {
-      switch response.body {
+      switch answer.body {
       case .bytes(let bytes), .untilClose(let bytes):
-        try sendPieces(bytes, response: response, on: socket, deadline: deadline)
+        try sendPieces(bytes, answer: answer, on: socket, deadline: deadline)
       case .echo:
-        try sendPieces(request.body, response: response, on: socket, deadline: deadline)
+        try sendPieces(request.body, answer: answer, on: socket, deadline: deadline)
       case .chunked(let chunks):
         for (index, chunk) in chunks.enumerated() where !chunk.isEmpty {
           try socket.send(Array((String(chunk.count, radix: 16) + "\r\n").utf8) + chunk + [13, 10], deadline: deadline)
           countSent(chunk.count)
-          if index == 0, let gate = response.pauseAfterFirstPiece, !gate.wait(timeout: 60, giveUp: { isStopped }) {
+          if index == 0, let gate = answer.pauseAfterFirstPiece, !gate.wait(timeout: 60, giveUp: { isStopped }) {
             return false
           }
         }
         try socket.send(Array("0\r\n\r\n".utf8), deadline: deadline)
       case .generated(let length, let chunked):
-        try sendGenerated(length: length, chunked: chunked, response: response, on: socket)
+        try sendGenerated(length: length, chunked: chunked, answer: answer, on: socket)
       }
     }
-    if case .untilClose = response.body { return false }
+    if case .untilClose = answer.body { return false }
     let clientWantsClose = request.head.values("Connection").contains { $0.lowercased().contains("close") }
-    return !response.closeAfter && !clientWantsClose
+    return !answer.closeAfter && !clientWantsClose
   }
 
   private func countSent(_ count: Int) {
     state.withLock { $0.bodyBytesSent += Int64(count) }
   }
 
-  private func sendPieces(_ bytes: [UInt8], response: BackendResponse, on socket: TestSocket, deadline: Deadline) throws
-  {
-    guard let trickle = response.bodyTrickle else {
+  private func sendPieces(_ bytes: [UInt8], answer: BackendAnswer, on socket: TestSocket, deadline: Deadline) throws {
+    guard let trickle = answer.bodyTrickle else {
       try socket.send(bytes, deadline: deadline)
       countSent(bytes.count)
       return
@@ -385,7 +384,7 @@ final class TestBackend: Sendable {
 
   /// Streams `length` pattern bytes. A stalled reader is waited for up to 60 s per block,
   /// which is how backpressure shows up here.
-  private func sendGenerated(length: Int64, chunked: Bool, response: BackendResponse, on socket: TestSocket) throws {
+  private func sendGenerated(length: Int64, chunked: Bool, answer: BackendAnswer, on socket: TestSocket) throws {
     var first = true
     try BodyPattern.stream(length: length) { piece in
       if isStopped { throw TestSocketError.closedEarly("backend stopped") }
@@ -395,7 +394,7 @@ final class TestBackend: Sendable {
       try socket.send(piece, deadline: Deadline(seconds: 60))
       if chunked { try socket.send([13, 10], deadline: Deadline(seconds: 60)) }
       countSent(piece.count)
-      if first, let gate = response.pauseAfterFirstPiece {
+      if first, let gate = answer.pauseAfterFirstPiece {
         first = false
         if !gate.wait(timeout: 60, giveUp: { isStopped }) { throw TestSocketError.closedEarly("backend stopped") }
       }

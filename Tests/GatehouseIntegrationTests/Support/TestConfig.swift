@@ -24,10 +24,10 @@ enum TestConfig {
 
   /// An upstream at 127.0.0.1:`port` with an optional base path and timeouts.
   static func upstream(
-    port: UInt16, basePath: String = "", responseTimeoutMs: Int? = nil, connectTimeoutMs: Int? = nil
+    port: UInt16, basePath: String = "", answerTimeoutMs: Int? = nil, connectTimeoutMs: Int? = nil
   ) -> [String: Any] {
     var upstream: [String: Any] = ["url": "http://127.0.0.1:\(port)\(basePath)"]
-    if let responseTimeoutMs { upstream["response_timeout_ms"] = responseTimeoutMs }
+    if let answerTimeoutMs { upstream["response_timeout_ms"] = answerTimeoutMs }
     if let connectTimeoutMs { upstream["connect_timeout_ms"] = connectTimeoutMs }
     return upstream
   }
@@ -49,18 +49,18 @@ enum TestConfig {
 
   /// The usual single-backend setup: every path (`/*`) goes to `backend` as is.
   static func passThrough(
-    to port: UInt16, limits: [String: Any]? = nil, responseTimeoutMs: Int? = nil, access: String = "stdout"
+    to port: UInt16, limits: [String: Any]? = nil, answerTimeoutMs: Int? = nil, access: String = "stdout"
   ) -> [String: Any] {
     make(
       routes: [route("all", match: "/*")],
-      upstreams: ["api": upstream(port: port, responseTimeoutMs: responseTimeoutMs)], limits: limits, access: access)
+      upstreams: ["api": upstream(port: port, answerTimeoutMs: answerTimeoutMs)], limits: limits, access: access)
   }
 }
 
-/// Checks that `response` is the gateway's JSON error envelope for `status` with `message`
+/// Checks that `answer` is the gateway's JSON error envelope for `status` with `message`
 /// (when given): exactly `code`, `datas` (null) and `message`.
-func isErrorEnvelope(_ response: ReceivedResponse, status: Int, message: String? = nil) -> Bool {
-  guard response.status == status, let object = try? response.jsonObject() else { return false }
+func isErrorEnvelope(_ answer: ReceivedAnswer, status: Int, message: String? = nil) -> Bool {
+  guard answer.status == status, let object = try? answer.jsonObject() else { return false }
   guard Set(object.keys) == ["code", "datas", "message"], object["code"] as? Int == status,
     object["datas"] is NSNull, let text = object["message"] as? String
   else { return false }

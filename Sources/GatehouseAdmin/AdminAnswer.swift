@@ -3,7 +3,7 @@ import GatehouseJSON
 import GatehouseLogging
 
 /// An admin answer: JSON unless stated otherwise, never enveloped (SPEC §6).
-public struct AdminResponse: Sendable {
+public struct AdminAnswer: Sendable {
   public var status: Int
   public var contentType: String
   public var body: [UInt8]
@@ -21,16 +21,16 @@ public struct AdminResponse: Sendable {
     self.extraHeaders = extraHeaders
   }
 
-  public static func json(_ value: JSONValue, status: Int = 200) -> AdminResponse {
-    AdminResponse(status: status, body: value.serializedBytes())
+  public static func json(_ value: JSONValue, status: Int = 200) -> AdminAnswer {
+    AdminAnswer(status: status, body: value.serializedBytes())
   }
 
-  public static func error(_ status: Int, _ message: String) -> AdminResponse {
+  public static func error(_ status: Int, _ message: String) -> AdminAnswer {
     json(.object([("error", .string(message))]), status: status)
   }
 
   /// 400 about one query parameter, named in `parameter` so a client need not parse `error`.
-  public static func badParameter(_ name: String, _ message: String) -> AdminResponse {
+  public static func badParameter(_ name: String, _ message: String) -> AdminAnswer {
     json(.object([("error", .string(message)), ("parameter", .string(name))]), status: 400)
   }
 
@@ -42,7 +42,7 @@ public struct AdminResponse: Sendable {
     ("X-Content-Type-Options", "nosniff"), ("X-Frame-Options", "DENY"), ("Referrer-Policy", "no-referrer"),
   ]
 
-  /// Serializes the whole response for `method` (HEAD answers carry no body).
+  /// Serializes the whole answer for `method` (HEAD answers carry no body).
   func serialized(requestID: [UInt8], headOnly: Bool, close: Bool) -> [UInt8] {
     var headers = HTTPHeaders()
     headers.add(name: "Content-Type", value: contentType)
@@ -59,7 +59,7 @@ public struct AdminResponse: Sendable {
         into: &out)
     } catch {
       // Only our own constant fields are written here; a failure is a programming error.
-      preconditionFailure("admin response head: \(error)")
+      preconditionFailure("admin answer head: \(error)")
     }
     if allowsBody && !headOnly { out.append(contentsOf: body) }
     return out

@@ -1,9 +1,9 @@
 import GatehouseHTTP
 
-/// Writes the response head a client receives for an upstream answer: the upstream's
+/// Writes the head a client receives for an upstream answer: the upstream's
 /// status and fields less the hop-by-hop table, the request id, the framing chosen by
 /// `HTTPSerializer.framing`, and `Connection: close` when this is the connection's last answer.
-public enum ClientResponseWriter {
+public enum ClientAnswerWriter {
   /// Fields whose value contains `hiding` (the token sent, on an error answer) are left out.
   public static func write(
     head: HTTPResponseHead, requestID: [UInt8], framing: HTTPBodyFraming, headContentLength: Int64?,
@@ -85,7 +85,7 @@ public enum ClientResponseWriter {
   ) {
     let connectionNamed = UpstreamRequestWriter.connectionListedNames(headers)
     headers.withEachField { name, value in
-      if HopByHop.isHopByHop(name) || HopByHop.gatewayResponseFields.contains(name) { return }
+      if HopByHop.isHopByHop(name) || HopByHop.gatewayAnswerFields.contains(name) { return }
       if let except, except.contains(name) { return }
       if let connectionNamed, connectionNamed.contains(name) { return }
       // In any spelling: escapes are decoded as the value is matched.

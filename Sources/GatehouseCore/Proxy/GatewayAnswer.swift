@@ -1,9 +1,9 @@
 import GatehouseHTTP
 import GatehouseJSON
 
-/// Answers the gateway makes itself (errors, stubs): complete responses with a JSON
+/// Answers the gateway makes itself (errors, stubs): complete, with a JSON
 /// envelope body `{"code","datas","message"}` and a correct Content-Length.
-public enum GatewayResponse {
+public enum GatewayAnswer {
   /// The failures of the proxy path and how SPEC §4 answers them.
   public enum Failure: Sendable, Equatable {
     case noRoute(method: String, path: String)
@@ -70,29 +70,29 @@ public enum GatewayResponse {
     return body
   }
 
-  /// A whole response: head and body. `extraHeaders` are written as given (trusted lines).
+  /// A whole answer: head and body. `extraHeaders` are written as given (trusted lines).
   public static func write(
     status: Int, body: [UInt8], contentType: StaticString = "application/json", requestID: [UInt8],
     closeConnection: Bool, headOnly: Bool = false, extraHeaders: [UInt8] = [], into out: inout [UInt8]
   ) {
-    ClientResponseWriter.append("HTTP/1.1 ", &out)
+    ClientAnswerWriter.append("HTTP/1.1 ", &out)
     HTTPSerializer.appendDecimal(Int64(status), to: &out)
     out.append(0x20)
     out.append(contentsOf: HTTPStatusPhrase.reason(for: status).utf8)
-    ClientResponseWriter.append("\r\nContent-Type: ", &out)
-    ClientResponseWriter.append(contentType, &out)
-    ClientResponseWriter.append("\r\nX-Request-Id: ", &out)
+    ClientAnswerWriter.append("\r\nContent-Type: ", &out)
+    ClientAnswerWriter.append(contentType, &out)
+    ClientAnswerWriter.append("\r\nX-Request-Id: ", &out)
     out.append(contentsOf: requestID)
-    ClientResponseWriter.append("\r\n", &out)
+    ClientAnswerWriter.append("\r\n", &out)
     out.append(contentsOf: extraHeaders)
     let allowsBody = HTTPSerializer.statusAllowsBody(status)
     if allowsBody {
-      ClientResponseWriter.append("Content-Length: ", &out)
+      ClientAnswerWriter.append("Content-Length: ", &out)
       HTTPSerializer.appendDecimal(Int64(body.count), to: &out)
-      ClientResponseWriter.append("\r\n", &out)
+      ClientAnswerWriter.append("\r\n", &out)
     }
-    if closeConnection { ClientResponseWriter.append("Connection: close\r\n", &out) }
-    ClientResponseWriter.append("\r\n", &out)
+    if closeConnection { ClientAnswerWriter.append("Connection: close\r\n", &out) }
+    ClientAnswerWriter.append("\r\n", &out)
     if allowsBody && !headOnly { out.append(contentsOf: body) }
   }
 
