@@ -169,7 +169,7 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
     UpstreamRequestWriter.write(
       head: request, method: .get, target: target, hostHeader: pool.plan.hostHeader, plan: plan.headerPlan,
       token: token,
-      acceptsGzip: ClientSession.asksUpstreamForGzip(plan, clientTakesGzip: clientTakesGzip),
+      acceptsGzip: ForwardingRules.asksUpstreamForGzip(plan, clientTakesGzip: clientTakesGzip),
       sharedAnswer: true, clientAddress: clientAddress, forwardedProto: "http", requestID: context.requestIDs.next(),
       framing: .none,
       into: &out)
@@ -206,7 +206,7 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
   }
 
   private func keep(_ piece: UnsafeRawBufferPointer) {
-    if body.count + piece.count > ClientSession.maxStoredBody {
+    if body.count + piece.count > StoreEntryRules.maxStoredBody {
       tooBig = true
     } else if !tooBig && !overBudget {
       // Refreshes hold bodies whole too: many at once (one per key) count like answers
@@ -264,7 +264,7 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
         // Superseded by an answer the store may not keep (see `LoopStore.forget`).
         context.store?.forget(key: key)
       } else if isGoodAnswer(head), upstream?.followsDoubtfulAnswer != true, let plan,
-        let kept = ClientSession.keptForm(head, body: body, gzipEntry: plan.envelope == nil && clientTakesGzip)
+        let kept = StoreEntryRules.keptForm(head, body: body, gzipEntry: plan.envelope == nil && clientTakesGzip)
       {
         context.store?.remember(
           key: key, status: kept.head.status, headers: kept.head.headers, body: kept.body,

@@ -71,7 +71,7 @@ extension ClientSession {
       exchange.collapsedAnswer = nil
       writeKeptAnswer(
         head: answer.head, body: answer.body, outcome: answer.rendered ?? .passThrough,
-        extra: Self.cacheLines(exchange.cacheResult))
+        extra: StoreEntryRules.cacheLines(exchange.cacheResult))
     case .serveStub:
       // A fallback stub answers for the failure; an `always` one for itself.
       noteFailover(exchange)
@@ -113,9 +113,11 @@ extension ClientSession {
   private func answerLocally(_ answer: ExchangeMachine.LocalAnswer, _ exchange: Exchange) {
     switch answer {
     case .refused(.clientKeyMissing):
-      respondLocally(failure: .clientKeyMissing, reason: .clientKeyMissing, extraHeaders: Self.apiKeyChallenge)
+      respondLocally(
+        failure: .clientKeyMissing, reason: .clientKeyMissing, extraHeaders: ForwardingRules.apiKeyChallenge)
     case .refused(.clientKeyInvalid):
-      respondLocally(failure: .clientKeyInvalid, reason: .clientKeyInvalid, extraHeaders: Self.apiKeyChallenge)
+      respondLocally(
+        failure: .clientKeyInvalid, reason: .clientKeyInvalid, extraHeaders: ForwardingRules.apiKeyChallenge)
     case .refused(.rateLimited(let seconds)):
       respondLocally(
         failure: .rateLimited, reason: .rateLimited, extraHeaders: Array("Retry-After: \(seconds)\r\n".utf8))
@@ -286,7 +288,7 @@ extension ClientSession {
     let pipelined =
       !fresh && pool.plan.pipelineDepth > 1
       && PipelinePolicy.mayJoin(
-        method: exchange.head.method, hasBody: Self.hasBody(exchange.head),
+        method: exchange.head.method, hasBody: ForwardingRules.hasBody(exchange.head),
         isResend: exchange.pipelineDropped || exchange.machine.tokenRetried)
     do {
       if pipelined {
@@ -334,13 +336,13 @@ extension ClientSession {
     let upstreamMethod = asGET ? HTTPMethod.get : method
     exchange.suppressBody = upstreamMethod != method
     exchange.answerParser.requestWasHEAD = upstreamMethod == .head
-    let framing = Self.upstreamFraming(exchange.head.bodyFraming)
+    let framing = ForwardingRules.upstreamFraming(exchange.head.bodyFraming)
     exchange.rechunkRequest = framing == .chunked
     context.scratch.removeAll(keepingCapacity: true)
     UpstreamRequestWriter.write(
       head: exchange.head, method: upstreamMethod, target: exchange.upstreamTarget, hostHeader: pool.plan.hostHeader,
       plan: plan.headerPlan, token: token,
-      acceptsGzip: Self.asksUpstreamForGzip(plan, clientTakesGzip: exchange.acceptsGzip),
+      acceptsGzip: ForwardingRules.asksUpstreamForGzip(plan, clientTakesGzip: exchange.acceptsGzip),
       sharedAnswer: exchange.hasCacheKey, clientAddress: clientAddress,
       forwardedProto: secure ? "https" : "http", requestID: exchange.requestID, framing: framing,
       into: &context.scratch)

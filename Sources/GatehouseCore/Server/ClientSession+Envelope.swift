@@ -20,7 +20,7 @@ extension ClientSession {
       return
     }
     if let head = exchange.bufferedHead, (200..<300).contains(head.status), policy.keyPath == nil,
-      Self.field(head.headers, "content-encoding") == nil
+      ForwardingRules.field(head.headers, "content-encoding") == nil
     {
       // Too large to wrap whole, or the budget for answers held whole is spent: a stream
       // holds no more than the client's connection queue at a time.
@@ -88,11 +88,13 @@ extension ClientSession {
       // and no body at all (the upstream's is read and dropped).
       let close = answerEndsConnection(exchange)
       exchange.bodyPlan = .passThrough
-      let length = Self.declaredLength(head).map { Int64(JSONEnvelopeWriter.successLength(datasCount: Int($0))) }
+      let length = ForwardingRules.declaredLength(head).map {
+        Int64(JSONEnvelopeWriter.successLength(datasCount: Int($0)))
+      }
       ClientAnswerWriter.writeEnveloped(
         status: exchange.status, upstream: head, requestID: exchange.requestID,
         framing: length.map { .contentLength($0) } ?? .none, gzip: false, closeConnection: close,
-        extraLines: Self.cacheLines(exchange.cacheResult), into: &context.output)
+        extraLines: StoreEntryRules.cacheLines(exchange.cacheResult), into: &context.output)
       return
     }
     let framing = HTTPSerializer.framing(bodyLength: nil, allowsBody: true, peerVersion: exchange.head.version)
@@ -103,7 +105,7 @@ extension ClientSession {
     exchange.streamValidator = JSONStreamingValidator(options: EnvelopeRenderer.validation)
     ClientAnswerWriter.writeEnveloped(
       status: exchange.status, upstream: head, requestID: exchange.requestID, framing: framing, gzip: false,
-      closeConnection: close, extraLines: Self.cacheLines(exchange.cacheResult), into: &context.output)
+      closeConnection: close, extraLines: StoreEntryRules.cacheLines(exchange.cacheResult), into: &context.output)
     appendWrapped(Array(#"{"code":0,"datas":"#.utf8), exchange: exchange)
   }
 
@@ -145,17 +147,18 @@ extension ClientSession {
     case .json(let status, let body), .unusable(let status, let body):
       writeEnvelopedAnswer(
         status: status, body: body, upstream: head, exchange: exchange, close: close, headOnly: headOnly,
-        extra: Self.cacheLines(exchange.cacheResult), hiding: Self.tokenToHide(exchange, upstreamStatus: head.status))
+        extra: StoreEntryRules.cacheLines(exchange.cacheResult),
+        hiding: ForwardingRules.tokenToHide(exchange, upstreamStatus: head.status))
     case .passThrough:
       exchange.status = head.status
-      let secret = Self.tokenToHide(exchange, upstreamStatus: head.status)
+      let secret = ForwardingRules.tokenToHide(exchange, upstreamStatus: head.status)
       var except: HeaderNameSet?
       if let secret {
         // A coded body (a redirect's, read whole to be masked) is looked at decoded and sent
         // plain; one that cannot be decoded is left out: a redirect's body is a note for
         // people, and clients follow `Location`.
-        if let coding = Self.field(head.headers, "content-encoding") {
-          except = Self.contentEncodingField
+        if let coding = ForwardingRules.field(head.headers, "content-encoding") {
+          except = StoreEntryRules.contentEncodingField
           let decoded =
             EnvelopeRenderer.isGzip(coding)
             ? try? GzipDecoder.decode(exchange.bufferedBody, maxOutputBytes: exchange.envelope?.maxBytes ?? 0) : nil
@@ -170,7 +173,8 @@ extension ClientSession {
         head: head, requestID: exchange.requestID,
         framing: allowsBody && !headOnly ? .contentLength(Int64(exchange.bufferedBody.count)) : .none,
         headContentLength: headOnly && allowsBody ? Int64(exchange.bufferedBody.count) : nil, closeConnection: close,
-        extraLines: Self.cacheLines(exchange.cacheResult), except: except, hiding: secret, into: &context.output)
+        extraLines: StoreEntryRules.cacheLines(exchange.cacheResult), except: except, hiding: secret,
+        into: &context.output)
       if !headOnly && allowsBody {
         context.output.append(contentsOf: exchange.bufferedBody)
         exchange.bodyBytes += Int64(exchange.bufferedBody.count)
@@ -202,19 +206,4 @@ extension ClientSession {
     }
   }
 
-  /// The token value to keep out of an answer: an error answer may echo the credential it was
-  /// refused with ("token … is not allowed"), and clients never hold backend credentials. A
-  /// 2xx answer is the backend's data and passes as it is.
-  static func tokenToHide(_ exchange: Exchange, upstreamStatus: Int) -> [UInt8]? {
-    (200..<300).contains(upstreamStatus) ? nil : exchange.sentToken
-  }
-
-  static func field(_ headers: HTTPHeaders, _ lowercaseName: StaticString) -> ArraySlice<UInt8>? {
-    headers.firstValue(lowercaseName: lowercaseName)
-  }
-
-  static func declaredLength(_ head: HTTPResponseHead) -> Int64? {
-    if case .contentLength(let length) = head.bodyFraming { return length }
-    return nil
-  }
 }

@@ -22,7 +22,7 @@ extension ClientSession {
     guard let exchange else { return }
     // Routes with a token keep a small body, so a request rejected for its token can be sent again.
     if exchange.requestBodyCopy != nil {
-      if exchange.requestBodyCopy!.count + bytes.count <= Self.maxReplayBody {
+      if exchange.requestBodyCopy!.count + bytes.count <= ForwardingRules.maxReplayBody {
         exchange.requestBodyCopy!.append(contentsOf: bytes)
       } else {
         exchange.requestBodyCopy = nil
@@ -61,11 +61,6 @@ extension ClientSession {
       setDeadline(.exchange, nanoseconds: timeout)
     }
   }
-
-  /// Request bodies up to this size are kept for a retry after a token rejection (SPEC §3).
-  static let maxReplayBody = 64 * 1024
-  /// Body bytes held while a token is fetched, before the request is given up.
-  static let maxPendingBody = 1 << 20
 
   func writeRequestBody(_ body: [UInt8], to upstream: UpstreamConnection, exchange: Exchange) {
     guard let connection = upstream.connection else { return }

@@ -8,13 +8,6 @@ import GatehouseStore
 /// A session's use of the store: answers kept, answers served from it, and requests that
 /// share one upstream exchange (collapsed forwarding).
 extension ClientSession {
-  /// Bodies above this size are not kept for the store.
-  static let maxStoredBody = 8 << 20
-  /// A kept gzip body decoded for a client without gzip (only when a backend sent gzip unasked:
-  /// such clients have their own entries) may be at most this large.
-  static let maxDecodedKeptBody = maxStoredBody
-  static let contentEncodingField = HeaderNameSet(["content-encoding"])
-
   /// Looks the request up: its key (or why it has none), then a stored answer the route
   /// may serve without the upstream (`fresh_s`, `stale_while_revalidate_s`), else a share
   /// of the exchange already with the upstream for the key (collapsed forwarding).
@@ -26,20 +19,20 @@ extension ClientSession {
     // A GET or HEAD with a body is no request for the shared answer: the body may change
     // what the upstream answers, and the key does not hold it. Never looked up, stored or
     // collapsed.
-    guard exchange.head.method == .get || exchange.head.method == .head, !Self.hasBody(exchange.head) else {
+    guard exchange.head.method == .get || exchange.head.method == .head, !ForwardingRules.hasBody(exchange.head) else {
       exchange.cacheResult = .bypass
       return .miss
     }
     // Credentials of the client's own that reach the backend make the answer theirs. A
     // keyed field the client's `Connection` names is dropped on the way, so the key would
     // hold a value the upstream never saw.
-    if Self.forwardsClientCredentials(exchange, plan: plan, keyed: cache.vary)
-      || Self.connectionNamesKeyedField(exchange.head, keyed: cache.vary)
+    if StoreEntryRules.forwardsClientCredentials(exchange, plan: plan, keyed: cache.vary)
+      || StoreEntryRules.connectionNamesKeyedField(exchange.head, keyed: cache.vary)
     {
       exchange.cacheResult = .bypass
       return .miss
     }
-    let key = store.key(Self.cacheKeyInputs(exchange, upstream: upstreamName, vary: cache.vary))
+    let key = store.key(StoreEntryRules.cacheKeyInputs(exchange, upstream: upstreamName, vary: cache.vary))
     exchange.cacheKey = key
     exchange.cacheResult = .miss
     if cache.answersWithoutUpstream {
@@ -81,7 +74,7 @@ extension ClientSession {
     case .buffer:
       guard let head = exchange.bufferedHead, !exchange.bufferedTruncated,
         !exchange.answerParser.requestWasHEAD,
-        CacheStorability.isStorable(status: status, headers: head.headers, keyed: Self.keyedNames(exchange))
+        CacheStorability.isStorable(status: status, headers: head.headers, keyed: StoreEntryRules.keyedNames(exchange))
       else { return nil }
       return (head, exchange.bufferedBody)
     case .passThrough:
@@ -94,35 +87,13 @@ extension ClientSession {
 
   func rememberAnswer(_ answer: (head: HTTPResponseHead, body: [UInt8]), exchange: Exchange) {
     guard let key = exchange.cacheKey, let store = context.store,
-      let kept = Self.keptForm(answer.head, body: answer.body, gzipEntry: Self.isGzipEntry(exchange))
+      let kept = StoreEntryRules.keptForm(
+        answer.head, body: answer.body, gzipEntry: StoreEntryRules.isGzipEntry(exchange))
     else { return }
     store.remember(
       key: key, status: kept.head.status, headers: kept.head.headers, body: kept.body, nowMs: RFC3339.nowMilliseconds())
     // Should the connection turn out to carry answers nobody asked for, this one is in doubt.
     exchange.upstream?.lastStoredKey = key
-  }
-
-  /// An answer as the store keeps it. A gzip body for an entry that serves clients without
-  /// gzip (the backend sent it unasked) is kept decoded, once, rather than inflated on
-  /// every hit; gzip clients of pass-through routes have an entry of their own, which keeps
-  /// it as it came. nil when it does not decode within `maxDecodedKeptBody`: not kept.
-  static func keptForm(_ head: HTTPResponseHead, body: [UInt8], gzipEntry: Bool) -> (
-    head: HTTPResponseHead, body: [UInt8]
-  )? {
-    guard !gzipEntry, let coding = field(head.headers, "content-encoding"), EnvelopeRenderer.isGzip(coding) else {
-      return (head, body)
-    }
-    guard let decoded = try? GzipDecoder.decode(body, maxOutputBytes: maxDecodedKeptBody) else { return nil }
-    var plain = head
-    plain.headers = HTTPHeaders(head.headers.pairs.filter { $0.name.lowercased() != "content-encoding" })
-    plain.bodyFraming = .contentLength(Int64(decoded.count))
-    return (plain, decoded)
-  }
-
-  /// Whether the request's entry is the gzip one of a pass-through route (see `cacheKeyInputs`).
-  static func isGzipEntry(_ exchange: Exchange) -> Bool {
-    let plan = exchange.routeIndex.map { exchange.snapshot.routePlans[$0] }
-    return plan?.envelope == nil && exchange.acceptsGzip
   }
 
   // MARK: Collapsed forwarding
@@ -132,7 +103,7 @@ extension ClientSession {
   func joinCollapsedExchange(_ exchange: Exchange, cache: CachePolicy, routeIndex: Int) -> Bool {
     guard let key = exchange.cacheKey,
       RequestCollapsing.isCollapsible(
-        method: exchange.head.method, hasBody: Self.hasBody(exchange.head), enabled: cache.collapse)
+        method: exchange.head.method, hasBody: ForwardingRules.hasBody(exchange.head), enabled: cache.collapse)
     else { return false }
     guard let group = context.collapsing[key.id], group.isLive else {
       context.collapsing[key.id] = CollapseGroup(leader: exchange, routeIndex: routeIndex)
@@ -185,9 +156,6 @@ extension ClientSession {
     }
   }
 
-  /// The largest upstream `Age` taken into the age of a stored answer: ten years.
-  static let maxInitialAge: Int64 = 315_360_000
-
   /// Answers from the store: the stored upstream answer, through the route's envelope.
   func serveStored(_ stored: StoredAnswer, result: CacheResult) {
     guard let exchange else { return }
@@ -201,14 +169,16 @@ extension ClientSession {
       // delta-seconds only (digits); longer than 10 digits is capped like any huge value,
       // so a hostile one cannot overflow the sum.
       if name == "age", initialAge == 0, !field.value.isEmpty, field.value.utf8.allSatisfy({ $0 &- 0x30 < 10 }) {
-        initialAge = field.value.utf8.count > 10 ? Self.maxInitialAge : min(Int64(field.value) ?? 0, Self.maxInitialAge)
+        initialAge =
+          field.value.utf8.count > 10
+          ? StoreEntryRules.maxInitialAge : min(Int64(field.value) ?? 0, StoreEntryRules.maxInitialAge)
       }
       return name != "age" && name != "warning"
     }
     let head = HTTPResponseHead(
       status: stored.status, headers: HTTPHeaders(fields.map { ($0.name, $0.value) }),
       bodyFraming: .contentLength(Int64(stored.body.count)))
-    var extra = Self.cacheLines(result)
+    var extra = StoreEntryRules.cacheLines(result)
     // RFC 9111 §5.1: every answer from the store says how old it is.
     let age = initialAge + max(0, (RFC3339.nowMilliseconds() - stored.storedAtMs) / 1000)
     extra.append(contentsOf: "Age: \(age)\r\n".utf8)
@@ -217,8 +187,8 @@ extension ClientSession {
     if let policy = exchange.envelope {
       outcome = EnvelopeRenderer.render(
         status: stored.status, reason: HTTPStatusPhrase.reason(for: stored.status),
-        contentType: Self.field(head.headers, "content-type"),
-        contentEncoding: Self.field(head.headers, "content-encoding"),
+        contentType: ForwardingRules.field(head.headers, "content-type"),
+        contentEncoding: ForwardingRules.field(head.headers, "content-encoding"),
         body: stored.body, truncated: false, policy: policy)
     }
     writeKeptAnswer(head: head, body: stored.body, outcome: outcome, extra: extra)
@@ -240,12 +210,12 @@ extension ClientSession {
     case .passThrough:
       var body = body
       var except: HeaderNameSet?
-      if !exchange.acceptsGzip, let coding = Self.field(head.headers, "content-encoding"),
+      if !exchange.acceptsGzip, let coding = ForwardingRules.field(head.headers, "content-encoding"),
         EnvelopeRenderer.isGzip(coding)
       {
         // Kept gzip (another client asked for it) goes to a client without gzip decoded,
         // as the upstream would have answered it (RFC 9110 §12.5.3).
-        guard let decoded = try? GzipDecoder.decode(body, maxOutputBytes: Self.maxDecodedKeptBody) else {
+        guard let decoded = try? GzipDecoder.decode(body, maxOutputBytes: StoreEntryRules.maxDecodedKeptBody) else {
           // Not an answer from the store after all (nor a `STALE` one): the entry cannot
           // be served, so it goes, and the next request asks the upstream.
           if exchange.cacheResult == .hit || exchange.cacheResult == .stale {
@@ -256,7 +226,7 @@ extension ClientSession {
           return
         }
         body = decoded
-        except = Self.contentEncodingField
+        except = StoreEntryRules.contentEncodingField
       }
       guard chargeKeptAnswer(body.count, exchange: exchange) else { return }
       exchange.status = head.status
@@ -293,71 +263,4 @@ extension ClientSession {
     return false
   }
 
-  /// The key inputs of a request: each vary header's values joined, prefixed with "=" when
-  /// the client sent it (so "absent" and "empty" differ).
-  static func cacheKeyInputs(_ exchange: Exchange, upstream: String, vary: [String]) -> LoopStore.KeyInputs {
-    let values = vary.map { name -> String in
-      let sent = exchange.head.headers.values(for: name)
-      return sent.isEmpty ? "" : "=" + sent.joined(separator: ",")
-    }
-    // With keys required, answers are per client: one client's data never serves another.
-    let client = exchange.snapshot.clients.required ? exchange.clientID : nil
-    // Two routes to one upstream with their own Host are two virtual hosts: their answers
-    // for the same path are different resources.
-    let plan = exchange.routeIndex.map { exchange.snapshot.routePlans[$0] }
-    // A route that passes bodies through keeps the gzip answer (for clients that take it)
-    // apart from the plain one: decoding a kept body per answer would cost the loop the time
-    // a large body takes to inflate, on every hit. Enveloped routes decode anyway to wrap.
-    let gzip = isGzipEntry(exchange)
-    return LoopStore.KeyInputs(
-      upstream: upstream, target: exchange.upstreamTarget, varyNames: vary, vary: values, clientID: client,
-      host: plan?.headerPlan.host, scope: plan?.cacheScope, gzip: gzip)
-  }
-
-  /// Request fields that carry a client's own credentials.
-  static let credentialFields = HeaderNameSet(["authorization", "cookie", "x-api-key"])
-
-  /// Whether the request carries credentials of the client's own (`Authorization`, `Cookie`,
-  /// `X-Api-Key`, or a look-alike spelled with `_`) that the route forwards and its key does
-  /// not hold: the answer may be that client's alone. A shared cache does not reuse answers
-  /// to such requests (RFC 9111 §3.5), so they neither read nor feed the store, nor share
-  /// an exchange with others. An injected token, a client key and a removed field are not the
-  /// client's credentials reaching the backend.
-  static func forwardsClientCredentials(_ exchange: Exchange, plan: RoutePlan, keyed: [String]) -> Bool {
-    var found = false
-    exchange.head.headers.withEachField { name, value in
-      guard !found else { return }
-      guard
-        credentialFields.contains(name)
-          || (name.contains(0x5F) && credentialFields.containsReadingUnderscoreAsDash(name))
-      else { return }
-      if plan.headerPlan.dropped.contains(name) || HopByHop.isUnderscoreLookAlike(name, of: plan.headerPlan.dropped) {
-        return
-      }
-      if plan.headerPlan.dropsAPIKeyAuthorization && ASCIIBytes.equalsLowercase(name, "authorization")
-        && ClientKeys.isAPIKeyScheme(value)
-      {
-        return
-      }
-      if keyed.contains(String(decoding: name, as: UTF8.self).lowercased()) { return }
-      found = true
-    }
-    return found
-  }
-
-  /// Whether the request's `Connection` field lists one of the `keyed` names.
-  static func connectionNamesKeyedField(_ head: HTTPRequestHead, keyed: [String]) -> Bool {
-    guard !keyed.isEmpty, let listed = UpstreamRequestWriter.connectionListedNames(head.headers) else { return false }
-    return keyed.contains { listed.contains($0.lowercased()) }
-  }
-
-  /// The request fields the route's cache key holds (its `vary` list, lowercased).
-  static func keyedNames(_ exchange: Exchange) -> [String] {
-    exchange.routeIndex.flatMap { exchange.snapshot.routePlans[$0].cache?.vary } ?? []
-  }
-
-  static func cacheLines(_ result: CacheResult?) -> [UInt8] {
-    guard let result else { return [] }
-    return Array("X-Gatehouse-Cache: \(result.rawValue)\r\n".utf8)
-  }
 }

@@ -135,8 +135,9 @@ extension ClientSession {
     if let routeIndex = exchange.routeIndex, let use = exchange.snapshot.routePlans[routeIndex].token {
       if use.invalidStatuses.contains(head.status) {
         if tokenRejected(use, exchange: exchange, reusable: nil) { return false }
-      } else if use.bodyField != nil && exchange.envelope == nil, let length = Self.declaredLength(head),
-        length <= Self.maxReplayBody, JSONMediaType.isJSON(Self.field(head.headers, "content-type") ?? [])
+      } else if use.bodyField != nil && exchange.envelope == nil, let length = ForwardingRules.declaredLength(head),
+        length <= ForwardingRules.maxReplayBody,
+        JSONMediaType.isJSON(ForwardingRules.field(head.headers, "content-type") ?? [])
       {
         // A pass-through route whose backend signals rejection in the body: keep the (small)
         // body to look at it before answering.
@@ -149,7 +150,7 @@ extension ClientSession {
       // A failing backend's error page is worse than yesterday's answer.
       if let pool = exchange.pool {
         context.recordUpstreamAnswer(
-          pool: pool, status: head.status, route: Self.routeName(of: exchange), outcome: "error_status")
+          pool: pool, status: head.status, route: ForwardingRules.routeName(of: exchange), outcome: "error_status")
       }
       if exchange.collapseRole == .leading { exchange.collapseOutcome = .failed(.unavailable) }
       exchange.reason = .upstreamError
@@ -158,15 +159,17 @@ extension ClientSession {
       return false
     }
     if exchange.hasCacheKey && !exchange.answerParser.requestWasHEAD
-      && CacheStorability.isStorable(status: head.status, headers: head.headers, keyed: Self.keyedNames(exchange))
+      && CacheStorability.isStorable(
+        status: head.status, headers: head.headers, keyed: StoreEntryRules.keyedNames(exchange))
     {
       exchange.teeBody = []
       exchange.storableHead = head
     }
     if let policy = exchange.envelope {
       let plan = EnvelopeRenderer.plan(
-        status: head.status, contentType: Self.field(head.headers, "content-type"),
-        contentEncoding: Self.field(head.headers, "content-encoding"), contentLength: Self.declaredLength(head),
+        status: head.status, contentType: ForwardingRules.field(head.headers, "content-type"),
+        contentEncoding: ForwardingRules.field(head.headers, "content-encoding"),
+        contentLength: ForwardingRules.declaredLength(head),
         policy: policy, readsRedirects: exchange.sentToken != nil)
       self.exchange?.bodyPlan = plan
       switch plan {
@@ -189,7 +192,7 @@ extension ClientSession {
     var rechunk = false
     if requestIsHEAD || !HTTPSerializer.statusAllowsBody(head.status) {
       framing = .none
-      headLength = requestIsHEAD ? Self.declaredLength(head) ?? head.contentLength : nil
+      headLength = requestIsHEAD ? ForwardingRules.declaredLength(head) ?? head.contentLength : nil
     } else {
       switch head.bodyFraming {
       case .contentLength(let length):
@@ -208,8 +211,9 @@ extension ClientSession {
     exchange.upstreamStatus = head.status
     exchange.upstreamKeepAlive = head.keepAlive
     run(.answerBegan)
-    if let secret = Self.tokenToHide(exchange, upstreamStatus: head.status), framing != .none, !requestIsHEAD,
-      Self.field(head.headers, "content-encoding").map(EnvelopeRenderer.isIdentity) ?? true
+    if let secret = ForwardingRules.tokenToHide(exchange, upstreamStatus: head.status), framing != .none,
+      !requestIsHEAD,
+      ForwardingRules.field(head.headers, "content-encoding").map(EnvelopeRenderer.isIdentity) ?? true
     {
       // An error answer streams as it is on this route: the token it may echo is masked on
       // the way, byte for byte (the length already announced stays true).
@@ -218,8 +222,8 @@ extension ClientSession {
     let before = context.output.count
     ClientAnswerWriter.write(
       head: head, requestID: exchange.requestID, framing: framing, headContentLength: headLength,
-      closeConnection: close, extraLines: Self.cacheLines(exchange.cacheResult),
-      hiding: Self.tokenToHide(exchange, upstreamStatus: head.status), into: &context.output)
+      closeConnection: close, extraLines: StoreEntryRules.cacheLines(exchange.cacheResult),
+      hiding: ForwardingRules.tokenToHide(exchange, upstreamStatus: head.status), into: &context.output)
     self.exchange?.bytesSent += Int64(context.output.count - before)
     return true
   }
@@ -248,7 +252,7 @@ extension ClientSession {
       }
     case .passThrough:
       if exchange.teeBody != nil {
-        if exchange.teeBody!.count + bytes.count <= Self.maxStoredBody {
+        if exchange.teeBody!.count + bytes.count <= StoreEntryRules.maxStoredBody {
           exchange.teeBody!.append(contentsOf: bytes)
         } else {
           exchange.teeBody = nil
@@ -294,7 +298,7 @@ extension ClientSession {
     if let pool = exchange.pool {
       pool.recordAnswerTime(loop.iterationTime &- exchange.sentAt)
       context.recordUpstreamAnswer(
-        pool: pool, status: exchange.upstreamStatus ?? 0, route: Self.routeName(of: exchange))
+        pool: pool, status: exchange.upstreamStatus ?? 0, route: ForwardingRules.routeName(of: exchange))
     }
     // A body that says the token was rejected is sent again with a new value when it can
     // be; when it cannot, it is no good answer: never stored, never wrapped as a success.
@@ -404,12 +408,6 @@ extension ClientSession {
     return true
   }
 
-  /// The name of the exchange's route, for its breaker (every exchange that reaches an
-  /// upstream has one).
-  static func routeName(of exchange: Exchange) -> String {
-    exchange.routeIndex.map { exchange.snapshot.routePlans[$0].name } ?? ""
-  }
-
   /// `detail` is what `/admin/upstreams` shows as the upstream's last error when there is more
   /// to say than the outcome the metrics count; `reason` the access line's, when it is more
   /// precise than the failure's own.
@@ -428,7 +426,7 @@ extension ClientSession {
     // A waiter that gave up is no longer answered by the exchange it waited for.
     if exchange.collapseRole == .waiting { exchange.collapseRole = .none }
     if let pool = exchange.pool {
-      context.recordUpstreamFailure(failure, pool: pool, route: Self.routeName(of: exchange), detail: detail)
+      context.recordUpstreamFailure(failure, pool: pool, route: ForwardingRules.routeName(of: exchange), detail: detail)
     }
     if exchange.machine.answerBegan && !exchange.answerFlushed {
       // The answer's head is only staged (the upstream broke within the read that brought

@@ -194,7 +194,7 @@ final class ClientSession: HTTP1ServerResponder, UpstreamExchangeOwner {
   /// the request and its route.
   private func startExchange(_ head: HTTPRequestHead) {
     let snapshot = context.snapshot
-    let requestID = Self.requestID(from: head) ?? context.requestIDs.next()
+    let requestID = ForwardingRules.requestID(from: head) ?? context.requestIDs.next()
     var name = head.method.name
     let match = name.withUTF8 { method in
       head.path.withUnsafeBytes { path in snapshot.routeTable.match(method: UnsafeRawBufferPointer(method), path: path)
@@ -205,7 +205,7 @@ final class ClientSession: HTTP1ServerResponder, UpstreamExchangeOwner {
       startedAt: loop.iterationTime)
     self.exchange = exchange
     deadlineKind = .exchange
-    let hasBody = Self.hasBody(head)
+    let hasBody = ForwardingRules.hasBody(head)
     var facts = ExchangeMachine.RequestFacts(
       idempotent: head.method.isIdempotent, isHEAD: head.method == .head, hasBody: hasBody,
       expectsContinue: head.expectsContinue, bodyFollowsHead: server.inputFollowsHead)
@@ -244,8 +244,8 @@ final class ClientSession: HTTP1ServerResponder, UpstreamExchangeOwner {
       route.enveloped = plan.envelope != nil
       if hasBody {
         route.bodyReadAhead = snapshot.bodyBufferBytes
-        route.replayLimit = plan.token != nil ? Self.maxReplayBody : 0
-        route.pendingLimit = Self.maxPendingBody
+        route.replayLimit = plan.token != nil ? ForwardingRules.maxReplayBody : 0
+        route.pendingLimit = ForwardingRules.maxPendingBody
       }
       // Enveloped answers are compressed per client; stored ones may be gzip that a client
       // without gzip must get decoded.
@@ -278,7 +278,7 @@ final class ClientSession: HTTP1ServerResponder, UpstreamExchangeOwner {
     // answer of such a route does.
     respondLocally(
       status: status, body: GatewayAnswer.errorBody(status: failure.status, message: failure.message),
-      extraHeaders: Self.cacheLines(exchange?.cacheResult) + extraHeaders)
+      extraHeaders: StoreEntryRules.cacheLines(exchange?.cacheResult) + extraHeaders)
   }
 
   /// Writes a whole answer made by the gateway (the caller has set the exchange's `reason`).
@@ -337,44 +337,4 @@ final class ClientSession: HTTP1ServerResponder, UpstreamExchangeOwner {
         bodyBytes: Int64(bodyBytes), client: clientAddress[...]))
   }
 
-  // MARK: Pure decisions
-
-  /// RFC 9110 §11.6.1: a 401 names the scheme that would get through; client keys are also
-  /// accepted as `Authorization: ApiKey <key>`.
-  static let apiKeyChallenge = Array("WWW-Authenticate: ApiKey\r\n".utf8)
-
-  static func hasBody(_ head: HTTPRequestHead) -> Bool {
-    switch head.bodyFraming {
-    case .none, .contentLength(0): return false
-    case .contentLength, .chunked, .untilClose: return true
-    }
-  }
-
-  /// The upstream gets the body framed as the client framed it: a length stays a length,
-  /// chunked stays chunked (re-encoded, trailers dropped).
-  static func upstreamFraming(_ requestFraming: HTTPBodyFraming) -> HTTPBodyFraming {
-    switch requestFraming {
-    case .none: return .none
-    case .contentLength(let length): return .contentLength(length)
-    case .chunked, .untilClose: return .chunked
-    }
-  }
-
-  /// Whether the upstream is asked for gzip (on routes whose `Accept-Encoding` the gateway
-  /// normalizes). Only where the body passes through: an enveloped body must be read whole
-  /// or validated as it streams, and a gzip one can only be read whole, so a large answer
-  /// that streams wrapped when plain would fail when gzip. The gateway compresses the
-  /// envelope itself for clients that take gzip.
-  /// Never on a route with a token: an error answer may echo the token, and only a plain
-  /// body can be masked as it streams.
-  static func asksUpstreamForGzip(_ plan: RoutePlan, clientTakesGzip: Bool) -> Bool {
-    clientTakesGzip && plan.envelope == nil && plan.token == nil
-  }
-
-  /// A client's own X-Request-Id is kept when it is plain and short.
-  static func requestID(from head: HTTPRequestHead) -> [UInt8]? {
-    guard let index = head.headers.firstIndex(lowercaseName: "x-request-id") else { return nil }
-    let value = head.headers.valueBytes(at: index)
-    return RequestIDGenerator.isAcceptable(value) ? Array(value) : nil
-  }
 }

@@ -61,7 +61,7 @@ final class Exchange {
   var streamValidator: JSONStreamingValidator?
   /// Leaves a byte order mark out of a wrapped stream's body.
   var bomFilter = LeadingBOMFilter()
-  /// Masks the token in an error answer that passes through (`ClientSession.tokenToHide`).
+  /// Masks the token in an error answer that passes through (`ForwardingRules.tokenToHide`).
   var bodyMasker: StreamingSecretMasker?
   /// A HEAD request sent upstream as GET (enveloped routes need the body to size the
   /// answer): its body is read but never sent to the client.

@@ -33,7 +33,7 @@ final class LoopStore {
     let host: [UInt8]?
     /// `RoutePlan.cacheScope`.
     let scope: String?
-    /// The gzip entry of a route that passes bodies through (see `ClientSession.cacheKeyInputs`).
+    /// The gzip entry of a route that passes bodies through (see `StoreEntryRules.cacheKeyInputs`).
     let gzip: Bool
   }
 
