@@ -134,6 +134,15 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
         abort()
         return
       }
+      // A body being read and dropped after its answer will not come now: the exchange
+      // is over (nothing is owed), and the connection closes at once rather than wait for
+      // the idle timeout.
+      if exchangeOpen && answerComplete && !requestComplete {
+        closeAfterAnswer = true
+        requestComplete = true
+        finishExchange()
+        return
+      }
     }
     // A client may half-close after sending its request; the answer still goes out.
     closeAfterAnswer = true
@@ -395,7 +404,11 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
   }
 
   /// Every pause reason but the layer's own.
-  private static let responderReasons = HTTP1PauseReasons(rawValue: ~HTTP1PauseReasons.pipelining.rawValue)
+  /// Computed, not a stored `static let`: a global's lazy initialization check would run
+  /// on every exchange.
+  private static var responderReasons: HTTP1PauseReasons {
+    HTTP1PauseReasons(rawValue: ~HTTP1PauseReasons.pipelining.rawValue)
+  }
 
   /// The client's queue is above its high watermark.
   public var isAboveHighWatermark: Bool { connection?.isAboveHighWatermark ?? false }

@@ -120,6 +120,23 @@ import Testing
     #expect(client.endsWithoutMoreBytes())
   }
 
+  /// A client that half-closes while the rest of its body is being read and dropped after
+  /// a whole answer ends its exchange at once: the body will not come, and the connection
+  /// does not wait for the idle timeout (here 30 s) to close.
+  @Test func halfCloseWhileTheBodyIsDroppedEndsTheExchangeAtOnce() throws {
+    let server = try TestServer { $0.timing = .atHead }
+    defer { server.shutdown() }
+    let client = try Client(port: server.port)
+    try client.send("POST /drop HTTP/1.1\r\nHost: test\r\nContent-Length: 100\r\n\r\nfirst")
+    let answer = try #require(client.readAnswer())
+    #expect(answer.body == "/drop")
+    #expect(eventually { (try? server.inspect { $0.answerComplete && !$0.requestComplete }) == true })
+
+    client.shutdownWrite()
+    #expect(eventually(timeout: .seconds(5)) { server.log.contains("finished /drop") })
+    #expect(client.endsWithoutMoreBytes())
+  }
+
   // MARK: 100-continue
 
   /// Asked twice, `100 Continue` goes out once; the body follows and the request is answered

@@ -6,7 +6,9 @@ struct ExchangeActions: Sequence, Equatable, ExpressibleByArrayLiteral, CustomSt
 
   /// No transition returns more (the longest: an upstream given up, a queue left, a local
   /// answer closing the connection, and the exchange's end).
-  static let capacity = 6
+  /// (Computed: a stored `static let` would be checked for lazy initialization on every
+  /// append.)
+  static var capacity: Int { 6 }
 
   private var storage: (Action, Action, Action, Action, Action, Action) = (
     .finish, .finish, .finish, .finish, .finish, .finish
@@ -38,16 +40,30 @@ struct ExchangeActions: Sequence, Equatable, ExpressibleByArrayLiteral, CustomSt
   }
 
   mutating func append(_ action: Action) {
-    precondition(count < Self.capacity, "an exchange transition returned too many actions")
-    withUnsafeMutableBytes(of: &storage) { raw in
-      raw.baseAddress!.assumingMemoryBound(to: Action.self)[count] = action
+    // A switch on the slot, not a pointer into the tuple: `withUnsafe…Bytes(of:)` would copy
+    // the whole list for each access.
+    switch count {
+    case 0: storage.0 = action
+    case 1: storage.1 = action
+    case 2: storage.2 = action
+    case 3: storage.3 = action
+    case 4: storage.4 = action
+    case 5: storage.5 = action
+    default: preconditionFailure("an exchange transition returned too many actions")
     }
     count += 1
   }
 
   subscript(index: Int) -> Action {
     precondition(index >= 0 && index < count)
-    return withUnsafeBytes(of: storage) { raw in raw.baseAddress!.assumingMemoryBound(to: Action.self)[index] }
+    switch index {
+    case 0: return storage.0
+    case 1: return storage.1
+    case 2: return storage.2
+    case 3: return storage.3
+    case 4: return storage.4
+    default: return storage.5
+    }
   }
 
   static func + (lhs: ExchangeActions, rhs: ExchangeActions) -> ExchangeActions {

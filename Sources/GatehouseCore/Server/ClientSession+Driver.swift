@@ -10,22 +10,33 @@ extension ClientSession {
   /// deadline of the phase it reached when that changed.
   func run(_ event: ExchangeMachine.Event) {
     guard let exchange else { return }
+    run(event, on: exchange)
+  }
+
+  /// `run` for a caller that holds the exchange already (each load of the optional
+  /// property costs a retain and a release).
+  func run(_ event: ExchangeMachine.Event, on exchange: Exchange) {
+    let serial = exchangeSerial
     let before = exchange.machine.deadline
+    let armsBefore = deadlineArms
     let actions = exchange.machine.handle(event)
     for action in actions {
       // An action may end the exchange (an abort, the finish): the rest are for nobody.
-      guard self.exchange === exchange, !closed else { return }
+      guard exchangeSerial == serial, !closed else { return }
       perform(action, exchange)
     }
-    guard self.exchange === exchange, !closed else { return }
+    guard exchangeSerial == serial, !closed else { return }
     let after = exchange.machine.deadline
-    if after != before { armDeadline(after, exchange) }
+    // An event fed while performing these actions may have armed this very deadline
+    // already (a lease leads at once to `leased`): it is armed once, by the innermost run.
+    guard after != before, deadlineArms == armsBefore || after != armedDeadline else { return }
+    armDeadline(after, exchange)
   }
 
   private func perform(_ action: ExchangeMachine.Action, _ exchange: Exchange) {
     switch action {
     case .lookUpStore:
-      run(.storeLookedUp(lookUpStore(exchange)))
+      run(.storeLookedUp(lookUpStore(exchange)), on: exchange)
     case .revalidateInBackground:
       guard let key = exchange.cacheKey, let routeIndex = exchange.routeIndex else { return }
       context.revalidate(
@@ -148,6 +159,8 @@ extension ClientSession {
   /// Arms the deadline the machine's phase calls for, with the timeouts of the config and
   /// the upstream the exchange uses.
   func armDeadline(_ deadline: ExchangeMachine.Deadline, _ exchange: Exchange) {
+    deadlineArms &+= 1
+    armedDeadline = deadline
     switch deadline {
     case .none:
       clearDeadline()
@@ -216,7 +229,7 @@ extension ClientSession {
   /// `TokenManager.retryAfterRejection` gives).
   private func takeToken(_ exchange: Exchange) {
     guard let routeIndex = exchange.routeIndex, let use = exchange.snapshot.routePlans[routeIndex].token else {
-      run(.tokenGranted)
+      run(.tokenGranted, on: exchange)
       return
     }
     if exchange.awaitsNewToken {
@@ -231,7 +244,7 @@ extension ClientSession {
       waitForToken(use)
       return
     }
-    run(.tokenGranted)
+    run(.tokenGranted, on: exchange)
   }
 
   /// An upstream the health checks call down is skipped without a connect attempt, as one
@@ -257,17 +270,20 @@ extension ClientSession {
       case .attemptUnlessAnswerable: skip = staleAnswer(for: exchange) != nil ? .circuitOpen : nil
       }
     }
+    // Kept for the lease that follows (and for the failure's count when skipped).
+    exchange.pool = pool
     if let skip {
-      exchange.pool = pool
       upstreamFailed(skip)
       return
     }
-    run(.breakersAdmitted)
+    run(.breakersAdmitted, on: exchange)
   }
 
   /// Leases a connection of the exchange's upstream, or queues for one.
   private func lease(_ exchange: Exchange, fresh: Bool) {
-    guard let pool = upstreamPool(exchange) else {
+    // The breakers were asked of this pool; one never asked (a resend after a pipelined
+    // connection dropped the request) is looked up again.
+    guard let pool = exchange.pool ?? upstreamPool(exchange) else {
       upstreamFailed(.unavailable, reason: .noUpstream)
       return
     }
@@ -279,7 +295,7 @@ extension ClientSession {
     }
     if !pool.hasRoom(fresh: fresh) {
       exchange.pool = pool
-      run(.noConnectionFree)
+      run(.noConnectionFree, on: exchange)
       return
     }
     let upstream: UpstreamConnection
@@ -301,13 +317,16 @@ extension ClientSession {
       }
     } catch {
       context.shared.warnCannotOpenUpstream(pool.plan.name, error: error)
+      // A socket the gateway cannot make (out of descriptors) is no failure of the
+      // upstream's: a first attempt's is not counted by its breakers.
+      if exchange.machine.attempts == 0 { exchange.pool = nil }
       upstreamFailed(.unavailable)
       return
     }
     exchange.pool = pool
     exchange.upstream = upstream
     exchange.pipelinedWrite = pipelined
-    run(.leased(reused: upstream.useCount > 0))
+    run(.leased(reused: upstream.useCount > 0), on: exchange)
   }
 
   /// Writes the request head on the leased connection, then the body kept so far.

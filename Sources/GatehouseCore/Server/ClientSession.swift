@@ -24,14 +24,26 @@ final class ClientSession: HTTP1ServerResponder, UpstreamExchangeOwner {
   unowned(unsafe) let loop: EventLoop
   /// The HTTP/1.1 connection: parsing, pipelining order, keep-alive, 100-continue, pausing
   /// and the connection's own deadlines. Made in `init` (it needs `self`); never nil after.
-  private(set) var server: HTTP1ServerConnection!
+  private var serverStorage: HTTP1ServerConnection?
+  /// `serverStorage`, read without reference counting: it is used at every step of an
+  /// exchange, and a strong `var` costs a retain and a release per access; the session
+  /// owns it for as long as it exists.
+  private(set) unowned(unsafe) var server: HTTP1ServerConnection!
+  /// Bumped whenever the exchange starts or ends, so `run` can tell cheaply that the one it
+  /// works on is over (an identity check of the optional reference retains and releases it).
+  var exchangeSerial = 0
   let clientAddress: [UInt8]
-  var exchange: Exchange?
+  var exchange: Exchange? {
+    didSet { exchangeSerial &+= 1 }
+  }
   var closed = false
   /// The request body piece being fed to the machine (valid only during that `run`).
   var bodyPiece: UnsafeRawBufferPointer?
   /// What the responder deadline (`server.setResponderDeadline`) stands for.
   var deadlineKind = DeadlineKind.exchange
+  /// The exchange deadline armed last, and how many were armed (see `run`).
+  var armedDeadline = ExchangeMachine.Deadline.none
+  var deadlineArms = 0
   /// Budget bytes (`limits.buffered_bytes`) of answers written but not yet taken by the client.
   var heldBufferCharge = 0
   /// When the client stopped taking the answer of an exchange that holds an upstream
@@ -55,9 +67,11 @@ final class ClientSession: HTTP1ServerResponder, UpstreamExchangeOwner {
     loop = context.loop
     self.secure = secure
     clientAddress = Array(peer.utf8)
-    server = HTTP1ServerConnection(
+    let server = HTTP1ServerConnection(
       responder: self, loop: context.loop, parserLimits: context.snapshot.limits,
       limits: Self.serverLimits(context.snapshot))
+    serverStorage = server
+    self.server = server
   }
 
   /// A proxy times request bodies itself (`limits.body_timeout_ms`, the idle timeout
