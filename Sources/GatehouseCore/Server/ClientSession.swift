@@ -99,8 +99,6 @@ final class ClientSession: HTTP1ServerResponder, UpstreamExchangeOwner {
   // MARK: The connection's events
 
   func serverReceivedHead(_ head: HTTPRequestHead) {
-    // A reload's timeouts apply from the next request on.
-    server.limits = Self.serverLimits(context.snapshot)
     startExchange(head)
   }
 
@@ -208,6 +206,12 @@ final class ClientSession: HTTP1ServerResponder, UpstreamExchangeOwner {
   /// the request and its route.
   private func startExchange(_ head: HTTPRequestHead) {
     let snapshot = context.snapshot
+    // A reload's timeouts apply from the next request on.
+    if server.limits.headerTimeoutNanoseconds != snapshot.headerTimeoutNanoseconds
+      || server.limits.idleTimeoutNanoseconds != snapshot.idleTimeoutNanoseconds
+    {
+      server.limits = Self.serverLimits(snapshot)
+    }
     let requestID = ForwardingRules.requestID(from: head) ?? context.requestIDs.next()
     var name = head.method.name
     let match = name.withUTF8 { method in
