@@ -198,6 +198,17 @@ import Testing
     #expect(machine.phase == .forwarding(request: .complete, answer: .notBegun))
   }
 
+  @Test func aTokenAtHandWhenTheRequestCameNeedsNoTakingButARetryDoes() {
+    var route = Self.withToken()
+    route.tokenAtHand = true
+    var machine = Machine()
+    #expect(machine.handle(.started(Self.get(route))) == [.askBreakers(retry: false)])
+    _ = machine.handle(.breakersAdmitted)
+    _ = machine.handle(.leased(reused: true))
+    // The value was used by the first send: a retry takes the one current then.
+    #expect(machine.handle(Self.failed(.closed)) == [.discardUpstream, .takeToken])
+  }
+
   @Test func aRejectionReadWholeHandsTheConnectionBack() {
     var machine = Machine()
     _ = Self.forward(&machine, Self.get(Self.withToken()))

@@ -152,6 +152,7 @@ struct ExchangeMachine {
   private mutating func start(_ facts: RequestFacts) -> ExchangeActions {
     guard phase == .admitted else { return ExchangeActions() }
     self.facts = facts
+    tokenInHand = facts.route?.tokenAtHand ?? false
     requestComplete = !facts.hasBody
     bodyStarted = facts.bodyFollowsHead
     if let refusal = facts.refusal { return answer(.answerLocally(.refused(refusal))) }

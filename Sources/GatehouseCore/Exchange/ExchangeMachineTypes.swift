@@ -17,6 +17,9 @@ extension ExchangeMachine {
     /// The rewritten path would carry an encoded delimiter the upstream could misread.
     var badTarget = false
     var usesToken = false
+    /// A value of the route's token was at hand when the request came (the driver took it):
+    /// the first send needs no `takeToken`.
+    var tokenAtHand = false
     /// The route has a `cache` block: the store is asked before the upstream.
     var usesStore = false
     /// The answer is wrapped: a HEAD goes upstream as GET (the envelope needs the body).
