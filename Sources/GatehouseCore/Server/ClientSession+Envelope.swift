@@ -80,7 +80,7 @@ extension ClientSession {
   func beginWrappedStream(_ head: HTTPResponseHead, policy: EnvelopePolicy) {
     guard let exchange else { return }
     exchange.status = policy.httpStatus(head.status)
-    run(.answerBegan)
+    run(.answerBegan, on: exchange)
     let before = context.output.count
     defer { exchange.bytesSent += Int64(context.output.count - before) }
     if exchange.suppressBody {

@@ -30,7 +30,7 @@ extension ClientSession {
     }
     bodyPiece = bytes
     defer { bodyPiece = nil }
-    run(.clientBody(count: bytes.count))
+    run(.clientBody(count: bytes.count), on: exchange)
   }
 
   /// A piece of the body goes to the upstream that has the head; the body must keep coming.

@@ -210,7 +210,7 @@ extension ClientSession {
     exchange.status = head.status
     exchange.upstreamStatus = head.status
     exchange.upstreamKeepAlive = head.keepAlive
-    run(.answerBegan)
+    run(.answerBegan, on: exchange)
     if let secret = ForwardingRules.tokenToHide(exchange, upstreamStatus: head.status), framing != .none,
       !requestIsHEAD,
       ForwardingRules.field(head.headers, "content-encoding").map(EnvelopeRenderer.isIdentity) ?? true
@@ -373,7 +373,7 @@ extension ClientSession {
       exchange.bytesSent += Int64(context.output.count - before)
     }
     flushOutput()
-    run(.answerEnded(reusable: upstreamReusable))
+    run(.answerEnded(reusable: upstreamReusable), on: exchange)
   }
 
   /// Starts the client's answer to the upstream's: whether it ends the connection (see

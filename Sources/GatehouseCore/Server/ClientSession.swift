@@ -292,7 +292,7 @@ final class ClientSession: HTTP1ServerResponder, UpstreamExchangeOwner {
       if plan.token != nil && hasBody { exchange.requestBodyCopy = [] }
       facts.route = route
     }
-    run(.started(facts))
+    run(.started(facts), on: exchange)
   }
 
   // MARK: Answers made here
