@@ -39,15 +39,7 @@ extension ClientSession {
     if deadlineKind == .exchange && exchange.machine.deadline == .requestUpload {
       setUploadDeadline()
     }
-    if exchange.rechunkRequest {
-      var frame: [UInt8] = []
-      HTTPSerializer.writeChunkHeader(size: bytes.count, into: &frame)
-      frame.append(contentsOf: bytes)
-      HTTPSerializer.writeChunkTrailer(into: &frame)
-      _ = upstream.write(frame)
-    } else {
-      _ = upstream.write(bytes)
-    }
+    Self.writeBody(bytes, on: upstream, rechunk: exchange.rechunkRequest)
   }
 
   /// The whole request is with the upstream: its answer is due within the answer
@@ -64,14 +56,19 @@ extension ClientSession {
 
   func writeRequestBody(_ body: [UInt8], to upstream: UpstreamConnection, exchange: Exchange) {
     guard let connection = upstream.connection else { return }
-    if exchange.rechunkRequest {
-      var frame: [UInt8] = []
-      HTTPSerializer.writeChunkHeader(size: body.count, into: &frame)
-      frame.append(contentsOf: body)
-      HTTPSerializer.writeChunkTrailer(into: &frame)
-      _ = connection.write(frame)
-    } else {
-      _ = connection.write(body)
+    body.withUnsafeBytes { Self.writeBody($0, on: connection, rechunk: exchange.rechunkRequest) }
+  }
+
+  /// Body bytes for the upstream, as one chunk when the body is re-chunked.
+  private static func writeBody(_ bytes: UnsafeRawBufferPointer, on connection: BufferedConnection, rechunk: Bool) {
+    guard rechunk else {
+      _ = connection.write(bytes)
+      return
     }
+    var frame: [UInt8] = []
+    HTTPSerializer.writeChunkHeader(size: bytes.count, into: &frame)
+    frame.append(contentsOf: bytes)
+    HTTPSerializer.writeChunkTrailer(into: &frame)
+    _ = connection.write(frame)
   }
 }
