@@ -8,10 +8,7 @@ extension ClientSession {
   // MARK: Output and flow control
 
   func flushOutput() {
-    guard !context.output.isEmpty else { return }
-    if let exchange, exchange.machine.answerBegan { exchange.answerFlushed = true }
-    context.output.withUnsafeBytes { _ = server.write($0) }
-    context.output.removeAll(keepingCapacity: true)
+    answers.flush(to: server, exchange: exchange)
   }
 
   /// Starts the client's answer; returns whether it must say `Connection: close` (the
@@ -118,9 +115,8 @@ extension ClientSession {
   }
 
   func abort() {
-    // Whatever this answer had gathered in the loop's output buffer must not go out with
-    // the next session's answer.
-    context.output.removeAll(keepingCapacity: true)
+    // Whatever this answer had staged must not go out with the next session's answer.
+    answers.discardStaged()
     if let exchange, let upstream = exchange.upstream {
       exchange.upstream = nil
       exchange.pool?.discard(upstream, by: self)

@@ -72,7 +72,7 @@ extension ClientSession {
       abort()
       return false
     }
-    appendWrapped(piece, exchange: exchange)
+    answers.writeRewrittenPiece(piece, exchange: exchange)
     return true
   }
 
@@ -81,8 +81,6 @@ extension ClientSession {
     guard let exchange else { return }
     exchange.status = policy.httpStatus(head.status)
     run(.answerBegan, on: exchange)
-    let before = context.output.count
-    defer { exchange.bytesSent += Int64(context.output.count - before) }
     if exchange.suppressBody {
       // HEAD: the same head a GET gets, with the wrapped length when the upstream's is known,
       // and no body at all (the upstream's is read and dropped).
@@ -91,10 +89,8 @@ extension ClientSession {
       let length = ForwardingRules.declaredLength(head).map {
         Int64(JSONEnvelopeWriter.successLength(datasCount: Int($0)))
       }
-      ClientAnswerWriter.writeEnveloped(
-        status: exchange.status, upstream: head, requestID: exchange.requestID,
-        framing: length.map { .contentLength($0) } ?? .none, gzip: false, closeConnection: close,
-        extraLines: StoreEntryRules.cacheLines(exchange.cacheResult), into: &context.output)
+      answers.writeWrappedHead(
+        head, framing: length.map { .contentLength($0) } ?? .none, close: close, exchange: exchange)
       return
     }
     let framing = HTTPSerializer.framing(bodyLength: nil, allowsBody: true, peerVersion: exchange.head.version)
@@ -103,22 +99,8 @@ extension ClientSession {
     exchange.rechunkAnswer = framing == .chunked
     exchange.bodyPlan = .streamWrapped
     exchange.streamValidator = JSONStreamingValidator(options: EnvelopeRenderer.validation)
-    ClientAnswerWriter.writeEnveloped(
-      status: exchange.status, upstream: head, requestID: exchange.requestID, framing: framing, gzip: false,
-      closeConnection: close, extraLines: StoreEntryRules.cacheLines(exchange.cacheResult), into: &context.output)
-    appendWrapped(Array(#"{"code":0,"datas":"#.utf8), exchange: exchange)
-  }
-
-  func appendWrapped(_ bytes: [UInt8], exchange: Exchange) {
-    // An empty piece (nothing buffered yet, a held byte order mark) writes nothing: as a
-    // chunk it would end the body.
-    if exchange.suppressBody || bytes.isEmpty { return }
-    let before = context.output.count
-    if exchange.rechunkAnswer { HTTPSerializer.writeChunkHeader(size: bytes.count, into: &context.output) }
-    context.output.append(contentsOf: bytes)
-    if exchange.rechunkAnswer { HTTPSerializer.writeChunkTrailer(into: &context.output) }
-    exchange.bodyBytes += Int64(bytes.count)
-    exchange.bytesSent += Int64(context.output.count - before)
+    answers.writeWrappedHead(head, framing: framing, close: close, exchange: exchange)
+    answers.writeRewrittenPiece(Array(#"{"code":0,"datas":"#.utf8), exchange: exchange)
   }
 
   /// The buffered body is complete: render the envelope (or pass the answer as it is).
@@ -140,70 +122,6 @@ extension ClientSession {
   /// Writes a buffered answer: `outcome` is its envelope (`passThrough` without one).
   func writeBufferedAnswer(_ exchange: Exchange, outcome: EnvelopeOutcome) {
     guard let head = exchange.bufferedHead else { return }
-    let headOnly = exchange.head.method == .head
-    let close = answerEndsConnection(exchange)
-    let before = context.output.count
-    switch outcome {
-    case .json(let status, let body), .unusable(let status, let body):
-      writeEnvelopedAnswer(
-        status: status, body: body, upstream: head, exchange: exchange, close: close, headOnly: headOnly,
-        extra: StoreEntryRules.cacheLines(exchange.cacheResult),
-        hiding: ForwardingRules.tokenToHide(exchange, upstreamStatus: head.status))
-    case .passThrough:
-      exchange.status = head.status
-      let secret = ForwardingRules.tokenToHide(exchange, upstreamStatus: head.status)
-      var except: HeaderNameSet?
-      if let secret {
-        // A coded body (a redirect's, read whole to be masked) is looked at decoded and sent
-        // plain; one that cannot be decoded is left out: a redirect's body is a note for
-        // people, and clients follow `Location`.
-        if let coding = ForwardingRules.field(head.headers, "content-encoding") {
-          except = StoreEntryRules.contentEncodingField
-          let decoded =
-            EnvelopeRenderer.isGzip(coding)
-            ? try? GzipDecoder.decode(exchange.bufferedBody, maxOutputBytes: exchange.envelope?.maxBytes ?? 0) : nil
-          exchange.bufferedBody = decoded ?? []
-        }
-        if let masked = SecretMasking.masked([secret], in: exchange.bufferedBody) {
-          exchange.bufferedBody = masked
-        }
-      }
-      let allowsBody = HTTPSerializer.statusAllowsBody(head.status)
-      ClientAnswerWriter.write(
-        head: head, requestID: exchange.requestID,
-        framing: allowsBody && !headOnly ? .contentLength(Int64(exchange.bufferedBody.count)) : .none,
-        headContentLength: headOnly && allowsBody ? Int64(exchange.bufferedBody.count) : nil, closeConnection: close,
-        extraLines: StoreEntryRules.cacheLines(exchange.cacheResult), except: except, hiding: secret,
-        into: &context.output)
-      if !headOnly && allowsBody {
-        context.output.append(contentsOf: exchange.bufferedBody)
-        exchange.bodyBytes += Int64(exchange.bufferedBody.count)
-      }
-    }
-    exchange.bytesSent += Int64(context.output.count - before)
-    exchange.bufferedBody = []
+    answers.writeBuffered(head, outcome: outcome, close: answerEndsConnection(exchange), exchange: exchange)
   }
-
-  /// Writes a whole enveloped answer (gzip when the client takes it and it pays off).
-  func writeEnvelopedAnswer(
-    status: Int, body: [UInt8], upstream head: HTTPResponseHead, exchange: Exchange, close: Bool, headOnly: Bool,
-    extra: [UInt8], hiding secret: [UInt8]? = nil
-  ) {
-    exchange.status = status
-    var body = body
-    if let secret, let masked = SecretMasking.masked([secret], in: body) { body = masked }
-    var gzip = false
-    if exchange.acceptsGzip && body.count > 1024, let compressed = context.compress(body) {
-      body = compressed
-      gzip = true
-    }
-    ClientAnswerWriter.writeEnveloped(
-      status: status, upstream: head, requestID: exchange.requestID, framing: .contentLength(Int64(body.count)),
-      gzip: gzip, closeConnection: close, extraLines: extra, hiding: secret, into: &context.output)
-    if !headOnly {
-      context.output.append(contentsOf: body)
-      exchange.bodyBytes += Int64(body.count)
-    }
-  }
-
 }

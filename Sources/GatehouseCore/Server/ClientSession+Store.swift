@@ -198,15 +198,12 @@ extension ClientSession {
   /// exchange): `outcome` is its envelope, rendered by the caller.
   func writeKeptAnswer(head: HTTPResponseHead, body: [UInt8], outcome: EnvelopeOutcome, extra: [UInt8]) {
     guard let exchange else { return }
-    let headOnly = exchange.head.method == .head
     let close = beginAnswer(.whole)
-    exchange.bodyBytes = 0
-    context.output.removeAll(keepingCapacity: true)
     switch outcome {
     case .json(let status, let json), .unusable(let status, let json):
       guard chargeKeptAnswer(json.count, exchange: exchange) else { return }
-      writeEnvelopedAnswer(
-        status: status, body: json, upstream: head, exchange: exchange, close: close, headOnly: headOnly, extra: extra)
+      answers.writeKeptEnveloped(
+        status: status, json: json, upstream: head, extra: extra, close: close, exchange: exchange)
     case .passThrough:
       var body = body
       var except: HeaderNameSet?
@@ -229,17 +226,8 @@ extension ClientSession {
         except = StoreEntryRules.contentEncodingField
       }
       guard chargeKeptAnswer(body.count, exchange: exchange) else { return }
-      exchange.status = head.status
-      ClientAnswerWriter.write(
-        head: head, requestID: exchange.requestID, framing: headOnly ? .none : .contentLength(Int64(body.count)),
-        headContentLength: headOnly ? Int64(body.count) : nil, closeConnection: close, extraLines: extra,
-        except: except, into: &context.output)
-      if !headOnly {
-        context.output.append(contentsOf: body)
-        exchange.bodyBytes = Int64(body.count)
-      }
+      answers.writeKept(head: head, body: body, extra: extra, except: except, close: close, exchange: exchange)
     }
-    exchange.bytesSent = Int64(context.output.count)
     flushOutput()
   }
 

@@ -219,17 +219,12 @@ extension ClientSession {
       // the way, byte for byte (the length already announced stays true).
       exchange.bodyMasker = StreamingSecretMasker(secrets: [secret])
     }
-    let before = context.output.count
-    ClientAnswerWriter.write(
-      head: head, requestID: exchange.requestID, framing: framing, headContentLength: headLength,
-      closeConnection: close, extraLines: StoreEntryRules.cacheLines(exchange.cacheResult),
-      hiding: ForwardingRules.tokenToHide(exchange, upstreamStatus: head.status), into: &context.output)
-    self.exchange?.bytesSent += Int64(context.output.count - before)
+    answers.writeUpstreamHead(
+      head, framing: framing, headContentLength: headLength, close: close, exchange: exchange)
     return true
   }
 
-  /// Small pieces are gathered so head and body usually leave in one write; big ones go
-  /// straight from the read buffer.
+  /// A piece of the upstream's body: kept for the envelope, wrapped, or passed through.
   private func appendAnswerBody(_ bytes: UnsafeRawBufferPointer) {
     guard let exchange else { return }
     switch exchange.bodyPlan {
@@ -260,37 +255,11 @@ extension ClientSession {
       }
       if exchange.suppressBody { return }
       if exchange.bodyMasker != nil {
-        writeMaskedBody(exchange.bodyMasker!.process(bytes), exchange: exchange)
+        answers.writeRewrittenPiece(exchange.bodyMasker!.process(bytes), exchange: exchange)
         return
       }
     }
-    exchange.bodyBytes += Int64(bytes.count)
-    exchange.bytesSent += Int64(bytes.count)
-    if exchange.rechunkAnswer {
-      let before = context.output.count
-      HTTPSerializer.writeChunkHeader(size: bytes.count, into: &context.output)
-      // The chunk's size line and its closing CRLF.
-      exchange.bytesSent += Int64(context.output.count - before + 2)
-    }
-    if bytes.count <= 16 * 1024 {
-      context.output.append(contentsOf: bytes)
-    } else {
-      flushOutput()
-      exchange.answerFlushed = true
-      _ = connection?.write(bytes)
-    }
-    if exchange.rechunkAnswer { HTTPSerializer.writeChunkTrailer(into: &context.output) }
-  }
-
-  /// A piece of a masked body (see `bodyMasker`); an empty one (all held back) writes nothing.
-  private func writeMaskedBody(_ piece: [UInt8], exchange: Exchange) {
-    guard !piece.isEmpty else { return }
-    let before = context.output.count
-    if exchange.rechunkAnswer { HTTPSerializer.writeChunkHeader(size: piece.count, into: &context.output) }
-    context.output.append(contentsOf: piece)
-    if exchange.rechunkAnswer { HTTPSerializer.writeChunkTrailer(into: &context.output) }
-    exchange.bodyBytes += Int64(piece.count)
-    exchange.bytesSent += Int64(context.output.count - before)
+    answers.writeBodyPiece(bytes, exchange: exchange, server: server)
   }
 
   private func completeUpstreamAnswer(upstreamReusable: Bool) {
@@ -360,18 +329,14 @@ extension ClientSession {
         abort()
         return
       }
-      appendWrapped(Array(#","message":""}"#.utf8), exchange: exchange)
+      answers.writeRewrittenPiece(Array(#","message":""}"#.utf8), exchange: exchange)
     case .passThrough:
-      if let tail = exchange.bodyMasker?.finish() { writeMaskedBody(tail, exchange: exchange) }
+      if let tail = exchange.bodyMasker?.finish() { answers.writeRewrittenPiece(tail, exchange: exchange) }
     }
     if exchange.collapseRole == .leading, let kept {
       exchange.collapseOutcome = .answer(CollapsedAnswer(head: kept.head, body: kept.body, rendered: rendered))
     }
-    if exchange.rechunkAnswer {
-      let before = context.output.count
-      HTTPSerializer.writeLastChunk(into: &context.output)
-      exchange.bytesSent += Int64(context.output.count - before)
-    }
+    answers.writeLastChunk(exchange: exchange)
     flushOutput()
     run(.answerEnded(reusable: upstreamReusable), on: exchange)
   }
@@ -432,7 +397,7 @@ extension ClientSession {
       // The answer's head is only staged (the upstream broke within the read that brought
       // it): dropped, so the client gets the answer the machine picks instead of a cut
       // connection.
-      context.output.removeAll(keepingCapacity: true)
+      answers.discardStaged()
       exchange.rechunkAnswer = false
       exchange.bytesSent = 0
       exchange.bodyBytes = 0

@@ -22,6 +22,9 @@ final class ClientSession: HTTP1ServerResponder, UpstreamExchangeOwner {
   /// The context's loop, kept here for the same reason: reading it through the context
   /// retained and released it on every deadline update.
   unowned(unsafe) let loop: EventLoop
+  /// The loop's answer writer, which stages the bytes of each step in the loop's output
+  /// buffer (unowned(unsafe) for the reason `context` is).
+  unowned(unsafe) let answers: AnswerWriter
   /// The HTTP/1.1 connection: parsing, pipelining order, keep-alive, 100-continue, pausing
   /// and the connection's own deadlines. Made in `init` (it needs `self`); never nil after.
   private var serverStorage: HTTP1ServerConnection?
@@ -62,8 +65,9 @@ final class ClientSession: HTTP1ServerResponder, UpstreamExchangeOwner {
   /// The client came in over TLS: `X-Forwarded-Proto: https`.
   let secure: Bool
 
-  init(context: LoopContext, peer: String, secure: Bool) {
+  init(context: LoopContext, answers: AnswerWriter, peer: String, secure: Bool) {
     self.context = context
+    self.answers = answers
     loop = context.loop
     self.secure = secure
     clientAddress = Array(peer.utf8)
@@ -315,14 +319,7 @@ final class ClientSession: HTTP1ServerResponder, UpstreamExchangeOwner {
   func respondLocally(status: Int, body: [UInt8], extraHeaders: [UInt8] = []) {
     guard let exchange else { return }
     let close = beginAnswer(.whole)
-    context.output.removeAll(keepingCapacity: true)
-    GatewayAnswer.write(
-      status: status, body: body, requestID: exchange.requestID, closeConnection: close,
-      headOnly: exchange.head.method == .head, extraHeaders: extraHeaders, into: &context.output)
-    exchange.status = status
-    exchange.bytesSent = Int64(context.output.count)
-    exchange.bodyBytes =
-      exchange.head.method == .head || !HTTPSerializer.statusAllowsBody(status) ? 0 : Int64(body.count)
+    answers.writeLocal(status: status, body: body, extraHeaders: extraHeaders, close: close, exchange: exchange)
     flushOutput()
   }
 

@@ -1,4 +1,3 @@
-import GatehouseCompression
 import GatehouseConfig
 import GatehouseHTTP
 import GatehouseLogging
@@ -6,7 +5,7 @@ import GatehouseNet
 import GatehouseStore
 
 /// The state one event loop owns: the current snapshot, its upstream pools, its client
-/// sessions, output and access-log buffers, and the timer that sweeps deadlines.
+/// sessions, answer writer and access-log buffer, and the timer that sweeps deadlines.
 ///
 /// Confined to its loop: created and used only from closures the loop runs. It is marked
 /// `@unchecked Sendable` only so such closures can carry it to the loop.
@@ -18,8 +17,9 @@ final class LoopContext: @unchecked Sendable {
   var requestIDs = RequestIDGenerator()
   var accessLog = AccessLogBuffer()
   private var accessFlushScheduled = false
-  /// Bytes for the client, gathered while one upstream read is processed, written once.
-  var output: [UInt8] = []
+  /// Writes its sessions' answers, in the loop's output buffer; each session is handed it
+  /// when it is made, and nothing else writes there.
+  private let answerWriter = AnswerWriter()
   /// Bytes of an upstream request head, built per request.
   var scratch: [UInt8] = []
   private(set) var sessions: [ObjectIdentifier: ClientSession] = [:]
@@ -71,8 +71,6 @@ final class LoopContext: @unchecked Sendable {
   private var refreshes: [String: BackgroundRefresh] = [:]
   /// GETs with the upstream that others wait for, by cache id (see `RequestCollapsing`).
   var collapsing: [String: CollapseGroup] = [:]
-  /// Made on first use: a deflate state costs about 256 KB.
-  private var gzipEncoder: GzipEncoder?
   private(set) var draining = false
   private var sweepTimer: TimerHandle?
   /// This loop's listener sockets, by the configured address they were bound for.
@@ -87,7 +85,6 @@ final class LoopContext: @unchecked Sendable {
     self.shared = shared
     self.snapshot = snapshot
     store = shared.store.map { LoopStore(store: $0, logger: shared.logger) }
-    output.reserveCapacity(64 * 1024)
     scratch.reserveCapacity(4096)
     pools = snapshot.upstreamPlans.map { UpstreamPool(context: self, plan: $0) }
     metrics.bind(routeNames: snapshot.routePlans.map(\.name))
@@ -162,18 +159,6 @@ final class LoopContext: @unchecked Sendable {
     if refreshes[refresh.key.id] === refresh { refreshes[refresh.key.id] = nil }
   }
 
-  /// gzip of an enveloped body for a client that accepts it; nil if compression fails.
-  func compress(_ body: [UInt8]) -> [UInt8]? {
-    do {
-      if gzipEncoder == nil { gzipEncoder = try GzipEncoder() }
-      var out: [UInt8] = []
-      try gzipEncoder?.encode(body, into: &out)
-      return out
-    } catch {
-      return nil
-    }
-  }
-
   /// Pool figures for the admin API, per upstream name.
   func poolFigures() -> [String: PoolFigures] {
     var figures: [String: PoolFigures] = [:]
@@ -213,7 +198,7 @@ final class LoopContext: @unchecked Sendable {
       }
       return
     }
-    let session = ClientSession(context: self, peer: socket.peerHostText, secure: tls != nil)
+    let session = ClientSession(context: self, answers: answerWriter, peer: socket.peerHostText, secure: tls != nil)
     do {
       session.start(try BufferedConnection(socket: socket, loop: loop, delegate: session.server, tls: tls))
     } catch {

@@ -1,0 +1,240 @@
+import GatehouseCompression
+import GatehouseHTTP
+import GatehouseHTTPServer
+import GatehouseJSON
+
+/// Turns a client's answer into bytes: answers the gateway makes, stored and shared
+/// answers, the upstream's head and body passed through (re-chunked, its token masked),
+/// enveloped whole or as a wrapped stream. Each write counts what it adds in the
+/// exchange's `bytesSent` and `bodyBytes`, the figures of its access line.
+///
+/// One per loop, handed to each of its client sessions. It holds the loop's output buffer:
+/// the bytes of one step (a local answer, one upstream read) are gathered there and leave
+/// in one write by `flush`, so a head and the body after it usually share a packet. What
+/// to write is the session's decision (and its exchange machine's); how is this type's.
+final class AnswerWriter {
+  /// Bytes for the client, gathered while one step is processed.
+  private var output: [UInt8] = []
+  /// Made on first use: a deflate state costs about 256 KB.
+  private var gzipEncoder: GzipEncoder?
+
+  init() {
+    output.reserveCapacity(64 * 1024)
+  }
+
+  /// Enveloped bodies shorter than this go uncompressed: gzip would not pay for its header.
+  static let gzipThreshold = 1024
+
+  /// Pieces of a passed-through body up to this size are gathered with what is staged; a
+  /// bigger one goes straight from the upstream's read buffer.
+  static let gatheredPieceBytes = 16 * 1024
+
+  // MARK: Staged bytes
+
+  /// Hands what is staged to `server`; once part of an exchange's answer has left it can no
+  /// longer give way to an error answer (`Exchange.answerFlushed`).
+  func flush(to server: HTTP1ServerConnection, exchange: Exchange?) {
+    guard !output.isEmpty else { return }
+    if let exchange, exchange.machine.answerBegan { exchange.answerFlushed = true }
+    output.withUnsafeBytes { _ = server.write($0) }
+    output.removeAll(keepingCapacity: true)
+  }
+
+  /// Drops what is staged: an answer cut or replaced before any of it left. Nothing it
+  /// had gathered may go out with the next session's answer.
+  func discardStaged() {
+    output.removeAll(keepingCapacity: true)
+  }
+
+  // MARK: Whole answers
+
+  /// An answer the gateway makes: a JSON body with `status`. Replaces anything staged.
+  func writeLocal(status: Int, body: [UInt8], extraHeaders: [UInt8], close: Bool, exchange: Exchange) {
+    output.removeAll(keepingCapacity: true)
+    let headOnly = exchange.head.method == .head
+    GatewayAnswer.write(
+      status: status, body: body, requestID: exchange.requestID, closeConnection: close, headOnly: headOnly,
+      extraHeaders: extraHeaders, into: &output)
+    exchange.status = status
+    exchange.bytesSent = Int64(output.count)
+    exchange.bodyBytes = headOnly || !HTTPSerializer.statusAllowsBody(status) ? 0 : Int64(body.count)
+  }
+
+  /// A whole upstream answer kept in memory (stored, or shared by a collapsed exchange),
+  /// passed through. Replaces anything staged. `except`: fields left out (a `Content-Encoding`
+  /// the body was decoded from).
+  func writeKept(
+    head: HTTPResponseHead, body: [UInt8], extra: [UInt8], except: HeaderNameSet?, close: Bool, exchange: Exchange
+  ) {
+    output.removeAll(keepingCapacity: true)
+    let headOnly = exchange.head.method == .head
+    exchange.status = head.status
+    ClientAnswerWriter.write(
+      head: head, requestID: exchange.requestID, framing: headOnly ? .none : .contentLength(Int64(body.count)),
+      headContentLength: headOnly ? Int64(body.count) : nil, closeConnection: close, extraLines: extra,
+      except: except, into: &output)
+    if !headOnly { output.append(contentsOf: body) }
+    exchange.bodyBytes = headOnly ? 0 : Int64(body.count)
+    exchange.bytesSent = Int64(output.count)
+  }
+
+  /// A whole kept upstream answer through its envelope (`status`, `json`). Replaces anything staged.
+  func writeKeptEnveloped(
+    status: Int, json: [UInt8], upstream head: HTTPResponseHead, extra: [UInt8], close: Bool, exchange: Exchange
+  ) {
+    output.removeAll(keepingCapacity: true)
+    exchange.bodyBytes = 0
+    writeEnveloped(
+      status: status, body: json, upstream: head, exchange: exchange, close: close,
+      headOnly: exchange.head.method == .head, extra: extra)
+    exchange.bytesSent = Int64(output.count)
+  }
+
+  /// A buffered upstream answer, whole: `outcome` is its envelope (`passThrough` without
+  /// one). The buffered body is spent.
+  func writeBuffered(_ head: HTTPResponseHead, outcome: EnvelopeOutcome, close: Bool, exchange: Exchange) {
+    let headOnly = exchange.head.method == .head
+    let before = output.count
+    let secret = ForwardingRules.tokenToHide(exchange, upstreamStatus: head.status)
+    switch outcome {
+    case .json(let status, let body), .unusable(let status, let body):
+      writeEnveloped(
+        status: status, body: body, upstream: head, exchange: exchange, close: close, headOnly: headOnly,
+        extra: StoreEntryRules.cacheLines(exchange.cacheResult), hiding: secret)
+    case .passThrough:
+      exchange.status = head.status
+      var except: HeaderNameSet?
+      if let secret {
+        // A coded body (a redirect's, read whole to be masked) is looked at decoded and sent
+        // plain; one that cannot be decoded is left out: a redirect's body is a note for
+        // people, and clients follow `Location`.
+        if let coding = ForwardingRules.field(head.headers, "content-encoding") {
+          except = StoreEntryRules.contentEncodingField
+          let decoded =
+            EnvelopeRenderer.isGzip(coding)
+            ? try? GzipDecoder.decode(exchange.bufferedBody, maxOutputBytes: exchange.envelope?.maxBytes ?? 0) : nil
+          exchange.bufferedBody = decoded ?? []
+        }
+        if let masked = SecretMasking.masked([secret], in: exchange.bufferedBody) {
+          exchange.bufferedBody = masked
+        }
+      }
+      let allowsBody = HTTPSerializer.statusAllowsBody(head.status)
+      ClientAnswerWriter.write(
+        head: head, requestID: exchange.requestID,
+        framing: allowsBody && !headOnly ? .contentLength(Int64(exchange.bufferedBody.count)) : .none,
+        headContentLength: headOnly && allowsBody ? Int64(exchange.bufferedBody.count) : nil, closeConnection: close,
+        extraLines: StoreEntryRules.cacheLines(exchange.cacheResult), except: except, hiding: secret,
+        into: &output)
+      if !headOnly && allowsBody {
+        output.append(contentsOf: exchange.bufferedBody)
+        exchange.bodyBytes += Int64(exchange.bufferedBody.count)
+      }
+    }
+    exchange.bytesSent += Int64(output.count - before)
+    exchange.bufferedBody = []
+  }
+
+  /// A whole enveloped answer (gzip when the client takes it and it pays off).
+  private func writeEnveloped(
+    status: Int, body: [UInt8], upstream head: HTTPResponseHead, exchange: Exchange, close: Bool, headOnly: Bool,
+    extra: [UInt8], hiding secret: [UInt8]? = nil
+  ) {
+    exchange.status = status
+    var body = body
+    if let secret, let masked = SecretMasking.masked([secret], in: body) { body = masked }
+    var gzip = false
+    if exchange.acceptsGzip && body.count > Self.gzipThreshold, let compressed = compress(body) {
+      body = compressed
+      gzip = true
+    }
+    ClientAnswerWriter.writeEnveloped(
+      status: status, upstream: head, requestID: exchange.requestID, framing: .contentLength(Int64(body.count)),
+      gzip: gzip, closeConnection: close, extraLines: extra, hiding: secret, into: &output)
+    if !headOnly {
+      output.append(contentsOf: body)
+      exchange.bodyBytes += Int64(body.count)
+    }
+  }
+
+  /// gzip of an enveloped body for a client that takes it; nil if compression fails.
+  private func compress(_ body: [UInt8]) -> [UInt8]? {
+    do {
+      if gzipEncoder == nil { gzipEncoder = try GzipEncoder() }
+      var out: [UInt8] = []
+      try gzipEncoder?.encode(body, into: &out)
+      return out
+    } catch {
+      return nil
+    }
+  }
+
+  // MARK: Streamed answers
+
+  /// The head of an upstream answer passed through, its body to follow in `framing`.
+  func writeUpstreamHead(
+    _ head: HTTPResponseHead, framing: HTTPBodyFraming, headContentLength: Int64?, close: Bool, exchange: Exchange
+  ) {
+    let before = output.count
+    ClientAnswerWriter.write(
+      head: head, requestID: exchange.requestID, framing: framing, headContentLength: headContentLength,
+      closeConnection: close, extraLines: StoreEntryRules.cacheLines(exchange.cacheResult),
+      hiding: ForwardingRules.tokenToHide(exchange, upstreamStatus: head.status), into: &output)
+    exchange.bytesSent += Int64(output.count - before)
+  }
+
+  /// A piece of a passed-through body, as one chunk when the answer is re-chunked. Small
+  /// pieces are gathered so head and body usually leave in one write; big ones go straight
+  /// from the read buffer (what is staged first).
+  func writeBodyPiece(_ bytes: UnsafeRawBufferPointer, exchange: Exchange, server: HTTP1ServerConnection) {
+    exchange.bodyBytes += Int64(bytes.count)
+    exchange.bytesSent += Int64(bytes.count)
+    if exchange.rechunkAnswer {
+      let before = output.count
+      HTTPSerializer.writeChunkHeader(size: bytes.count, into: &output)
+      // The chunk's size line and its closing CRLF.
+      exchange.bytesSent += Int64(output.count - before + 2)
+    }
+    if bytes.count <= Self.gatheredPieceBytes {
+      output.append(contentsOf: bytes)
+    } else {
+      flush(to: server, exchange: exchange)
+      exchange.answerFlushed = true
+      _ = server.write(bytes)
+    }
+    if exchange.rechunkAnswer { HTTPSerializer.writeChunkTrailer(into: &output) }
+  }
+
+  /// A piece of a body that is rewritten on the way (masked, or wrapped): an empty one
+  /// (nothing ready yet, a held byte order mark) writes nothing, as a chunk it would end
+  /// the body; nor does one of a HEAD request's answer read as a GET's.
+  func writeRewrittenPiece(_ piece: [UInt8], exchange: Exchange) {
+    guard !piece.isEmpty, !exchange.suppressBody else { return }
+    let before = output.count
+    if exchange.rechunkAnswer { HTTPSerializer.writeChunkHeader(size: piece.count, into: &output) }
+    output.append(contentsOf: piece)
+    if exchange.rechunkAnswer { HTTPSerializer.writeChunkTrailer(into: &output) }
+    exchange.bodyBytes += Int64(piece.count)
+    exchange.bytesSent += Int64(output.count - before)
+  }
+
+  /// The end of a re-chunked body.
+  func writeLastChunk(exchange: Exchange) {
+    guard exchange.rechunkAnswer else { return }
+    let before = output.count
+    HTTPSerializer.writeLastChunk(into: &output)
+    exchange.bytesSent += Int64(output.count - before)
+  }
+
+  /// The head of a wrapped stream: an enveloped answer whose `datas` is the upstream's body
+  /// as it streams by (`framing`: how that body is framed for the client; none for HEAD).
+  func writeWrappedHead(
+    _ head: HTTPResponseHead, framing: HTTPBodyFraming, close: Bool, exchange: Exchange
+  ) {
+    let before = output.count
+    ClientAnswerWriter.writeEnveloped(
+      status: exchange.status, upstream: head, requestID: exchange.requestID, framing: framing, gzip: false,
+      closeConnection: close, extraLines: StoreEntryRules.cacheLines(exchange.cacheResult), into: &output)
+    exchange.bytesSent += Int64(output.count - before)
+  }
+}
