@@ -110,4 +110,54 @@ enum StoreEntryRules {
     guard let result else { return [] }
     return Array("X-Gatehouse-Cache: \(result.rawValue)\r\n".utf8)
   }
+
+  /// The complete upstream answer of a request with a cache key, when it may be stored
+  /// (raw: the envelope is applied when it is served, so envelope settings can change).
+  static func storableAnswer(_ exchange: Exchange) -> (head: HTTPResponseHead, body: [UInt8])? {
+    guard exchange.hasCacheKey, let status = exchange.upstreamStatus, !exchange.answerFollowsDoubt else { return nil }
+    switch exchange.bodyPlan {
+    case .buffer:
+      guard let head = exchange.bufferedHead, !exchange.bufferedTruncated,
+        !exchange.answerParser.requestWasHEAD,
+        CacheStorability.isStorable(status: status, headers: head.headers, keyed: keyedNames(exchange))
+      else { return nil }
+      return (head, exchange.bufferedBody)
+    case .passThrough:
+      guard let tee = exchange.teeBody, let head = exchange.storableHead else { return nil }
+      return (head, tee)
+    case .streamWrapped:
+      return nil
+    }
+  }
+
+  /// A stored answer as it is served at `nowMs`: its head, and the lines the gateway adds
+  /// (`X-Gatehouse-Cache`, `Age`, and `Warning` when it is stale).
+  static func servedForm(_ stored: StoredAnswer, result: CacheResult, nowMs: Int64) -> (
+    head: HTTPResponseHead, extra: [UInt8]
+  ) {
+    // The gateway says how old the answer is now: the Age and Warning the upstream sent
+    // with it (from a cache in front of it) described it then. That Age is where the
+    // answer's age started (RFC 9111 §4.2.3), so it is added to the time spent in the store.
+    var initialAge: Int64 = 0
+    let fields = stored.headers.filter { field in
+      let name = field.name.lowercased()
+      // delta-seconds only (digits); longer than 10 digits is capped like any huge value,
+      // so a hostile one cannot overflow the sum.
+      if name == "age", initialAge == 0, !field.value.isEmpty, field.value.utf8.allSatisfy({ $0 &- 0x30 < 10 }) {
+        initialAge =
+          field.value.utf8.count > 10
+          ? maxInitialAge : min(Int64(field.value) ?? 0, maxInitialAge)
+      }
+      return name != "age" && name != "warning"
+    }
+    let head = HTTPResponseHead(
+      status: stored.status, headers: HTTPHeaders(fields.map { ($0.name, $0.value) }),
+      bodyFraming: .contentLength(Int64(stored.body.count)))
+    var extra = cacheLines(result)
+    // RFC 9111 §5.1: every answer from the store says how old it is.
+    let age = initialAge + max(0, (nowMs - stored.storedAtMs) / 1000)
+    extra.append(contentsOf: "Age: \(age)\r\n".utf8)
+    if result == .stale { extra.append(contentsOf: "Warning: 110 - \"Response is Stale\"\r\n".utf8) }
+    return (head, extra)
+  }
 }

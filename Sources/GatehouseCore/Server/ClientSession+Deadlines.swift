@@ -88,27 +88,6 @@ extension ClientSession {
     server.setResponderDeadline(at: 0)
   }
 
-  /// A request written behind others on a pipelined upstream connection waited its
-  /// patience: if its turn came, the answer timeout applies from when it went out (or,
-  /// once the answer streams, from now); if not, it goes again alone.
-  func pipelineWaitPassed() {
-    guard let exchange, let upstream = exchange.upstream, let pool = exchange.pool else { return }
-    if upstream.owner === self {
-      let timeout = pool.plan.answerTimeoutNanoseconds
-      let due = exchange.machine.answerBegan ? loop.iterationTime &+ timeout : exchange.sentAt &+ timeout
-      guard due > loop.iterationTime else {
-        upstreamFailed(.timedOut)
-        return
-      }
-      deadlineKind = .exchange
-      server.setResponderDeadline(at: due)
-      return
-    }
-    exchange.upstream = nil
-    pool.discard(upstream, by: self)
-    sendAgainAlone(exchange)
-  }
-
   /// Shutdown: idle connections close now; busy ones after the current answer.
   func drain() {
     server.closeAfterCurrentAnswer()
@@ -122,5 +101,21 @@ extension ClientSession {
       exchange.pool?.discard(upstream, by: self)
     }
     server.abort()
+  }
+
+  // MARK: The buffered-answer budget
+
+  /// The exchange's budget charge passes to the session: held until its connection has
+  /// taken the answer (its queue drained), or released now when it already has.
+  func settleBufferCharge(_ exchange: Exchange) {
+    heldBufferCharge += exchange.bufferCharge
+    exchange.bufferCharge = 0
+    guard heldBufferCharge > 0 else { return }
+    if closed || !server.isAboveHighWatermark { releaseHeldBufferCharge() }
+  }
+
+  func releaseHeldBufferCharge() {
+    context.shared.releaseBufferedAnswer(heldBufferCharge)
+    heldBufferCharge = 0
   }
 }

@@ -25,6 +25,8 @@ final class ClientSession: HTTP1ServerResponder, UpstreamExchangeOwner {
   /// The loop's answer writer, which stages the bytes of each step in the loop's output
   /// buffer (unowned(unsafe) for the reason `context` is).
   unowned(unsafe) let answers: AnswerWriter
+  /// The loop's cache work: lookups, stale answers, collapsed exchanges.
+  unowned(unsafe) let routeCache: RouteCache
   /// The HTTP/1.1 connection: parsing, pipelining order, keep-alive, 100-continue, pausing
   /// and the connection's own deadlines. Made in `init` (it needs `self`); never nil after.
   private var serverStorage: HTTP1ServerConnection?
@@ -32,6 +34,11 @@ final class ClientSession: HTTP1ServerResponder, UpstreamExchangeOwner {
   /// exchange, and a strong `var` costs a retain and a release per access; the session
   /// owns it for as long as it exists.
   private(set) unowned(unsafe) var server: HTTP1ServerConnection!
+  /// The exchange's driver and the reader of its upstream answers, made in `init` and
+  /// read like `server` (without reference counting).
+  private var partsStorage: (driver: ExchangeDriver, reader: UpstreamAnswerReader)?
+  private(set) unowned(unsafe) var driver: ExchangeDriver!
+  private(set) unowned(unsafe) var reader: UpstreamAnswerReader!
   /// Bumped whenever the exchange starts or ends, so `run` can tell cheaply that the one it
   /// works on is over (an identity check of the optional reference retains and releases it).
   var exchangeSerial = 0
@@ -40,13 +47,8 @@ final class ClientSession: HTTP1ServerResponder, UpstreamExchangeOwner {
     didSet { exchangeSerial &+= 1 }
   }
   var closed = false
-  /// The request body piece being fed to the machine (valid only during that `run`).
-  var bodyPiece: UnsafeRawBufferPointer?
   /// What the responder deadline (`server.setResponderDeadline`) stands for.
   var deadlineKind = DeadlineKind.exchange
-  /// The exchange deadline armed last, and how many were armed (see `run`).
-  var armedDeadline = ExchangeMachine.Deadline.none
-  var deadlineArms = 0
   /// Budget bytes (`limits.buffered_bytes`) of answers written but not yet taken by the client.
   var heldBufferCharge = 0
   /// When the client stopped taking the answer of an exchange that holds an upstream
@@ -65,9 +67,10 @@ final class ClientSession: HTTP1ServerResponder, UpstreamExchangeOwner {
   /// The client came in over TLS: `X-Forwarded-Proto: https`.
   let secure: Bool
 
-  init(context: LoopContext, answers: AnswerWriter, peer: String, secure: Bool) {
+  init(context: LoopContext, answers: AnswerWriter, routeCache: RouteCache, peer: String, secure: Bool) {
     self.context = context
     self.answers = answers
+    self.routeCache = routeCache
     loop = context.loop
     self.secure = secure
     clientAddress = Array(peer.utf8)
@@ -76,6 +79,10 @@ final class ClientSession: HTTP1ServerResponder, UpstreamExchangeOwner {
       limits: Self.serverLimits(context.snapshot))
     serverStorage = server
     self.server = server
+    let parts = (driver: ExchangeDriver(session: self), reader: UpstreamAnswerReader(session: self))
+    partsStorage = parts
+    driver = parts.driver
+    reader = parts.reader
   }
 
   /// A proxy times request bodies itself (`limits.body_timeout_ms`, the idle timeout
@@ -107,13 +114,13 @@ final class ClientSession: HTTP1ServerResponder, UpstreamExchangeOwner {
   }
 
   func serverReceivedBody(_ bytes: UnsafeRawBufferPointer) {
-    forwardRequestBody(bytes)
+    driver.forwardRequestBody(bytes)
   }
 
   func serverReceivedEnd() {
     // A bodiless request was complete from its head on: nothing for the machine to hear.
     guard let exchange, !exchange.machine.requestComplete else { return }
-    run(.clientEnd, on: exchange)
+    driver.run(.clientEnd, on: exchange)
   }
 
   /// A request the parser refused: an envelope with the parse error's status (the
@@ -128,7 +135,7 @@ final class ClientSession: HTTP1ServerResponder, UpstreamExchangeOwner {
       // The request ends here: its place in a queue and its upstream connection go.
       performEnd(of: exchange)
     }
-    let waiters = exchange.flatMap(detachWaiters)
+    let waiters = exchange.flatMap(routeCache.detachWaiters)
     exchange = nil
     defer { waiters?.release() }
     server.write(out)
@@ -154,8 +161,8 @@ final class ClientSession: HTTP1ServerResponder, UpstreamExchangeOwner {
 
   func serverResponderDeadlinePassed() {
     switch deadlineKind {
-    case .exchange: exchangeDeadlinePassed()
-    case .pipelineWait: pipelineWaitPassed()
+    case .exchange: driver.exchangeDeadlinePassed()
+    case .pipelineWait: driver.pipelineWaitPassed()
     }
   }
 
@@ -164,7 +171,7 @@ final class ClientSession: HTTP1ServerResponder, UpstreamExchangeOwner {
     guard let exchange else { return }
     // Waiters are answered once this session is done with the exchange (their answers
     // use the loop's output buffer too).
-    let waiters = detachWaiters(of: exchange)
+    let waiters = routeCache.detachWaiters(of: exchange)
     defer { waiters?.release() }
     record(exchange, status: exchange.status)
     self.exchange = nil
@@ -181,7 +188,7 @@ final class ClientSession: HTTP1ServerResponder, UpstreamExchangeOwner {
       performEnd(of: exchange)
       record(exchange, status: answered ? exchange.status : unanswered)
     }
-    let waiters = exchange.flatMap(detachWaiters)
+    let waiters = exchange.flatMap(routeCache.detachWaiters)
     exchange = nil
     defer { waiters?.release() }
     releaseHeldBufferCharge()
@@ -296,7 +303,7 @@ final class ClientSession: HTTP1ServerResponder, UpstreamExchangeOwner {
       if plan.token != nil && hasBody { exchange.requestBodyCopy = [] }
       facts.route = route
     }
-    run(.started(facts), on: exchange)
+    driver.run(.started(facts), on: exchange)
   }
 
   // MARK: Answers made here
@@ -323,44 +330,38 @@ final class ClientSession: HTTP1ServerResponder, UpstreamExchangeOwner {
     flushOutput()
   }
 
-  /// Counts a finished (or abandoned) exchange and writes its access line.
+  /// Counts a finished (or abandoned) exchange and writes its access line; its share of
+  /// the buffered-answer budget passes to the session.
   func record(_ exchange: Exchange, status: Int) {
     settleBufferCharge(exchange)
-    let elapsed = EventLoop.monotonicNanoseconds() &- exchange.startedAt
-    if let result = exchange.cacheResult { context.metrics.cacheResults[result.metricLabel, default: 0] &+= 1 }
-    context.recordRequest(
-      snapshot: exchange.snapshot, routeIndex: exchange.routeIndex, status: status, nanoseconds: elapsed)
-    let plan = exchange.routeIndex.map { exchange.snapshot.routePlans[$0] }
-    if let reason = exchange.reason { context.metrics.countLocalAnswer(route: plan?.name ?? "", reason: reason) }
-    guard context.snapshot.accessLogEnabled else { return }
-    let head = exchange.head
-    let proxies = context.snapshot.trustedProxies
-    context.logAccess(
-      AccessRecord(
-        requestID: exchange.requestID, method: head.method, path: head.path, query: head.query, route: plan?.name,
-        upstream: exchange.pool?.plan.name ?? plan?.upstreamName, status: status,
-        upstreamStatus: exchange.upstreamStatus, reason: exchange.reason, cache: exchange.cacheResult?.rawValue,
-        durationNanoseconds: elapsed,
-        upstreamNanoseconds: exchange.headAt != 0 ? exchange.headAt &- exchange.sentAt : nil,
-        bytes: exchange.bytesSent, bodyBytes: exchange.bodyBytes,
-        // The forwarded field is looked up only when some proxy is trusted.
-        client: proxies.client(
-          peer: clientAddress,
-          forwardedFor: proxies.isEmpty ? nil : head.headers.firstValue(lowercaseName: "x-forwarded-for")),
-        userAgent: head.headers.firstValue(lowercaseName: "user-agent")))
+    context.record(exchange, status: status, client: clientAddress)
   }
 
-  /// The line of an answer made before any request head was whole (a parse error, the
-  /// header timeout): no method, path or route to tell.
   func logLocal(status: Int, reason: LocalAnswerReason, requestID: [UInt8], bytes: Int, bodyBytes: Int) {
-    context.metrics.unrouted.record(status: status, nanoseconds: 0)
-    context.metrics.countLocalAnswer(route: "", reason: reason)
-    guard context.snapshot.accessLogEnabled else { return }
-    context.logAccess(
-      AccessRecord(
-        requestID: requestID, method: .other("-"), path: ArraySlice("-".utf8), route: nil, status: status,
-        upstreamStatus: nil, reason: reason, cache: nil, durationNanoseconds: 0, bytes: Int64(bytes),
-        bodyBytes: Int64(bodyBytes), client: clientAddress[...]))
+    context.recordUnrouted(
+      status: status, reason: reason, requestID: requestID, bytes: bytes, bodyBytes: bodyBytes, client: clientAddress)
   }
 
+  // MARK: The upstream connection's events, for the exchange's driver and reader
+
+  func upstreamDidRead(_ upstream: UpstreamConnection, _ bytes: UnsafeRawBufferPointer) -> Int {
+    reader.upstreamDidRead(upstream, bytes)
+  }
+
+  func upstreamDidReadEOF(_ upstream: UpstreamConnection) {
+    reader.upstreamDidReadEOF(upstream)
+  }
+
+  func upstreamDidClose(_ upstream: UpstreamConnection, reason: ConnectionCloseReason) {
+    driver.upstreamDidClose(upstream, reason: reason)
+  }
+
+  func upstreamDroppedQueuedRequest(_ upstream: UpstreamConnection) {
+    driver.upstreamDroppedQueuedRequest(upstream)
+  }
+
+  /// `pool` has room for the request this session queued there.
+  func connectionRoomAvailable(on pool: UpstreamPool) {
+    driver.connectionRoomAvailable(on: pool)
+  }
 }

@@ -117,4 +117,11 @@ final class Exchange {
     self.routeIndex = routeIndex
     self.startedAt = startedAt
   }
+
+  /// The answer is read anew (a retry, a request sent again alone): nothing the parser saw
+  /// of the connection before belongs to it.
+  func startAnswerAfresh() {
+    answerParser = HTTPResponseParser(limits: Exchange.upstreamAnswerLimits)
+    answerBytesReceived = false
+  }
 }

@@ -17,4 +17,16 @@ extension LoopContext {
     metrics.recordUpstream(pool.plan.name, outcome: outcome)
     pool.recordAnswer(status: status, route: route, now: loop.iterationTime)
   }
+
+  /// The pool of the exchange's upstream. After a reload a request sent again (a retry, a
+  /// dropped pipelined one) stays with the pool it started on, as requests in flight finish
+  /// on the config they started with; one never sent (it waited for a token, or behind a
+  /// collapsed request) takes the running config's pool for its upstream.
+  func upstreamPool(for exchange: Exchange) -> UpstreamPool? {
+    guard let routeIndex = exchange.routeIndex,
+      let upstreamIndex = exchange.snapshot.routePlans[routeIndex].upstreamIndex
+    else { return nil }
+    let startedOn = exchange.snapshot === snapshot ? nil : exchange.pool
+    return startedOn ?? pool(upstreamIndex, of: exchange.snapshot)
+  }
 }

@@ -33,44 +33,14 @@ final class LoopContext: @unchecked Sendable {
   }
   /// By token index: whether the token has endpoints that answer on their own. Answers
   /// check it per request, so it is a plain array.
-  private var tokensWithOwnAnswerEndpoints: [Bool] = []
-
-  /// Whether the token at `index` may have endpoints that answer on their own (see
-  /// `TokenValues.Entry.ownAnswerEndpoints`): an array read, false for an unknown index.
-  func tokenHasOwnAnswerEndpoints(index: Int?) -> Bool {
-    guard let index, index < tokensWithOwnAnswerEndpoints.count else { return false }
-    return tokensWithOwnAnswerEndpoints[index]
-  }
-
-  /// A usable value of `name` by the snapshot's own expiry, with its serial.
-  func usableToken(_ name: String, index: Int? = nil) -> TokenGrant? {
-    guard let entry = tokenEntry(name, index: index) else { return nil }
-    // A value without an expiry (static and file tokens) needs no clock reading.
-    let value: [UInt8]?
-    if entry.expiresAt == nil {
-      value = entry.value
-    } else {
-      value = entry.value(at: TokenInstant(millisecondsSinceEpoch: RFC3339.nowMilliseconds()))
-    }
-    guard let value else { return nil }
-    return TokenGrant(bytes: value, serial: entry.serial)
-  }
-
-  /// The published entry of token `name`. The route's index into the values is tried first
-  /// (no hashing); a reload may have moved the token, so the name decides.
-  func tokenEntry(_ name: String, index: Int? = nil) -> TokenValues.Entry? {
-    if let index, index < tokens.entries.count, tokens.entries[index].name == name {
-      return tokens.entries[index]
-    }
-    return tokens[name]
-  }
+  private(set) var tokensWithOwnAnswerEndpoints: [Bool] = []
 
   /// This loop's view of the store, when there is one.
   let store: LoopStore?
   /// Background refreshes in flight, by cache id: one per key.
   private var refreshes: [String: BackgroundRefresh] = [:]
-  /// GETs with the upstream that others wait for, by cache id (see `RequestCollapsing`).
-  var collapsing: [String: CollapseGroup] = [:]
+  /// Cache lookups, stale answers and collapsed exchanges, for this loop's sessions.
+  private(set) lazy var routeCache = RouteCache(context: self, store: store)
   private(set) var draining = false
   private var sweepTimer: TimerHandle?
   /// This loop's listener sockets, by the configured address they were bound for.
@@ -130,19 +100,6 @@ final class LoopContext: @unchecked Sendable {
     return before == after
   }
 
-  /// Counters for a finished request of `snapshot`'s route `routeIndex` (nil: unrouted).
-  func recordRequest(snapshot requestSnapshot: GatewaySnapshot, routeIndex: Int?, status: Int, nanoseconds: UInt64) {
-    let counters: RouteCounters
-    if let routeIndex {
-      counters =
-        requestSnapshot === snapshot
-        ? metrics.routeSlots[routeIndex] : metrics.counters(forRoute: requestSnapshot.routePlans[routeIndex].name)
-    } else {
-      counters = metrics.unrouted
-    }
-    counters.record(status: status, nanoseconds: nanoseconds)
-  }
-
   /// Starts a background refresh of `key` unless one is already running on this loop.
   func revalidate(
     key: CacheKey, request: HTTPRequestHead, target: [UInt8], snapshot: GatewaySnapshot, routeIndex: Int,
@@ -198,7 +155,8 @@ final class LoopContext: @unchecked Sendable {
       }
       return
     }
-    let session = ClientSession(context: self, answers: answerWriter, peer: socket.peerHostText, secure: tls != nil)
+    let session = ClientSession(
+      context: self, answers: answerWriter, routeCache: routeCache, peer: socket.peerHostText, secure: tls != nil)
     do {
       session.start(try BufferedConnection(socket: socket, loop: loop, delegate: session.server, tls: tls))
     } catch {

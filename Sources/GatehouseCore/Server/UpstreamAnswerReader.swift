@@ -5,22 +5,42 @@ import GatehouseJSON
 import GatehouseNet
 import GatehouseStore
 
-/// A session's handling of the upstream's answer: its head, its body (passed through,
-/// buffered or wrapped), its end, and the upstream failing before or during it.
-extension ClientSession {
+/// Reads the upstream's answer for a client session's exchange: parses it, decides what its
+/// head means (a token rejected, a failing backend's error page a stored answer replaces,
+/// an answer to keep, how the body reaches the client: passed through, buffered for the
+/// envelope, or wrapped as it streams), and feeds the exchange machine its begin and end.
+/// The bytes for the client are `AnswerWriter`'s; failures and what follows them are the
+/// `ExchangeDriver`'s. One per client session.
+final class UpstreamAnswerReader {
+  /// unowned(unsafe): the session owns its reader and outlives it; plain `unowned` would
+  /// cost an atomic reference-count operation per access.
+  unowned(unsafe) let session: ClientSession
+
+  init(session: ClientSession) {
+    self.session = session
+  }
+
+  var exchange: Exchange? { session.exchange }
+  var context: LoopContext { session.context }
+  var loop: EventLoop { session.loop }
+  var server: HTTP1ServerConnection { session.server }
+  var answers: AnswerWriter { session.answers }
+  var routeCache: RouteCache { session.routeCache }
+  var driver: ExchangeDriver { session.driver }
+
   func upstreamDidRead(_ upstream: UpstreamConnection, _ bytes: UnsafeRawBufferPointer) -> Int {
     guard exchange?.upstream === upstream else {
-      upstream.pool.discard(upstream, by: self)
+      upstream.pool.discard(upstream, by: session)
       return bytes.count
     }
     exchange?.answerBytesReceived = true
     // Until the client has the head, `response_timeout_ms` bounds the whole wait, however
     // slowly the upstream trickles bytes; once the answer streams to the client it bounds
     // the silence between reads (a large body may take long, but must keep moving).
-    if let exchange, exchange.machine.answerBegan, deadlineKind == .exchange,
+    if let exchange, exchange.machine.answerBegan, session.deadlineKind == .exchange,
       exchange.machine.deadline == .upstreamAnswer, let timeout = exchange.pool?.plan.answerTimeoutNanoseconds
     {
-      setDeadline(.exchange, nanoseconds: timeout)
+      session.setDeadline(.exchange, nanoseconds: timeout)
     }
     var offset = 0
     while offset <= bytes.count {
@@ -35,7 +55,7 @@ extension ClientSession {
       offset += step.consumed
       switch step.step {
       case .needMore:
-        flushOutput()
+        session.flushOutput()
         return bytes.count
       case .head:
         let head = exchange!.answerParser.takeHead()
@@ -63,7 +83,7 @@ extension ClientSession {
         return offset
       }
     }
-    flushOutput()
+    session.flushOutput()
     return bytes.count
   }
 
@@ -78,7 +98,7 @@ extension ClientSession {
       upstreamSentInvalidAnswer(upstream, error)
       return
     } catch {}
-    upstreamFailed(exchange?.answerBytesReceived == true ? .invalidAnswer : .closed)
+    driver.upstreamFailed(exchange?.answerBytesReceived == true ? .invalidAnswer : .closed)
   }
 
   /// The upstream's bytes are no HTTP answer: logged with what was wrong (fixed texts, never
@@ -87,39 +107,7 @@ extension ClientSession {
     context.shared.logger.warn(
       "upstream sent an invalid answer",
       ["upstream": .string(upstream.pool.plan.name), "error": .string(error.description)])
-    upstreamFailed(.invalidAnswer, detail: "invalid answer: \(error.description)")
-  }
-
-  func upstreamDidClose(_ upstream: UpstreamConnection, reason: ConnectionCloseReason) {
-    guard let exchange, exchange.upstream === upstream else { return }
-    let (failure, detail) = UpstreamFailure.of(reason, received: exchange.answerBytesReceived)
-    if case .tlsFailed(let error) = reason {
-      context.shared.logger.warn(
-        "upstream TLS failed", ["upstream": .string(upstream.pool.plan.name), "error": .string(error.description)])
-      upstreamFailed(failure, detail: detail, reason: .tlsFailed)
-      return
-    }
-    upstreamFailed(failure, detail: detail)
-  }
-
-  func upstreamDroppedQueuedRequest(_ upstream: UpstreamConnection) {
-    guard let exchange, exchange.upstream === upstream, case .forwarding = exchange.machine.phase else { return }
-    exchange.upstream = nil
-    sendAgainAlone(exchange)
-  }
-
-  /// A request pipelined behind another that was not answered on its connection (dropped
-  /// with it, or given up while waiting): not a failure of this request nor of the
-  /// upstream, and not an attempt. It goes again, alone this time.
-  func sendAgainAlone(_ exchange: Exchange) {
-    context.metrics.pipelineResent &+= 1
-    exchange.pipelineDropped = true
-    exchange.waitedBehindAnother = false
-    // The parser may have seen the end of the old connection (or bytes that were no
-    // answer): the answer on the new one starts from scratch.
-    exchange.answerParser = HTTPResponseParser(limits: Exchange.upstreamAnswerLimits)
-    exchange.answerBytesReceived = false
-    run(.droppedFromPipeline)
+    driver.upstreamFailed(.invalidAnswer, detail: "invalid answer: \(error.description)")
   }
 
   /// Returns false when the exchange no longer reads this upstream answer.
@@ -134,7 +122,7 @@ extension ClientSession {
       announcedLength: head.contentLength, announcesChunked: head.headers.contains("transfer-encoding"))
     if let routeIndex = exchange.routeIndex, let use = exchange.snapshot.routePlans[routeIndex].token {
       if use.invalidStatuses.contains(head.status) {
-        if tokenRejected(use, exchange: exchange, reusable: nil) { return false }
+        if driver.tokenRejected(use, exchange: exchange, reusable: nil) { return false }
       } else if use.bodyField != nil && exchange.envelope == nil, let length = ForwardingRules.declaredLength(head),
         length <= ForwardingRules.maxReplayBody,
         JSONMediaType.isJSON(ForwardingRules.field(head.headers, "content-type") ?? [])
@@ -146,7 +134,7 @@ extension ClientSession {
         return true
       }
     }
-    if head.status >= 500, let stale = staleAnswer(for: exchange) {
+    if head.status >= 500, let stale = routeCache.staleAnswer(for: exchange) {
       // A failing backend's error page is worse than yesterday's answer.
       if let pool = exchange.pool {
         context.recordUpstreamAnswer(
@@ -155,7 +143,7 @@ extension ClientSession {
       if exchange.collapseRole == .leading { exchange.collapseOutcome = .failed(.unavailable) }
       exchange.reason = .upstreamError
       exchange.storedAnswer = stale
-      run(.answerReplaced(.stored, reusable: nil))
+      driver.run(.answerReplaced(.stored, reusable: nil))
       return false
     }
     if exchange.hasCacheKey && !exchange.answerParser.requestWasHEAD
@@ -210,7 +198,7 @@ extension ClientSession {
     exchange.status = head.status
     exchange.upstreamStatus = head.status
     exchange.upstreamKeepAlive = head.keepAlive
-    run(.answerBegan, on: exchange)
+    driver.run(.answerBegan, on: exchange)
     if let secret = ForwardingRules.tokenToHide(exchange, upstreamStatus: head.status), framing != .none,
       !requestIsHEAD,
       ForwardingRules.field(head.headers, "content-encoding").map(EnvelopeRenderer.isIdentity) ?? true
@@ -242,7 +230,7 @@ extension ClientSession {
       } catch {
         // Invalid JSON mid-stream: cut the connection so the client never sees a last chunk.
         exchange.reason = .badAnswer
-        abort()
+        session.abort()
         return
       }
     case .passThrough:
@@ -293,7 +281,7 @@ extension ClientSession {
       exchange.reason = tokenRefused ? .tokenRejected : .badAnswer
     }
     if usable {
-      noteTokenAccepted(exchange)
+      context.noteTokenAccepted(exchange)
     } else if exchange.collapseRole == .leading {
       // Waiters answer as an upstream failure would, except after a token rejection: that
       // is about the token, not the upstream, and each waiter asks with the current value.
@@ -301,16 +289,16 @@ extension ClientSession {
     }
     if !usable {
       // The last good answer is worth more than one the backend got wrong.
-      if let stale = staleAnswer(for: exchange) {
+      if let stale = routeCache.staleAnswer(for: exchange) {
         exchange.bufferedBody = []
         exchange.storedAnswer = stale
-        run(.answerReplaced(.stored, reusable: upstreamReusable))
+        driver.run(.answerReplaced(.stored, reusable: upstreamReusable))
         return
       }
     }
-    let kept = usable ? storableAnswer(exchange) : nil
+    let kept = usable ? StoreEntryRules.storableAnswer(exchange) : nil
     if let kept {
-      rememberAnswer(kept, exchange: exchange)
+      routeCache.remember(kept, exchange: exchange)
     } else if usable, !exchange.answerFollowsDoubt, let key = exchange.cacheKey, let status = exchange.upstreamStatus,
       (200..<300).contains(status), !exchange.answerParser.requestWasHEAD
     {
@@ -326,7 +314,7 @@ extension ClientSession {
         try exchange.streamValidator?.finish()
       } catch {
         exchange.reason = .badAnswer
-        abort()
+        session.abort()
         return
       }
       answers.writeRewrittenPiece(Array(#","message":""}"#.utf8), exchange: exchange)
@@ -337,30 +325,15 @@ extension ClientSession {
       exchange.collapseOutcome = .answer(CollapsedAnswer(head: kept.head, body: kept.body, rendered: rendered))
     }
     answers.writeLastChunk(exchange: exchange)
-    flushOutput()
-    run(.answerEnded(reusable: upstreamReusable), on: exchange)
-  }
-
-  /// Starts the client's answer to the upstream's: whether it ends the connection (see
-  /// `beginAnswer`; a body still coming cannot go anywhere once the answer starts).
-  func answerEndsConnection(_ exchange: Exchange) -> Bool {
-    beginAnswer(.streamed)
-  }
-
-  /// Gives the upstream connection of a completely read answer back to its pool
-  /// (`upstreamReusable`: as far as the exchange goes; the machine has weighed the request).
-  func releaseUpstream(_ exchange: Exchange, upstreamReusable: Bool) {
-    guard let upstream = exchange.upstream, let pool = exchange.pool else { return }
-    exchange.upstream = nil
-    let reusable = upstreamReusable && exchange.upstreamKeepAlive && !exchange.answerParser.isClosed
-    pool.release(upstream, reusable: reusable, leavesDoubt: exchange.answerLeavesDoubt)
+    session.flushOutput()
+    driver.run(.answerEnded(reusable: upstreamReusable), on: exchange)
   }
 
   /// A body said the token was rejected: the answer was read whole, so the connection goes
   /// back to the pool before the retry.
   private func tokenRejectedAfterBody(_ use: TokenUse, exchange: Exchange, upstreamReusable: Bool) -> Bool {
     let charge = exchange.bufferCharge
-    guard tokenRejected(use, exchange: exchange, reusable: upstreamReusable && exchange.upstreamKeepAlive) else {
+    guard driver.tokenRejected(use, exchange: exchange, reusable: upstreamReusable && exchange.upstreamKeepAlive) else {
       return false
     }
     exchange.bufferedBody = []
@@ -373,42 +346,10 @@ extension ClientSession {
     return true
   }
 
-  /// `detail` is what `/admin/upstreams` shows as the upstream's last error when there is more
-  /// to say than the outcome the metrics count; `reason` the access line's, when it is more
-  /// precise than the failure's own.
-  func upstreamFailed(_ failure: UpstreamFailure, detail: String? = nil, reason: LocalAnswerReason? = nil) {
-    guard let exchange else { return }
-    // The connection ended, or sent what is not an answer, before this request's answer
-    // began while it was pipelined behind another: the upstream may never have read it
-    // (it closed after the answer in front, or reset because requests were left unread),
-    // or the bytes were left over from the answer in front. A safe request goes again alone.
-    if failure == .closed || failure == .invalidAnswer, exchange.waitedBehindAnother,
-      exchange.upstreamStatus == nil
-    {
-      sendAgainAlone(exchange)
-      return
-    }
-    // A waiter that gave up is no longer answered by the exchange it waited for.
-    if exchange.collapseRole == .waiting { exchange.collapseRole = .none }
-    if let pool = exchange.pool {
-      context.recordUpstreamFailure(failure, pool: pool, route: ForwardingRules.routeName(of: exchange), detail: detail)
-    }
-    if exchange.machine.answerBegan && !exchange.answerFlushed {
-      // The answer's head is only staged (the upstream broke within the read that brought
-      // it): dropped, so the client gets the answer the machine picks instead of a cut
-      // connection.
-      answers.discardStaged()
-      exchange.rechunkAnswer = false
-      exchange.bytesSent = 0
-      exchange.bodyBytes = 0
-    }
-    // Whatever answers now (a stored answer, the stub, an error) does so for this reason.
-    exchange.failure = failure
-    exchange.failureReason = reason
-    exchange.storedAnswer = staleAnswer(for: exchange)
-    run(
-      .upstreamFailed(
-        failure, staleAvailable: exchange.storedAnswer != nil, received: exchange.answerBytesReceived,
-        answerOut: exchange.answerFlushed))
+  /// Starts the client's answer to the upstream's: whether it ends the connection (see
+  /// `ClientSession.beginAnswer`; a body still coming cannot go anywhere once the answer starts).
+  func answerEndsConnection(_ exchange: Exchange) -> Bool {
+    session.beginAnswer(.streamed)
   }
+
 }

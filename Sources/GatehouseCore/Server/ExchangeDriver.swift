@@ -2,10 +2,32 @@ import GatehouseHTTP
 import GatehouseHTTPServer
 import GatehouseNet
 
-/// A session drives its exchange's `ExchangeMachine`: events go in through `run`, and the
-/// actions that come out are performed here, with the session's connection, the loop's
-/// pools, store and tokens. What to do next is the machine's decision; how is the session's.
-extension ClientSession {
+/// Drives a client session's exchange: feeds its `ExchangeMachine` every event (through
+/// `run`) and performs the actions that come out, with the loop's pools, store and tokens
+/// and the session's connection. What to do next is the machine's decision; how is the
+/// driver's. Also here: the way to the upstream (token, breakers, lease, the request's head
+/// and body) and the upstream failing. One per client session.
+final class ExchangeDriver {
+  /// unowned(unsafe): the session owns its driver and outlives it; plain `unowned` would
+  /// cost an atomic reference-count operation per access.
+  unowned(unsafe) let session: ClientSession
+  /// The exchange deadline armed last, and how many were armed (see `run`).
+  var armedDeadline = ExchangeMachine.Deadline.none
+  var deadlineArms = 0
+  /// The request body piece being fed to the machine (valid only during that `run`).
+  var bodyPiece: UnsafeRawBufferPointer?
+
+  init(session: ClientSession) {
+    self.session = session
+  }
+
+  var exchange: Exchange? { session.exchange }
+  var context: LoopContext { session.context }
+  var loop: EventLoop { session.loop }
+  var server: HTTP1ServerConnection { session.server }
+  var routeCache: RouteCache { session.routeCache }
+  var closed: Bool { session.closed }
+
   /// Feeds the exchange's machine one event and performs what it says, then arms the
   /// deadline of the phase it reached when that changed.
   func run(_ event: ExchangeMachine.Event) {
@@ -16,16 +38,16 @@ extension ClientSession {
   /// `run` for a caller that holds the exchange already (each load of the optional
   /// property costs a retain and a release).
   func run(_ event: ExchangeMachine.Event, on exchange: Exchange) {
-    let serial = exchangeSerial
+    let serial = session.exchangeSerial
     let before = exchange.machine.deadline
     let armsBefore = deadlineArms
     let actions = exchange.machine.handle(event)
     for action in actions {
-      // An action may end the exchange (an abort, the finish): the rest are for nobody.
-      guard exchangeSerial == serial, !closed else { return }
+      // An action may end the exchange (an session.abort, the finish): the rest are for nobody.
+      guard session.exchangeSerial == serial, !closed else { return }
       perform(action, exchange)
     }
-    guard exchangeSerial == serial, !closed else { return }
+    guard session.exchangeSerial == serial, !closed else { return }
     let after = exchange.machine.deadline
     // An event fed while performing these actions may have armed this very deadline
     // already (a lease leads at once to `leased`): it is armed once, by the innermost run.
@@ -36,12 +58,12 @@ extension ClientSession {
   private func perform(_ action: ExchangeMachine.Action, _ exchange: Exchange) {
     switch action {
     case .lookUpStore:
-      run(.storeLookedUp(lookUpStore(exchange)), on: exchange)
+      run(.storeLookedUp(routeCache.lookUp(exchange, for: session)), on: exchange)
     case .revalidateInBackground:
       guard let key = exchange.cacheKey, let routeIndex = exchange.routeIndex else { return }
       context.revalidate(
         key: key, request: exchange.head, target: exchange.upstreamTarget, snapshot: exchange.snapshot,
-        routeIndex: routeIndex, clientAddress: clientAddress)
+        routeIndex: routeIndex, clientAddress: session.clientAddress)
     case .takeToken:
       takeToken(exchange)
     case .askBreakers(let retry):
@@ -50,10 +72,10 @@ extension ClientSession {
       lease(exchange, fresh: fresh)
     case .queueForConnection:
       guard let pool = exchange.pool else { return }
-      pool.enqueue(self)
+      pool.enqueue(session)
       pool.evictStalledReaderIfDue(now: loop.iterationTime)
     case .leaveQueue:
-      exchange.pool?.leaveQueue(self)
+      exchange.pool?.leaveQueue(session)
     case .sendContinue:
       server.writeContinue()
     case .pauseClientReading:
@@ -76,20 +98,20 @@ extension ClientSession {
       if kind == .stale { noteFailover(exchange) }
       guard let stored = exchange.storedAnswer else { return }
       exchange.storedAnswer = nil
-      serveStored(stored, result: kind == .hit ? .hit : .stale)
+      session.serveStored(stored, result: kind == .hit ? .hit : .stale)
     case .serveCollapsed:
       guard let answer = exchange.collapsedAnswer else { return }
       exchange.collapsedAnswer = nil
-      writeKeptAnswer(
+      session.writeKeptAnswer(
         head: answer.head, body: answer.body, outcome: answer.rendered ?? .passThrough,
         extra: StoreEntryRules.cacheLines(exchange.cacheResult))
     case .serveStub:
-      // A fallback stub answers for the failure; an `always` one for itself.
+      // A fallback stub session.answers for the failure; an `always` one for itself.
       noteFailover(exchange)
       if exchange.reason == nil { exchange.reason = .stub }
       guard let routeIndex = exchange.routeIndex else { return }
       let plan = exchange.snapshot.routePlans[routeIndex]
-      respondLocally(status: plan.stub.status, body: plan.stub.body)
+      session.respondLocally(status: plan.stub.status, body: plan.stub.body)
     case .answerLocally(let answer):
       answerLocally(answer, exchange)
     case .releaseUpstream(let reusable):
@@ -97,9 +119,9 @@ extension ClientSession {
     case .discardUpstream:
       guard let upstream = exchange.upstream else { return }
       exchange.upstream = nil
-      exchange.pool?.discard(upstream, by: self)
+      exchange.pool?.discard(upstream, by: session)
     case .abortClient:
-      abort()
+      session.abort()
     case .closeAfterAnswer:
       // The connection lingers to read what the client still sends, whether the machine
       // asks for that or not: unread input would reset the answer away.
@@ -122,36 +144,10 @@ extension ClientSession {
   }
 
   private func answerLocally(_ answer: ExchangeMachine.LocalAnswer, _ exchange: Exchange) {
-    switch answer {
-    case .refused(.clientKeyMissing):
-      respondLocally(
-        failure: .clientKeyMissing, reason: .clientKeyMissing, extraHeaders: ForwardingRules.apiKeyChallenge)
-    case .refused(.clientKeyInvalid):
-      respondLocally(
-        failure: .clientKeyInvalid, reason: .clientKeyInvalid, extraHeaders: ForwardingRules.apiKeyChallenge)
-    case .refused(.rateLimited(let seconds)):
-      respondLocally(
-        failure: .rateLimited, reason: .rateLimited, extraHeaders: Array("Retry-After: \(seconds)\r\n".utf8))
-    case .noRoute:
-      respondLocally(
-        failure: .noRoute(method: exchange.head.method.name, path: String(decoding: exchange.head.path, as: UTF8.self)),
-        reason: .noRoute)
-    case .noUpstream:
-      respondLocally(failure: .upstreamUnavailable, reason: .noUpstream)
-    case .badTarget:
-      respondLocally(failure: .badRequest(.invalidTarget), reason: .badRequest)
-    case .upstream(let failure):
-      noteFailover(exchange)
-      respondLocally(failure: failure.answer, reason: exchange.failureReason ?? failure.reason)
-    case .tokenUnavailable:
-      respondLocally(failure: .tokenUnavailable, reason: .tokenUnavailable)
-    case .tokenRejected:
-      respondLocally(failure: .tokenRejected, reason: .tokenRejected)
-    case .requestTimedOut:
-      respondLocally(failure: .headerTimeout, reason: .requestTimeout)
-    case .overloaded:
-      respondLocally(failure: .overloaded, reason: .overloaded)
-    }
+    if case .upstream = answer { noteFailover(exchange) }
+    let local = GatewayAnswer.local(
+      answer, method: exchange.head.method, path: exchange.head.path, failureReason: exchange.failureReason)
+    session.respondLocally(failure: local.failure, reason: local.reason, extraHeaders: local.extraHeaders)
   }
 
   // MARK: Deadlines of the phases
@@ -163,15 +159,15 @@ extension ClientSession {
     armedDeadline = deadline
     switch deadline {
     case .none:
-      clearDeadline()
+      session.clearDeadline()
     case .stubDelay:
       guard let routeIndex = exchange.routeIndex else { return }
-      setDeadline(.exchange, after: exchange.snapshot.routePlans[routeIndex].stub.delay)
+      session.setDeadline(.exchange, after: exchange.snapshot.routePlans[routeIndex].stub.delay)
     case .collapsedWait:
-      setDeadline(.exchange, nanoseconds: exchange.collapsePatience)
+      session.setDeadline(.exchange, nanoseconds: exchange.collapsePatience)
     case .connectionQueue:
       guard let pool = exchange.pool else { return }
-      setDeadline(.exchange, nanoseconds: pool.plan.queueTimeoutNanoseconds)
+      session.setDeadline(.exchange, nanoseconds: pool.plan.queueTimeoutNanoseconds)
     case .requestUpload:
       setUploadDeadline()
     case .upstreamAnswer:
@@ -179,7 +175,7 @@ extension ClientSession {
       armAnswerDeadline(exchange, pool: pool)
     case .drainBody:
       // The connection's idle timeout bounds the rest of the body.
-      clearDeadline()
+      session.clearDeadline()
     }
   }
 
@@ -193,9 +189,9 @@ extension ClientSession {
       // Still waiting behind another answer on a pipelined connection: the wait was the
       // answer in front's (slow, or its client reads slowly), so this request leaves the
       // queue and goes again alone, with its own answer timeout.
-      if let upstream = exchange.upstream, upstream.owner !== self {
+      if let upstream = exchange.upstream, upstream.owner !== session {
         exchange.upstream = nil
-        exchange.pool?.discard(upstream, by: self)
+        exchange.pool?.discard(upstream, by: session)
         sendAgainAlone(exchange)
         return
       }
@@ -212,18 +208,6 @@ extension ClientSession {
   }
 
   // MARK: On the way to the upstream
-
-  /// The pool of the exchange's upstream. After a reload a request sent again (a retry, a
-  /// dropped pipelined one) stays with the pool it started on, as requests in flight finish
-  /// on the config they started with; one never sent (it waited for a token, or behind a
-  /// collapsed request) takes the running config's pool for its upstream.
-  private func upstreamPool(_ exchange: Exchange) -> UpstreamPool? {
-    guard let routeIndex = exchange.routeIndex,
-      let upstreamIndex = exchange.snapshot.routePlans[routeIndex].upstreamIndex
-    else { return nil }
-    let startedOn = exchange.snapshot === context.snapshot ? nil : exchange.pool
-    return startedOn ?? context.pool(upstreamIndex, of: exchange.snapshot)
-  }
 
   /// Takes a value of the route's token, or waits for one (after a rejection, for the value
   /// `TokenManager.retryAfterRejection` gives).
@@ -253,7 +237,7 @@ extension ClientSession {
   /// retry on a fresh connection asks the circuit whether a retry makes sense now; it never
   /// takes a trial.
   private func askBreakers(_ exchange: Exchange, retry: Bool) {
-    guard let pool = upstreamPool(exchange), let routeIndex = exchange.routeIndex else {
+    guard let pool = context.upstreamPool(for: exchange), let routeIndex = exchange.routeIndex else {
       upstreamFailed(.unavailable, reason: .noUpstream)
       return
     }
@@ -267,7 +251,7 @@ extension ClientSession {
       case .attempt, .attemptAsTrial: break
       case .reject: skip = .circuitOpen
       // On probation, with the check out: a request with a stored answer takes it.
-      case .attemptUnlessAnswerable: skip = staleAnswer(for: exchange) != nil ? .circuitOpen : nil
+      case .attemptUnlessAnswerable: skip = routeCache.staleAnswer(for: exchange) != nil ? .circuitOpen : nil
       }
     }
     // Kept for the lease that follows (and for the failure's count when skipped).
@@ -283,7 +267,7 @@ extension ClientSession {
   private func lease(_ exchange: Exchange, fresh: Bool) {
     // The breakers were asked of this pool; one never asked (a resend after a pipelined
     // connection dropped the request) is looked up again.
-    guard let pool = exchange.pool ?? upstreamPool(exchange) else {
+    guard let pool = exchange.pool ?? context.upstreamPool(for: exchange) else {
       upstreamFailed(.unavailable, reason: .noUpstream)
       return
     }
@@ -309,11 +293,11 @@ extension ClientSession {
     do {
       if pipelined {
         let joined: Bool
-        (upstream, joined) = try pool.leaseForPipelining(for: self)
+        (upstream, joined) = try pool.leaseForPipelining(for: session)
         exchange.waitedBehindAnother = joined
         if joined { context.metrics.pipelined &+= 1 }
       } else {
-        upstream = try pool.lease(for: self, fresh: fresh)
+        upstream = try pool.lease(for: session, fresh: fresh)
       }
     } catch {
       context.shared.warnCannotOpenUpstream(pool.plan.name, error: error)
@@ -338,9 +322,8 @@ extension ClientSession {
     if exchange.machine.attempts > 1 {
       // A retry: the parser may hold part of the earlier answer, and what was learnt from
       // it belongs to that attempt. (A new exchange's are new.)
-      exchange.answerParser = HTTPResponseParser(limits: Exchange.upstreamAnswerLimits)
+      exchange.startAnswerAfresh()
       exchange.upstreamStatus = nil
-      exchange.answerBytesReceived = false
     }
     var token: UpstreamRequestWriter.TokenLine?
     if let use = plan.token, let grant = exchange.tokenGrant {
@@ -362,8 +345,8 @@ extension ClientSession {
       head: exchange.head, method: upstreamMethod, target: exchange.upstreamTarget, hostHeader: pool.plan.hostHeader,
       plan: plan.headerPlan, token: token,
       acceptsGzip: ForwardingRules.asksUpstreamForGzip(plan, clientTakesGzip: exchange.acceptsGzip),
-      sharedAnswer: exchange.hasCacheKey, clientAddress: clientAddress,
-      forwardedProto: secure ? "https" : "http", requestID: exchange.requestID, framing: framing,
+      sharedAnswer: exchange.hasCacheKey, clientAddress: session.clientAddress,
+      forwardedProto: session.secure ? "https" : "http", requestID: exchange.requestID, framing: framing,
       into: &context.scratch)
     if exchange.pipelinedWrite {
       context.scratch.withUnsafeBytes { pool.writePipelined($0, on: upstream) }
@@ -382,5 +365,26 @@ extension ClientSession {
     exchange.pendingBody = []
     // Reading stopped once the read-ahead was full; the rest now streams to the upstream.
     server.setReadingPaused(false, reason: .backpressure)
+  }
+
+  /// A request written behind others on a pipelined upstream connection waited its
+  /// patience: if its turn came, the answer timeout applies from when it went out (or,
+  /// once the answer streams, from now); if not, it goes again alone.
+  func pipelineWaitPassed() {
+    guard let exchange, let upstream = exchange.upstream, let pool = exchange.pool else { return }
+    if upstream.owner === session {
+      let timeout = pool.plan.answerTimeoutNanoseconds
+      let due = exchange.machine.answerBegan ? loop.iterationTime &+ timeout : exchange.sentAt &+ timeout
+      guard due > loop.iterationTime else {
+        upstreamFailed(.timedOut)
+        return
+      }
+      session.deadlineKind = .exchange
+      server.setResponderDeadline(at: due)
+      return
+    }
+    exchange.upstream = nil
+    pool.discard(upstream, by: session)
+    sendAgainAlone(exchange)
   }
 }

@@ -1,10 +1,10 @@
 import GatehouseHTTP
 import GatehouseNet
 
-/// A session's request body on its way upstream: kept while the request waits (its
+/// The request body on its way upstream: kept while the request waits (its
 /// read-ahead, a token, a free connection), streamed, and timed. Where each piece goes is
 /// the exchange machine's decision (`keepBody`, `forwardBody`, `dropBody`).
-extension ClientSession {
+extension ExchangeDriver {
   /// `pool` has room for the request this session queued there.
   func connectionRoomAvailable(on pool: UpstreamPool) {
     guard !closed, let exchange, exchange.machine.phase == .waiting(.queue), exchange.pool === pool else { return }
@@ -14,8 +14,8 @@ extension ClientSession {
   /// The request body is still coming: it must keep moving (the idle timeout between reads)
   /// and be all here by `limits.body_timeout_ms` after the head, whichever comes first.
   func setUploadDeadline() {
-    setDeadline(.exchange, nanoseconds: context.snapshot.idleTimeoutNanoseconds)
-    if let bodyDeadline = exchange?.bodyDeadline, bodyDeadline != 0 { shortenDeadline(to: bodyDeadline) }
+    session.setDeadline(.exchange, nanoseconds: context.snapshot.idleTimeoutNanoseconds)
+    if let bodyDeadline = exchange?.bodyDeadline, bodyDeadline != 0 { session.shortenDeadline(to: bodyDeadline) }
   }
 
   func forwardRequestBody(_ bytes: UnsafeRawBufferPointer) {
@@ -36,21 +36,21 @@ extension ClientSession {
   /// A piece of the body goes to the upstream that has the head; the body must keep coming.
   func forwardBodyPiece(_ exchange: Exchange) {
     guard let bytes = bodyPiece, let upstream = exchange.upstream?.connection else { return }
-    if deadlineKind == .exchange && exchange.machine.deadline == .requestUpload {
+    if session.deadlineKind == .exchange && exchange.machine.deadline == .requestUpload {
       setUploadDeadline()
     }
     Self.writeBody(bytes, on: upstream, rechunk: exchange.rechunkRequest)
   }
 
   /// The whole request is with the upstream: its answer is due within the answer
-  /// timeout, and one pipelined behind other answers gets its turn within the queue's
+  /// timeout, and one pipelined behind other session.answers gets its turn within the queue's
   /// patience or goes alone (a slow answer in front must not hold it for long).
   func armAnswerDeadline(_ exchange: Exchange, pool: UpstreamPool) {
     let timeout = pool.plan.answerTimeoutNanoseconds
-    if exchange.waitedBehindAnother, exchange.upstream?.owner !== self {
-      setDeadline(.pipelineWait, nanoseconds: min(timeout, PipelinePolicy.queuePatienceNanoseconds))
+    if exchange.waitedBehindAnother, exchange.upstream?.owner !== session {
+      session.setDeadline(.pipelineWait, nanoseconds: min(timeout, PipelinePolicy.queuePatienceNanoseconds))
     } else {
-      setDeadline(.exchange, nanoseconds: timeout)
+      session.setDeadline(.exchange, nanoseconds: timeout)
     }
   }
 

@@ -4,8 +4,8 @@ import GatehouseJSON
 import GatehouseNet
 import GatehouseStore
 
-/// A session's envelope work: buffering or streaming an upstream body into `{"code","datas","message"}`.
-extension ClientSession {
+/// The reader's envelope work: buffering or streaming an upstream body into `{"code","datas","message"}`.
+extension UpstreamAnswerReader {
   /// Keeps the body for the envelope. A JSON success body that outgrows the buffer is
   /// switched to a wrapped stream when it can be; otherwise only its start is kept.
   func bufferAnswerBody(_ bytes: UnsafeRawBufferPointer, exchange: Exchange) {
@@ -34,31 +34,17 @@ extension ClientSession {
         let passed = piece.withUnsafeBytes { exchange.bomFilter.filter($0) } ?? piece
         guard feedWrapped(passed, exchange: exchange) else { return }
       }
-      flushOutput()
+      session.flushOutput()
       return
     }
     if fits {
       // Within the route's size, but no room in the budget and no way to stream it.
       context.shared.warnAboutLimit(
         "buffered answers reached limits.buffered_bytes", ["limit": .int(exchange.snapshot.bufferedBytes)])
-      run(.answerReplaced(.overloaded, reusable: nil))
+      driver.run(.answerReplaced(.overloaded, reusable: nil))
       return
     }
     exchange.bufferedTruncated = true
-  }
-
-  /// The exchange's budget charge passes to the session: held until its connection has
-  /// taken the answer (its queue drained), or released now when it already has.
-  func settleBufferCharge(_ exchange: Exchange) {
-    heldBufferCharge += exchange.bufferCharge
-    exchange.bufferCharge = 0
-    guard heldBufferCharge > 0 else { return }
-    if closed || !server.isAboveHighWatermark { releaseHeldBufferCharge() }
-  }
-
-  func releaseHeldBufferCharge() {
-    context.shared.releaseBufferedAnswer(heldBufferCharge)
-    heldBufferCharge = 0
   }
 
   /// Validates a piece of a wrapped stream's body and queues it; false (the connection cut,
@@ -69,7 +55,7 @@ extension ClientSession {
     } catch {
       // The cut answer's access line says why (its status is the 200 already sent).
       exchange.reason = .badAnswer
-      abort()
+      session.abort()
       return false
     }
     answers.writeRewrittenPiece(piece, exchange: exchange)
@@ -80,7 +66,7 @@ extension ClientSession {
   func beginWrappedStream(_ head: HTTPResponseHead, policy: EnvelopePolicy) {
     guard let exchange else { return }
     exchange.status = policy.httpStatus(head.status)
-    run(.answerBegan, on: exchange)
+    driver.run(.answerBegan, on: exchange)
     if exchange.suppressBody {
       // HEAD: the same head a GET gets, with the wrapped length when the upstream's is known,
       // and no body at all (the upstream's is read and dropped).

@@ -1,0 +1,90 @@
+import GatehouseCompression
+import GatehouseHTTP
+import GatehouseHTTPServer
+import GatehouseJSON
+import GatehouseNet
+import GatehouseStore
+
+/// The upstream failing an exchange (a connection that closed or broke, no answer in time,
+/// an answer that was none), a pipelined request sent again alone, and a connection given
+/// back after an answer.
+extension ExchangeDriver {
+  func upstreamDidClose(_ upstream: UpstreamConnection, reason: ConnectionCloseReason) {
+    guard let exchange, exchange.upstream === upstream else { return }
+    let (failure, detail) = UpstreamFailure.of(reason, received: exchange.answerBytesReceived)
+    if case .tlsFailed(let error) = reason {
+      context.shared.logger.warn(
+        "upstream TLS failed", ["upstream": .string(upstream.pool.plan.name), "error": .string(error.description)])
+      upstreamFailed(failure, detail: detail, reason: .tlsFailed)
+      return
+    }
+    upstreamFailed(failure, detail: detail)
+  }
+
+  func upstreamDroppedQueuedRequest(_ upstream: UpstreamConnection) {
+    guard let exchange, exchange.upstream === upstream, case .forwarding = exchange.machine.phase else { return }
+    exchange.upstream = nil
+    sendAgainAlone(exchange)
+  }
+
+  /// A request pipelined behind another that was not answered on its connection (dropped
+  /// with it, or given up while waiting): not a failure of this request nor of the
+  /// upstream, and not an attempt. It goes again, alone this time.
+  func sendAgainAlone(_ exchange: Exchange) {
+    context.metrics.pipelineResent &+= 1
+    exchange.pipelineDropped = true
+    exchange.waitedBehindAnother = false
+    // The parser may have seen the end of the old connection (or bytes that were no
+    // answer): the answer on the new one starts from scratch.
+    exchange.startAnswerAfresh()
+    run(.droppedFromPipeline)
+  }
+
+  /// Gives the upstream connection of a completely read answer back to its pool
+  /// (`upstreamReusable`: as far as the exchange goes; the machine has weighed the request).
+  func releaseUpstream(_ exchange: Exchange, upstreamReusable: Bool) {
+    guard let upstream = exchange.upstream, let pool = exchange.pool else { return }
+    exchange.upstream = nil
+    let reusable = upstreamReusable && exchange.upstreamKeepAlive && !exchange.answerParser.isClosed
+    pool.release(upstream, reusable: reusable, leavesDoubt: exchange.answerLeavesDoubt)
+  }
+
+  /// `detail` is what `/admin/upstreams` shows as the upstream's last error when there is more
+  /// to say than the outcome the metrics count; `reason` the access line's, when it is more
+  /// precise than the failure's own.
+  func upstreamFailed(_ failure: UpstreamFailure, detail: String? = nil, reason: LocalAnswerReason? = nil) {
+    guard let exchange else { return }
+    // The connection ended, or sent what is not an answer, before this request's answer
+    // began while it was pipelined behind another: the upstream may never have read it
+    // (it closed after the answer in front, or reset because requests were left unread),
+    // or the bytes were left over from the answer in front. A safe request goes again alone.
+    if failure == .closed || failure == .invalidAnswer, exchange.waitedBehindAnother,
+      exchange.upstreamStatus == nil
+    {
+      sendAgainAlone(exchange)
+      return
+    }
+    // A waiter that gave up is no longer answered by the exchange it waited for.
+    if exchange.collapseRole == .waiting { exchange.collapseRole = .none }
+    if let pool = exchange.pool {
+      context.recordUpstreamFailure(failure, pool: pool, route: ForwardingRules.routeName(of: exchange), detail: detail)
+    }
+    if exchange.machine.answerBegan && !exchange.answerFlushed {
+      // The answer's head is only staged (the upstream broke within the read that brought
+      // it): dropped, so the client gets the answer the machine picks instead of a cut
+      // connection.
+      session.answers.discardStaged()
+      exchange.rechunkAnswer = false
+      exchange.bytesSent = 0
+      exchange.bodyBytes = 0
+    }
+    // Whatever session.answers now (a stored answer, the stub, an error) does so for this reason.
+    exchange.failure = failure
+    exchange.failureReason = reason
+    exchange.storedAnswer = routeCache.staleAnswer(for: exchange)
+    run(
+      .upstreamFailed(
+        failure, staleAvailable: exchange.storedAnswer != nil, received: exchange.answerBytesReceived,
+        answerOut: exchange.answerFlushed))
+  }
+}

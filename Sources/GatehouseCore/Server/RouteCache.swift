@@ -1,0 +1,138 @@
+import GatehouseHTTP
+import GatehouseLogging
+import GatehouseNet
+import GatehouseStore
+
+/// One loop's cache work for exchanges on routes with a `cache` block: the lookup before
+/// the upstream (a fresh or stale-while-revalidate answer, else a share of the exchange
+/// already with the upstream for the key), stored answers that stand in for a failing
+/// upstream (`stale_if_error_s`), keeping good answers, and the table of collapsed exchanges.
+/// It decides and reads; writing answers and feeding the exchange machine is the session's.
+/// Confined to its loop.
+final class RouteCache {
+  /// unowned(unsafe): the loop context owns this and outlives it.
+  private unowned(unsafe) let context: LoopContext
+  private let store: LoopStore?
+  /// GETs with the upstream that others wait for, by cache id (see `RequestCollapsing`).
+  private var collapsing: [String: CollapseGroup] = [:]
+
+  init(context: LoopContext, store: LoopStore?) {
+    self.context = context
+    self.store = store
+  }
+
+  /// Looks the request up: its key (or why it has none), then a stored answer the route
+  /// may serve without the upstream (`fresh_s`, `stale_while_revalidate_s`), else a share
+  /// of the exchange already with the upstream for the key (collapsed forwarding).
+  func lookUp(_ exchange: Exchange, for session: ClientSession) -> ExchangeMachine.StoreResult {
+    guard let routeIndex = exchange.routeIndex, let cache = exchange.snapshot.routePlans[routeIndex].cache,
+      let store, let upstreamName = exchange.snapshot.routePlans[routeIndex].upstreamName
+    else { return .miss }
+    let plan = exchange.snapshot.routePlans[routeIndex]
+    // A GET or HEAD with a body is no request for the shared answer: the body may change
+    // what the upstream answers, and the key does not hold it. Never looked up, stored or
+    // collapsed.
+    guard exchange.head.method == .get || exchange.head.method == .head, !ForwardingRules.hasBody(exchange.head) else {
+      exchange.cacheResult = .bypass
+      return .miss
+    }
+    // Credentials of the client's own that reach the backend make the answer theirs. A
+    // keyed field the client's `Connection` names is dropped on the way, so the key would
+    // hold a value the upstream never saw.
+    if StoreEntryRules.forwardsClientCredentials(exchange, plan: plan, keyed: cache.vary)
+      || StoreEntryRules.connectionNamesKeyedField(exchange.head, keyed: cache.vary)
+    {
+      exchange.cacheResult = .bypass
+      return .miss
+    }
+    let key = store.key(StoreEntryRules.cacheKeyInputs(exchange, upstream: upstreamName, vary: cache.vary))
+    exchange.cacheKey = key
+    exchange.cacheResult = .miss
+    if cache.answersWithoutUpstream {
+      let now = RFC3339.nowMilliseconds()
+      if let stored = store.lookup(id: key.id, nowMs: now) {
+        switch cache.beforeUpstream(ageMs: now - stored.storedAtMs) {
+        case .fresh:
+          exchange.storedAnswer = stored
+          return .fresh
+        case .staleWhileRevalidate where CacheStorability.allowsStale(stored.headers):
+          exchange.storedAnswer = stored
+          return .staleWhileRevalidate
+        case .staleWhileRevalidate, .none:
+          break
+        }
+      }
+    }
+    return joinCollapsed(exchange, of: session, cache: cache, routeIndex: routeIndex) ? .joinedCollapsed : .miss
+  }
+
+  /// A stored answer young enough for `stale_if_error_s`, when the upstream failed.
+  func staleAnswer(for exchange: Exchange) -> StoredAnswer? {
+    guard let key = exchange.cacheKey, let routeIndex = exchange.routeIndex,
+      let cache = exchange.snapshot.routePlans[routeIndex].cache, cache.staleIfErrorMs > 0,
+      let store
+    else { return nil }
+    let now = RFC3339.nowMilliseconds()
+    guard let stored = store.lookup(id: key.id, nowMs: now), cache.allowsStaleIfError(ageMs: now - stored.storedAtMs),
+      CacheStorability.allowsStale(stored.headers)
+    else { return nil }
+    return stored
+  }
+
+  func remember(_ answer: (head: HTTPResponseHead, body: [UInt8]), exchange: Exchange) {
+    guard let key = exchange.cacheKey, let store,
+      let kept = StoreEntryRules.keptForm(
+        answer.head, body: answer.body, gzipEntry: StoreEntryRules.isGzipEntry(exchange))
+    else { return }
+    store.remember(
+      key: key, status: kept.head.status, headers: kept.head.headers, body: kept.body, nowMs: RFC3339.nowMilliseconds())
+    // Should the connection turn out to carry answers nobody asked for, this one is in doubt.
+    exchange.upstream?.lastStoredKey = key
+  }
+
+  // MARK: Collapsed forwarding
+
+  /// Joins the GET for the same cache key that is already with the upstream, or becomes the
+  /// one later requests join. Returns true when this request waits for another's answer.
+  private func joinCollapsed(
+    _ exchange: Exchange, of session: ClientSession, cache: CachePolicy, routeIndex: Int
+  ) -> Bool {
+    guard let key = exchange.cacheKey,
+      RequestCollapsing.isCollapsible(
+        method: exchange.head.method, hasBody: ForwardingRules.hasBody(exchange.head), enabled: cache.collapse)
+    else { return false }
+    guard let group = collapsing[key.id], group.isLive else {
+      collapsing[key.id] = CollapseGroup(leader: exchange, routeIndex: routeIndex)
+      exchange.collapseRole = .leading
+      return false
+    }
+    // Another route or an older config may answer differently: go alone.
+    guard group.admits(exchange, routeIndex: routeIndex),
+      let upstreamIndex = exchange.snapshot.routePlans[routeIndex].upstreamIndex,
+      let pool = context.pool(upstreamIndex, of: exchange.snapshot),
+      RequestCollapsing.mayWait(
+        circuit: pool.circuit,
+        routeSound: pool.routeCircuits.isSound(route: exchange.snapshot.routePlans[routeIndex].name),
+        healthy: context.upstreamHealthy[pool.plan.name])
+    else { return false }
+    group.add(session, exchange)
+    exchange.collapseRole = .waiting
+    context.metrics.collapsed &+= 1
+    exchange.collapsePatience = EventLoop.nanoseconds(
+      of: RequestCollapsing.waiterPatience(
+        connectTimeout: pool.plan.connectTimeout, answerTimeout: pool.plan.answerTimeout))
+    return true
+  }
+
+  /// Takes a leading exchange's group out of the loop's table (so a new request for the key
+  /// leads anew); the caller releases the waiters when it is done with the exchange.
+  func detachWaiters(of exchange: Exchange) -> CollapseGroup.Release? {
+    guard exchange.collapseRole == .leading else { return nil }
+    exchange.collapseRole = .none
+    guard let key = exchange.cacheKey, let group = collapsing[key.id], group.isLed(by: exchange) else {
+      return nil
+    }
+    collapsing[key.id] = nil
+    return CollapseGroup.Release(group: group, outcome: exchange.collapseOutcome ?? .retry)
+  }
+}
