@@ -9,6 +9,13 @@ import Testing
       if request.path == "/up/chunked" {
         return .respond(BackendAnswer(body: .chunked([Array("ab".utf8), Array("cde".utf8)])))
       }
+      if request.path == "/wrap/x" {
+        // Longer than the route's `max_bytes`: wrapped as it streams.
+        return .respond(
+          BackendAnswer(
+            headers: [("Content-Type", "application/json")], body: .bytes(Array(#"{"items":[1,2,3,4,5,6,7,8,9]}"#.utf8))
+          ))
+      }
       return .respond(.text("hello"))
     }
   }
@@ -22,6 +29,7 @@ import Testing
             extra: ["stub": ["mode": "always", "status": 200, "body": ["id": 1]]]),
           TestConfig.route("down", match: "/down/*", upstream: "gone"),
           TestConfig.route("up", match: "/up/*"),
+          TestConfig.route("wrap", match: "/wrap/*", extra: ["envelope": ["enabled": true, "max_bytes": 8]]),
         ],
         upstreams: [
           "api": TestConfig.upstream(port: backend), "gone": TestConfig.upstream(port: refused, connectTimeoutMs: 2000),
@@ -102,17 +110,23 @@ import Testing
     defer { gateway.stopExpectingCleanExit() }
 
     var received: [[UInt8]] = []
-    for path in ["/up/chunked", "/up/plain", "/stub", "/down/x"] {
+    for path in ["/up/chunked", "/up/plain", "/stub", "/down/x", "/wrap/x"] {
       let client = try RawClient(port: gateway.port)
       try client.send("GET \(path) HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
       received.append(client.readUntilEnd().bytes)
       client.close()
     }
-    #expect(waitUntil { gateway.accessLines().count >= 4 })
+    #expect(waitUntil { gateway.accessLines().count >= 5 })
     let lines = gateway.accessLines()
     #expect(lines.map { $0["bytes"] as? Int } == received.map(\.count))
     #expect(lines.map { $0["body_bytes"] as? Int }.prefix(2) == [5, 5])
     #expect(String(decoding: received[0], as: UTF8.self).contains("Transfer-Encoding: chunked"))
+    // A wrapped stream: the envelope's opening and closing are body bytes like the upstream's.
+    let wrapped = String(decoding: received[4], as: UTF8.self)
+    #expect(wrapped.contains("Transfer-Encoding: chunked"))
+    #expect(wrapped.contains(#"{"code":0,"datas":"#))
+    let wrappedBody = #"{"code":0,"datas":{"items":[1,2,3,4,5,6,7,8,9]},"message":""}"#
+    #expect(lines[4]["body_bytes"] as? Int == wrappedBody.utf8.count)
   }
 
   /// Behind a trusted proxy the client is the first `X-Forwarded-For` hop; from anyone else

@@ -9,12 +9,12 @@ import GatehouseStore
 /// `Exchange`; pipelined requests wait (their bytes held, reading paused) until the answer
 /// before them is complete, so answers go out in order.
 ///
-/// Each exchange's phases are its `ExchangeMachine`'s (`Exchange/`): `startExchange` feeds it
-/// the request's facts, and `run` (`ClientSession+Driver.swift`) feeds it every later event
-/// and performs the actions it returns: the store (`+Store`), tokens (`+Tokens`), leases and
-/// the request head (`+Driver`), the body (`+RequestBody`), the upstream's answer
-/// (`+UpstreamAnswer`, `+Envelope`). Output, flow control and the connection's own
-/// deadlines are in `+Deadlines`.
+/// The session is the client's side of an exchange: `startExchange` gathers the request's
+/// and route's facts, and its `ExchangeDriver` feeds them and every later event to the
+/// exchange's `ExchangeMachine` and performs what it says, asking the session for answers
+/// (`respondLocally`, answers from the store in `+Store`), output and deadlines (`+Deadlines`).
+/// The upstream's answer is read by its `UpstreamAnswerReader`; the bytes for the client are
+/// staged by the loop's `AnswerWriter`.
 final class ClientSession: HTTP1ServerResponder, UpstreamExchangeOwner {
   /// unowned(unsafe): a loop context lives as long as its loop, longer than anything on it,
   /// and plain `unowned` would cost an atomic reference-count operation per access.
