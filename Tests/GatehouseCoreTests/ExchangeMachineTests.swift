@@ -58,6 +58,13 @@ import Testing
 
   // MARK: The plain path
 
+  /// Each event returns its actions inline: an action is a byte or two (no payload wider
+  /// than a small enum), so the list of them stays a few words to build, return and walk.
+  @Test func actionsStayAFewBytes() {
+    #expect(MemoryLayout<Machine.Action>.size <= 2)
+    #expect(MemoryLayout<ExchangeActions>.size <= 24)
+  }
+
   @Test func aGetGoesUpstreamAndItsAnswerStreamsThrough() {
     var machine = Self.forwardedGET()
     #expect(machine.deadline == .upstreamAnswer)
@@ -81,7 +88,7 @@ import Testing
   // MARK: SPEC §4 rows the gateway answers itself
 
   @Test func refusalsAndRoutesWithoutUpstreamAreAnsweredAtOnce() {
-    let refusals: [Machine.Refusal] = [.clientKeyMissing, .clientKeyInvalid, .rateLimited(retryAfterSeconds: 3)]
+    let refusals: [Machine.Refusal] = [.clientKeyMissing, .clientKeyInvalid, .rateLimited]
     for refusal in refusals {
       var machine = Machine()
       var facts = Self.get()

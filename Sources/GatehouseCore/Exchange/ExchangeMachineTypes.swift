@@ -33,10 +33,13 @@ extension ExchangeMachine {
   }
 
   /// Why the client checks refused the request before anything else.
+  /// (No payloads: an action that carries a refusal stays a byte or two, and the inline
+  /// list of actions each event returns stays small. A rate limit's `Retry-After` is the
+  /// driver's to keep.)
   enum Refusal: Equatable {
     case clientKeyMissing
     case clientKeyInvalid
-    case rateLimited(retryAfterSeconds: Int)
+    case rateLimited
   }
 
   /// The request as the machine needs it.

@@ -111,15 +111,16 @@ public enum GatewayAnswer {
   /// What the client is told for an answer the exchange machine makes itself: the failure
   /// (status and message), the reason for the access line and the local-answers count, and
   /// fields the answer carries beyond the envelope's. `failureReason`: the reason of an
-  /// upstream failure when more precise than the failure's own.
+  /// upstream failure when more precise than the failure's own; `retryAfterSeconds`: when a
+  /// rate-limited client may ask again.
   static func local(
     _ answer: ExchangeMachine.LocalAnswer, method: HTTPMethod, path: ArraySlice<UInt8>,
-    failureReason: LocalAnswerReason?
+    failureReason: LocalAnswerReason?, retryAfterSeconds: Int
   ) -> (failure: Failure, reason: LocalAnswerReason, extraHeaders: [UInt8]) {
     switch answer {
     case .refused(.clientKeyMissing): (.clientKeyMissing, .clientKeyMissing, ForwardingRules.apiKeyChallenge)
     case .refused(.clientKeyInvalid): (.clientKeyInvalid, .clientKeyInvalid, ForwardingRules.apiKeyChallenge)
-    case .refused(.rateLimited(let seconds)): (.rateLimited, .rateLimited, Array("Retry-After: \(seconds)\r\n".utf8))
+    case .refused(.rateLimited): (.rateLimited, .rateLimited, Array("Retry-After: \(retryAfterSeconds)\r\n".utf8))
     case .noRoute: (.noRoute(method: method.name, path: String(decoding: path, as: UTF8.self)), .noRoute, [])
     case .noUpstream: (.upstreamUnavailable, .noUpstream, [])
     case .badTarget: (.badRequest(.invalidTarget), .badRequest, [])

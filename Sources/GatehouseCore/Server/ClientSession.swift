@@ -257,7 +257,8 @@ final class ClientSession: HTTP1ServerResponder, UpstreamExchangeOwner {
         if let bucket = client.bucket,
           case .limited(let seconds) = snapshot.rateLimiter.take(bucket: bucket, nowMs: RateLimiter.clockMs())
         {
-          facts.refusal = .rateLimited(retryAfterSeconds: seconds)
+          exchange.retryAfterSeconds = seconds
+          facts.refusal = .rateLimited
         }
       }
     }

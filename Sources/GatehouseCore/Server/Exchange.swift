@@ -76,6 +76,8 @@ final class Exchange {
   var cacheResult: CacheResult?
   /// The client key's id, when the request carried a valid one.
   var clientID: String?
+  /// When a rate-limited client may ask again (`Retry-After`, seconds).
+  var retryAfterSeconds = 0
   /// The serial of the token value sent, reported back if the backend rejects it.
   var tokenSerial: UInt64?
   /// The token value sent (shared storage, not a copy): masked in error answers that echo it.

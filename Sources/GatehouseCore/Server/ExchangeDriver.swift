@@ -7,7 +7,7 @@ import GatehouseNet
 /// and the session's connection. What to do next is the machine's decision; how is the
 /// driver's. Also here: the way to the upstream (token, breakers, lease, the request's head
 /// and body) and the upstream failing. One per client session.
-final class ExchangeDriver {
+final class ExchangeDriver: ClientSessionPart {
   /// unowned(unsafe): the session owns its driver and outlives it; plain `unowned` would
   /// cost an atomic reference-count operation per access.
   unowned(unsafe) let session: ClientSession
@@ -20,13 +20,6 @@ final class ExchangeDriver {
   init(session: ClientSession) {
     self.session = session
   }
-
-  var exchange: Exchange? { session.exchange }
-  var context: LoopContext { session.context }
-  var loop: EventLoop { session.loop }
-  var server: HTTP1ServerConnection { session.server }
-  var routeCache: RouteCache { session.routeCache }
-  var closed: Bool { session.closed }
 
   /// Feeds the exchange's machine one event and performs what it says, then arms the
   /// deadline of the phase it reached when that changed.
@@ -146,7 +139,8 @@ final class ExchangeDriver {
   private func answerLocally(_ answer: ExchangeMachine.LocalAnswer, _ exchange: Exchange) {
     if case .upstream = answer { noteFailover(exchange) }
     let local = GatewayAnswer.local(
-      answer, method: exchange.head.method, path: exchange.head.path, failureReason: exchange.failureReason)
+      answer, method: exchange.head.method, path: exchange.head.path, failureReason: exchange.failureReason,
+      retryAfterSeconds: exchange.retryAfterSeconds)
     session.respondLocally(failure: local.failure, reason: local.reason, extraHeaders: local.extraHeaders)
   }
 

@@ -11,7 +11,7 @@ import GatehouseStore
 /// envelope, or wrapped as it streams), and feeds the exchange machine its begin and end.
 /// The bytes for the client are `AnswerWriter`'s; failures and what follows them are the
 /// `ExchangeDriver`'s. One per client session.
-final class UpstreamAnswerReader {
+final class UpstreamAnswerReader: ClientSessionPart {
   /// unowned(unsafe): the session owns its reader and outlives it; plain `unowned` would
   /// cost an atomic reference-count operation per access.
   unowned(unsafe) let session: ClientSession
@@ -20,24 +20,20 @@ final class UpstreamAnswerReader {
     self.session = session
   }
 
-  var exchange: Exchange? { session.exchange }
-  var context: LoopContext { session.context }
-  var loop: EventLoop { session.loop }
-  var server: HTTP1ServerConnection { session.server }
-  var answers: AnswerWriter { session.answers }
-  var routeCache: RouteCache { session.routeCache }
-  var driver: ExchangeDriver { session.driver }
-
   func upstreamDidRead(_ upstream: UpstreamConnection, _ bytes: UnsafeRawBufferPointer) -> Int {
-    guard exchange?.upstream === upstream else {
+    // The exchange is loaded once: each load of the session's optional costs a retain and
+    // a release. It stays this read's as long as it holds `upstream` (checked after each
+    // step that may end it).
+    guard let exchange, exchange.upstream === upstream else {
       upstream.pool.discard(upstream, by: session)
       return bytes.count
     }
-    exchange?.answerBytesReceived = true
+    let serial = session.exchangeSerial
+    exchange.answerBytesReceived = true
     // Until the client has the head, `response_timeout_ms` bounds the whole wait, however
     // slowly the upstream trickles bytes; once the answer streams to the client it bounds
     // the silence between reads (a large body may take long, but must keep moving).
-    if let exchange, exchange.machine.answerBegan, session.deadlineKind == .exchange,
+    if exchange.machine.answerBegan, session.deadlineKind == .exchange,
       exchange.machine.deadline == .upstreamAnswer, let timeout = exchange.pool?.plan.answerTimeoutNanoseconds
     {
       session.setDeadline(.exchange, nanoseconds: timeout)
@@ -46,7 +42,7 @@ final class UpstreamAnswerReader {
     while offset <= bytes.count {
       let step: (step: HTTPParseStep, consumed: Int)
       do {
-        step = try exchange!.answerParser.next(UnsafeRawBufferPointer(rebasing: bytes[offset...]))
+        step = try exchange.answerParser.next(UnsafeRawBufferPointer(rebasing: bytes[offset...]))
       } catch {
         upstreamSentInvalidAnswer(upstream, error)
         return bytes.count
@@ -58,15 +54,15 @@ final class UpstreamAnswerReader {
         session.flushOutput()
         return bytes.count
       case .head:
-        let head = exchange!.answerParser.takeHead()
+        let head = exchange.answerParser.takeHead()
         if head.isInformational { continue }
-        exchange!.headAt = loop.iterationTime
+        exchange.headAt = loop.iterationTime
         upstream.lastAnswerWasHTTP11 = head.version == .http1_1
-        guard beginUpstreamAnswer(head) else { return bytes.count }
+        guard beginUpstreamAnswer(head, exchange) else { return bytes.count }
       case .body(let range):
         appendAnswerBody(
-          UnsafeRawBufferPointer(rebasing: bytes[(start + range.lowerBound)..<(start + range.upperBound)]))
-        guard self.exchange?.upstream === upstream else { return bytes.count }
+          UnsafeRawBufferPointer(rebasing: bytes[(start + range.lowerBound)..<(start + range.upperBound)]), exchange)
+        guard exchange.upstream === upstream, session.exchangeSerial == serial else { return bytes.count }
       case .end:
         // Bytes after a complete answer belong to the next pipelined request; without one
         // they were never asked for, and the connection is spoiled. An answer whose end
@@ -77,9 +73,9 @@ final class UpstreamAnswerReader {
         if upstream.pipeline.isEmpty {
           reusable = offset == bytes.count
         } else {
-          reusable = HTTPSerializer.statusAllowsBody(exchange?.upstreamStatus ?? 200)
+          reusable = HTTPSerializer.statusAllowsBody(exchange.upstreamStatus ?? 200)
         }
-        completeUpstreamAnswer(upstreamReusable: reusable)
+        completeUpstreamAnswer(exchange, upstreamReusable: reusable)
         return offset
       }
     }
@@ -90,8 +86,8 @@ final class UpstreamAnswerReader {
   func upstreamDidReadEOF(_ upstream: UpstreamConnection) {
     guard exchange?.upstream === upstream else { return }
     do {
-      if case .end? = try exchange!.answerParser.finish() {
-        completeUpstreamAnswer(upstreamReusable: false)
+      if let exchange, case .end? = try exchange.answerParser.finish() {
+        completeUpstreamAnswer(exchange, upstreamReusable: false)
         return
       }
     } catch  where exchange?.answerBytesReceived == true {
@@ -112,10 +108,9 @@ final class UpstreamAnswerReader {
 
   /// Returns false when the exchange no longer reads this upstream answer.
   @discardableResult
-  private func beginUpstreamAnswer(_ head: HTTPResponseHead) -> Bool {
-    guard let exchange else { return false }
-    self.exchange?.upstreamStatus = head.status
-    self.exchange?.upstreamKeepAlive = head.keepAlive
+  private func beginUpstreamAnswer(_ head: HTTPResponseHead, _ exchange: Exchange) -> Bool {
+    exchange.upstreamStatus = head.status
+    exchange.upstreamKeepAlive = head.keepAlive
     exchange.answerFollowsDoubt = exchange.upstream?.followsDoubtfulAnswer == true
     exchange.answerLeavesDoubt = UpstreamAnswerDoubt.leavesDoubt(
       requestWasHEAD: exchange.answerParser.requestWasHEAD, status: head.status,
@@ -159,10 +154,10 @@ final class UpstreamAnswerReader {
         contentEncoding: ForwardingRules.field(head.headers, "content-encoding"),
         contentLength: ForwardingRules.declaredLength(head),
         policy: policy, readsRedirects: exchange.sentToken != nil)
-      self.exchange?.bodyPlan = plan
+      exchange.bodyPlan = plan
       switch plan {
       case .buffer:
-        self.exchange?.bufferedHead = head
+        exchange.bufferedHead = head
         return true
       case .streamWrapped:
         exchange.teeBody = nil
@@ -213,8 +208,7 @@ final class UpstreamAnswerReader {
   }
 
   /// A piece of the upstream's body: kept for the envelope, wrapped, or passed through.
-  private func appendAnswerBody(_ bytes: UnsafeRawBufferPointer) {
-    guard let exchange else { return }
+  private func appendAnswerBody(_ bytes: UnsafeRawBufferPointer, _ exchange: Exchange) {
     switch exchange.bodyPlan {
     case .buffer:
       bufferAnswerBody(bytes, exchange: exchange)
@@ -250,8 +244,7 @@ final class UpstreamAnswerReader {
     answers.writeBodyPiece(bytes, exchange: exchange, server: server)
   }
 
-  private func completeUpstreamAnswer(upstreamReusable: Bool) {
-    guard let exchange else { return }
+  private func completeUpstreamAnswer(_ exchange: Exchange, upstreamReusable: Bool) {
     if let pool = exchange.pool {
       pool.recordAnswerTime(loop.iterationTime &- exchange.sentAt)
       context.recordUpstreamAnswer(
