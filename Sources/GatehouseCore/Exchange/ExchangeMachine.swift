@@ -17,7 +17,7 @@
 ///
 /// The driver feeds `handle` an event and performs the actions it returns, in order. An
 /// action that leads to another event at once (a lease, a token at hand) is always the last
-/// of its list, so the driver may feed that event while performing it.
+/// of its list, so the driver may feed that event next, in the same step.
 ///
 /// Rules it holds (SPEC §3–§5 and `Config/README.md`): only idempotent requests whose body
 /// can be sent again are retried once on a fresh connection, and only after a reused
@@ -285,9 +285,12 @@ struct ExchangeMachine {
     // read and dropped meanwhile).
     guard request == .complete else {
       requestComplete = true
-      return ExchangeActions(.releaseUpstream(reusable: false), .closeAfterAnswer(drainInput: true)) + finish()
+      phase = .done
+      return ExchangeActions(.releaseUpstream(reusable: false), .closeAfterAnswer(drainInput: true), .finish)
     }
-    return ExchangeActions(.releaseUpstream(reusable: reusable)) + finish()
+    // Every answered request ends here: its actions are built in place, without `+`.
+    phase = .done
+    return ExchangeActions(.releaseUpstream(reusable: reusable), .finish)
   }
 
   private mutating func answerReplaced(_ replacement: Replacement, reusable: Bool?) -> ExchangeActions {

@@ -38,7 +38,9 @@ public struct HeaderNameSet: Sendable {
     containsLowercased(name)
   }
 
-  @usableFromInline
+  /// Inlined: it runs for every field of every answer head, and a call per field costs
+  /// more than the comparison.
+  @usableFromInline @inline(__always)
   func containsLowercased(_ name: UnsafeBufferPointer<UInt8>) -> Bool {
     guard lengthMask & Self.lengthBit(name.count) != 0 else { return false }
     return bytes.withUnsafeBufferPointer { stored in

@@ -8,7 +8,10 @@ import GatehouseHTTP
 /// wins: a name set globally and removed by the route is removed, and the reverse is set.
 /// Names are compared ignoring case and reading `_` as `-`, the way CGI-style backends
 /// read them: `X_Token` and `X-Token` are one name here, as they are one variable there.
-public struct HeaderPlan: Sendable {
+///
+/// A class: every request hands it to the request writer, and a struct holding this many
+/// references would be copied field by field, a retain and a release each.
+public final class HeaderPlan: Sendable {
   /// Client fields not forwarded (besides the hop-by-hop table): every name a rule touches,
   /// as written and with `_` read as `-`. A client name with `_` that reads as one of them
   /// is dropped too (`HopByHop.isUnderscoreLookAlike`).

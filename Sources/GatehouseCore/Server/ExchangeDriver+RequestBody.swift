@@ -43,7 +43,7 @@ extension ExchangeDriver {
   }
 
   /// The whole request is with the upstream: its answer is due within the answer
-  /// timeout, and one pipelined behind other session.answers gets its turn within the queue's
+  /// timeout, and one pipelined behind other answers gets its turn within the queue's
   /// patience or goes alone (a slow answer in front must not hold it for long).
   func armAnswerDeadline(_ exchange: Exchange, pool: UpstreamPool) {
     let timeout = pool.plan.answerTimeoutNanoseconds

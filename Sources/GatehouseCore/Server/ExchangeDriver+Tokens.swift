@@ -8,7 +8,7 @@ import GatehouseStore
 /// The exchange's part in token use: waiting for a value, and a backend's rejection of one.
 extension ExchangeDriver {
   /// Waits (on the control loop) for a usable value of the route's token, then tells the
-  /// machine; when none can be had it session.answers 401 (or a stale answer). After a rejection
+  /// machine; when none can be had it answers 401 (or a stale answer). After a rejection
   /// (`rejected`), waits for the value `TokenManager.retryAfterRejection` gives instead.
   func waitForToken(_ use: TokenUse, afterRejecting rejected: (serial: UInt64, endpoint: String)? = nil) {
     guard let exchange, let broker = context.shared.tokens else {

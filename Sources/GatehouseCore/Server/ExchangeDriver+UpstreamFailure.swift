@@ -78,7 +78,7 @@ extension ExchangeDriver {
       exchange.bytesSent = 0
       exchange.bodyBytes = 0
     }
-    // Whatever session.answers now (a stored answer, the stub, an error) does so for this reason.
+    // Whatever answers now (a stored answer, the stub, an error) does so for this reason.
     exchange.failure = failure
     exchange.failureReason = reason
     exchange.storedAnswer = routeCache.staleAnswer(for: exchange)

@@ -30,41 +30,55 @@ final class ExchangeDriver: ClientSessionPart {
 
   /// `run` for a caller that holds the exchange already (each load of the optional
   /// property costs a retain and a release).
+  ///
+  /// An action whose outcome is known at once (the store looked up, a token at hand, the
+  /// breakers' yes, a lease) returns its event, and the machine hears it in this same run:
+  /// such an action is always the last of its list (see `ExchangeMachine`), so its event's
+  /// actions simply follow. A request that goes straight through is one run, not four.
   func run(_ event: ExchangeMachine.Event, on exchange: Exchange) {
     let serial = session.exchangeSerial
     let before = exchange.machine.deadline
     let armsBefore = deadlineArms
-    let actions = exchange.machine.handle(event)
-    for action in actions {
-      // An action may end the exchange (an session.abort, the finish): the rest are for nobody.
+    var actions = exchange.machine.handle(event)
+    var index = 0
+    while index < actions.count {
+      let action = actions[index]
+      index += 1
+      // An action may end the exchange (an abort, the finish): the rest are for nobody.
       guard session.exchangeSerial == serial, !closed else { return }
-      perform(action, exchange)
+      if let next = perform(action, exchange) {
+        assert(index == actions.count, "an action that leads to an event is the last of its list")
+        guard session.exchangeSerial == serial, !closed else { return }
+        actions = exchange.machine.handle(next)
+        index = 0
+      }
     }
     guard session.exchangeSerial == serial, !closed else { return }
     let after = exchange.machine.deadline
     // An event fed while performing these actions may have armed this very deadline
-    // already (a lease leads at once to `leased`): it is armed once, by the innermost run.
+    // already (a failure's retry leads to a new lease): it is armed once, by the innermost run.
     guard after != before, deadlineArms == armsBefore || after != armedDeadline else { return }
     armDeadline(after, exchange)
   }
 
-  private func perform(_ action: ExchangeMachine.Action, _ exchange: Exchange) {
+  /// Performs `action`; returns the event it leads to at once, if any (see `run`).
+  private func perform(_ action: ExchangeMachine.Action, _ exchange: Exchange) -> ExchangeMachine.Event? {
     switch action {
     case .lookUpStore:
-      run(.storeLookedUp(routeCache.lookUp(exchange, for: session)), on: exchange)
+      return .storeLookedUp(routeCache.lookUp(exchange, for: session))
     case .revalidateInBackground:
-      guard let key = exchange.cacheKey, let routeIndex = exchange.routeIndex else { return }
+      guard let key = exchange.cacheKey, let routeIndex = exchange.routeIndex else { return nil }
       context.revalidate(
         key: key, request: exchange.head, target: exchange.upstreamTarget, snapshot: exchange.snapshot,
         routeIndex: routeIndex, clientAddress: session.clientAddress)
     case .takeToken:
-      takeToken(exchange)
+      return takeToken(exchange)
     case .askBreakers(let retry):
-      askBreakers(exchange, retry: retry)
+      return askBreakers(exchange, retry: retry)
     case .lease(let fresh):
-      lease(exchange, fresh: fresh)
+      return lease(exchange, fresh: fresh)
     case .queueForConnection:
-      guard let pool = exchange.pool else { return }
+      guard let pool = exchange.pool else { return nil }
       pool.enqueue(session)
       pool.evictStalledReaderIfDue(now: loop.iterationTime)
     case .leaveQueue:
@@ -78,7 +92,7 @@ final class ExchangeDriver: ClientSessionPart {
     case .forwardBody:
       forwardBodyPiece(exchange)
     case .endUpstreamBody:
-      guard exchange.rechunkRequest, let upstream = exchange.upstream?.connection else { return }
+      guard exchange.rechunkRequest, let upstream = exchange.upstream?.connection else { return nil }
       var last: [UInt8] = []
       HTTPSerializer.writeLastChunk(into: &last)
       _ = upstream.write(last)
@@ -89,20 +103,20 @@ final class ExchangeDriver: ClientSessionPart {
       break
     case .serveStored(let kind):
       if kind == .stale { noteFailover(exchange) }
-      guard let stored = exchange.storedAnswer else { return }
+      guard let stored = exchange.storedAnswer else { return nil }
       exchange.storedAnswer = nil
       session.serveStored(stored, result: kind == .hit ? .hit : .stale)
     case .serveCollapsed:
-      guard let answer = exchange.collapsedAnswer else { return }
+      guard let answer = exchange.collapsedAnswer else { return nil }
       exchange.collapsedAnswer = nil
       session.writeKeptAnswer(
         head: answer.head, body: answer.body, outcome: answer.rendered ?? .passThrough,
         extra: StoreEntryRules.cacheLines(exchange.cacheResult))
     case .serveStub:
-      // A fallback stub session.answers for the failure; an `always` one for itself.
+      // A fallback stub answers for the failure; an `always` one for itself.
       noteFailover(exchange)
       if exchange.reason == nil { exchange.reason = .stub }
-      guard let routeIndex = exchange.routeIndex else { return }
+      guard let routeIndex = exchange.routeIndex else { return nil }
       let plan = exchange.snapshot.routePlans[routeIndex]
       session.respondLocally(status: plan.stub.status, body: plan.stub.body)
     case .answerLocally(let answer):
@@ -110,7 +124,7 @@ final class ExchangeDriver: ClientSessionPart {
     case .releaseUpstream(let reusable):
       releaseUpstream(exchange, upstreamReusable: reusable)
     case .discardUpstream:
-      guard let upstream = exchange.upstream else { return }
+      guard let upstream = exchange.upstream else { return nil }
       exchange.upstream = nil
       exchange.pool?.discard(upstream, by: session)
     case .abortClient:
@@ -124,6 +138,7 @@ final class ExchangeDriver: ClientSessionPart {
       // too, reading and dropping what is left of the body within the idle timeout.
       server.endAnswer()
     }
+    return nil
   }
 
   /// A failure gives way to a stored answer or the fallback stub: the answer is given for
@@ -205,24 +220,23 @@ final class ExchangeDriver: ClientSessionPart {
 
   /// Takes a value of the route's token, or waits for one (after a rejection, for the value
   /// `TokenManager.retryAfterRejection` gives).
-  private func takeToken(_ exchange: Exchange) {
+  private func takeToken(_ exchange: Exchange) -> ExchangeMachine.Event? {
     guard let routeIndex = exchange.routeIndex, let use = exchange.snapshot.routePlans[routeIndex].token else {
-      run(.tokenGranted, on: exchange)
-      return
+      return .tokenGranted
     }
     if exchange.awaitsNewToken {
       exchange.awaitsNewToken = false
       let rejected = exchange.rejectedToken
       exchange.rejectedToken = nil
       waitForToken(use, afterRejecting: rejected)
-      return
+      return nil
     }
     if exchange.tokenGrant == nil { exchange.tokenGrant = context.usableToken(use.name, index: use.index) }
     guard exchange.tokenGrant != nil else {
       waitForToken(use)
-      return
+      return nil
     }
-    run(.tokenGranted, on: exchange)
+    return .tokenGranted
   }
 
   /// An upstream the health checks call down is skipped without a connect attempt, as one
@@ -230,10 +244,10 @@ final class ExchangeDriver: ClientSessionPart {
   /// open (without health checks the map is empty, and no name is hashed per request). A
   /// retry on a fresh connection asks the circuit whether a retry makes sense now; it never
   /// takes a trial.
-  private func askBreakers(_ exchange: Exchange, retry: Bool) {
+  private func askBreakers(_ exchange: Exchange, retry: Bool) -> ExchangeMachine.Event? {
     guard let pool = context.upstreamPool(for: exchange), let routeIndex = exchange.routeIndex else {
       upstreamFailed(.unavailable, reason: .noUpstream)
-      return
+      return nil
     }
     var skip: UpstreamFailure?
     if !context.upstreamHealthy.isEmpty && context.upstreamHealthy[pool.plan.name] == false {
@@ -252,29 +266,28 @@ final class ExchangeDriver: ClientSessionPart {
     exchange.pool = pool
     if let skip {
       upstreamFailed(skip)
-      return
+      return nil
     }
-    run(.breakersAdmitted, on: exchange)
+    return .breakersAdmitted
   }
 
   /// Leases a connection of the exchange's upstream, or queues for one.
-  private func lease(_ exchange: Exchange, fresh: Bool) {
+  private func lease(_ exchange: Exchange, fresh: Bool) -> ExchangeMachine.Event? {
     // The breakers were asked of this pool; one never asked (a resend after a pipelined
     // connection dropped the request) is looked up again.
     guard let pool = exchange.pool ?? context.upstreamPool(for: exchange) else {
       upstreamFailed(.unavailable, reason: .noUpstream)
-      return
+      return nil
     }
     // The health checks may have called the upstream down while the request waited.
     if !context.upstreamHealthy.isEmpty && context.upstreamHealthy[pool.plan.name] == false {
       exchange.pool = pool
       upstreamFailed(.unhealthy)
-      return
+      return nil
     }
     if !pool.hasRoom(fresh: fresh) {
       exchange.pool = pool
-      run(.noConnectionFree, on: exchange)
-      return
+      return .noConnectionFree
     }
     let upstream: UpstreamConnection
     // A bodiless GET may be written behind another request on a busy connection (see
@@ -299,12 +312,12 @@ final class ExchangeDriver: ClientSessionPart {
       // upstream's: a first attempt's is not counted by its breakers.
       if exchange.machine.attempts == 0 { exchange.pool = nil }
       upstreamFailed(.unavailable)
-      return
+      return nil
     }
     exchange.pool = pool
     exchange.upstream = upstream
     exchange.pipelinedWrite = pipelined
-    run(.leased(reused: upstream.useCount > 0), on: exchange)
+    return .leased(reused: upstream.useCount > 0)
   }
 
   /// Writes the request head on the leased connection, then the body kept so far.

@@ -3,8 +3,9 @@
 /// whenever any value, state or counter changes.
 public struct TokenValues: Sendable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
   /// One token. `value` is what requests send right now; nil when the token cannot be used (the caller
-  /// then asks `TokenManager.waitForRefresh` or answers 401).
-  public struct Entry: Sendable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+  /// then asks `TokenManager.waitForRefresh` or answers 401). A class: requests look their
+  /// token's entry up, and a copy of a struct this size would retain each of its references.
+  public final class Entry: Sendable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     public let name: String
     /// The position in `entries`, stable for the lifetime of a token configuration.
     public let index: Int
