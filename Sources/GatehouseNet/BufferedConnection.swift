@@ -54,19 +54,9 @@ public final class BufferedConnection: IOEventHandler {
   /// The connect deadline, then (TLS) the handshake deadline.
   var connectTimer: TimerHandle?
 
-  /// The TLS session, nil for plain TCP. A `let`, so the plain path costs one nil check per read or write
-  /// call and nothing per byte.
-  let tls: TLSStream?
-  /// Outbound TLS: the handshake starts when TCP connects, with this deadline.
-  private var clientHandshakeTimeout: Duration = .zero
-  /// The last TLS operation asked for the other readiness: a handshake or SSL_write that needs to read,
-  /// an SSL_read that needs to write.
-  var tlsWantsRead = false
-  var tlsWantsWrite = false
-  /// close_notify could not be sent yet (socket full); then close or shut down output.
-  var tlsCloseNotifyPending = false
-  /// A read pass is scheduled for input OpenSSL already holds (epoll cannot report it).
-  var tlsBufferedReadScheduled = false
+  /// The TLS session and its state, nil for plain TCP. A `let`, so the plain path costs one nil check per
+  /// read or write call and nothing per byte.
+  let tls: ConnectionTLS?
   /// Graceful close in its last phase: (close_notify and) FIN sent, input read and dropped until the peer's
   /// EOF (see `startLingering`).
   var lingering = false
@@ -103,7 +93,7 @@ public final class BufferedConnection: IOEventHandler {
     loop.assertInEventLoop()
     if let context {
       do {
-        tls = try TLSStream(server: context, fileDescriptor: socket.fileDescriptor)
+        tls = ConnectionTLS(stream: try TLSStream(server: context, fileDescriptor: socket.fileDescriptor))
       } catch {
         // SSL_new and BIO_new fail only when out of memory; the context was checked when it was built.
         throw SystemError(errno: ENOMEM, syscall: "SSL_new")
@@ -120,14 +110,14 @@ public final class BufferedConnection: IOEventHandler {
     let interest: IOInterest = edgeTriggered ? [.read, .write, .edgeTriggered] : .read
     registration = try loop.register(fileDescriptor: socket.fileDescriptor, interest: interest, handler: self)
     registeredInterest = interest
-    if let context {
-      startHandshakeTimer(context.handshakeTimeout)
+    if let tls, let context {
+      tls.startHandshakeTimer(context.handshakeTimeout, on: self)
     }
   }
 
   private init(
     connecting socket: TCPSocket, loop: EventLoop, delegate: any ConnectionDelegate,
-    watermarks: WriteWatermarks, tls: TLSStream?
+    watermarks: WriteWatermarks, tls: ConnectionTLS?
   ) {
     self.socket = socket
     self.loop = loop
@@ -151,18 +141,18 @@ public final class BufferedConnection: IOEventHandler {
   ) throws(SystemError) -> BufferedConnection {
     loop.assertInEventLoop()
     let socket = TCPSocket(fileDescriptor: try Syscall.socket(family: address.family), peerAddress: address)
-    var stream: TLSStream?
+    var tls: ConnectionTLS?
     var setupError: TLSError?
     if let options {
       do {
-        stream = try TLSStream(client: options, fileDescriptor: socket.fileDescriptor)
+        tls = ConnectionTLS(stream: try TLSStream(client: options, fileDescriptor: socket.fileDescriptor))
+        tls?.clientHandshakeTimeout = options.handshakeTimeout
       } catch {
         setupError = error
       }
     }
     let connection = BufferedConnection(
-      connecting: socket, loop: loop, delegate: delegate, watermarks: watermarks, tls: stream)
-    if let options { connection.clientHandshakeTimeout = options.handshakeTimeout }
+      connecting: socket, loop: loop, delegate: delegate, watermarks: watermarks, tls: tls)
     if let setupError {
       // A server name OpenSSL refuses: reported from the loop, like a refused connect.
       connection.finishClose(.tlsFailed(setupError), abortive: true)
@@ -224,8 +214,8 @@ public final class BufferedConnection: IOEventHandler {
   public var isTLS: Bool { tls != nil }
   /// The negotiated TLS parameters, once the handshake is done; nil for plain connections and before.
   public var tlsInfo: TLSConnectionInfo? {
-    guard let tls, tls.handshakeDone, state != .closed else { return nil }
-    return tls.info
+    guard let tls, tls.stream.handshakeDone, state != .closed else { return nil }
+    return tls.stream.info
   }
 
   // MARK: Writing
@@ -266,7 +256,7 @@ public final class BufferedConnection: IOEventHandler {
     guard !bytes.isEmpty else { return true }
     var taken = 0
     if let tls, queue.isEmpty, state == .active {
-      switch writeBorrowed(bytes, through: tls) {
+      switch tls.writeBorrowed(bytes, self) {
       case .some(let count): taken = count
       case .none: return false
       }
@@ -324,7 +314,7 @@ public final class BufferedConnection: IOEventHandler {
   /// tells the owner about drain and finishes a requested close or half-close.
   func flush() {
     if let tls {
-      flushTLS(tls)
+      tls.flush(self)
     } else {
       flushPlain()
     }
@@ -332,31 +322,11 @@ public final class BufferedConnection: IOEventHandler {
   }
 
   private func flushPlain() {
-    while !queue.isEmpty, state == .active {
-      writeAttemptCount += 1
-      let attempted: Int
-      let result: Result<IOResult<Int>, SystemError>
-      if queue.chunkCount == 1 {
-        attempted = queue.byteCount
-        result = queue.withFirstChunk { bytes in Result { () throws(SystemError) in try socket.write(bytes) }
-        }
-      } else {
-        (result, attempted) = queue.withIOVecs { vectors, total in
-          (Result { () throws(SystemError) in try socket.write(iovecs: vectors) }, total)
-        }
-      }
-      switch result {
-      case .failure(let error):
-        finishClose(.failed(error), abortive: true)
-        return
-      case .success(.wouldBlock):
-        break
-      case .success(.processed(let written)):
-        queue.consume(written)
-        // A short write means the send buffer is full; another try now would only return EAGAIN.
-        if written == attempted { continue }
-      }
-      break
+    guard state == .active else { return }
+    do {
+      try queue.write(to: socket, attempts: &writeAttemptCount)
+    } catch {
+      finishClose(.failed(error), abortive: true)
     }
   }
 
@@ -383,7 +353,7 @@ public final class BufferedConnection: IOEventHandler {
   /// writability if the socket is full) and linger until the peer's EOF, then close with a FIN.
   func finishGracefulClose() {
     if let tls {
-      guard sendCloseNotify(tls) else { return }
+      guard tls.sendCloseNotify(self) else { return }
       if !inputEnded {
         startLingering()
         return
@@ -397,7 +367,7 @@ public final class BufferedConnection: IOEventHandler {
 
   func finishOutputIfRequested() {
     guard outputShutdownRequested, !outputShutDown, queue.isEmpty, state == .active else { return }
-    if let tls, !sendCloseNotify(tls) { return }
+    if let tls, !tls.sendCloseNotify(self) { return }
     outputShutDown = true
     do {
       try socket.shutdownOutput()
@@ -429,11 +399,11 @@ public final class BufferedConnection: IOEventHandler {
       } catch {
         finishClose(.failed(error), abortive: true)
       }
-      scheduleBufferedTLSReadIfNeeded()
+      tls?.scheduleBufferedReadIfNeeded(self)
       return
     }
     updateInterest()
-    scheduleBufferedTLSReadIfNeeded()
+    tls?.scheduleBufferedReadIfNeeded(self)
     if edgeTriggered && inputMayBeWaiting { scheduleReadPass() }
   }
 
@@ -480,7 +450,7 @@ public final class BufferedConnection: IOEventHandler {
   public func closeOutputAfterFlush() {
     guard state != .closed, !outputShutdownRequested else { return }
     outputShutdownRequested = true
-    if state == .active, queue.isEmpty, !tlsCloseNotifyPending { finishOutputIfRequested() }
+    if state == .active, queue.isEmpty, tls?.closeNotifyPending != true { finishOutputIfRequested() }
   }
 
   func finishClose(_ reason: ConnectionCloseReason, abortive: Bool) {
@@ -491,7 +461,7 @@ public final class BufferedConnection: IOEventHandler {
     if let registration { loop.deregister(registration) }
     registration = nil
     parkedAfterHangup = false
-    tls?.detachSocket()
+    tls?.stream.detachSocket()
     if abortive { socket.abort() } else { socket.close() }
     queue.removeAll()
     // Delivered from the loop, never from inside the owner's own call, so owners are not re-entered while
@@ -510,9 +480,9 @@ public final class BufferedConnection: IOEventHandler {
     case .connecting:
       return .write
     case .handshaking:
-      return tlsWantsWrite ? .write : .read
+      return tls?.wantsWrite == true ? .write : .read
     case .active:
-      if tls != nil { return desiredTLSInterest }
+      if let tls { return tls.desiredInterest(self) }
       if lingering { return .read }
       var interest: IOInterest = []
       if !readingPaused, !inputEnded, !closeRequested { interest.insert(.read) }
@@ -551,10 +521,10 @@ public final class BufferedConnection: IOEventHandler {
         handleActiveEvents(events)
       }
     case .handshaking:
-      if let tls { continueHandshake(tls) }
+      if let tls { tls.continueHandshake(self) }
     case .active:
       if let tls {
-        handleTLSActiveEvents(events, tls)
+        tls.handleActiveEvents(events, self)
       } else {
         handleActiveEvents(events)
       }
@@ -572,8 +542,8 @@ public final class BufferedConnection: IOEventHandler {
     connectTimer = nil
     if let tls {
       state = .handshaking
-      startHandshakeTimer(clientHandshakeTimeout)
-      continueHandshake(tls)  // the ClientHello goes out now
+      tls.startHandshakeTimer(tls.clientHandshakeTimeout, on: self)
+      tls.continueHandshake(self)  // the ClientHello goes out now
       return
     }
     state = .active
@@ -636,7 +606,7 @@ public final class BufferedConnection: IOEventHandler {
 
   private func readAvailable() {
     if let tls {
-      readTLS(tls)
+      tls.read(self)
       return
     }
     let buffer = loop.readBuffer
@@ -696,5 +666,58 @@ public final class BufferedConnection: IOEventHandler {
   private func finishAfterHangupIfDone() {
     guard edgeTriggered, hangupSeen, state == .active, inputEnded || closeRequested else { return }
     finishClose(.hangup, abortive: false)
+  }
+
+  /// How long a lingering close (TLS, or `closeDrainingInput`) waits for the peer's EOF.
+  static let lingerTimeout: Duration = .seconds(2)
+
+  /// Closing a socket that has unread input makes the kernel send RST, and an RST makes the peer's kernel
+  /// drop whatever it has not yet delivered, including our last bytes. With TLS 1.3 there is nearly always
+  /// unread input (the server's session tickets), so after close_notify the connection sends FIN, then reads
+  /// and drops input until the peer's EOF or `lingerTimeout`, and only then closes (nginx's
+  /// lingering close). The owner hears `didCloseWith(.closedByOwner)` at the end of it.
+  func startLingering() {
+    guard !lingering else { return }
+    lingering = true
+    if !outputShutDown {
+      outputShutDown = true
+      do {
+        try socket.shutdownOutput()
+      } catch {
+        finishClose(.closedByOwner, abortive: false)
+        return
+      }
+    }
+    connectTimer = loop.scheduleTimer(after: BufferedConnection.lingerTimeout) { [weak self] in
+      guard let self, self.lingering, self.state == .active else { return }
+      self.connectTimer = nil
+      self.finishClose(.closedByOwner, abortive: false)
+    }
+    updateInterest()
+    guard state == .active else { return }
+    discardInputUntilEOF()
+  }
+
+  /// Runs inside other callbacks (a close asked for while handling input), so it must not
+  /// use the loop's read buffer: a caller up the stack may still be reading bytes from it.
+  func discardInputUntilEOF() {
+    withUnsafeTemporaryAllocation(byteCount: 4096, alignment: 16) { buffer in
+      for _ in 0..<BufferedConnection.maxReadsPerEvent {
+        guard state == .active else { return }
+        switch try? socket.read(into: buffer) {
+        case .processed(let count)?:
+          if count == 0 {
+            finishClose(.closedByOwner, abortive: false)
+            return
+          }
+        case .wouldBlock?:
+          return
+        case nil:
+          // Reset or other error: everything we sent was already handed over; nothing left to protect.
+          finishClose(.closedByOwner, abortive: false)
+          return
+        }
+      }
+    }
   }
 }
