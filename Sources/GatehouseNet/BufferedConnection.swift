@@ -49,7 +49,7 @@ public final class BufferedConnection: IOEventHandler {
   /// A hang-up came while reading was paused and is held until the owner resumes (level-triggered: out
   /// of epoll; edge-triggered: reported once and remembered).
   var holdsHangupUntilResume: Bool {
-    parkedAfterHangup || (edgeTriggered && hangupSeen && readingPaused && state == .active)
+    parkedAfterHangup || (edgeTriggered && edge.hangupSeen && readingPaused && state == .active)
   }
   /// The connect deadline, then (TLS) the handshake deadline.
   var connectTimer: TimerHandle?
@@ -69,16 +69,9 @@ public final class BufferedConnection: IOEventHandler {
   /// on the ready list until a poll finds them idle) and the epoll_ctl calls that toggled write interest.
   /// TLS stays level-triggered: OpenSSL may hold input that epoll cannot see, and its handshake asks for
   /// reads and writes in turn.
-  private let edgeTriggered: Bool
-  /// Edge-triggered only: input may be waiting in the kernel (an edge came, and no short read, EAGAIN or
-  /// EOF since). Reading paused or cut short leaves it set, and a read pass picks it up later.
-  private var inputMayBeWaiting = false
-  /// Edge-triggered only: the hang-up was reported (once); it ends the connection when input is done.
-  private var hangupSeen = false
-  /// Edge-triggered only: the peer's FIN (or a hang-up) was reported, so reads go on past a short one
-  /// until they reach the EOF.
-  private var peerFinishedSending = false
-  private var readPassScheduled = false
+  let edgeTriggered: Bool
+  /// Edge-triggered (plain) only: what the events said about input, and its reads.
+  var edge = EdgeTriggeredIO()
 
   /// How many write system calls were made; tests use it to see that a full socket is not retried.
   var writeAttemptCount = 0
@@ -200,7 +193,7 @@ public final class BufferedConnection: IOEventHandler {
   /// there harmlessly.
   public var hasUndeliveredInput: Bool {
     guard state == .active else { return false }
-    if inputEnded || hangupSeen { return true }
+    if inputEnded || edge.hangupSeen { return true }
     return tls == nil && socket.hasInput
   }
   /// True between the high-watermark and drain callbacks.
@@ -404,7 +397,7 @@ public final class BufferedConnection: IOEventHandler {
     }
     updateInterest()
     tls?.scheduleBufferedReadIfNeeded(self)
-    if edgeTriggered && inputMayBeWaiting { scheduleReadPass() }
+    if edgeTriggered && edge.inputMayBeWaiting { EdgeTriggeredIO.scheduleReadPass(self) }
   }
 
   // MARK: Closing
@@ -518,7 +511,7 @@ public final class BufferedConnection: IOEventHandler {
       completeConnect()
       // Edge-triggered: input or a hang-up that came with the connect is reported only now.
       if edgeTriggered, state == .active, !events.isDisjoint(with: [.readable, .hangup, .error]) {
-        handleActiveEvents(events)
+        EdgeTriggeredIO.handleActiveEvents(events, self)
       }
     case .handshaking:
       if let tls { tls.continueHandshake(self) }
@@ -526,7 +519,7 @@ public final class BufferedConnection: IOEventHandler {
       if let tls {
         tls.handleActiveEvents(events, self)
       } else {
-        handleActiveEvents(events)
+        EdgeTriggeredIO.handleActiveEvents(events, self)
       }
     }
   }
@@ -553,33 +546,6 @@ public final class BufferedConnection: IOEventHandler {
     if state == .active, !queue.isEmpty { flush() }
   }
 
-  private func handleActiveEvents(_ events: IOEvents) {
-    if lingering {
-      discardInputUntilEOF()
-      return
-    }
-    let failing = events.contains(.error) || events.contains(.hangup)
-    if edgeTriggered {
-      if events.contains(.readable) || failing { inputMayBeWaiting = true }
-      if events.contains(.hangup) { hangupSeen = true }
-      if events.contains(.readHangup) || events.contains(.hangup) {
-        peerFinishedSending = true
-        inputMayBeWaiting = true
-      }
-    }
-    if !queue.isEmpty, events.contains(.writable) || failing {
-      flush()
-      guard state == .active else { return }
-    }
-    if !readingPaused, !inputEnded, !closeRequested,
-      edgeTriggered ? inputMayBeWaiting : events.contains(.readable) || failing
-    {
-      readAvailable()
-      guard state == .active else { return }
-    }
-    handleErrorAndHangup(events)
-  }
-
   /// What is left of an event after reading and writing: a pending socket error, or a hang-up.
   func handleErrorAndHangup(_ events: IOEvents) {
     if events.contains(.error) {
@@ -600,72 +566,8 @@ public final class BufferedConnection: IOEventHandler {
         parkedAfterHangup = true
       }
       // Otherwise input is still coming: level-triggered epoll brings us back to read it; an edge-triggered
-      // connection has `hangupSeen` and finishes after its last read (`finishAfterHangupIfDone`).
+      // connection has `edge.hangupSeen` and finishes after its last read (see `EdgeTriggeredIO`).
     }
-  }
-
-  private func readAvailable() {
-    if let tls {
-      tls.read(self)
-      return
-    }
-    let buffer = loop.readBuffer
-    for _ in 0..<BufferedConnection.maxReadsPerEvent {
-      guard state == .active, !readingPaused, !inputEnded, !closeRequested else { return }
-      let result: IOResult<Int>
-      do {
-        result = try socket.read(into: buffer)
-      } catch {
-        finishClose(.failed(error), abortive: true)
-        return
-      }
-      switch result {
-      case .wouldBlock:
-        inputMayBeWaiting = false
-        return
-      case .processed(0):
-        inputMayBeWaiting = false
-        inputEnded = true
-        updateInterest()
-        guard state == .active else { return }
-        delegate?.connectionDidReadEOF(self)
-        return
-      case .processed(let count):
-        // A short read emptied the kernel buffer; epoll tells us when more comes (an edge-triggered
-        // registration reports every arrival after this read). When the peer's FIN is known to be
-        // there, the next read returns its EOF: an edge-triggered connection reads on to it.
-        let drained = count < buffer.count && !peerFinishedSending
-        if drained { inputMayBeWaiting = false }
-        delegate?.connection(self, didRead: UnsafeRawBufferPointer(rebasing: buffer[..<count]))
-        if drained || (count < buffer.count && !edgeTriggered) { return }
-      }
-    }
-    // Reads per event used up with input left: level-triggered epoll reports it again, edge-triggered
-    // does not, so a pass after this turn's other events continues.
-    if edgeTriggered, inputMayBeWaiting { scheduleReadPass() }
-  }
-
-  /// Edge-triggered: reads what the last event left in the kernel, after the loop's current events (so one
-  /// busy connection does not starve the others), or on resume.
-  private func scheduleReadPass() {
-    guard !readPassScheduled else { return }
-    readPassScheduled = true
-    loop.executeLater { [self] in
-      readPassScheduled = false
-      guard state == .active else { return }
-      if inputMayBeWaiting, !readingPaused, !inputEnded, !closeRequested {
-        readAvailable()
-        guard state == .active else { return }
-      }
-      finishAfterHangupIfDone()
-    }
-  }
-
-  /// Edge-triggered: a hang-up reported while input was still unread is acted on once it is read (what a
-  /// level-triggered registration does when the hang-up is reported again).
-  private func finishAfterHangupIfDone() {
-    guard edgeTriggered, hangupSeen, state == .active, inputEnded || closeRequested else { return }
-    finishClose(.hangup, abortive: false)
   }
 
   /// How long a lingering close (TLS, or `closeDrainingInput`) waits for the peer's EOF.
