@@ -309,18 +309,9 @@ public final class BufferedConnection: IOEventHandler {
     if let tls {
       tls.flush(self)
     } else {
-      flushPlain()
+      EdgeTriggeredIO.flush(self)
     }
     afterFlush()
-  }
-
-  private func flushPlain() {
-    guard state == .active else { return }
-    do {
-      try queue.write(to: socket, attempts: &writeAttemptCount)
-    } catch {
-      finishClose(.failed(error), abortive: true)
-    }
   }
 
   /// After a flush: fix the interest set, tell the owner about drain, finish a requested close or half-close.
@@ -544,6 +535,14 @@ public final class BufferedConnection: IOEventHandler {
     guard state == .active else { return }
     delegate?.connectionDidConnect(self)
     if state == .active, !queue.isEmpty { flush() }
+  }
+
+  /// A read (plain or TLS) reached the peer's EOF: no more reads, and the owner hears of it.
+  func inputDidEnd() {
+    inputEnded = true
+    updateInterest()
+    guard state == .active else { return }
+    delegate?.connectionDidReadEOF(self)
   }
 
   /// What is left of an event after reading and writing: a pending socket error, or a hang-up.

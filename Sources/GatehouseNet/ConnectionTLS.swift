@@ -201,10 +201,7 @@ final class ConnectionTLS {
         }
         return
       case .endOfInput:
-        connection.inputEnded = true
-        connection.updateInterest()
-        guard connection.state == .active else { return }
-        connection.delegate?.connectionDidReadEOF(connection)
+        connection.inputDidEnd()
         return
       case .failed(let reason):
         fail(reason, connection)

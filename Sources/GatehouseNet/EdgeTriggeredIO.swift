@@ -1,4 +1,4 @@
-/// A plain TCP connection's readiness handling. Plain TCP runs edge-triggered (see
+/// A plain TCP connection's reads, writes and readiness handling. Plain TCP runs edge-triggered (see
 /// `BufferedConnection.edgeTriggered`): each arrival is reported once, so what an event leaves unread is
 /// remembered here and read by a later pass. TLS connections never come here (`ConnectionTLS`).
 ///
@@ -45,6 +45,16 @@ struct EdgeTriggeredIO {
     connection.handleErrorAndHangup(events)
   }
 
+  /// Writes the queue until it is empty or the kernel is full (see `WriteQueue`).
+  static func flush(_ connection: BufferedConnection) {
+    guard connection.state == .active else { return }
+    do {
+      try connection.queue.write(to: connection.socket, attempts: &connection.writeAttemptCount)
+    } catch {
+      connection.finishClose(.failed(error), abortive: true)
+    }
+  }
+
   static func read(_ connection: BufferedConnection) {
     let buffer = connection.loop.readBuffer
     for _ in 0..<BufferedConnection.maxReadsPerEvent {
@@ -64,10 +74,7 @@ struct EdgeTriggeredIO {
         return
       case .processed(0):
         connection.edge.inputMayBeWaiting = false
-        connection.inputEnded = true
-        connection.updateInterest()
-        guard connection.state == .active else { return }
-        connection.delegate?.connectionDidReadEOF(connection)
+        connection.inputDidEnd()
         return
       case .processed(let count):
         // A short read emptied the kernel buffer; epoll reports every arrival after this read. When the
