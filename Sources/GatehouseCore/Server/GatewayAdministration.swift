@@ -12,9 +12,9 @@ import Synchronization
 ///
 /// `@unchecked Sendable`: its only state is the server reference and `history`, behind a mutex.
 final class GatewayAdministration: AdminBackend, @unchecked Sendable {
-  /// Unowned: the server owns this object (the admin service holds it only weakly), and
-  /// everything here runs on the server's loops, which run only inside `GatewayServer.run`,
-  /// while its caller holds the server. A strong reference would be a cycle.
+  /// Unowned: the server owns this object and the admin service holds it only weakly, so it
+  /// does not outlive the server, and its work runs on the server's loops, which `run` stops
+  /// before it returns. A strong reference would be a cycle.
   unowned let server: GatewayServer
   /// The dashboard's last 15 minutes (`GET /admin/history`): written every 10 s by the
   /// sampler, read by the admin loop.
