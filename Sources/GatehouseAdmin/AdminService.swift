@@ -5,7 +5,7 @@ import GatehouseNet
 import Synchronization
 
 /// What the admin endpoints read and change in the running gateway. Implemented by
-/// `GatewayServer`; every completion runs on the admin loop.
+/// `GatewayAdministration`; every completion runs on the admin loop.
 package protocol AdminBackend: AnyObject, Sendable {
   var isReady: Bool { get }
   /// The admin token and `metrics_public` of the running config (they follow reloads).
@@ -39,7 +39,7 @@ public struct ReloadFailure: Error, Sendable {
 package final class AdminService: @unchecked Sendable {
   package let loop: EventLoop
   let logger: Logger
-  /// The gateway; weak because the gateway owns this service.
+  /// The gateway's administration; weak because the gateway owns both it and this service.
   package weak var backend: (any AdminBackend)?
   private var sessions: [ObjectIdentifier: AdminSession] = [:]
   private var requestIDs = RequestIDGenerator()

@@ -7,6 +7,10 @@ import GatehouseLogging
 ///
 /// The result is meaningful only when no issue was reported: invalid parts are left out or
 /// replaced by defaults so that decoding can go on and find the other problems.
+///
+/// It reads the small top-level sections itself and hands `upstreams`, `tokens`, `routes` and
+/// `headers` to `UpstreamDecoder`, `TokenDecoder`, `RouteDecoder` and `HeaderRulesDecoder`; all
+/// report to the same diagnostics, in the order the keys are read.
 struct ConfigDecoder {
   let diagnostics: ConfigDiagnostics
   let interpolation: EnvironmentInterpolation
@@ -41,15 +45,16 @@ struct ConfigDecoder {
     let admin = decodeAdmin(root.field("admin"), listeners: listen)
     let store = decodeStore(root.field("store"))
     let limits = decodeLimits(root.field("limits"))
-    let headers = root.field("headers").map(decodeHeaderRules) ?? .empty
+    let headers = root.field("headers").map(HeaderRulesDecoder.decode) ?? .empty
     let upstreamsField = root.field("upstreams")
-    let upstreams = upstreamsField.map(decodeUpstreams) ?? []
+    let upstreams = upstreamsField.map(UpstreamDecoder(diagnostics: diagnostics).decode) ?? []
     let tokensField = root.field("tokens")
-    let tokens = tokensField.map(decodeTokens) ?? []
+    let tokens = tokensField.map(TokenDecoder.decode) ?? []
     let clients = decodeClients(root.field("clients"))
     let references = RouteReferences(
       upstreamNames: Self.memberNames(of: upstreamsField), tokenNames: Self.memberNames(of: tokensField))
-    let routes = root.requiredField("routes").map { decodeRoutes($0, references: references) } ?? []
+    let routes =
+      root.requiredField("routes").map(RouteDecoder(diagnostics: diagnostics, references: references).decode) ?? []
     let log = decodeLog(root.field("log"))
     root.finishReading()
 
@@ -256,77 +261,6 @@ struct ConfigDecoder {
   /// `log.mask_query`: query parameter names (compared without case).
   private func decodeMaskedQuery(_ field: ConfigField) -> [String] {
     (field.array() ?? []).compactMap { $0.nonEmptyString() }
-  }
-
-  // MARK: - headers
-
-  /// `{"set": {...}, "remove": [...]}`, used at the top level and in routes.
-  func decodeHeaderRules(_ field: ConfigField) -> HeaderRules {
-    guard let object = field.object() else { return .empty }
-    var set: [HeaderField] = []
-    if let setObject = object.field("set")?.object() {
-      var seen: [String: String] = [:]
-      for (name, valueField) in setObject.allFields() {
-        guard let value = valueField.string() else { continue }
-        if !HTTPFieldSyntax.isToken(name) {
-          valueField.report("invalid header name (letters, digits and !#$%&'*+-.^_`|~ only)")
-          continue
-        }
-        if let problem = HeaderRuleSyntax.setProblem(name) {
-          valueField.report(problem)
-          continue
-        }
-        // `X-A` and `x_a` would reach a CGI-style backend as one variable: say which wins.
-        let canonical = HTTPFieldSyntax.canonicalName(name)
-        if let earlier = seen[canonical] {
-          valueField.report(
-            "header \(name) is already set as \(earlier) (header names ignore case, and '_' reads as '-')")
-          continue
-        }
-        if let problem = HTTPFieldSyntax.headerValueProblem(value) ?? hostProblem(name, value) {
-          valueField.report(problem)
-          continue
-        }
-        seen[canonical] = name
-        set.append(HeaderField(name: name, value: value))
-      }
-    }
-    var remove: [String] = []
-    for element in object.field("remove")?.array() ?? [] {
-      guard let name = headerName(element) else { continue }
-      if let problem = HeaderRuleSyntax.removeProblem(name) {
-        element.report(problem)
-        continue
-      }
-      remove.append(name)
-    }
-    var pass: [String] = []
-    for element in object.field("pass")?.array() ?? [] {
-      guard let name = headerName(element) else { continue }
-      // The fields the gateway manages (hop-by-hop, framing, its own X-Forwarded-*,
-      // Host) are never a client's to pass.
-      if HeaderRuleSyntax.ManagedHeader(canonicalName: HTTPFieldSyntax.canonicalName(name)) != nil {
-        element.report("\(name) is never passed: the gateway sets or drops it itself")
-        continue
-      }
-      pass.append(name)
-    }
-    let forwarded = object.field("forwarded")?.bool()
-    object.finishReading()
-    return HeaderRules(set: set, remove: remove, pass: pass, forwarded: forwarded)
-  }
-
-  private func hostProblem(_ name: String, _ value: String) -> String? {
-    name.lowercased() == "host" ? HeaderRuleSyntax.hostValueProblem(value) : nil
-  }
-
-  func headerName(_ field: ConfigField) -> String? {
-    guard let name = field.string() else { return nil }
-    guard HTTPFieldSyntax.isToken(name) else {
-      field.report("invalid header name (letters, digits and !#$%&'*+-.^_`|~ only)")
-      return nil
-    }
-    return name
   }
 
   // MARK: - clients

@@ -1,3 +1,4 @@
+import GatehouseHTTP
 import GatehouseJSON
 
 /// One value in the config document together with where it is, with typed accessors that
@@ -122,6 +123,27 @@ struct ConfigField {
   /// An array of strings; elements of the wrong type are reported and left out.
   func stringArray() -> [String]? {
     array().map { fields in fields.compactMap { $0.string() } }
+  }
+
+  /// An `http://` or `https://` URL (upstream `url`, a token's `token_url`).
+  func httpURL() -> HTTPURL? {
+    guard let text = nonEmptyString() else { return nil }
+    switch HTTPURL.parse(text) {
+    case .success(let url): return url
+    case .failure(let error):
+      report(error.description)
+      return nil
+    }
+  }
+
+  /// A header field name (a token in the RFC 9110 sense).
+  func headerName() -> String? {
+    guard let name = string() else { return nil }
+    guard HTTPFieldSyntax.isToken(name) else {
+      report("invalid header name (letters, digits and !#$%&'*+-.^_`|~ only)")
+      return nil
+    }
+    return name
   }
 }
 

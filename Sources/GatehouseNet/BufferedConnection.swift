@@ -49,24 +49,14 @@ public final class BufferedConnection: IOEventHandler {
   /// A hang-up came while reading was paused and is held until the owner resumes (level-triggered: out
   /// of epoll; edge-triggered: reported once and remembered).
   var holdsHangupUntilResume: Bool {
-    parkedAfterHangup || (edgeTriggered && hangupSeen && readingPaused && state == .active)
+    parkedAfterHangup || (edgeTriggered && edge.hangupSeen && readingPaused && state == .active)
   }
   /// The connect deadline, then (TLS) the handshake deadline.
   var connectTimer: TimerHandle?
 
-  /// The TLS session, nil for plain TCP. A `let`, so the plain path costs one nil check per read or write
-  /// call and nothing per byte.
-  let tls: TLSStream?
-  /// Outbound TLS: the handshake starts when TCP connects, with this deadline.
-  private var clientHandshakeTimeout: Duration = .zero
-  /// The last TLS operation asked for the other readiness: a handshake or SSL_write that needs to read,
-  /// an SSL_read that needs to write.
-  var tlsWantsRead = false
-  var tlsWantsWrite = false
-  /// close_notify could not be sent yet (socket full); then close or shut down output.
-  var tlsCloseNotifyPending = false
-  /// A read pass is scheduled for input OpenSSL already holds (epoll cannot report it).
-  var tlsBufferedReadScheduled = false
+  /// The TLS session and its state, nil for plain TCP. A `let`, so the plain path costs one nil check per
+  /// read or write call and nothing per byte.
+  let tls: ConnectionTLS?
   /// Graceful close in its last phase: (close_notify and) FIN sent, input read and dropped until the peer's
   /// EOF (see `startLingering`).
   var lingering = false
@@ -79,16 +69,9 @@ public final class BufferedConnection: IOEventHandler {
   /// on the ready list until a poll finds them idle) and the epoll_ctl calls that toggled write interest.
   /// TLS stays level-triggered: OpenSSL may hold input that epoll cannot see, and its handshake asks for
   /// reads and writes in turn.
-  private let edgeTriggered: Bool
-  /// Edge-triggered only: input may be waiting in the kernel (an edge came, and no short read, EAGAIN or
-  /// EOF since). Reading paused or cut short leaves it set, and a read pass picks it up later.
-  private var inputMayBeWaiting = false
-  /// Edge-triggered only: the hang-up was reported (once); it ends the connection when input is done.
-  private var hangupSeen = false
-  /// Edge-triggered only: the peer's FIN (or a hang-up) was reported, so reads go on past a short one
-  /// until they reach the EOF.
-  private var peerFinishedSending = false
-  private var readPassScheduled = false
+  let edgeTriggered: Bool
+  /// Edge-triggered (plain) only: what the events said about input, and its reads.
+  var edge = EdgeTriggeredIO()
 
   /// How many write system calls were made; tests use it to see that a full socket is not retried.
   var writeAttemptCount = 0
@@ -103,7 +86,7 @@ public final class BufferedConnection: IOEventHandler {
     loop.assertInEventLoop()
     if let context {
       do {
-        tls = try TLSStream(server: context, fileDescriptor: socket.fileDescriptor)
+        tls = ConnectionTLS(stream: try TLSStream(server: context, fileDescriptor: socket.fileDescriptor))
       } catch {
         // SSL_new and BIO_new fail only when out of memory; the context was checked when it was built.
         throw SystemError(errno: ENOMEM, syscall: "SSL_new")
@@ -120,14 +103,14 @@ public final class BufferedConnection: IOEventHandler {
     let interest: IOInterest = edgeTriggered ? [.read, .write, .edgeTriggered] : .read
     registration = try loop.register(fileDescriptor: socket.fileDescriptor, interest: interest, handler: self)
     registeredInterest = interest
-    if let context {
-      startHandshakeTimer(context.handshakeTimeout)
+    if let tls, let context {
+      tls.startHandshakeTimer(context.handshakeTimeout, on: self)
     }
   }
 
   private init(
     connecting socket: TCPSocket, loop: EventLoop, delegate: any ConnectionDelegate,
-    watermarks: WriteWatermarks, tls: TLSStream?
+    watermarks: WriteWatermarks, tls: ConnectionTLS?
   ) {
     self.socket = socket
     self.loop = loop
@@ -151,18 +134,18 @@ public final class BufferedConnection: IOEventHandler {
   ) throws(SystemError) -> BufferedConnection {
     loop.assertInEventLoop()
     let socket = TCPSocket(fileDescriptor: try Syscall.socket(family: address.family), peerAddress: address)
-    var stream: TLSStream?
+    var tls: ConnectionTLS?
     var setupError: TLSError?
     if let options {
       do {
-        stream = try TLSStream(client: options, fileDescriptor: socket.fileDescriptor)
+        tls = ConnectionTLS(stream: try TLSStream(client: options, fileDescriptor: socket.fileDescriptor))
+        tls?.clientHandshakeTimeout = options.handshakeTimeout
       } catch {
         setupError = error
       }
     }
     let connection = BufferedConnection(
-      connecting: socket, loop: loop, delegate: delegate, watermarks: watermarks, tls: stream)
-    if let options { connection.clientHandshakeTimeout = options.handshakeTimeout }
+      connecting: socket, loop: loop, delegate: delegate, watermarks: watermarks, tls: tls)
     if let setupError {
       // A server name OpenSSL refuses: reported from the loop, like a refused connect.
       connection.finishClose(.tlsFailed(setupError), abortive: true)
@@ -210,7 +193,7 @@ public final class BufferedConnection: IOEventHandler {
   /// there harmlessly.
   public var hasUndeliveredInput: Bool {
     guard state == .active else { return false }
-    if inputEnded || hangupSeen { return true }
+    if inputEnded || edge.hangupSeen { return true }
     return tls == nil && socket.hasInput
   }
   /// True between the high-watermark and drain callbacks.
@@ -224,8 +207,8 @@ public final class BufferedConnection: IOEventHandler {
   public var isTLS: Bool { tls != nil }
   /// The negotiated TLS parameters, once the handshake is done; nil for plain connections and before.
   public var tlsInfo: TLSConnectionInfo? {
-    guard let tls, tls.handshakeDone, state != .closed else { return nil }
-    return tls.info
+    guard let tls, tls.stream.handshakeDone, state != .closed else { return nil }
+    return tls.stream.info
   }
 
   // MARK: Writing
@@ -266,7 +249,7 @@ public final class BufferedConnection: IOEventHandler {
     guard !bytes.isEmpty else { return true }
     var taken = 0
     if let tls, queue.isEmpty, state == .active {
-      switch writeBorrowed(bytes, through: tls) {
+      switch tls.writeBorrowed(bytes, self) {
       case .some(let count): taken = count
       case .none: return false
       }
@@ -324,40 +307,11 @@ public final class BufferedConnection: IOEventHandler {
   /// tells the owner about drain and finishes a requested close or half-close.
   func flush() {
     if let tls {
-      flushTLS(tls)
+      tls.flush(self)
     } else {
-      flushPlain()
+      EdgeTriggeredIO.flush(self)
     }
     afterFlush()
-  }
-
-  private func flushPlain() {
-    while !queue.isEmpty, state == .active {
-      writeAttemptCount += 1
-      let attempted: Int
-      let result: Result<IOResult<Int>, SystemError>
-      if queue.chunkCount == 1 {
-        attempted = queue.byteCount
-        result = queue.withFirstChunk { bytes in Result { () throws(SystemError) in try socket.write(bytes) }
-        }
-      } else {
-        (result, attempted) = queue.withIOVecs { vectors, total in
-          (Result { () throws(SystemError) in try socket.write(iovecs: vectors) }, total)
-        }
-      }
-      switch result {
-      case .failure(let error):
-        finishClose(.failed(error), abortive: true)
-        return
-      case .success(.wouldBlock):
-        break
-      case .success(.processed(let written)):
-        queue.consume(written)
-        // A short write means the send buffer is full; another try now would only return EAGAIN.
-        if written == attempted { continue }
-      }
-      break
-    }
   }
 
   /// After a flush: fix the interest set, tell the owner about drain, finish a requested close or half-close.
@@ -383,7 +337,7 @@ public final class BufferedConnection: IOEventHandler {
   /// writability if the socket is full) and linger until the peer's EOF, then close with a FIN.
   func finishGracefulClose() {
     if let tls {
-      guard sendCloseNotify(tls) else { return }
+      guard tls.sendCloseNotify(self) else { return }
       if !inputEnded {
         startLingering()
         return
@@ -397,7 +351,7 @@ public final class BufferedConnection: IOEventHandler {
 
   func finishOutputIfRequested() {
     guard outputShutdownRequested, !outputShutDown, queue.isEmpty, state == .active else { return }
-    if let tls, !sendCloseNotify(tls) { return }
+    if let tls, !tls.sendCloseNotify(self) { return }
     outputShutDown = true
     do {
       try socket.shutdownOutput()
@@ -429,12 +383,12 @@ public final class BufferedConnection: IOEventHandler {
       } catch {
         finishClose(.failed(error), abortive: true)
       }
-      scheduleBufferedTLSReadIfNeeded()
+      tls?.scheduleBufferedReadIfNeeded(self)
       return
     }
     updateInterest()
-    scheduleBufferedTLSReadIfNeeded()
-    if edgeTriggered && inputMayBeWaiting { scheduleReadPass() }
+    tls?.scheduleBufferedReadIfNeeded(self)
+    if edgeTriggered && edge.inputMayBeWaiting { EdgeTriggeredIO.scheduleReadPass(self) }
   }
 
   // MARK: Closing
@@ -480,7 +434,7 @@ public final class BufferedConnection: IOEventHandler {
   public func closeOutputAfterFlush() {
     guard state != .closed, !outputShutdownRequested else { return }
     outputShutdownRequested = true
-    if state == .active, queue.isEmpty, !tlsCloseNotifyPending { finishOutputIfRequested() }
+    if state == .active, queue.isEmpty, tls?.closeNotifyPending != true { finishOutputIfRequested() }
   }
 
   func finishClose(_ reason: ConnectionCloseReason, abortive: Bool) {
@@ -491,7 +445,7 @@ public final class BufferedConnection: IOEventHandler {
     if let registration { loop.deregister(registration) }
     registration = nil
     parkedAfterHangup = false
-    tls?.detachSocket()
+    tls?.stream.detachSocket()
     if abortive { socket.abort() } else { socket.close() }
     queue.removeAll()
     // Delivered from the loop, never from inside the owner's own call, so owners are not re-entered while
@@ -510,9 +464,9 @@ public final class BufferedConnection: IOEventHandler {
     case .connecting:
       return .write
     case .handshaking:
-      return tlsWantsWrite ? .write : .read
+      return tls?.wantsWrite == true ? .write : .read
     case .active:
-      if tls != nil { return desiredTLSInterest }
+      if let tls { return tls.desiredInterest(self) }
       if lingering { return .read }
       var interest: IOInterest = []
       if !readingPaused, !inputEnded, !closeRequested { interest.insert(.read) }
@@ -548,15 +502,15 @@ public final class BufferedConnection: IOEventHandler {
       completeConnect()
       // Edge-triggered: input or a hang-up that came with the connect is reported only now.
       if edgeTriggered, state == .active, !events.isDisjoint(with: [.readable, .hangup, .error]) {
-        handleActiveEvents(events)
+        EdgeTriggeredIO.handleActiveEvents(events, self)
       }
     case .handshaking:
-      if let tls { continueHandshake(tls) }
+      if let tls { tls.continueHandshake(self) }
     case .active:
       if let tls {
-        handleTLSActiveEvents(events, tls)
+        tls.handleActiveEvents(events, self)
       } else {
-        handleActiveEvents(events)
+        EdgeTriggeredIO.handleActiveEvents(events, self)
       }
     }
   }
@@ -572,8 +526,8 @@ public final class BufferedConnection: IOEventHandler {
     connectTimer = nil
     if let tls {
       state = .handshaking
-      startHandshakeTimer(clientHandshakeTimeout)
-      continueHandshake(tls)  // the ClientHello goes out now
+      tls.startHandshakeTimer(tls.clientHandshakeTimeout, on: self)
+      tls.continueHandshake(self)  // the ClientHello goes out now
       return
     }
     state = .active
@@ -583,31 +537,12 @@ public final class BufferedConnection: IOEventHandler {
     if state == .active, !queue.isEmpty { flush() }
   }
 
-  private func handleActiveEvents(_ events: IOEvents) {
-    if lingering {
-      discardInputUntilEOF()
-      return
-    }
-    let failing = events.contains(.error) || events.contains(.hangup)
-    if edgeTriggered {
-      if events.contains(.readable) || failing { inputMayBeWaiting = true }
-      if events.contains(.hangup) { hangupSeen = true }
-      if events.contains(.readHangup) || events.contains(.hangup) {
-        peerFinishedSending = true
-        inputMayBeWaiting = true
-      }
-    }
-    if !queue.isEmpty, events.contains(.writable) || failing {
-      flush()
-      guard state == .active else { return }
-    }
-    if !readingPaused, !inputEnded, !closeRequested,
-      edgeTriggered ? inputMayBeWaiting : events.contains(.readable) || failing
-    {
-      readAvailable()
-      guard state == .active else { return }
-    }
-    handleErrorAndHangup(events)
+  /// A read (plain or TLS) reached the peer's EOF: no more reads, and the owner hears of it.
+  func inputDidEnd() {
+    inputEnded = true
+    updateInterest()
+    guard state == .active else { return }
+    delegate?.connectionDidReadEOF(self)
   }
 
   /// What is left of an event after reading and writing: a pending socket error, or a hang-up.
@@ -630,71 +565,60 @@ public final class BufferedConnection: IOEventHandler {
         parkedAfterHangup = true
       }
       // Otherwise input is still coming: level-triggered epoll brings us back to read it; an edge-triggered
-      // connection has `hangupSeen` and finishes after its last read (`finishAfterHangupIfDone`).
+      // connection has `edge.hangupSeen` and finishes after its last read (see `EdgeTriggeredIO`).
     }
   }
 
-  private func readAvailable() {
-    if let tls {
-      readTLS(tls)
-      return
-    }
-    let buffer = loop.readBuffer
-    for _ in 0..<BufferedConnection.maxReadsPerEvent {
-      guard state == .active, !readingPaused, !inputEnded, !closeRequested else { return }
-      let result: IOResult<Int>
+  /// How long a lingering close (TLS, or `closeDrainingInput`) waits for the peer's EOF.
+  static let lingerTimeout: Duration = .seconds(2)
+
+  /// Closing a socket that has unread input makes the kernel send RST, and an RST makes the peer's kernel
+  /// drop whatever it has not yet delivered, including our last bytes. With TLS 1.3 there is nearly always
+  /// unread input (the server's session tickets), so after close_notify the connection sends FIN, then reads
+  /// and drops input until the peer's EOF or `lingerTimeout`, and only then closes (nginx's
+  /// lingering close). The owner hears `didCloseWith(.closedByOwner)` at the end of it.
+  func startLingering() {
+    guard !lingering else { return }
+    lingering = true
+    if !outputShutDown {
+      outputShutDown = true
       do {
-        result = try socket.read(into: buffer)
+        try socket.shutdownOutput()
       } catch {
-        finishClose(.failed(error), abortive: true)
+        finishClose(.closedByOwner, abortive: false)
         return
-      }
-      switch result {
-      case .wouldBlock:
-        inputMayBeWaiting = false
-        return
-      case .processed(0):
-        inputMayBeWaiting = false
-        inputEnded = true
-        updateInterest()
-        guard state == .active else { return }
-        delegate?.connectionDidReadEOF(self)
-        return
-      case .processed(let count):
-        // A short read emptied the kernel buffer; epoll tells us when more comes (an edge-triggered
-        // registration reports every arrival after this read). When the peer's FIN is known to be
-        // there, the next read returns its EOF: an edge-triggered connection reads on to it.
-        let drained = count < buffer.count && !peerFinishedSending
-        if drained { inputMayBeWaiting = false }
-        delegate?.connection(self, didRead: UnsafeRawBufferPointer(rebasing: buffer[..<count]))
-        if drained || (count < buffer.count && !edgeTriggered) { return }
       }
     }
-    // Reads per event used up with input left: level-triggered epoll reports it again, edge-triggered
-    // does not, so a pass after this turn's other events continues.
-    if edgeTriggered, inputMayBeWaiting { scheduleReadPass() }
-  }
-
-  /// Edge-triggered: reads what the last event left in the kernel, after the loop's current events (so one
-  /// busy connection does not starve the others), or on resume.
-  private func scheduleReadPass() {
-    guard !readPassScheduled else { return }
-    readPassScheduled = true
-    loop.executeLater { [self] in
-      readPassScheduled = false
-      guard state == .active else { return }
-      if inputMayBeWaiting, !readingPaused, !inputEnded, !closeRequested {
-        readAvailable()
-        guard state == .active else { return }
-      }
-      finishAfterHangupIfDone()
+    connectTimer = loop.scheduleTimer(after: BufferedConnection.lingerTimeout) { [weak self] in
+      guard let self, self.lingering, self.state == .active else { return }
+      self.connectTimer = nil
+      self.finishClose(.closedByOwner, abortive: false)
     }
+    updateInterest()
+    guard state == .active else { return }
+    discardInputUntilEOF()
   }
 
-  /// Edge-triggered: a hang-up reported while input was still unread is acted on once it is read (what a
-  /// level-triggered registration does when the hang-up is reported again).
-  private func finishAfterHangupIfDone() {
-    guard edgeTriggered, hangupSeen, state == .active, inputEnded || closeRequested else { return }
-    finishClose(.hangup, abortive: false)
+  /// Runs inside other callbacks (a close asked for while handling input), so it must not
+  /// use the loop's read buffer: a caller up the stack may still be reading bytes from it.
+  func discardInputUntilEOF() {
+    withUnsafeTemporaryAllocation(byteCount: 4096, alignment: 16) { buffer in
+      for _ in 0..<BufferedConnection.maxReadsPerEvent {
+        guard state == .active else { return }
+        switch try? socket.read(into: buffer) {
+        case .processed(let count)?:
+          if count == 0 {
+            finishClose(.closedByOwner, abortive: false)
+            return
+          }
+        case .wouldBlock?:
+          return
+        case nil:
+          // Reset or other error: everything we sent was already handed over; nothing left to protect.
+          finishClose(.closedByOwner, abortive: false)
+          return
+        }
+      }
+    }
   }
 }

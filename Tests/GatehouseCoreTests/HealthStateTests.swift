@@ -89,10 +89,11 @@ import Testing
     var health = HealthState(unhealthyAfter: 1, healthyAfter: 1)
     _ = health.record(success: false, status: 401, error: "status 401", atMs: 5_000)
     let loops = [Self.figures("reset", at: 4_000), Self.figures(nil, at: nil), Self.figures("timeout", at: 6_000)]
-    #expect(GatewayServer.latestError(health: health, figures: loops)?.text == "timeout")
-    #expect(GatewayServer.latestError(health: health, figures: loops)?.atMs == 6_000)
-    #expect(GatewayServer.latestError(health: health, figures: Array(loops.prefix(2)))?.text == "status 401")
-    #expect(GatewayServer.latestError(health: nil, figures: Array(loops.prefix(1)))?.atMs == 4_000)
-    #expect(GatewayServer.latestError(health: HealthState(unhealthyAfter: 1, healthyAfter: 1), figures: []) == nil)
+    #expect(GatewayAdministration.latestError(health: health, figures: loops)?.text == "timeout")
+    #expect(GatewayAdministration.latestError(health: health, figures: loops)?.atMs == 6_000)
+    #expect(GatewayAdministration.latestError(health: health, figures: Array(loops.prefix(2)))?.text == "status 401")
+    #expect(GatewayAdministration.latestError(health: nil, figures: Array(loops.prefix(1)))?.atMs == 4_000)
+    #expect(
+      GatewayAdministration.latestError(health: HealthState(unhealthyAfter: 1, healthyAfter: 1), figures: []) == nil)
   }
 }

@@ -30,9 +30,9 @@ public final class GatewayServer: @unchecked Sendable {
   /// Confined to the control loop.
   nonisolated(unsafe) let healthChecker: HealthChecker
   private let startedAt = RFC3339.now().seconds
-  /// The dashboard's last 15 minutes (`GET /admin/history`): written every 10 s by the
-  /// sampler, read by the admin loop.
-  let history = Mutex(MetricsHistory())
+  /// The admin API's backend. Set once at the end of `init` (it refers back to the server),
+  /// never changed after.
+  private var administration: GatewayAdministration?
   /// Listen addresses as bound (port 0 replaced by the kernel's choice).
   public private(set) var boundAddresses: [String] = []
   /// The admin address as bound, when the admin listener runs.
@@ -170,7 +170,9 @@ public final class GatewayServer: @unchecked Sendable {
     let adminContext = contexts[0]
     let service = AdminService(loop: adminContext.loop, logger: logger)
     admin = service
-    service.backend = self
+    let administration = GatewayAdministration(server: self)
+    self.administration = administration
+    service.backend = administration
     // The loops start accepting from `run`, once the token manager has published its first
     // values: a request must never find a configured static token missing.
     pendingListeners = groups
@@ -202,7 +204,7 @@ public final class GatewayServer: @unchecked Sendable {
     control.execute { [self] in
       tokenManager.start()
       healthChecker.apply(currentSnapshot)
-      sampleHistory()
+      administration?.sampleHistory()
       // Each loop runs its queue in order: the token values published just above are in
       // place before the first connection is accepted.
       for (index, context) in contexts.enumerated() {

@@ -1,9 +1,11 @@
 import GatehouseHTTP
 
-extension ConfigDecoder {
+/// Decodes `tokens`. It reports only through the fields it reads, so it needs no state of
+/// its own.
+enum TokenDecoder {
   /// `tokens`: an object from name to a token whose `type` decides the other keys.
   /// No message here quotes a value: any of them may be a credential.
-  func decodeTokens(_ field: ConfigField) -> [TokenConfig] {
+  static func decode(_ field: ConfigField) -> [TokenConfig] {
     guard let object = field.object() else { return [] }
     return object.allFields().compactMap { name, tokenField in
       if let problem = ConfigName.problem(name) { tokenField.report(problem) }
@@ -19,7 +21,7 @@ extension ConfigDecoder {
     case oauth2ClientCredentials
   }
 
-  private func decodeTokenSource(_ token: ConfigObjectReader) -> TokenSource? {
+  private static func decodeTokenSource(_ token: ConfigObjectReader) -> TokenSource? {
     let type = token.requiredField("type")?.enumeration([
       "static": TokenType.fixed, "file": .file, "oauth2_client_credentials": .oauth2ClientCredentials,
     ])
@@ -42,7 +44,7 @@ extension ConfigDecoder {
       token.finishReading(kind: "a \"file\" token")
       return path.map { .file(path: $0) }
     case .oauth2ClientCredentials:
-      let tokenURL = token.requiredField("token_url").flatMap(httpURL)
+      let tokenURL = token.requiredField("token_url").flatMap { $0.httpURL() }
       let clientIDField = token.requiredField("client_id")
       var clientID = clientIDField?.nonEmptyString()
       // The client id goes into an HTTP Basic header, so it has the same limits as a header value.

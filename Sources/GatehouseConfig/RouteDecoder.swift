@@ -7,8 +7,13 @@ struct RouteReferences {
   let tokenNames: [String]
 }
 
-extension ConfigDecoder {
-  func decodeRoutes(_ field: ConfigField, references: RouteReferences) -> [RouteConfig] {
+/// Decodes `routes`: each route's match, upstream and token references, rewrite, headers,
+/// envelope, cache and stub.
+struct RouteDecoder {
+  let diagnostics: ConfigDiagnostics
+  let references: RouteReferences
+
+  func decode(_ field: ConfigField) -> [RouteConfig] {
     guard let elements = field.array() else { return [] }
     if elements.isEmpty { field.report("must list at least one route") }
     var routes: [RouteConfig] = []
@@ -25,14 +30,14 @@ extension ConfigDecoder {
           seenNames[name] = element.path
         }
       }
-      if let route = decodeRoute(object, references: references) {
+      if let route = decodeRoute(object) {
         routes.append(route)
       }
     }
     return routes
   }
 
-  private func decodeRoute(_ object: ConfigObjectReader, references: RouteReferences) -> RouteConfig? {
+  private func decodeRoute(_ object: ConfigObjectReader) -> RouteConfig? {
     let name = object.field("name")?.value
     let match = object.requiredField("match").flatMap(decodeMatchRule)
     let stub = object.field("stub").map(decodeStub) ?? .off
@@ -62,7 +67,7 @@ extension ConfigDecoder {
       tokenField.report(Self.unknownReference("token", token, among: references.tokenNames))
     }
     let tokenHeaderField = object.field("token_header")
-    let tokenHeader = tokenHeaderField.flatMap(headerName) ?? "Authorization"
+    let tokenHeader = tokenHeaderField.flatMap { $0.headerName() } ?? "Authorization"
     if let tokenHeaderField,
       HeaderRuleSyntax.ManagedHeader(canonicalName: HTTPFieldSyntax.canonicalName(tokenHeader)) != nil
     {
@@ -81,7 +86,7 @@ extension ConfigDecoder {
       }
     }
 
-    let headers = object.field("headers").map(decodeHeaderRules) ?? .empty
+    let headers = object.field("headers").map(HeaderRulesDecoder.decode) ?? .empty
     // The injected token must be the only value of its header; a top-level `set` of it is
     // replaced on this route, but the route's own would contradict its token.
     if token != nil {
@@ -228,7 +233,7 @@ extension ConfigDecoder {
       staleIfError: object.field("stale_if_error_s")?.seconds() ?? .seconds(86_400),
       fresh: object.field("fresh_s")?.seconds() ?? .zero,
       staleWhileRevalidate: object.field("stale_while_revalidate_s")?.seconds() ?? .zero,
-      vary: object.field("vary")?.array()?.compactMap(headerName) ?? [],
+      vary: object.field("vary")?.array()?.compactMap { $0.headerName() } ?? [],
       collapse: object.field("collapse")?.bool() ?? true)
     object.finishReading()
     return cache

@@ -4,20 +4,24 @@ import GatehouseNet
 
 /// The token endpoints of the admin API (SPEC §6). They run on the control loop, where the
 /// token manager lives; no answer ever carries a token value.
-extension GatewayServer {
-  package func tokens(_ endpoint: AdminEndpoint, body: [UInt8], completion: @escaping @Sendable (AdminAnswer) -> Void) {
-    nonisolated(unsafe) let manager = tokenManager
+///
+/// Made for one request; the work it schedules holds the server until it is done.
+struct TokenAdministration: Sendable {
+  let server: GatewayServer
+
+  func answer(_ endpoint: AdminEndpoint, body: [UInt8], completion: @escaping @Sendable (AdminAnswer) -> Void) {
+    nonisolated(unsafe) let manager = server.tokenManager
     switch endpoint {
     case .tokens:
       // The rejections are counted per loop (where answers are read), the states kept on the
       // control loop: both are read where they live.
-      gather({ $0.metrics.tokenRejections }) { perLoop in
+      server.gather({ $0.metrics.tokenRejections }) { perLoop in
         var rejections: [String: [String: UInt64]] = [:]
         for counts in perLoop {
           for (key, count) in counts { rejections[key.token, default: [:]][key.route, default: 0] &+= count }
         }
         let summed = rejections
-        self.onControl {
+        server.onControl {
           let listed = manager.tokenStates().map { state in
             Self.listing(state, rejections: summed[state.name] ?? [:])
           }
@@ -32,7 +36,7 @@ extension GatewayServer {
         completion(.error(400, problem.message))
         return
       }
-      onControl {
+      server.onControl {
         let result = manager.setToken(named: name, value: request.value, expiresIn: request.expiresIn)
         var answer = Self.answer(result)
         // The `admin action` line is the one record of an operator's set: it names the new
@@ -43,11 +47,11 @@ extension GatewayServer {
         completion(answer)
       }
     case .refreshToken(let name):
-      onControl {
+      server.onControl {
         manager.refreshToken(named: name) { result in completion(Self.answer(result)) }
       }
     case .invalidateToken(let name):
-      onControl {
+      server.onControl {
         completion(Self.answer(manager.invalidateToken(named: name)))
       }
     default:

@@ -1,6 +1,10 @@
-extension ConfigDecoder {
+/// Decodes `upstreams`: each upstream's url, timeouts, pool, TLS, health check and circuit
+/// breaker.
+struct UpstreamDecoder {
+  let diagnostics: ConfigDiagnostics
+
   /// `upstreams`: an object from name to settings.
-  func decodeUpstreams(_ field: ConfigField) -> [UpstreamConfig] {
+  func decode(_ field: ConfigField) -> [UpstreamConfig] {
     guard let object = field.object() else { return [] }
     return object.allFields().compactMap { name, upstreamField in
       if let problem = ConfigName.problem(name) { upstreamField.report(problem) }
@@ -11,7 +15,7 @@ extension ConfigDecoder {
   private func decodeUpstream(name: String, _ field: ConfigField) -> UpstreamConfig? {
     guard let object = field.object() else { return nil }
     let urlField = object.requiredField("url")
-    let url = urlField.flatMap(httpURL)
+    let url = urlField.flatMap { $0.httpURL() }
     let connectTimeout = object.field("connect_timeout_ms")?.milliseconds() ?? .milliseconds(1000)
     let answerTimeout = object.field("response_timeout_ms")?.milliseconds() ?? .milliseconds(10_000)
     let maxIdle = object.field("max_idle_connections")?.integer(in: 0...100_000) ?? 64
@@ -23,7 +27,7 @@ extension ConfigDecoder {
     let health = object.field("health").flatMap(decodeHealthCheck)
     let circuit = object.field("circuit").flatMap(decodeCircuitBreaker)
     let maxConnections =
-      object.field("max_connections")?.integer(in: 1...1_000_000) ?? Defaults.maxUpstreamConnections
+      object.field("max_connections")?.integer(in: 1...1_000_000) ?? ConfigDecoder.Defaults.maxUpstreamConnections
     let queueTimeout = object.field("queue_timeout_ms")?.milliseconds(allowZero: true)
     object.finishReading()
     if let url, let tlsField, url.scheme == .http {
@@ -34,16 +38,6 @@ extension ConfigDecoder {
       name: name, url: url, connectTimeout: connectTimeout, answerTimeout: answerTimeout,
       maxIdleConnections: maxIdle, pipelineDepth: pipelineDepth, tls: tls, health: health, circuit: circuit,
       maxConnections: maxConnections, queueTimeout: queueTimeout)
-  }
-
-  func httpURL(_ field: ConfigField) -> HTTPURL? {
-    guard let text = field.nonEmptyString() else { return nil }
-    switch HTTPURL.parse(text) {
-    case .success(let url): return url
-    case .failure(let error):
-      field.report(error.description)
-      return nil
-    }
   }
 
   private func decodeUpstreamTLS(_ field: ConfigField) -> UpstreamTLSConfig? {

@@ -8,21 +8,25 @@ import GatehouseStore
 
 /// The cache endpoints of the admin API (SPEC §6). The store's admin calls block on SQLite,
 /// so they run on the control loop, never on a loop that serves requests.
-extension GatewayServer {
-  package func cache(
+///
+/// Made for one request; the work it schedules holds the server until it is done.
+struct CacheAdministration: Sendable {
+  let server: GatewayServer
+
+  func answer(
     _ endpoint: AdminEndpoint, query: [String: String], completion: @escaping @Sendable (AdminAnswer) -> Void
   ) {
-    guard let store = shared.store else {
+    guard let store = server.shared.store else {
       completion(.error(503, "the store is not open; see the start-up log"))
       return
     }
     switch endpoint {
     case .cacheStats:
-      gather({ context in context.metrics.cacheResults }) { perLoop in
+      server.gather({ context in context.metrics.cacheResults }) { perLoop in
         var summed: [String: UInt64] = [:]
         for loop in perLoop { for (key, value) in loop { summed[key, default: 0] += value } }
         let results = summed
-        self.onControl {
+        server.onControl {
           let stats = store.stats()
           completion(
             .json(
@@ -45,8 +49,8 @@ extension GatewayServer {
         completion(.badParameter("limit", "limit must be a number from 1 to 1000"))
         return
       }
-      let routes = CacheEntryRoutes(config: currentSnapshot.config)
-      onControl {
+      let routes = CacheEntryRoutes(config: server.currentSnapshot.config)
+      server.onControl {
         do {
           let page = try store.list(prefix: query["prefix"] ?? "", limit: limit, cursor: query["cursor"])
           let now = RFC3339.nowMilliseconds()
@@ -66,8 +70,8 @@ extension GatewayServer {
         }
       }
     case .cacheEntry(let id):
-      let routes = CacheEntryRoutes(config: currentSnapshot.config)
-      onControl {
+      let routes = CacheEntryRoutes(config: server.currentSnapshot.config)
+      server.onControl {
         do {
           guard let entry = try store.entry(id: id) else {
             completion(.error(404, "no cache entry \(id)"))
@@ -131,7 +135,7 @@ extension GatewayServer {
   private func purgeRoute(
     _ name: String, store: Store, completion: @escaping @Sendable (AdminAnswer) -> Void
   ) {
-    let config = currentSnapshot.config
+    let config = server.currentSnapshot.config
     let routes = CacheEntryRoutes(config: config)
     guard let prefix = routes.literalPrefix(route: name) else {
       let names = config.routes.map(\.name)
@@ -169,7 +173,7 @@ extension GatewayServer {
     completion: @escaping @Sendable (AdminAnswer) -> Void, _ body: @escaping @Sendable () throws -> Int?,
     notFound: @escaping @Sendable () -> String
   ) {
-    onControl {
+    server.onControl {
       do {
         guard let count = try body() else {
           var answer = AdminAnswer.error(404, notFound())
@@ -177,7 +181,7 @@ extension GatewayServer {
           completion(answer)
           return
         }
-        self.gather({ context in context.store?.forgetRecent() }) { _ in
+        server.gather({ context in context.store?.forgetRecent() }) { _ in
           var answer = AdminAnswer.json(.object([("purged", .int(count))]))
           answer.auditFacts = [("purged", .int(count))]
           completion(answer)

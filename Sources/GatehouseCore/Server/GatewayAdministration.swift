@@ -4,28 +4,45 @@ import GatehouseHTTP
 import GatehouseJSON
 import GatehouseLogging
 import GatehouseNet
+import Synchronization
 
-/// The admin API's view of the running gateway.
-extension GatewayServer: AdminBackend {
-  package var isReady: Bool { stateIsReady }
+/// The admin API's view of the running gateway (`AdminBackend`): its status, routes,
+/// upstreams, metrics and history. The cache and token endpoints are answered by
+/// `CacheAdministration` and `TokenAdministration`.
+///
+/// `@unchecked Sendable`: its only state is the server reference and `history`, behind a mutex.
+final class GatewayAdministration: AdminBackend, @unchecked Sendable {
+  /// Unowned: the server owns this object and the admin service holds it only weakly, so it
+  /// does not outlive the server, and its work runs on the server's loops, which `run` stops
+  /// before it returns. A strong reference would be a cycle.
+  unowned let server: GatewayServer
+  /// The dashboard's last 15 minutes (`GET /admin/history`): written every 10 s by the
+  /// sampler, read by the admin loop.
+  let history = Mutex(MetricsHistory())
 
-  package var adminAccess: AdminAccess { currentSnapshot.adminAccess }
+  init(server: GatewayServer) {
+    self.server = server
+  }
+
+  package var isReady: Bool { server.stateIsReady }
+
+  package var adminAccess: AdminAccess { server.currentSnapshot.adminAccess }
 
   package var adminConnectionLimits: AdminConnectionLimits {
-    let snapshot = currentSnapshot
+    let snapshot = server.currentSnapshot
     return AdminConnectionLimits(
       headerTimeoutNanoseconds: snapshot.headerTimeoutNanoseconds,
       idleTimeoutNanoseconds: snapshot.idleTimeoutNanoseconds)
   }
 
   package func statusDocument(completion: @escaping @Sendable (JSONValue) -> Void) {
-    let snapshot = currentSnapshot
-    let loadedAt = configLoadedAt
+    let snapshot = server.currentSnapshot
+    let loadedAt = server.configLoadedAt
     let now = RFC3339.now().seconds
-    let workers = workerCount
-    let started = startTime
-    let path = configFilePath
-    let shared = self.shared
+    let workers = server.workerCount
+    let started = server.startTime
+    let path = server.configFilePath
+    let shared = server.shared
     completion(
       .object([
         ("version", .string(GatehouseVersion.string)),
@@ -46,7 +63,7 @@ extension GatewayServer: AdminBackend {
   }
 
   package func routesDocument() -> JSONValue {
-    .object([("routes", .array(currentSnapshot.config.routes.map(Self.routeDocument)))])
+    .object([("routes", .array(server.currentSnapshot.config.routes.map(Self.routeDocument)))])
   }
 
   static func routeDocument(_ route: RouteConfig) -> JSONValue {
@@ -88,11 +105,12 @@ extension GatewayServer: AdminBackend {
   }
 
   package func upstreamsDocument(completion: @escaping @Sendable (JSONValue) -> Void) {
-    let snapshot = currentSnapshot
-    nonisolated(unsafe) let checker = healthChecker
-    onControl {
+    let server = self.server
+    let snapshot = server.currentSnapshot
+    nonisolated(unsafe) let checker = server.healthChecker
+    server.onControl {
       let health = checker.states()
-      self.upstreamsDocument(snapshot: snapshot, health: health, completion: completion)
+      Self.upstreamsDocument(server: server, snapshot: snapshot, health: health, completion: completion)
     }
   }
 
@@ -119,10 +137,11 @@ extension GatewayServer: AdminBackend {
     return latest
   }
 
-  private func upstreamsDocument(
-    snapshot: GatewaySnapshot, health: [String: HealthState], completion: @escaping @Sendable (JSONValue) -> Void
+  private static func upstreamsDocument(
+    server: GatewayServer, snapshot: GatewaySnapshot, health: [String: HealthState],
+    completion: @escaping @Sendable (JSONValue) -> Void
   ) {
-    gather({ context in context.poolFigures() }) { perLoop in
+    server.gather({ context in context.poolFigures() }) { perLoop in
       var upstreams: [JSONValue] = []
       for plan in snapshot.upstreamPlans {
         let figures = perLoop.compactMap { $0[plan.name] }
@@ -154,11 +173,12 @@ extension GatewayServer: AdminBackend {
   }
 
   package func metricsText(completion: @escaping @Sendable (String) -> Void) {
-    let shared = self.shared
-    let adminAuthFailures = admin?.authFailureCount.load(ordering: .relaxed) ?? 0
-    let snapshot = currentSnapshot
-    nonisolated(unsafe) let manager = tokenManager
-    gather({ context in (context.metrics.sample(), context.poolFigures()) }) { perLoop in
+    let server = self.server
+    let shared = server.shared
+    let adminAuthFailures = server.admin?.authFailureCount.load(ordering: .relaxed) ?? 0
+    let snapshot = server.currentSnapshot
+    nonisolated(unsafe) let manager = server.tokenManager
+    server.gather({ context in (context.metrics.sample(), context.poolFigures()) }) { perLoop in
       var summed = MetricsSample()
       for (sample, _) in perLoop { summed.add(sample) }
       let total = summed
@@ -169,8 +189,8 @@ extension GatewayServer: AdminBackend {
         Set(perLoop.flatMap { $0.1[plan.name]?.openRoutes ?? [] }).sorted().map { (plan.name, $0) }
       }
       // Store totals, token states and health are read where they live: the control loop.
-      nonisolated(unsafe) let checker = self.healthChecker
-      self.onControl {
+      nonisolated(unsafe) let checker = server.healthChecker
+      server.onControl {
         let health = checker.states()
         let stats = shared.store?.stats()
         let states = manager.tokenStates()
@@ -288,5 +308,19 @@ extension GatewayServer: AdminBackend {
         completion(text.text)
       }
     }
+  }
+
+  package func reload(completion: @escaping @Sendable (Result<Void, ReloadFailure>) -> Void) {
+    server.reload(completion: completion)
+  }
+
+  package func tokens(_ endpoint: AdminEndpoint, body: [UInt8], completion: @escaping @Sendable (AdminAnswer) -> Void) {
+    TokenAdministration(server: server).answer(endpoint, body: body, completion: completion)
+  }
+
+  package func cache(
+    _ endpoint: AdminEndpoint, query: [String: String], completion: @escaping @Sendable (AdminAnswer) -> Void
+  ) {
+    CacheAdministration(server: server).answer(endpoint, query: query, completion: completion)
   }
 }
