@@ -435,6 +435,21 @@ import Testing
     #expect(streaming.handle(.deadlinePassed) == [.discardUpstream, .abortClient, .finish])
   }
 
+  /// `answerBegan` only notes the fact: no action, and the deadline (which, while
+  /// forwarding, follows the request) stays. Drivers feed it without a step of their own.
+  @Test func anAnswerBeginningYieldsNothingAndKeepsTheDeadline() {
+    var uploading = Machine()
+    _ = Self.forward(&uploading, Self.post())
+    var complete = Self.forwardedGET()
+    for machine in [uploading, complete] {
+      var begun = machine
+      #expect(begun.handle(.answerBegan) == [])
+      #expect(begun.answerBegan)
+      #expect(begun.deadline == machine.deadline)
+    }
+    #expect(complete.handle(.answerBegan) == [])
+  }
+
   @Test func anAnswerBeforeTheWholeBodyEndsBothConnections() {
     var machine = Machine()
     _ = Self.forward(&machine, Self.post())

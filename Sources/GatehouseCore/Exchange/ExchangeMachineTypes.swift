@@ -182,6 +182,28 @@ extension ExchangeMachine {
     case overloaded
   }
 
+  /// The events an action leads to at once (the store looked up, a token at hand, the
+  /// breakers' yes, a lease or none free): the driver hands one back from performing the
+  /// action and feeds it next, in the same step. A byte or two to return, where an optional
+  /// `Event` (whose `started` carries the request's facts) is several words.
+  enum ImmediateEvent {
+    case storeLookedUp(StoreResult)
+    case tokenGranted
+    case breakersAdmitted
+    case leased(reused: Bool)
+    case noConnectionFree
+
+    var event: Event {
+      switch self {
+      case .storeLookedUp(let result): .storeLookedUp(result)
+      case .tokenGranted: .tokenGranted
+      case .breakersAdmitted: .breakersAdmitted
+      case .leased(let reused): .leased(reused: reused)
+      case .noConnectionFree: .noConnectionFree
+      }
+    }
+  }
+
   enum Action: Equatable {
     case lookUpStore
     case revalidateInBackground

@@ -49,7 +49,7 @@ final class ExchangeDriver: ClientSessionPart {
       if let next = perform(action, exchange) {
         assert(index == actions.count, "an action that leads to an event is the last of its list")
         guard session.exchangeSerial == serial, !closed else { return }
-        actions = exchange.machine.handle(next)
+        actions = exchange.machine.handle(next.event)
         index = 0
       }
     }
@@ -61,8 +61,16 @@ final class ExchangeDriver: ClientSessionPart {
     armDeadline(after, exchange)
   }
 
+  /// The client's answer began. The machine only notes it: the event yields no action, and
+  /// while forwarding the deadline follows the request, not the answer (see
+  /// `ExchangeMachineTests`), so it needs no step of `run`.
+  func answerBegan(_ exchange: Exchange) {
+    let actions = exchange.machine.handle(.answerBegan)
+    assert(actions.count == 0, "answerBegan yields no action")
+  }
+
   /// Performs `action`; returns the event it leads to at once, if any (see `run`).
-  private func perform(_ action: ExchangeMachine.Action, _ exchange: Exchange) -> ExchangeMachine.Event? {
+  private func perform(_ action: ExchangeMachine.Action, _ exchange: Exchange) -> ExchangeMachine.ImmediateEvent? {
     switch action {
     case .lookUpStore:
       return .storeLookedUp(routeCache.lookUp(exchange, for: session))
@@ -220,7 +228,7 @@ final class ExchangeDriver: ClientSessionPart {
 
   /// Takes a value of the route's token, or waits for one (after a rejection, for the value
   /// `TokenManager.retryAfterRejection` gives).
-  private func takeToken(_ exchange: Exchange) -> ExchangeMachine.Event? {
+  private func takeToken(_ exchange: Exchange) -> ExchangeMachine.ImmediateEvent? {
     guard let routeIndex = exchange.routeIndex, let use = exchange.snapshot.routePlans[routeIndex].token else {
       return .tokenGranted
     }
@@ -244,7 +252,7 @@ final class ExchangeDriver: ClientSessionPart {
   /// open (without health checks the map is empty, and no name is hashed per request). A
   /// retry on a fresh connection asks the circuit whether a retry makes sense now; it never
   /// takes a trial.
-  private func askBreakers(_ exchange: Exchange, retry: Bool) -> ExchangeMachine.Event? {
+  private func askBreakers(_ exchange: Exchange, retry: Bool) -> ExchangeMachine.ImmediateEvent? {
     guard let pool = context.upstreamPool(for: exchange), let routeIndex = exchange.routeIndex else {
       upstreamFailed(.unavailable, reason: .noUpstream)
       return nil
@@ -272,7 +280,7 @@ final class ExchangeDriver: ClientSessionPart {
   }
 
   /// Leases a connection of the exchange's upstream, or queues for one.
-  private func lease(_ exchange: Exchange, fresh: Bool) -> ExchangeMachine.Event? {
+  private func lease(_ exchange: Exchange, fresh: Bool) -> ExchangeMachine.ImmediateEvent? {
     // The breakers were asked of this pool; one never asked (a resend after a pipelined
     // connection dropped the request) is looked up again.
     guard let pool = exchange.pool ?? context.upstreamPool(for: exchange) else {

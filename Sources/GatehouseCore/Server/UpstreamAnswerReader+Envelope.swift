@@ -66,7 +66,7 @@ extension UpstreamAnswerReader {
   func beginWrappedStream(_ head: HTTPResponseHead, policy: EnvelopePolicy) {
     guard let exchange else { return }
     exchange.status = policy.httpStatus(head.status)
-    driver.run(.answerBegan, on: exchange)
+    driver.answerBegan(exchange)
     if exchange.suppressBody {
       // HEAD: the same head a GET gets, with the wrapped length when the upstream's is known,
       // and no body at all (the upstream's is read and dropped).

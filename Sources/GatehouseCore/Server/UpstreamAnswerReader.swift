@@ -114,7 +114,8 @@ final class UpstreamAnswerReader: ClientSessionPart {
     exchange.answerFollowsDoubt = exchange.upstream?.followsDoubtfulAnswer == true
     exchange.answerLeavesDoubt = UpstreamAnswerDoubt.leavesDoubt(
       requestWasHEAD: exchange.answerParser.requestWasHEAD, status: head.status,
-      announcedLength: head.contentLength, announcesChunked: head.headers.contains("transfer-encoding"))
+      announcedLength: head.contentLength,
+      announcesChunked: head.headers.firstIndex(lowercaseName: "transfer-encoding") != nil)
     if let routeIndex = exchange.routeIndex, let use = exchange.snapshot.routePlans[routeIndex].token {
       if use.invalidStatuses.contains(head.status) {
         if driver.tokenRejected(use, exchange: exchange, reusable: nil) { return false }
@@ -193,7 +194,7 @@ final class UpstreamAnswerReader: ClientSessionPart {
     exchange.status = head.status
     exchange.upstreamStatus = head.status
     exchange.upstreamKeepAlive = head.keepAlive
-    driver.run(.answerBegan, on: exchange)
+    driver.answerBegan(exchange)
     if let secret = ForwardingRules.tokenToHide(exchange, upstreamStatus: head.status), framing != .none,
       !requestIsHEAD,
       ForwardingRules.field(head.headers, "content-encoding").map(EnvelopeRenderer.isIdentity) ?? true
