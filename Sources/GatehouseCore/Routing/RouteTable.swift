@@ -39,17 +39,32 @@ public struct RouteTable: Sendable {
     case remainder
   }
 
-  private struct CompiledRoute: Sendable {
-    var segments: [Segment]
-    var hasWildcard: Bool
+  /// A class: every request reads its route (to match, then to build the upstream path),
+  /// and a copy of a struct holding arrays would retain and release each of them.
+  private final class CompiledRoute: Sendable {
+    let segments: [Segment]
+    let hasWildcard: Bool
     /// Set for templates without parameters or wildcard: one byte comparison decides.
-    var exactPath: Range<Int>?
+    let exactPath: Range<Int>?
     /// Nil: any method.
-    var methods: [Range<Int>]?
-    var allowsHead: Bool
-    var upstreamBasePath: Range<Int>
+    let methods: [Range<Int>]?
+    let allowsHead: Bool
+    let upstreamBasePath: Range<Int>
     /// Nil: the request path as is.
-    var rewrite: [RewritePart]?
+    let rewrite: [RewritePart]?
+
+    init(
+      segments: [Segment], hasWildcard: Bool, exactPath: Range<Int>?, methods: [Range<Int>]?, allowsHead: Bool,
+      upstreamBasePath: Range<Int>, rewrite: [RewritePart]?
+    ) {
+      self.segments = segments
+      self.hasWildcard = hasWildcard
+      self.exactPath = exactPath
+      self.methods = methods
+      self.allowsHead = allowsHead
+      self.upstreamBasePath = upstreamBasePath
+      self.rewrite = rewrite
+    }
   }
 
   /// Compiles the routes of a validated config.
