@@ -1,14 +1,24 @@
 #!/bin/sh
-# Instructions per proxied request (user space), counted by valgrind's callgrind: a
-# pass-through GET with a static token, nginx as the backend, wrk -t1 -c16 as the load.
+# Instructions per proxied request (user space), counted by valgrind's callgrind, nginx
+# as the backend, wrk -t1 -c16 as the load. Scenarios (SCENARIO=…, as in side_by_side.py):
+#   pass      a pass-through GET with a static token and a header rule (the default)
+#   envelope  the answer wrapped in the envelope and kept in the store (stale_if_error)
+#   stale     the same route with the backend stopped: answers from the store
 # Unlike CPU time, the count does not move with the machine's load, so two builds can be
 # compared on a busy machine and a 1% difference is real.
 #
-# Usage: Bench/instructions_per_request.sh BIN [BIN ...]   (release builds)
+# Usage: [SCENARIO=pass|envelope|stale] [PROFILES=dir] Bench/instructions_per_request.sh BIN [BIN ...]
+# With PROFILES, each run's callgrind profile is kept there (for callgrind_annotate).
 # Needs valgrind, nginx, wrk, curl. Debug info is stripped from a copy of each binary
 # first (valgrind 3.19 cannot read Swift's DWARF 5).
 set -eu
 PORT=19940
+SCENARIO=${SCENARIO:-pass}
+case "$SCENARIO" in
+pass) ROUTE='"token":"t","envelope":{"enabled":false}' ;;
+envelope | stale) ROUTE='"envelope":{"enabled":true},"cache":{"stale_if_error_s":86400}' ;;
+*) echo "unknown scenario $SCENARIO" >&2; exit 2 ;;
+esac
 BODY='{"id":1,"name":"hoge","users":[{"id":1,"name":"hoge"},{"id":2,"name":"foo"}]}'
 for BIN in "$@"; do
   D=$(mktemp -d)
@@ -26,7 +36,7 @@ EOC
 "store":{"path":"$D/s.sqlite"},"log":{"access":"off"},
 "upstreams":{"api":{"url":"http://127.0.0.1:$PORT","max_idle_connections":128}},
 "tokens":{"t":{"type":"static","value":"bench-token"}},"headers":{"set":{"Accept":"application/json"}},
-"routes":[{"name":"pass","match":{"path":"/*"},"upstream":"api","token":"t","envelope":{"enabled":false}}]}
+"routes":[{"name":"r","match":{"path":"/*"},"upstream":"api",$ROUTE}]}
 EOC
   nginx -c "$D/backend.conf" &
   NGINX=$!
@@ -39,13 +49,22 @@ EOC
     sleep 0.3
   done
   wrk -t1 -c16 -d3s "http://127.0.0.1:$((PORT + 1))/users" >/dev/null
+  if [ "$SCENARIO" = stale ]; then
+    kill "$NGINX"
+    wait "$NGINX" 2>/dev/null || true
+    wrk -t1 -c16 -d2s "http://127.0.0.1:$((PORT + 1))/users" >/dev/null
+  fi
   callgrind_control -i on "$GATEHOUSE" >/dev/null 2>&1
   REQUESTS=$(wrk -t1 -c16 -d8s "http://127.0.0.1:$((PORT + 1))/users" | awk '/requests in/ {print $1}')
   callgrind_control -i off "$GATEHOUSE" >/dev/null 2>&1
   callgrind_control -d "$GATEHOUSE" >/dev/null 2>&1
   sleep 1
   INSTRUCTIONS=$(cat "$D"/cg.out* | awk '/^totals:/ {s += $2} END {print s}')
-  echo "$BIN: $REQUESTS requests, $(echo "$INSTRUCTIONS $REQUESTS" | awk '{printf "%.0f", $1 / $2}') instructions per request"
+  echo "$BIN ($SCENARIO): $REQUESTS requests, $(echo "$INSTRUCTIONS $REQUESTS" | awk '{printf "%.0f", $1 / $2}') instructions per request"
+  if [ -n "${PROFILES:-}" ]; then
+    mkdir -p "$PROFILES"
+    cat "$D"/cg.out.1 >"$PROFILES/$(basename "$BIN")-$SCENARIO.callgrind"
+  fi
   kill "$GATEHOUSE" "$NGINX" 2>/dev/null || true
   wait 2>/dev/null || true
   rm -rf "$D"

@@ -64,8 +64,16 @@ public enum CacheResult: String, Sendable {
   case miss = "MISS"
   case bypass = "BYPASS"
 
-  /// The `result` label of `gatehouse_cache_total`.
-  public var metricLabel: String { rawValue.lowercased() }
+  /// The `result` label of `gatehouse_cache_total` (literals: every answer of a cached
+  /// route counts one).
+  public var metricLabel: String {
+    switch self {
+    case .hit: "hit"
+    case .stale: "stale"
+    case .miss: "miss"
+    case .bypass: "bypass"
+    }
+  }
 }
 
 /// Which upstream answers may be remembered and shared (SPEC §5, RFC 9111): 2xx answers to
