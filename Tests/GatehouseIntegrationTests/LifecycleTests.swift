@@ -118,7 +118,8 @@ import Testing
     let gateway = try GatewayProcess(config: config)
     defer { gateway.kill() }
     let admin = try gateway.admin(token: TestConfig.adminToken)
-    #expect(try admin.request("GET", "/readyz", credential: .none).status == 200)
+    // Ready once the loops have their listeners, a moment after the `listening` line.
+    #expect(try waitUntil { try admin.request("GET", "/readyz", credential: .none).status == 200 })
 
     let client = try RawClient(port: gateway.port)
     try client.send(httpRequest("GET", "/held"))
