@@ -1,7 +1,6 @@
 import GatehouseCompression
 import GatehouseHTTP
 import GatehouseHTTPServer
-import GatehouseJSON
 
 /// Turns a client's answer into bytes: answers the gateway makes, stored and shared
 /// answers, the upstream's head and body passed through (re-chunked, its token masked),

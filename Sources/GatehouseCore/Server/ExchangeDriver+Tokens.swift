@@ -1,9 +1,4 @@
-import GatehouseCompression
-import GatehouseHTTP
-import GatehouseJSON
 import GatehouseLogging
-import GatehouseNet
-import GatehouseStore
 
 /// The exchange's part in token use: waiting for a value, and a backend's rejection of one.
 extension ExchangeDriver {

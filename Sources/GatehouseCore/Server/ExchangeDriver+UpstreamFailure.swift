@@ -1,9 +1,4 @@
-import GatehouseCompression
-import GatehouseHTTP
-import GatehouseHTTPServer
-import GatehouseJSON
 import GatehouseNet
-import GatehouseStore
 
 /// The upstream failing an exchange (a connection that closed or broke, no answer in time,
 /// an answer that was none), a pipelined request sent again alone, and a connection given
@@ -73,7 +68,7 @@ extension ExchangeDriver {
       // The answer's head is only staged (the upstream broke within the read that brought
       // it): dropped, so the client gets the answer the machine picks instead of a cut
       // connection.
-      session.answers.discardStaged()
+      answers.discardStaged()
       exchange.rechunkAnswer = false
       exchange.bytesSent = 0
       exchange.bodyBytes = 0

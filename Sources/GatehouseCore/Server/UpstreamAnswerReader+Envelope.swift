@@ -1,8 +1,5 @@
-import GatehouseCompression
 import GatehouseHTTP
 import GatehouseJSON
-import GatehouseNet
-import GatehouseStore
 
 /// The reader's envelope work: buffering or streaming an upstream body into `{"code","datas","message"}`.
 extension UpstreamAnswerReader {

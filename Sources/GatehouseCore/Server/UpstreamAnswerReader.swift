@@ -1,9 +1,6 @@
-import GatehouseCompression
 import GatehouseHTTP
-import GatehouseHTTPServer
 import GatehouseJSON
 import GatehouseNet
-import GatehouseStore
 
 /// Reads the upstream's answer for a client session's exchange: parses it, decides what its
 /// head means (a token rejected, a failing backend's error page a stored answer replaces,
