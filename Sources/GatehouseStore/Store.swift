@@ -156,6 +156,20 @@ public final class Store: Sendable {
     }
   }
 
+  /// Renews the stored answer for `key` with `headers` (its age starts again, its body
+  /// stays as stored) after the upstream confirmed it unchanged; never blocks. False when it
+  /// was dropped, counted like a dropped write. Applied as `unchanged_writes`.
+  @discardableResult
+  public func renew(key: CacheKey, headers: StoredHeaders) -> Bool {
+    switch queue.enqueue(.renew(PendingRenewal(id: key.id, headers: headers))) {
+    case .accepted:
+      return true
+    case .full, .closed:
+      counters.droppedWrites.wrappingAdd(1, ordering: .relaxed)
+      return false
+    }
+  }
+
   /// Removes the entry for `key` without waiting: the request path's way to drop an answer
   /// that a newer one, which may not be kept, has replaced. False when it was dropped (queue
   /// full or store closed), counted like a dropped write.

@@ -194,6 +194,8 @@ final class StoreWriter: @unchecked Sendable {
           switch item {
           case .cache(let write):
             try applyCache(write, now: now, counts: &counts)
+          case .renew(let renewal):
+            try applyRenewal(renewal, now: now, counts: &counts)
           case .touches(let touches):
             try applyTouches(touches)
           case .discardDamaged(let entry):
@@ -239,7 +241,7 @@ final class StoreWriter: @unchecked Sendable {
       var lostCacheWrites: Int64 = 0
       for item in batch {
         switch item {
-        case .cache: lostCacheWrites += 1
+        case .cache, .renew: lostCacheWrites += 1
         // A reload's limit holds although its eviction rolled back: the next commit evicts.
         case .setMaxBytes(let bytes):
           settings.maxBytes = bytes
@@ -334,6 +336,32 @@ final class StoreWriter: @unchecked Sendable {
     totalBytes += bytes - (oldBytes ?? 0)
     if oldBytes == nil { entryCount += 1 }
     counts.writes += 1
+  }
+
+  /// A stored answer the upstream confirmed (RFC 9111 §4.3.4): new headers and age, the
+  /// body row as it is. An entry gone meanwhile (evicted, purged) stays gone: headers alone
+  /// are no answer.
+  private func applyRenewal(_ renewal: PendingRenewal, now: Int64, counts: inout BatchCounts) throws(StoreError) {
+    let headers = HeaderBlock.encode(renewal.headers)
+    let existing = try db.cachedStatement("SELECT bytes, length(body) FROM cache_entries WHERE id = ?")
+    try existing.bind(renewal.id, at: 1)
+    guard try existing.step() else {
+      existing.reset()
+      return
+    }
+    let oldBytes = existing.int64(0)
+    let bytes = existing.int64(1) + Int64(headers.count)
+    existing.reset()
+    let update = try db.cachedStatement(
+      "UPDATE cache_entries SET headers = ?1, bytes = ?2, stored_at = ?3, last_access = max(last_access, ?3) WHERE id = ?4"
+    )
+    try update.bind(blob: headers, at: 1)
+    try update.bind(bytes, at: 2)
+    try update.bind(now, at: 3)
+    try update.bind(renewal.id, at: 4)
+    try update.run()
+    totalBytes += bytes - oldBytes
+    counts.unchanged += 1
   }
 
   private func applyTouches(_ touches: [String: Int64]) throws(StoreError) {

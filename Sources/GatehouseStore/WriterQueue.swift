@@ -33,6 +33,13 @@ struct PendingCacheWrite: Sendable {
   var body: [UInt8]
 }
 
+/// New headers and age for a stored answer the upstream confirmed unchanged (a `304` to a
+/// conditional request): the body row is not rewritten.
+struct PendingRenewal: Sendable {
+  var id: String
+  var headers: StoredHeaders
+}
+
 /// A stored row whose body no longer matches its digest, or whose headers do not decode,
 /// as a reader saw it: removed only while it is still that row (same digest and status),
 /// so an answer stored since is kept.
@@ -59,6 +66,8 @@ struct PendingToken: Sendable {
 enum WriterItem: Sendable {
   /// Remember an answer (bounded: dropped when the queue is full).
   case cache(PendingCacheWrite)
+  /// Renew a stored answer's headers and age (bounded like `cache`).
+  case renew(PendingRenewal)
   /// Last-access times recorded by readers, id → ms (bounded).
   case touches([String: Int64])
   /// A reader found this row damaged (bounded: when dropped, the next read finds it again).
@@ -118,6 +127,8 @@ final class WriterQueue: Sendable {
     switch item {
     case .cache(let write):
       return write.body.count + write.headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 8 }
+    case .renew(let renewal):
+      return renewal.headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 8 }
     case .touches, .discardDamaged, .token, .deleteToken, .purge, .barrier, .setMaxBytes, .execute, .stop:
       return 0
     }
@@ -126,7 +137,7 @@ final class WriterQueue: Sendable {
   func enqueue(_ item: WriterItem) -> EnqueueResult {
     let bounded: Bool
     switch item {
-    case .cache, .touches, .discardDamaged: bounded = true
+    case .cache, .renew, .touches, .discardDamaged: bounded = true
     case .token, .deleteToken, .purge, .barrier, .setMaxBytes, .execute, .stop: bounded = false
     }
     let weight = Self.weight(item)
@@ -169,7 +180,7 @@ final class WriterQueue: Sendable {
       }
       for item in batch {
         switch item {
-        case .cache, .touches, .discardDamaged:
+        case .cache, .renew, .touches, .discardDamaged:
           state.boundedCount -= 1
           state.pendingBytes -= Self.weight(item)
         case .token, .deleteToken, .purge, .barrier, .setMaxBytes, .execute, .stop: break

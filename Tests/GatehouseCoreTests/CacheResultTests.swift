@@ -6,7 +6,7 @@ import Testing
 /// result's own: the metric label is its name in lowercase, the header line carries it.
 @Suite struct CacheResultTests {
   @Test func labelsAndLinesFollowTheResult() {
-    for result in [CacheResult.hit, .stale, .miss, .bypass] {
+    for result in [CacheResult.hit, .stale, .miss, .bypass, .revalidated] {
       #expect(result.metricLabel == result.rawValue.lowercased())
       #expect(StoreEntryRules.cacheLines(result) == Array("X-Gatehouse-Cache: \(result.rawValue)\r\n".utf8))
     }

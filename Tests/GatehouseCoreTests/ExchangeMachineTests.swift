@@ -316,6 +316,20 @@ import Testing
     #expect(stubbed.handle(Self.failed(.closed, stale: true)) == [.discardUpstream, .serveStored(.stale), .finish])
   }
 
+  /// A `304` to the validators of a stored answer no longer fresh: the connection goes back
+  /// (the 304 was read whole) and the stored answer is served, confirmed.
+  @Test func aConfirmedStoredAnswerIsServedRevalidated() {
+    var confirmed = Self.forwardedGET(Self.cached())
+    #expect(
+      confirmed.handle(.answerReplaced(.revalidated, reusable: true))
+        == [.releaseUpstream(reusable: true), .serveStored(.revalidated), .finish])
+    #expect(confirmed.phase == .done)
+    var spoiled = Self.forwardedGET(Self.cached())
+    #expect(
+      spoiled.handle(.answerReplaced(.revalidated, reusable: false))
+        == [.releaseUpstream(reusable: false), .serveStored(.revalidated), .finish])
+  }
+
   @Test func collapsedWaitersTakeTheLeadersOutcome() {
     var answered = Machine()
     _ = answered.handle(.started(Self.get(Self.cached())))

@@ -51,6 +51,34 @@ import Testing
     #expect(store.stats().writes == 2 && store.stats().entries == 1)
   }
 
+  /// A stored answer confirmed by the upstream (`304`): new headers and age, the body as it
+  /// was, the byte count following the headers; an entry gone meanwhile stays gone.
+  @Test func aRenewalReplacesHeadersAndAgeButNotTheBody() throws {
+    let directory = try TemporaryDirectory()
+    let clock = ManualClock()
+    let store = try makeStore(directory, clock: clock)
+    defer { store.close() }
+    let reader = try store.makeReader()
+    let k = key("/renewed")
+    let body = Array(#"{"items":[1,2,3]}"#.utf8)
+    store.remember(key: k, status: 200, headers: [("ETag", #""v1""#)], body: body)
+    store.flush()
+    clock.advance(7000)
+    let renewed: StoredHeaders = [("ETag", #""v1""#), ("Cache-Control", "max-age=120")]
+    #expect(store.renew(key: k, headers: renewed))
+    #expect(store.renew(key: key("/never-stored"), headers: renewed))
+    store.flush()
+
+    let found = try #require(reader.lookup(k))
+    #expect(found.body == body && found.status == 200)
+    #expect(found.headers.map(\.value) == renewed.map(\.value))
+    #expect(found.storedAtMs == clock.millis)
+    #expect(reader.lookup(key("/never-stored")) == nil)
+    let stats = store.stats()
+    #expect(stats.entries == 1 && stats.writes == 1 && stats.unchangedWrites == 1)
+    #expect(stats.bytes == Int64(HeaderBlock.encode(renewed).count + body.count))
+  }
+
   @Test func evictionKeepsBytesUnderTheLimitLeastRecentlyUsedFirst() throws {
     let directory = try TemporaryDirectory()
     let clock = ManualClock()

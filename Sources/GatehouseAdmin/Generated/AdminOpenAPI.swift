@@ -1406,6 +1406,11 @@ enum AdminOpenAPI {
                 "minimum": 0,
                 "description": "Requests the cache did not apply to."
               },
+              "revalidated": {
+                "type": "integer",
+                "minimum": 0,
+                "description": "Stored answers renewed by the upstream's 304 to a conditional request (answers and background refreshes)."
+              },
               "writes": {
                 "type": "integer",
                 "minimum": 0

@@ -63,6 +63,8 @@ public enum CacheResult: String, Sendable {
   case stale = "STALE"
   case miss = "MISS"
   case bypass = "BYPASS"
+  /// From the store, after the upstream confirmed it (`304` to a conditional request).
+  case revalidated = "REVALIDATED"
 
   /// The `result` label of `gatehouse_cache_total` (literals: every answer of a cached
   /// route counts one).
@@ -72,6 +74,7 @@ public enum CacheResult: String, Sendable {
     case .stale: "stale"
     case .miss: "miss"
     case .bypass: "bypass"
+    case .revalidated: "revalidated"
     }
   }
 }

@@ -15,6 +15,15 @@ enum StoreEntryRules {
 
   static let contentEncodingField = HeaderNameSet(["content-encoding"])
 
+  /// Upstream fields an answer from the store (or shared by a collapsed exchange) does not
+  /// repeat: its `ETag` is the gateway's, of the bytes it sends, and ranges of kept answers
+  /// are not served (so not advertised). See Docs/caching.md.
+  static let replacedInKeptAnswer = HeaderNameSet(["etag", "accept-ranges", "content-range"])
+  /// The same for a kept body sent decoded: its `Content-Encoding` goes too.
+  static let replacedInDecodedKeptAnswer = HeaderNameSet([
+    "etag", "accept-ranges", "content-range", "content-encoding",
+  ])
+
   /// An answer as the store keeps it. A gzip body for an entry that serves clients without
   /// gzip (the backend sent it unasked) is kept decoded, once, rather than inflated on
   /// every hit; gzip clients of pass-through routes have an entry of their own, which keeps
@@ -115,6 +124,7 @@ enum StoreEntryRules {
     case .stale: staleLine
     case .miss: missLine
     case .bypass: bypassLine
+    case .revalidated: revalidatedLine
     }
   }
 
@@ -122,9 +132,60 @@ enum StoreEntryRules {
   private static let staleLine = line(.stale)
   private static let missLine = line(.miss)
   private static let bypassLine = line(.bypass)
+  private static let revalidatedLine = line(.revalidated)
 
   private static func line(_ result: CacheResult) -> [UInt8] {
     Array("X-Gatehouse-Cache: \(result.rawValue)\r\n".utf8)
+  }
+
+  // MARK: Revalidation
+
+  /// The conditional fields that ask the upstream whether `stored` is still current
+  /// (RFC 9111 §4.3.1): its `ETag` as `If-None-Match` and its `Last-Modified` as
+  /// `If-Modified-Since`, each only when it is a valid one (they are written as they were
+  /// stored); empty when it has neither.
+  static func validatorLines(_ stored: StoredAnswer) -> [UInt8] {
+    guard (200..<300).contains(stored.status) else { return [] }
+    var lines: [UInt8] = []
+    if let etag = stored.headers.first(where: { $0.name.lowercased() == "etag" && EntityTag($0.value.utf8) != nil }) {
+      lines.append(contentsOf: "If-None-Match: \(etag.value)\r\n".utf8)
+    }
+    if let date = stored.headers.first(where: {
+      $0.name.lowercased() == "last-modified" && HTTPDate.parse($0.value.utf8) != nil
+    }) {
+      lines.append(contentsOf: "If-Modified-Since: \(date.value)\r\n".utf8)
+    }
+    return lines
+  }
+
+  /// Fields of a `304` that do not update a stored answer (RFC 9111 §3.2): those about the
+  /// message rather than the stored answer, and those describing a body the 304 does not carry.
+  static let keptThroughRenewal = HeaderNameSet([
+    "content-length", "content-encoding", "content-range", "transfer-encoding", "content-type",
+  ])
+
+  /// A stored answer's headers updated by a `304`'s (RFC 9111 §4.3.4): each field the 304
+  /// carries replaces the stored ones of its name, except the hop-by-hop fields, the
+  /// gateway's own and `keptThroughRenewal`.
+  static func renewedHeaders(_ stored: StoredHeaders, notModified: HTTPHeaders) -> StoredHeaders {
+    var replacing: [(name: String, value: String)] = []
+    notModified.withEachField { name, value in
+      if HopByHop.isHopByHop(name) || HopByHop.gatewayAnswerFields.contains(name) { return }
+      if keptThroughRenewal.contains(name) { return }
+      replacing.append((String(decoding: name, as: UTF8.self), String(decoding: value, as: UTF8.self)))
+    }
+    guard !replacing.isEmpty else { return stored }
+    let replaced = Set(replacing.map { $0.name.lowercased() })
+    return stored.filter { !replaced.contains($0.name.lowercased()) } + replacing
+  }
+
+  /// Whether a `304`'s strong `ETag`, if it has one, is the stored answer's: one naming
+  /// another representation confirms nothing about this one (RFC 9111 §4.3.4).
+  static func confirms(_ notModified: HTTPHeaders, _ stored: StoredAnswer) -> Bool {
+    guard let value = notModified.firstValue(lowercaseName: "etag"), let tag = EntityTag(value), !tag.isWeak else {
+      return true
+    }
+    return stored.headers.contains { $0.name.lowercased() == "etag" && EntityTag($0.value.utf8)?.opaque == tag.opaque }
   }
 
   /// The complete upstream answer of a request with a cache key, when it may be stored

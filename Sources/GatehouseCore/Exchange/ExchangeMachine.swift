@@ -299,6 +299,8 @@ struct ExchangeMachine {
     switch replacement {
     case .stored:
       return ExchangeActions(upstream) + answer(.serveStored(.stale))
+    case .revalidated:
+      return ExchangeActions(upstream) + answer(.serveStored(.revalidated))
     case .overloaded:
       // The body still coming cannot be used: the connection ends after the answer.
       return ExchangeActions(upstream) + answer(.answerLocally(.overloaded), closing: !requestComplete)

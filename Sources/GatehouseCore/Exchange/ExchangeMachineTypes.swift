@@ -116,7 +116,10 @@ extension ExchangeMachine {
 
   /// What the gateway answers with, in place of the upstream's answer.
   enum Replacement: Equatable {
+    /// A stored answer stands in for the upstream's (stale: the upstream failed).
     case stored
+    /// The upstream confirmed the stored answer it was asked about (`304`).
+    case revalidated
     case overloaded
   }
 
@@ -167,6 +170,8 @@ extension ExchangeMachine {
   enum StoredKind: Equatable {
     case hit
     case stale
+    /// Confirmed by the upstream just now.
+    case revalidated
   }
 
   /// Why the gateway answers itself.

@@ -71,7 +71,7 @@ public struct PrometheusText {
       self.sample("gatehouse_local_answers_total", [("route", key.route), ("reason", key.reason)], Double(count))
     }
     header("gatehouse_cache_total", "counter", "Store lookups by result.")
-    for result in ["hit", "stale", "miss", "bypass"] {
+    for result in ["hit", "stale", "miss", "bypass", "revalidated"] {
       self.sample("gatehouse_cache_total", [("result", result)], Double(sample.cacheResults[result] ?? 0))
     }
     header(

@@ -8,12 +8,12 @@ public enum ClientAnswerWriter {
   public static func write(
     head: HTTPResponseHead, requestID: [UInt8], framing: HTTPBodyFraming, headContentLength: Int64?,
     closeConnection: Bool, extraLines: [UInt8] = [], except: HeaderNameSet? = nil, hiding secret: [UInt8]? = nil,
-    into out: inout [UInt8]
+    etag: [UInt8]? = nil, into out: inout [UInt8]
   ) {
     var phrase = head.reason.isEmpty ? HTTPStatusPhrase.reason(for: head.status) : ""
     let bound =
       fixedBound + head.reason.count + phrase.utf8.count + fieldsBound(head.headers) + requestID.count
-      + extraLines.count
+      + extraLines.count + (etag?.count ?? 0)
     out.appendBytes(upTo: bound) { out in
       out.write("HTTP/1.1 ")
       out.writeDecimal(Int64(head.status))
@@ -29,6 +29,7 @@ public enum ClientAnswerWriter {
       out.write(requestID)
       out.write("\r\n")
       out.write(extraLines)
+      if let etag { writeETag(etag, into: &out) }
       out.writeFramingField(framing, headContentLength: headContentLength)
       if closeConnection { out.write("Connection: close\r\n") }
       out.write("\r\n")
@@ -36,8 +37,14 @@ public enum ClientAnswerWriter {
   }
 
   /// Room for the fixed parts of a head: status line pieces, the gateway's own field
-  /// names, one framing field, `Connection: close` and the empty line.
+  /// names (`ETag` among them), one framing field, `Connection: close` and the empty line.
   static let fixedBound = 192
+
+  private static func writeETag(_ etag: [UInt8], into out: inout ByteCursor) {
+    out.write("ETag: ")
+    out.write(etag)
+    out.write("\r\n")
+  }
 
   /// The most bytes the forwarded fields of `headers` can take: each field is written as
   /// `name: value\r\n` from bytes within the head's storage.
@@ -51,14 +58,18 @@ public enum ClientAnswerWriter {
   ])
 
   /// The head of an enveloped answer: the upstream's fields less those describing its body,
-  /// `Content-Type: application/json`, and gzip when the body was compressed for the client.
+  /// `Content-Type: application/json`, its `ETag` when the body is known before it is sent,
+  /// gzip when the body was compressed for the client, and `Vary: Accept-Encoding` when
+  /// `variesByCoding` (it would have been compressed for a client taking gzip).
   public static func writeEnveloped(
     status: Int, upstream: HTTPResponseHead, requestID: [UInt8], framing: HTTPBodyFraming, gzip: Bool,
-    closeConnection: Bool, extraLines: [UInt8] = [], hiding secret: [UInt8]? = nil, into out: inout [UInt8]
+    variesByCoding: Bool = false, closeConnection: Bool, extraLines: [UInt8] = [], hiding secret: [UInt8]? = nil,
+    etag: [UInt8]? = nil, into out: inout [UInt8]
   ) {
     var phrase = HTTPStatusPhrase.reason(for: status)
     let bound =
       fixedBound + 96 + phrase.utf8.count + fieldsBound(upstream.headers) + requestID.count + extraLines.count
+      + (etag?.count ?? 0)
     out.appendBytes(upTo: bound) { out in
       out.write("HTTP/1.1 ")
       out.writeDecimal(Int64(status))
@@ -70,8 +81,51 @@ public enum ClientAnswerWriter {
       out.write(requestID)
       out.write("\r\n")
       out.write(extraLines)
-      if gzip { out.write("Content-Encoding: gzip\r\nVary: Accept-Encoding\r\n") }
+      if let etag { writeETag(etag, into: &out) }
+      if gzip { out.write("Content-Encoding: gzip\r\n") }
+      if gzip || variesByCoding { out.write("Vary: Accept-Encoding\r\n") }
       out.writeFramingField(framing)
+      if closeConnection { out.write("Connection: close\r\n") }
+      out.write("\r\n")
+    }
+  }
+
+  /// Fields of the full answer that its `304 Not Modified` repeats (RFC 9110 §15.4.5): the
+  /// client updates its copy with them. Other metadata describes a body the 304 does not carry.
+  static let notModifiedFields = HeaderNameSet(["cache-control", "content-location", "date", "expires", "vary"])
+
+  /// `304 Not Modified` for an answer the gateway would have sent: `ETag` (if it has one), the
+  /// `notModifiedFields` of `upstream`'s head (a `Date` of now if it has none, RFC 9110
+  /// §6.6.1), the request id and `extraLines` (the answer's `X-Gatehouse-Cache`, `Age`),
+  /// `Vary: Accept-Encoding` when the full answer's coding depended on it. No body.
+  public static func writeNotModified(
+    upstream: HTTPHeaders?, etag: [UInt8]?, requestID: [UInt8], variesByCoding: Bool, closeConnection: Bool,
+    extraLines: [UInt8], nowSeconds: Int64, into out: inout [UInt8]
+  ) {
+    let bound =
+      fixedBound + 64 + (upstream.map(fieldsBound) ?? 0) + (etag?.count ?? 0) + requestID.count + extraLines.count
+    var sawDate = false
+    out.appendBytes(upTo: bound) { out in
+      out.write("HTTP/1.1 304 Not Modified\r\n")
+      upstream?.withEachField { name, value in
+        guard notModifiedFields.contains(name) else { return }
+        if ASCIIBytes.equalsLowercase(name, "date") { sawDate = true }
+        out.write(name)
+        out.write(": ")
+        out.write(value)
+        out.write("\r\n")
+      }
+      if !sawDate {
+        out.write("Date: ")
+        out.write(HTTPDate.format(nowSeconds))
+        out.write("\r\n")
+      }
+      if let etag { writeETag(etag, into: &out) }
+      if variesByCoding { out.write("Vary: Accept-Encoding\r\n") }
+      out.write("X-Request-Id: ")
+      out.write(requestID)
+      out.write("\r\n")
+      out.write(extraLines)
       if closeConnection { out.write("Connection: close\r\n") }
       out.write("\r\n")
     }

@@ -21,10 +21,21 @@ public enum UpstreamRequestWriter {
     }
   }
 
+  /// Request fields the gateway answers itself when it builds or keeps the answer of a GET
+  /// or HEAD (an envelope, an answer for the store): the upstream is asked for the whole,
+  /// current answer, and the gateway meets the client's conditions on what it sends.
+  static let conditionFields = HeaderNameSet([
+    "if-match", "if-none-match", "if-modified-since", "if-unmodified-since", "if-range", "range",
+  ])
+
+  /// - Parameters:
+  ///   - meetsConditions: the client's `conditionFields` are left out (see there).
+  ///   - validatorLines: the gateway's own conditional fields, for a stored answer it
+  ///     revalidates (`StoreEntryRules.validatorLines`).
   public static func write(
     head: HTTPRequestHead, method: HTTPMethod? = nil, target: [UInt8], hostHeader: [UInt8], plan: HeaderPlan,
-    token: TokenLine? = nil, acceptsGzip: Bool = false, sharedAnswer: Bool = false,
-    clientAddress: [UInt8],
+    token: TokenLine? = nil, acceptsGzip: Bool = false, sharedAnswer: Bool = false, meetsConditions: Bool = false,
+    validatorLines: [UInt8] = [], clientAddress: [UInt8],
     forwardedProto: StaticString, requestID: [UInt8], framing: HTTPBodyFraming, into out: inout [UInt8]
   ) {
     // Names of the common methods are string literals: no allocation, UTF-8 already.
@@ -36,7 +47,7 @@ public enum UpstreamRequestWriter {
     // its X-Forwarded-For lines) within `serializedFieldsLength`, the rest by length.
     var bound =
       fixedBound + methodName.utf8.count + target.count + host.count + headers.serializedFieldsLength
-      + plan.setLines.count + clientAddress.count + requestID.count + 24
+      + plan.setLines.count + clientAddress.count + requestID.count + validatorLines.count + 24
     if let token { bound += token.prefix.count + token.value.count + token.suffix.count }
     if plan.writesForwarded { bound += clientAddress.count + 40 }
     out.appendBytes(upTo: bound) { out in
@@ -57,6 +68,7 @@ public enum UpstreamRequestWriter {
           return
         }
         if let connectionNamed, connectionNamed.contains(name) { return }
+        if meetsConditions && conditionFields.contains(name) { return }
         // An answer others will get depends on no field of this client's but the keyed ones.
         if sharedAnswer && !plan.sharedFields.contains(name) { return }
         if plan.dropsAPIKeyAuthorization && ASCIIBytes.equalsLowercase(name, "authorization")
@@ -71,6 +83,7 @@ public enum UpstreamRequestWriter {
         out.write("\r\n")
       }
       out.write(plan.setLines)
+      out.write(validatorLines)
       if plan.normalizesAcceptEncoding && acceptsGzip { out.write("Accept-Encoding: gzip\r\n") }
       if let token {
         out.write(token.prefix)

@@ -1,6 +1,7 @@
 import GatehouseCompression
 import GatehouseHTTP
 import GatehouseHTTPServer
+import GatehouseLogging
 
 /// Turns a client's answer into bytes: answers the gateway makes, stored and shared
 /// answers, the upstream's head and body passed through (re-chunked, its token masked),
@@ -16,10 +17,14 @@ final class AnswerWriter {
   private var output: [UInt8] = []
   /// Made on first use: a deflate state costs about 256 KB.
   private var gzipEncoder: GzipEncoder?
+  /// The `ETag`s of the bodies the gateway builds or serves from the store.
+  let tags = EntityTagMaker()
 
   init() {
     output.reserveCapacity(64 * 1024)
   }
+
+  static let rangeFields = HeaderNameSet(["accept-ranges"])
 
   /// Enveloped bodies shorter than this go uncompressed: gzip would not pay for its header.
   static let gzipThreshold = 1024
@@ -47,10 +52,26 @@ final class AnswerWriter {
 
   // MARK: Whole answers
 
-  /// An answer the gateway makes: a JSON body with `status`. Replaces anything staged.
+  /// An answer the gateway makes: a JSON body with `status`. Replaces anything staged. A
+  /// success (a stub, or an error on an `always_200` route) carries its `ETag` and meets
+  /// the request's conditions; an error carries none (no client keeps one to revalidate).
   func writeLocal(status: Int, body: [UInt8], extraHeaders: [UInt8], close: Bool, exchange: Exchange) {
     output.removeAll(keepingCapacity: true)
     let headOnly = exchange.head.method == .head
+    var extraHeaders = extraHeaders
+    if (200..<300).contains(status) {
+      let etag = tags.tag(of: body)
+      exchange.bodyBytes = 0
+      if answeredByCondition(
+        etag: etag, upstream: nil, variesByCoding: false, extra: extraHeaders, close: close, exchange: exchange)
+      {
+        exchange.bytesSent = Int64(output.count)
+        return
+      }
+      extraHeaders.append(contentsOf: "ETag: ".utf8)
+      extraHeaders.append(contentsOf: etag)
+      extraHeaders.append(contentsOf: "\r\n".utf8)
+    }
     GatewayAnswer.write(
       status: status, body: body, requestID: exchange.requestID, closeConnection: close, headOnly: headOnly,
       extraHeaders: extraHeaders, into: &output)
@@ -60,18 +81,29 @@ final class AnswerWriter {
   }
 
   /// A whole upstream answer kept in memory (stored, or shared by a collapsed exchange),
-  /// passed through. Replaces anything staged. `except`: fields left out (a `Content-Encoding`
-  /// the body was decoded from).
+  /// passed through with the gateway's `ETag` of the bytes sent (the upstream's described
+  /// what it sent, perhaps another coding) and without `Accept-Ranges` (ranges of kept
+  /// answers are not served). Replaces anything staged. `decoded`: the body was decoded from
+  /// the head's `Content-Encoding`, which is left out.
   func writeKept(
-    head: HTTPResponseHead, body: [UInt8], extra: [UInt8], except: HeaderNameSet?, close: Bool, exchange: Exchange
+    head: HTTPResponseHead, body: [UInt8], extra: [UInt8], decoded: Bool, close: Bool, exchange: Exchange
   ) {
     output.removeAll(keepingCapacity: true)
     let headOnly = exchange.head.method == .head
+    let etag = tags.tag(of: body)
+    exchange.bodyBytes = 0
+    if answeredByCondition(
+      etag: etag, upstream: head.headers, variesByCoding: false, extra: extra, close: close, exchange: exchange)
+    {
+      exchange.bytesSent = Int64(output.count)
+      return
+    }
     exchange.status = head.status
     ClientAnswerWriter.write(
       head: head, requestID: exchange.requestID, framing: headOnly ? .none : .contentLength(Int64(body.count)),
       headContentLength: headOnly ? Int64(body.count) : nil, closeConnection: close, extraLines: extra,
-      except: except, into: &output)
+      except: decoded ? StoreEntryRules.replacedInDecodedKeptAnswer : StoreEntryRules.replacedInKeptAnswer,
+      etag: etag, into: &output)
     if !headOnly { output.append(contentsOf: body) }
     exchange.bodyBytes = headOnly ? 0 : Int64(body.count)
     exchange.bytesSent = Int64(output.count)
@@ -143,17 +175,67 @@ final class AnswerWriter {
     var body = body
     if let secret, let masked = SecretMasking.masked([secret], in: body) { body = masked }
     var gzip = false
-    if exchange.acceptsGzip && body.count > Self.gzipThreshold, let compressed = compress(body) {
+    let variesByCoding = body.count > Self.gzipThreshold
+    if exchange.acceptsGzip && variesByCoding, let compressed = compress(body) {
       body = compressed
       gzip = true
     }
+    // A success's tag is of the bytes sent: gzip and identity codings differ.
+    var etag: [UInt8]?
+    if (200..<300).contains(status) {
+      let tag = tags.tag(of: body)
+      if answeredByCondition(
+        etag: tag, upstream: head.headers, variesByCoding: variesByCoding, extra: extra, close: close,
+        exchange: exchange)
+      {
+        return
+      }
+      etag = tag
+    }
     ClientAnswerWriter.writeEnveloped(
       status: status, upstream: head, requestID: exchange.requestID, framing: .contentLength(Int64(body.count)),
-      gzip: gzip, closeConnection: close, extraLines: extra, hiding: secret, into: &output)
+      gzip: gzip, variesByCoding: variesByCoding, closeConnection: close, extraLines: extra, hiding: secret,
+      etag: etag, into: &output)
     if !headOnly {
       output.append(contentsOf: body)
       exchange.bodyBytes += Int64(body.count)
     }
+  }
+
+  /// Meets the request's conditions (RFC 9110 §13.2.2) for a GET or HEAD whose answer would
+  /// be a success with `etag` (and the `Last-Modified` of `upstream`, if any): writes `304 Not
+  /// Modified` or `412 Precondition Failed` instead and returns true, or returns false
+  /// (nothing written) for the answer to go as it is. `extra`: the answer's own lines
+  /// (`X-Gatehouse-Cache`, `Age`), which a 304 repeats.
+  private func answeredByCondition(
+    etag: [UInt8]?, etagIsWeak: Bool = false, upstream: HTTPHeaders?, variesByCoding: Bool, extra: [UInt8],
+    close: Bool, exchange: Exchange
+  ) -> Bool {
+    let method = exchange.head.method
+    guard method == .get || method == .head, HTTPPreconditions.isConditional(exchange.head.headers) else {
+      return false
+    }
+    let lastModified = upstream?.firstValue(lowercaseName: "last-modified").flatMap(HTTPDate.parse)
+    let outcome = HTTPPreconditions.evaluate(
+      exchange.head.headers, etag: etag, etagIsWeak: etagIsWeak, lastModified: lastModified)
+    switch outcome {
+    case .proceed:
+      return false
+    case .notModified:
+      ClientAnswerWriter.writeNotModified(
+        upstream: upstream, etag: etagIsWeak ? etag.map { Array("W/".utf8) + $0 } : etag, requestID: exchange.requestID,
+        variesByCoding: variesByCoding,
+        closeConnection: close, extraLines: extra, nowSeconds: RFC3339.nowMilliseconds() / 1000, into: &output)
+      exchange.status = 304
+    case .preconditionFailed:
+      let body = GatewayAnswer.errorBody(status: 412, message: "precondition failed")
+      GatewayAnswer.write(
+        status: 412, body: body, requestID: exchange.requestID, closeConnection: close,
+        headOnly: method == .head, extraHeaders: extra, into: &output)
+      exchange.status = 412
+      exchange.bodyBytes += method == .head ? 0 : Int64(body.count)
+    }
+    return true
   }
 
   /// gzip of an enveloped body for a client that takes it; nil if compression fails.
@@ -170,7 +252,25 @@ final class AnswerWriter {
 
   // MARK: Streamed answers
 
-  /// The head of an upstream answer passed through, its body to follow in `framing`.
+  /// An upstream success passed through, for a client whose conditions the upstream did not
+  /// see (`Exchange.gatewayMeetsConditions`): met against the upstream's own `ETag` and
+  /// `Last-Modified`. Writes `304` or `412` in its place and returns true (the upstream's
+  /// body, still coming, is not the client's), or returns false for the answer to go on.
+  func writeUpstreamCondition(_ head: HTTPResponseHead, close: Bool, exchange: Exchange) -> Bool {
+    let tag = head.headers.firstValue(lowercaseName: "etag").flatMap { EntityTag($0) }
+    let before = output.count
+    guard
+      answeredByCondition(
+        etag: tag?.opaque, etagIsWeak: tag?.isWeak ?? false, upstream: head.headers, variesByCoding: false,
+        extra: StoreEntryRules.cacheLines(exchange.cacheResult), close: close, exchange: exchange)
+    else { return false }
+    exchange.bytesSent += Int64(output.count - before)
+    return true
+  }
+
+  /// The head of an upstream answer passed through, its body to follow in `framing`. When
+  /// the client's `Range` did not reach the upstream, its `Accept-Ranges` does not reach the
+  /// client: the gateway does not honour ranges either.
   func writeUpstreamHead(
     _ head: HTTPResponseHead, framing: HTTPBodyFraming, headContentLength: Int64?, close: Bool, exchange: Exchange
   ) {
@@ -178,6 +278,7 @@ final class AnswerWriter {
     ClientAnswerWriter.write(
       head: head, requestID: exchange.requestID, framing: framing, headContentLength: headContentLength,
       closeConnection: close, extraLines: StoreEntryRules.cacheLines(exchange.cacheResult),
+      except: exchange.gatewayMeetsConditions ? Self.rangeFields : nil,
       hiding: ForwardingRules.tokenToHide(exchange, upstreamStatus: head.status), into: &output)
     exchange.bytesSent += Int64(output.count - before)
   }

@@ -45,6 +45,9 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
   private var clientTakesGzip = false
   /// Where a rejection came from (`RejectingEndpoints.key`), as for a client's request.
   private var tokenEndpoint: String?
+  /// The stored answer refreshed: its validators go with the request, and a `304`
+  /// renews it.
+  private var stored: StoredAnswer?
 
   init(context: LoopContext, key: CacheKey) {
     self.context = context
@@ -52,10 +55,12 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
   }
 
   func start(
-    request: HTTPRequestHead, target: [UInt8], snapshot: GatewaySnapshot, routeIndex: Int, clientAddress: [UInt8]
+    request: HTTPRequestHead, target: [UInt8], snapshot: GatewaySnapshot, routeIndex: Int, clientAddress: [UInt8],
+    stored: StoredAnswer?
   ) {
     let plan = snapshot.routePlans[routeIndex]
     self.plan = plan
+    self.stored = stored
     self.request = request
     self.target = target
     self.snapshot = snapshot
@@ -170,7 +175,8 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
       head: request, method: .get, target: target, hostHeader: pool.plan.hostHeader, plan: plan.headerPlan,
       token: token,
       acceptsGzip: ForwardingRules.asksUpstreamForGzip(plan, clientTakesGzip: clientTakesGzip),
-      sharedAnswer: true, clientAddress: clientAddress, forwardedProto: "http", requestID: context.requestIDs.next(),
+      sharedAnswer: true, meetsConditions: true, validatorLines: stored.map(StoreEntryRules.validatorLines) ?? [],
+      clientAddress: clientAddress, forwardedProto: "http", requestID: context.requestIDs.next(),
       framing: .none,
       into: &out)
     _ = connection.write(out)
@@ -257,6 +263,15 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
   private func complete(reusable: Bool) {
     // Counted like a client's exchange: in the upstream metrics and by the circuit.
     if let pool { context.recordUpstreamAnswer(pool: pool, status: head?.status ?? 0, route: plan?.name ?? "") }
+    if let head, head.status == 304, let stored, upstream?.followsDoubtfulAnswer != true {
+      // The stored answer is current: its age starts again, its body is not sent again.
+      if StoreEntryRules.confirms(head.headers, stored) {
+        _ = context.store?.renew(key: key, stored, notModified: head.headers, nowMs: RFC3339.nowMilliseconds())
+        context.metrics.cacheResults[CacheResult.revalidated.metricLabel, default: 0] &+= 1
+      } else {
+        context.store?.forget(key: key)
+      }
+    }
     if let head, (200..<300).contains(head.status), !overBudget {
       if tooBig
         || !CacheStorability.isStorable(status: head.status, headers: head.headers, keyed: plan?.cache?.vary ?? [])

@@ -31,15 +31,22 @@ extension ClientSession {
     guard let exchange else { return }
     exchange.cacheResult = result
     let (head, extra) = StoreEntryRules.servedForm(stored, result: result, nowMs: RFC3339.nowMilliseconds())
-    var outcome = EnvelopeOutcome.passThrough
-    if let policy = exchange.envelope {
-      outcome = EnvelopeRenderer.render(
-        status: stored.status, reason: HTTPStatusPhrase.reason(for: stored.status),
-        contentType: ForwardingRules.field(head.headers, "content-type"),
-        contentEncoding: ForwardingRules.field(head.headers, "content-encoding"),
-        body: stored.body, truncated: false, policy: policy)
-    }
-    writeKeptAnswer(head: head, body: stored.body, outcome: outcome, extra: extra)
+    writeKeptAnswer(
+      head: head, body: stored.body, outcome: Self.envelopeOutcome(of: stored, head: head, policy: exchange.envelope),
+      extra: extra)
+  }
+
+  /// A stored answer through the route's envelope (`passThrough` without one); `head`: its
+  /// served form.
+  static func envelopeOutcome(of stored: StoredAnswer, head: HTTPResponseHead, policy: EnvelopePolicy?)
+    -> EnvelopeOutcome
+  {
+    guard let policy else { return .passThrough }
+    return EnvelopeRenderer.render(
+      status: stored.status, reason: HTTPStatusPhrase.reason(for: stored.status),
+      contentType: ForwardingRules.field(head.headers, "content-type"),
+      contentEncoding: ForwardingRules.field(head.headers, "content-encoding"),
+      body: stored.body, truncated: false, policy: policy)
   }
 
   /// Writes a whole upstream answer kept in memory (stored, or shared by a collapsed
@@ -54,13 +61,13 @@ extension ClientSession {
         status: status, json: json, upstream: head, extra: extra, close: close, exchange: exchange)
     case .passThrough:
       var body = body
-      var except: HeaderNameSet?
+      var decoded = false
       if !exchange.acceptsGzip, let coding = ForwardingRules.field(head.headers, "content-encoding"),
         EnvelopeRenderer.isGzip(coding)
       {
         // Kept gzip (another client asked for it) goes to a client without gzip decoded,
         // as the upstream would have answered it (RFC 9110 §12.5.3).
-        guard let decoded = try? GzipDecoder.decode(body, maxOutputBytes: StoreEntryRules.maxDecodedKeptBody) else {
+        guard let plain = try? GzipDecoder.decode(body, maxOutputBytes: StoreEntryRules.maxDecodedKeptBody) else {
           // Not an answer from the store after all (nor a `STALE` one): the entry cannot
           // be served, so it goes, and the next request asks the upstream.
           if exchange.cacheResult == .hit || exchange.cacheResult == .stale {
@@ -70,11 +77,11 @@ extension ClientSession {
           respondLocally(failure: .upstreamUnavailable, reason: .storedAnswerUnusable)
           return
         }
-        body = decoded
-        except = StoreEntryRules.contentEncodingField
+        body = plain
+        decoded = true
       }
       guard chargeKeptAnswer(body.count, exchange: exchange) else { return }
-      answers.writeKept(head: head, body: body, extra: extra, except: except, close: close, exchange: exchange)
+      answers.writeKept(head: head, body: body, extra: extra, decoded: decoded, close: close, exchange: exchange)
     }
     flushOutput()
   }

@@ -99,6 +99,14 @@ final class Exchange {
   var bodyDeadline: UInt64 = 0
   /// The stored answer the machine may serve (a fresh hit, or one for a failure).
   var storedAnswer: StoredAnswer?
+  /// The stored answer whose validators the upstream request carries (it was no longer
+  /// fresh): a `304` confirms it.
+  var revalidation: StoredAnswer?
+  /// The client's conditional and range fields were left out of the upstream request
+  /// (`UpstreamRequestWriter.conditionFields`): the gateway meets them on what it sends.
+  var gatewayMeetsConditions = false
+  /// The upstream's `304` confirming `revalidation`, until its end is read.
+  var notModifiedHead: HTTPResponseHead?
   /// The answer of the exchange a collapsed request waited for.
   var collapsedAnswer: CollapsedAnswer?
   /// How long a collapsed request waits for its leader (loop nanoseconds).
@@ -125,5 +133,6 @@ final class Exchange {
   func startAnswerAfresh() {
     answerParser = HTTPResponseParser(limits: Exchange.upstreamAnswerLimits)
     answerBytesReceived = false
+    notModifiedHead = nil
   }
 }

@@ -78,7 +78,7 @@ final class ExchangeDriver: ClientSessionPart {
       guard let key = exchange.cacheKey, let routeIndex = exchange.routeIndex else { return nil }
       context.revalidate(
         key: key, request: exchange.head, target: exchange.upstreamTarget, snapshot: exchange.snapshot,
-        routeIndex: routeIndex, clientAddress: session.clientAddress)
+        routeIndex: routeIndex, clientAddress: session.clientAddress, stored: exchange.revalidation)
     case .takeToken:
       return takeToken(exchange)
     case .askBreakers(let retry):
@@ -113,7 +113,13 @@ final class ExchangeDriver: ClientSessionPart {
       if kind == .stale { noteFailover(exchange) }
       guard let stored = exchange.storedAnswer else { return nil }
       exchange.storedAnswer = nil
-      session.serveStored(stored, result: kind == .hit ? .hit : .stale)
+      let result: CacheResult =
+        switch kind {
+        case .hit: .hit
+        case .stale: .stale
+        case .revalidated: .revalidated
+        }
+      session.serveStored(stored, result: result)
     case .serveCollapsed:
       guard let answer = exchange.collapsedAnswer else { return nil }
       exchange.collapsedAnswer = nil
@@ -352,6 +358,8 @@ final class ExchangeDriver: ClientSessionPart {
     let method = exchange.head.method
     let upstreamMethod = asGET ? HTTPMethod.get : method
     exchange.suppressBody = upstreamMethod != method
+    exchange.gatewayMeetsConditions =
+      (method == .get || method == .head) && (plan.envelope != nil || exchange.revalidation != nil)
     exchange.answerParser.requestWasHEAD = upstreamMethod == .head
     let framing = ForwardingRules.upstreamFraming(exchange.head.bodyFraming)
     exchange.rechunkRequest = framing == .chunked
@@ -360,7 +368,9 @@ final class ExchangeDriver: ClientSessionPart {
       head: exchange.head, method: upstreamMethod, target: exchange.upstreamTarget, hostHeader: pool.plan.hostHeader,
       plan: plan.headerPlan, token: token,
       acceptsGzip: ForwardingRules.asksUpstreamForGzip(plan, clientTakesGzip: exchange.acceptsGzip),
-      sharedAnswer: exchange.hasCacheKey, clientAddress: session.clientAddress,
+      sharedAnswer: exchange.hasCacheKey, meetsConditions: exchange.gatewayMeetsConditions,
+      validatorLines: exchange.revalidation.map(StoreEntryRules.validatorLines) ?? [],
+      clientAddress: session.clientAddress,
       forwardedProto: session.secure ? "https" : "http", requestID: exchange.requestID, framing: framing,
       into: &context.scratch)
     if exchange.pipelinedWrite {

@@ -100,16 +100,18 @@ final class LoopContext: @unchecked Sendable {
     return before == after
   }
 
-  /// Starts a background refresh of `key` unless one is already running on this loop.
+  /// Starts a background refresh of `key` unless one is already running on this loop;
+  /// `stored`: the answer it refreshes, whose validators it sends.
   func revalidate(
     key: CacheKey, request: HTTPRequestHead, target: [UInt8], snapshot: GatewaySnapshot, routeIndex: Int,
-    clientAddress: [UInt8]
+    clientAddress: [UInt8], stored: StoredAnswer?
   ) {
     guard refreshes[key.id] == nil, !draining else { return }
     let refresh = BackgroundRefresh(context: self, key: key)
     refreshes[key.id] = refresh
     refresh.start(
-      request: request, target: target, snapshot: snapshot, routeIndex: routeIndex, clientAddress: clientAddress)
+      request: request, target: target, snapshot: snapshot, routeIndex: routeIndex, clientAddress: clientAddress,
+      stored: stored)
   }
 
   func refreshFinished(_ refresh: BackgroundRefresh) {

@@ -140,6 +140,18 @@ final class LoopStore {
       StoredAnswer(status: status, headers: stored, body: body, storedAtMs: nowMs), id: key.id, nowMs: nowMs)
   }
 
+  /// The upstream confirmed `stored` unchanged with a `304` whose fields are `notModified`:
+  /// the answer's headers are updated from them (RFC 9111 §4.3.4) and its age starts again,
+  /// without the body being written again. Returns the answer as it is now stored.
+  func renew(key: CacheKey, _ stored: StoredAnswer, notModified: HTTPHeaders, nowMs: Int64) -> StoredAnswer {
+    let renewed = StoredAnswer(
+      status: stored.status, headers: StoreEntryRules.renewedHeaders(stored.headers, notModified: notModified),
+      body: stored.body, storedAtMs: nowMs)
+    guard store.renew(key: key, headers: renewed.headers) else { return renewed }
+    recent.insert(renewed, id: key.id, nowMs: nowMs)
+    return renewed
+  }
+
   /// The backend's newest good answer for `key` is one the store may not keep (too large,
   /// `no-store`, `private`, `Set-Cookie`): the older stored one is superseded, and serving
   /// it later as a stale answer would go back to what the backend has replaced.

@@ -57,10 +57,14 @@ final class RouteCache {
           return .fresh
         case .staleWhileRevalidate where CacheStorability.allowsStale(stored.headers):
           exchange.storedAnswer = stored
+          exchange.revalidation = stored
           return .staleWhileRevalidate
         case .staleWhileRevalidate, .none:
           break
         }
+        // No longer to be served as it is: the upstream is asked whether it is still
+        // current (a `304` renews it without sending the body again).
+        if !StoreEntryRules.validatorLines(stored).isEmpty { exchange.revalidation = stored }
       }
     }
     return joinCollapsed(exchange, of: session, cache: cache, routeIndex: routeIndex) ? .joinedCollapsed : .miss

@@ -1,6 +1,8 @@
 import GatehouseHTTP
 import GatehouseJSON
+import GatehouseLogging
 import GatehouseNet
+import GatehouseStore
 
 /// Reads the upstream's answer for a client session's exchange: parses it, decides what its
 /// head means (a token rejected, a failing backend's error page a stored answer replaces,
@@ -127,6 +129,11 @@ final class UpstreamAnswerReader: ClientSessionPart {
         return true
       }
     }
+    if head.status == 304, exchange.revalidation != nil {
+      // The stored answer asked about may be current: its end (a 304 has no body) says so.
+      exchange.notModifiedHead = head
+      return true
+    }
     if head.status >= 500, let stale = routeCache.staleAnswer(for: exchange) {
       // A failing backend's error page is worse than yesterday's answer.
       if let pool = exchange.pool {
@@ -192,6 +199,15 @@ final class UpstreamAnswerReader: ClientSessionPart {
     exchange.upstreamStatus = head.status
     exchange.upstreamKeepAlive = head.keepAlive
     driver.answerBegan(exchange)
+    if exchange.gatewayMeetsConditions, (200..<300).contains(head.status),
+      answers.writeUpstreamCondition(head, close: close, exchange: exchange)
+    {
+      // The client has its answer (304 or 412); the body still read is kept for the store
+      // if it is storable, and sent to nobody.
+      exchange.rechunkAnswer = false
+      exchange.suppressBody = true
+      return true
+    }
     if let secret = ForwardingRules.tokenToHide(exchange, upstreamStatus: head.status), framing != .none,
       !requestIsHEAD,
       ForwardingRules.field(head.headers, "content-encoding").map(EnvelopeRenderer.isIdentity) ?? true
@@ -207,6 +223,8 @@ final class UpstreamAnswerReader: ClientSessionPart {
 
   /// A piece of the upstream's body: kept for the envelope, wrapped, or passed through.
   private func appendAnswerBody(_ bytes: UnsafeRawBufferPointer, _ exchange: Exchange) {
+    // A 304 has no body; should one come all the same, it is nobody's.
+    if exchange.notModifiedHead != nil { return }
     switch exchange.bodyPlan {
     case .buffer:
       bufferAnswerBody(bytes, exchange: exchange)
@@ -247,6 +265,10 @@ final class UpstreamAnswerReader: ClientSessionPart {
       pool.recordAnswerTime(loop.iterationTime &- exchange.sentAt)
       context.recordUpstreamAnswer(
         pool: pool, status: exchange.upstreamStatus ?? 0, route: ForwardingRules.routeName(of: exchange))
+    }
+    if let notModified = exchange.notModifiedHead, let stored = exchange.revalidation {
+      storedAnswerConfirmed(exchange, stored: stored, by: notModified, upstreamReusable: upstreamReusable)
+      return
     }
     // A body that says the token was rejected is sent again with a new value when it can
     // be; when it cannot, it is no good answer: never stored, never wrapped as a success.
@@ -318,6 +340,36 @@ final class UpstreamAnswerReader: ClientSessionPart {
     answers.writeLastChunk(exchange: exchange)
     session.flushOutput()
     driver.run(.answerEnded(reusable: upstreamReusable), on: exchange)
+  }
+
+  /// The upstream answered `304` to the validators of the stored answer: it is renewed
+  /// (age and headers, RFC 9111 §4.3.4; the body row stays) and served, `REVALIDATED`, to
+  /// this client and those waiting with it. A 304 naming another representation, or read
+  /// from a connection in doubt, confirms nothing: the entry goes and the upstream failed.
+  private func storedAnswerConfirmed(
+    _ exchange: Exchange, stored: StoredAnswer, by notModified: HTTPResponseHead, upstreamReusable: Bool
+  ) {
+    exchange.notModifiedHead = nil
+    exchange.revalidation = nil
+    guard let key = exchange.cacheKey else { return }
+    guard StoreEntryRules.confirms(notModified.headers, stored), !exchange.answerFollowsDoubt else {
+      context.store?.forget(key: key)
+      if exchange.collapseRole == .leading { exchange.collapseOutcome = .failed(.invalidAnswer) }
+      driver.upstreamFailed(.invalidAnswer, detail: "304 that confirms no stored answer")
+      return
+    }
+    let now = RFC3339.nowMilliseconds()
+    let renewed = context.store?.renew(key: key, stored, notModified: notModified.headers, nowMs: now) ?? stored
+    context.noteTokenAccepted(exchange)
+    if exchange.collapseRole == .leading {
+      let head = StoreEntryRules.servedForm(renewed, result: .revalidated, nowMs: now).head
+      exchange.collapseOutcome = .answer(
+        CollapsedAnswer(
+          head: head, body: renewed.body,
+          rendered: ClientSession.envelopeOutcome(of: renewed, head: head, policy: exchange.envelope)))
+    }
+    exchange.storedAnswer = renewed
+    driver.run(.answerReplaced(.revalidated, reusable: upstreamReusable))
   }
 
   /// A body said the token was rejected: the answer was read whole, so the connection goes
