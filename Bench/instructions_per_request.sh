@@ -4,6 +4,10 @@
 #   pass      a pass-through GET with a static token and a header rule (the default)
 #   envelope  the answer wrapped in the envelope and kept in the store (stale_if_error)
 #   stale     the same route with the backend stopped: answers from the store
+#   collapsed the envelope route with a slow backend (nginx's limit_rate): most requests
+#             wait for another's exchange, as under side_by_side.py's load. How many share
+#             one depends on timing, so compare the per-call cost of the waiter's functions
+#             (PROFILES, callgrind_annotate --inclusive=yes) rather than the total.
 # Unlike CPU time, the count does not move with the machine's load, so two builds can be
 # compared on a busy machine and a 1% difference is real.
 #
@@ -16,10 +20,12 @@ PORT=19940
 SCENARIO=${SCENARIO:-pass}
 case "$SCENARIO" in
 pass) ROUTE='"token":"t","envelope":{"enabled":false}' ;;
-envelope | stale) ROUTE='"envelope":{"enabled":true},"cache":{"stale_if_error_s":86400}' ;;
+envelope | stale | collapsed) ROUTE='"envelope":{"enabled":true},"cache":{"stale_if_error_s":86400}' ;;
 *) echo "unknown scenario $SCENARIO" >&2; exit 2 ;;
 esac
 BODY='{"id":1,"name":"hoge","users":[{"id":1,"name":"hoge"},{"id":2,"name":"foo"}]}'
+RATE=""
+[ "$SCENARIO" = collapsed ] && RATE="limit_rate 4k;"
 for BIN in "$@"; do
   D=$(mktemp -d)
   chmod 755 "$D"
@@ -27,7 +33,7 @@ for BIN in "$@"; do
   cat >"$D/backend.conf" <<EOC
 worker_processes 1; daemon off; pid $D/b.pid; error_log $D/b.err;
 events { worker_connections 4096; }
-http { access_log off; server { listen 127.0.0.1:$PORT; keepalive_requests 1000000;
+http { access_log off; $RATE server { listen 127.0.0.1:$PORT; keepalive_requests 1000000;
 location / { default_type application/json; return 200 '$BODY'; } } }
 EOC
   cat >"$D/g.json" <<EOC

@@ -5,7 +5,7 @@
 #   Fuzz/run.sh [seconds per target]        (default 60; Scripts/test.sh passes 30)
 #
 # Environment:
-#   FUZZ_TARGETS   targets to build and run (default: "request response chunked json config")
+#   FUZZ_TARGETS   targets to build and run (default: "request response chunked conditions json config")
 #   FUZZ_BUILD     build only, no replay and no fuzzing, when set to 1
 #   GATEHOUSE_FUZZ_SKIP_KNOWN
 #                  1 makes the targets step around the open bugs reproduced in
@@ -17,7 +17,7 @@
 set -eu
 
 seconds=${1:-60}
-targets=${FUZZ_TARGETS:-request response chunked json config}
+targets=${FUZZ_TARGETS:-request response chunked conditions json config}
 cd "$(dirname "$0")/.."
 fuzz=$(pwd)/Fuzz
 build=$fuzz/build
@@ -88,7 +88,7 @@ build_module() {
 for target in $targets; do
   # Each target's checks (a file in Fuzz/Support/) and the modules they test.
   case $target in
-  request | response | chunked)
+  request | response | chunked | conditions)
     checks=FuzzInvariants.swift
     modules=GatehouseHTTP
     ;;

@@ -17,8 +17,10 @@ import GatehouseHTTP
 ///   `requestWasHEAD` for the first response, bits 2...7 for the second to seventh; bit 1
 ///   signals EOF after the input.
 /// - `chunked`: the input is a chunked body, fed to `HTTPChunkedDecoder`.
+/// - `conditions`: the input is the value of a conditional field (`If-None-Match`,
+///   `If-Modified-Since`, …): read as an HTTP date, an entity tag list, and evaluated.
 enum FuzzTarget: String, CaseIterable, Sendable {
-  case request, response, chunked
+  case request, response, chunked, conditions
 }
 
 /// A broken invariant, described well enough to act on from a crash log alone.
@@ -87,10 +89,54 @@ enum FuzzInvariants {
         try checkAll(ResponseCodec.self, control: control, message: message)
       case .chunked:
         try checkAll(ChunkedDecoderCodec.self, control: 0, message: input)
+      case .conditions:
+        try checkConditions(Array(input))
       }
       return nil
     } catch {
       return error
+    }
+  }
+
+  /// A conditional field's value: an HTTP date that is read writes back (IMF-fixdate) to
+  /// one that reads as the same instant; an entity tag list that is read holds only tags
+  /// in quotes, and written back reads as the same list; evaluating the value in each
+  /// conditional field gives the same outcome twice, and `*` alone is the only
+  /// `If-None-Match` that names a representation without a tag.
+  static func checkConditions(_ value: [UInt8]) throws(FuzzViolation) {
+    if let seconds = HTTPDate.parse(value) {
+      let written = HTTPDate.format(seconds)
+      try require(
+        HTTPDate.parse(written) == seconds,
+        "date \(seconds) written as \(String(decoding: written, as: UTF8.self)) reads differently")
+    }
+    if let list = EntityTagList(value) {
+      switch list {
+      case .any:
+        break
+      case .tags(let tags):
+        try require(!tags.isEmpty, "an empty tag list was read")
+        var written: [UInt8] = []
+        for (index, tag) in tags.enumerated() {
+          try require(
+            tag.opaque.count >= 2 && tag.opaque.first == 0x22 && tag.opaque.last == 0x22, "tag without quotes")
+          if index > 0 { written += Array(", ".utf8) }
+          if tag.isWeak { written += Array("W/".utf8) }
+          written += tag.opaque
+        }
+        try require(EntityTagList(written) == list, "tag list written back reads differently")
+      }
+    }
+    guard let text = String(validating: value, as: UTF8.self) else { return }
+    for name in ["If-None-Match", "If-Match", "If-Modified-Since", "If-Unmodified-Since"] {
+      let headers = HTTPHeaders([(name, text)])
+      let outcomes = (0..<2).map { _ in
+        HTTPPreconditions.evaluate(headers, etag: Array(#""abc""#.utf8), lastModified: 784_111_777)
+      }
+      try require(outcomes[0] == outcomes[1], "\(name): evaluation differs between two runs")
+      if name == "If-None-Match", HTTPPreconditions.evaluate(headers, etag: nil, lastModified: nil) == .notModified {
+        try require(EntityTagList(value) == .any, "If-None-Match without a tag to match gave 304")
+      }
     }
   }
 

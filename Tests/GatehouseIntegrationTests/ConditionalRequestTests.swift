@@ -51,9 +51,12 @@ final class ValidatingBackend: Sendable {
 /// from the store, 304s, no advertised ranges, and revalidation with the backend.
 @Suite struct ConditionalRequestTests {
   static func gateway(
-    backend: ValidatingBackend, envelope: Bool, cache: [String: Any]? = nil, admin: Bool = false
+    backend: ValidatingBackend, envelope: Bool, cache: [String: Any]? = nil, admin: Bool = false,
+    envelopeMaxBytes: Int? = nil
   ) throws -> GatewayProcess {
-    var extra: [String: Any] = ["envelope": ["enabled": envelope]]
+    var envelopeBlock: [String: Any] = ["enabled": envelope]
+    if let envelopeMaxBytes { envelopeBlock["max_bytes"] = envelopeMaxBytes }
+    var extra: [String: Any] = ["envelope": envelopeBlock]
     if let cache { extra["cache"] = cache }
     var config = TestConfig.make(
       routes: [TestConfig.route("list", match: "/*", extra: extra)],
@@ -209,6 +212,21 @@ final class ValidatingBackend: Sendable {
     // The body the client did not get is read off the upstream: the connection's next answer is whole.
     #expect(pipelined.status == 304 && after.status == 200 && after.body == image.body)
     #expect(backend.requests.allSatisfy { $0.head.value("If-None-Match") == nil && $0.head.value("Range") == nil })
+  }
+
+  /// The one exception: an envelope too large to hold is wrapped as it streams, its head
+  /// sent before its body is known. It carries no tag (nor the backend's), and a client's
+  /// tag cannot be met: the whole answer comes.
+  @Test func streamedEnvelopesCarryNoTag() throws {
+    let backend = try ValidatingBackend(items: 200)
+    let gateway = try Self.gateway(backend: backend, envelope: true, envelopeMaxBytes: 1024)
+    defer { gateway.stopExpectingCleanExit() }
+    let streamed = try send("GET", "/list", to: gateway.port)
+    let conditional = try send("GET", "/list", to: gateway.port, headers: [("If-None-Match", "\"v1\"")])
+
+    #expect(streamed.status == 200 && streamed.head.isChunked && streamed.body.count > 1024)
+    #expect(streamed.head.value("ETag") == nil && streamed.head.values("Accept-Ranges").isEmpty)
+    #expect(conditional.status == 200 && conditional.body == streamed.body)
   }
 
   /// Stubs are answers the gateway builds: they carry a tag and meet conditions.
