@@ -108,6 +108,19 @@ public struct HTTPHeaders: Sendable, Hashable {
     }
   }
 
+  /// Whether a field's name starts with `lowercasePrefix` (lowercase ASCII): one pass over
+  /// the names, for a family of fields most requests do not carry.
+  public func containsName(lowercasePrefix: StaticString) -> Bool {
+    let count = lowercasePrefix.utf8CodeUnitCount
+    return storage.withUnsafeBufferPointer { bytes in
+      for r in ranges where Int(r.nameEnd) - Int(r.nameStart) >= count {
+        let start = Int(r.nameStart)
+        if ASCII.equalsLowercase(bytes, start, start + count, lowercasePrefix) { return true }
+      }
+      return false
+    }
+  }
+
   /// The bytes of the first field named `lowercaseName` (lowercase ASCII), or nil.
   public func firstValue(lowercaseName: StaticString) -> ArraySlice<UInt8>? {
     firstIndex(lowercaseName: lowercaseName).map { valueBytes(at: $0) }

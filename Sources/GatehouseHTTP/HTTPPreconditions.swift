@@ -11,13 +11,10 @@ public enum HTTPPreconditions {
     case preconditionFailed
   }
 
-  /// Whether the request carries any field that `evaluate` reads: most do not, and they
-  /// need no validator looked at.
+  /// Whether the request may carry a field that `evaluate` reads (an `If-` field): most do
+  /// not, and they need no validator looked at. One pass over the names.
   public static func isConditional(_ headers: HTTPHeaders) -> Bool {
-    headers.firstIndex(lowercaseName: "if-none-match") != nil
-      || headers.firstIndex(lowercaseName: "if-modified-since") != nil
-      || headers.firstIndex(lowercaseName: "if-match") != nil
-      || headers.firstIndex(lowercaseName: "if-unmodified-since") != nil
+    headers.containsName(lowercasePrefix: "if-")
   }
 
   /// RFC 9110 §13.2.2 for a GET or HEAD whose selected representation has the entity tag

@@ -1,8 +1,9 @@
 /// SipHash-2-4 (Aumasson and Bernstein), the keyed pseudorandom function request ids are
-/// made with. Written out rather than taken from `Hasher`: `Hasher` mixes the process's
-/// own seed in and costs a fresh state per use, and an id needs four evaluations on every
-/// request. Checked against the reference test vectors (`SipHashTests`).
-enum SipHash {
+/// made with, and its 128-bit form, which entity tags are made with. Written out rather than
+/// taken from `Hasher`: `Hasher` mixes the process's own seed in and costs a fresh state per
+/// use, and an id needs four evaluations on every request. Checked against the reference
+/// test vectors (`SipHashTests`).
+package enum SipHash {
   /// The 64-bit SipHash-2-4 of `message` under the key `(k0, k1)` (the key's two
   /// little-endian halves).
   static func hash(_ message: UnsafeRawBufferPointer, k0: UInt64, k1: UInt64) -> UInt64 {
@@ -18,6 +19,29 @@ enum SipHash {
     }
     state.compress(last)
     return state.finish()
+  }
+
+  /// The 128-bit SipHash-2-4 of `message` under the key `(k0, k1)`: its two little-endian
+  /// halves, in output order.
+  package static func hash128(_ message: UnsafeRawBufferPointer, k0: UInt64, k1: UInt64) -> (UInt64, UInt64) {
+    var state = State(k0: k0, k1: k1)
+    state.v1 ^= 0xee
+    var offset = 0
+    while message.count - offset >= 8 {
+      state.compress(message.loadUnaligned(fromByteOffset: offset, as: UInt64.self).littleEndian)
+      offset += 8
+    }
+    var last = UInt64(truncatingIfNeeded: message.count) << 56
+    for index in 0..<(message.count - offset) {
+      last |= UInt64(message[offset + index]) << (8 * UInt64(index))
+    }
+    state.compress(last)
+    state.v2 ^= 0xee
+    for _ in 0..<4 { state.round() }
+    let first = state.v0 ^ state.v1 ^ state.v2 ^ state.v3
+    state.v1 ^= 0xdd
+    for _ in 0..<4 { state.round() }
+    return (first, state.v0 ^ state.v1 ^ state.v2 ^ state.v3)
   }
 
   /// `hash` of a message of at most 7 bytes, given as the low `length` bytes of `message`

@@ -8,12 +8,12 @@ public enum ClientAnswerWriter {
   public static func write(
     head: HTTPResponseHead, requestID: [UInt8], framing: HTTPBodyFraming, headContentLength: Int64?,
     closeConnection: Bool, extraLines: [UInt8] = [], except: HeaderNameSet? = nil, hiding secret: [UInt8]? = nil,
-    etag: [UInt8]? = nil, into out: inout [UInt8]
+    etag: GatewayETag? = nil, into out: inout [UInt8]
   ) {
     var phrase = head.reason.isEmpty ? HTTPStatusPhrase.reason(for: head.status) : ""
     let bound =
       fixedBound + head.reason.count + phrase.utf8.count + fieldsBound(head.headers) + requestID.count
-      + extraLines.count + (etag?.count ?? 0)
+      + extraLines.count
     out.appendBytes(upTo: bound) { out in
       out.write("HTTP/1.1 ")
       out.writeDecimal(Int64(head.status))
@@ -40,9 +40,9 @@ public enum ClientAnswerWriter {
   /// names (`ETag` among them), one framing field, `Connection: close` and the empty line.
   static let fixedBound = 192
 
-  private static func writeETag(_ etag: [UInt8], into out: inout ByteCursor) {
+  private static func writeETag(_ etag: GatewayETag, into out: inout ByteCursor) {
     out.write("ETag: ")
-    out.write(etag)
+    etag.write(into: &out)
     out.write("\r\n")
   }
 
@@ -64,12 +64,11 @@ public enum ClientAnswerWriter {
   public static func writeEnveloped(
     status: Int, upstream: HTTPResponseHead, requestID: [UInt8], framing: HTTPBodyFraming, gzip: Bool,
     variesByCoding: Bool = false, closeConnection: Bool, extraLines: [UInt8] = [], hiding secret: [UInt8]? = nil,
-    etag: [UInt8]? = nil, into out: inout [UInt8]
+    etag: GatewayETag? = nil, into out: inout [UInt8]
   ) {
     var phrase = HTTPStatusPhrase.reason(for: status)
     let bound =
       fixedBound + 96 + phrase.utf8.count + fieldsBound(upstream.headers) + requestID.count + extraLines.count
-      + (etag?.count ?? 0)
     out.appendBytes(upTo: bound) { out in
       out.write("HTTP/1.1 ")
       out.writeDecimal(Int64(status))
@@ -120,7 +119,11 @@ public enum ClientAnswerWriter {
         out.write(HTTPDate.format(nowSeconds))
         out.write("\r\n")
       }
-      if let etag { writeETag(etag, into: &out) }
+      if let etag {
+        out.write("ETag: ")
+        out.write(etag)
+        out.write("\r\n")
+      }
       if variesByCoding { out.write("Vary: Accept-Encoding\r\n") }
       out.write("X-Request-Id: ")
       out.write(requestID)

@@ -17,8 +17,11 @@ final class AnswerWriter {
   private var output: [UInt8] = []
   /// Made on first use: a deflate state costs about 256 KB.
   private var gzipEncoder: GzipEncoder?
-  /// The `ETag`s of the bodies the gateway builds or serves from the store.
-  let tags = EntityTagMaker()
+  /// The last body tagged and its tag: an answer handed to collapsed waiters is one array
+  /// shared by all of them (as is a stored body read from the loop's recent answers), so
+  /// it is hashed once. Holding the array keeps its buffer alive and unchanged (a shared
+  /// buffer is copied before it is written), so a body in that same buffer has those bytes.
+  private var lastTagged: (body: [UInt8], tag: GatewayETag)?
 
   init() {
     output.reserveCapacity(64 * 1024)
@@ -60,16 +63,17 @@ final class AnswerWriter {
     let headOnly = exchange.head.method == .head
     var extraHeaders = extraHeaders
     if (200..<300).contains(status) {
-      let etag = tags.tag(of: body)
+      let etag = tag(of: body)
       exchange.bodyBytes = 0
       if answeredByCondition(
-        etag: etag, upstream: nil, variesByCoding: false, extra: extraHeaders, close: close, exchange: exchange)
+        etag: { etag.entityTag }, upstream: nil, variesByCoding: false, extra: extraHeaders, close: close,
+        exchange: exchange)
       {
         exchange.bytesSent = Int64(output.count)
         return
       }
       extraHeaders.append(contentsOf: "ETag: ".utf8)
-      extraHeaders.append(contentsOf: etag)
+      extraHeaders.append(contentsOf: etag.bytes)
       extraHeaders.append(contentsOf: "\r\n".utf8)
     }
     GatewayAnswer.write(
@@ -90,10 +94,11 @@ final class AnswerWriter {
   ) {
     output.removeAll(keepingCapacity: true)
     let headOnly = exchange.head.method == .head
-    let etag = tags.tag(of: body)
+    let etag = tag(of: body)
     exchange.bodyBytes = 0
     if answeredByCondition(
-      etag: etag, upstream: head.headers, variesByCoding: false, extra: extra, close: close, exchange: exchange)
+      etag: { etag.entityTag }, upstream: head.headers, variesByCoding: false, extra: extra, close: close,
+      exchange: exchange)
     {
       exchange.bytesSent = Int64(output.count)
       return
@@ -181,16 +186,16 @@ final class AnswerWriter {
       gzip = true
     }
     // A success's tag is of the bytes sent: gzip and identity codings differ.
-    var etag: [UInt8]?
+    var etag: GatewayETag?
     if (200..<300).contains(status) {
-      let tag = tags.tag(of: body)
+      let bodyTag = tag(of: body)
       if answeredByCondition(
-        etag: tag, upstream: head.headers, variesByCoding: variesByCoding, extra: extra, close: close,
+        etag: { bodyTag.entityTag }, upstream: head.headers, variesByCoding: variesByCoding, extra: extra, close: close,
         exchange: exchange)
       {
         return
       }
-      etag = tag
+      etag = bodyTag
     }
     ClientAnswerWriter.writeEnveloped(
       status: status, upstream: head, requestID: exchange.requestID, framing: .contentLength(Int64(body.count)),
@@ -208,22 +213,24 @@ final class AnswerWriter {
   /// (nothing written) for the answer to go as it is. `extra`: the answer's own lines
   /// (`X-Gatehouse-Cache`, `Age`), which a 304 repeats.
   private func answeredByCondition(
-    etag: [UInt8]?, etagIsWeak: Bool = false, upstream: HTTPHeaders?, variesByCoding: Bool, extra: [UInt8],
-    close: Bool, exchange: Exchange
+    etag: () -> EntityTag?, upstream: HTTPHeaders?, variesByCoding: Bool, extra: [UInt8], close: Bool,
+    exchange: Exchange
   ) -> Bool {
     let method = exchange.head.method
     guard method == .get || method == .head, HTTPPreconditions.isConditional(exchange.head.headers) else {
       return false
     }
     let lastModified = upstream?.firstValue(lowercaseName: "last-modified").flatMap(HTTPDate.parse)
+    let tag = etag()
     let outcome = HTTPPreconditions.evaluate(
-      exchange.head.headers, etag: etag, etagIsWeak: etagIsWeak, lastModified: lastModified)
+      exchange.head.headers, etag: tag?.opaque, etagIsWeak: tag?.isWeak ?? false, lastModified: lastModified)
     switch outcome {
     case .proceed:
       return false
     case .notModified:
       ClientAnswerWriter.writeNotModified(
-        upstream: upstream, etag: etagIsWeak ? etag.map { Array("W/".utf8) + $0 } : etag, requestID: exchange.requestID,
+        upstream: upstream, etag: tag.map { ($0.isWeak ? Array("W/".utf8) : []) + $0.opaque },
+        requestID: exchange.requestID,
         variesByCoding: variesByCoding,
         closeConnection: close, extraLines: extra, nowSeconds: RFC3339.nowMilliseconds() / 1000, into: &output)
       exchange.status = 304
@@ -236,6 +243,22 @@ final class AnswerWriter {
       exchange.bodyBytes += method == .head ? 0 : Int64(body.count)
     }
     return true
+  }
+
+  /// Bodies up to this size are remembered with their tag (see `lastTagged`): a larger one
+  /// is not kept alive for a later answer that may never come.
+  static let rememberedTagBodyBytes = 64 << 10
+
+  /// The gateway's tag of `body` (`EntityTagMaker`), once per shared body.
+  private func tag(of body: [UInt8]) -> GatewayETag {
+    if let last = lastTagged, last.body.count == body.count,
+      last.body.withUnsafeBufferPointer({ kept in body.withUnsafeBufferPointer { kept.baseAddress == $0.baseAddress } })
+    {
+      return last.tag
+    }
+    let tag = EntityTagMaker.tag(of: body)
+    lastTagged = body.count <= Self.rememberedTagBodyBytes ? (body, tag) : nil
+    return tag
   }
 
   /// gzip of an enveloped body for a client that takes it; nil if compression fails.
@@ -261,7 +284,7 @@ final class AnswerWriter {
     let before = output.count
     guard
       answeredByCondition(
-        etag: tag?.opaque, etagIsWeak: tag?.isWeak ?? false, upstream: head.headers, variesByCoding: false,
+        etag: { tag }, upstream: head.headers, variesByCoding: false,
         extra: StoreEntryRules.cacheLines(exchange.cacheResult), close: close, exchange: exchange)
     else { return false }
     exchange.bytesSent += Int64(output.count - before)
