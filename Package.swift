@@ -26,6 +26,10 @@ let package = Package(
       name: "CGatehouseZlib",
       providers: [.apt(["zlib1g-dev"])]
     ),
+    .systemLibrary(
+      name: "CGatehouseNghttp2",
+      providers: [.apt(["libnghttp2-dev"])]
+    ),
     .target(name: "GatehouseHTTP", swiftSettings: hotPathSettings),
     .target(
       name: "GatehouseNet",
@@ -34,7 +38,7 @@ let package = Package(
     ),
     .target(
       name: "GatehouseHTTPServer",
-      dependencies: ["GatehouseHTTP", "GatehouseNet"],
+      dependencies: ["GatehouseHTTP", "GatehouseNet", "CGatehouseNghttp2"],
       swiftSettings: hotPathSettings
     ),
     .target(name: "GatehouseJSON"),
@@ -101,7 +105,7 @@ let package = Package(
     ),
     .testTarget(
       name: "GatehouseHTTPServerTests",
-      dependencies: ["GatehouseHTTPServer", "GatehouseHTTP", "GatehouseNet"]
+      dependencies: ["GatehouseHTTPServer", "GatehouseHTTP", "GatehouseNet", "CGatehouseNghttp2"]
     ),
     .testTarget(
       name: "GatehouseJSONTests",
@@ -131,7 +135,7 @@ let package = Package(
     ),
     .testTarget(
       name: "CLibrariesTests",
-      dependencies: ["CGatehouseOpenSSL", "CGatehouseSQLite", "CGatehouseZlib", "CGatehouseLinux"]
+      dependencies: ["CGatehouseOpenSSL", "CGatehouseSQLite", "CGatehouseZlib", "CGatehouseLinux", "CGatehouseNghttp2"]
     ),
   ],
   swiftLanguageModes: [.v6]

@@ -1,4 +1,5 @@
 import CGatehouseLinux
+import CGatehouseNghttp2
 import CGatehouseOpenSSL
 import CGatehouseSQLite
 import CGatehouseZlib
@@ -45,6 +46,18 @@ import Testing
     let pointer = sqlite3_column_blob(select, 0)!
     let back = Array(UnsafeRawBufferPointer(start: pointer, count: count))
     #expect(back == blob)
+  }
+
+  /// libnghttp2 links, and is new enough for the limits HTTP/2 connections set (1.52 with
+  /// Debian's backports has `max_continuations`).
+  @Test func nghttp2LinksAndHasTheLimitsWeSet() throws {
+    let info = try #require(nghttp2_version(0))
+    let version = info.pointee.version_num
+    #expect(version >= 0x01_34_00, "nghttp2 \(String(version, radix: 16))")
+    var option: OpaquePointer?
+    #expect(nghttp2_option_new(&option) == 0)
+    nghttp2_option_set_max_continuations(option, 8)
+    nghttp2_option_del(option)
   }
 
   @Test func zlibCompressesAndRestores() {
