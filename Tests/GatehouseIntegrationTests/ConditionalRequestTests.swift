@@ -229,6 +229,21 @@ final class ValidatingBackend: Sendable {
     #expect(conditional.status == 200 && conditional.body == streamed.body)
   }
 
+  /// On a route with a `cache` block the client's conditions do not reach the backend (the
+  /// answer is fetched for everyone): a MISS meets them against the backend's validators,
+  /// and the body, read all the same, is stored.
+  @Test func aMissOnACachedRouteMeetsConditionsAndStillStores() throws {
+    let backend = try ValidatingBackend()
+    let gateway = try Self.gateway(backend: backend, envelope: false, cache: ["fresh_s": 60])
+    defer { gateway.stopExpectingCleanExit() }
+    let miss = try send("GET", "/list", to: gateway.port, headers: [("If-None-Match", "\"v1\"")])
+    let hit = try send("GET", "/list", to: gateway.port)
+
+    #expect(miss.status == 304 && miss.head.value("X-Gatehouse-Cache") == "MISS" && miss.head.value("ETag") == "\"v1\"")
+    #expect(hit.status == 200 && hit.head.value("X-Gatehouse-Cache") == "HIT" && !hit.body.isEmpty)
+    #expect(backend.requests.count == 1 && backend.requests[0].head.value("If-None-Match") == nil)
+  }
+
   /// Stubs are answers the gateway builds: they carry a tag and meet conditions.
   @Test func stubsCarryValidators() throws {
     let route = StubTests.stubRoute(mode: "always", envelope: true)

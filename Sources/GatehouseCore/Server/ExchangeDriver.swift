@@ -358,8 +358,11 @@ final class ExchangeDriver: ClientSessionPart {
     let method = exchange.head.method
     let upstreamMethod = asGET ? HTTPMethod.get : method
     exchange.suppressBody = upstreamMethod != method
+    // The gateway meets the client's conditions itself where the upstream's answer is not
+    // the client's alone: wrapped in the envelope, or fetched for the store (for everyone).
     exchange.gatewayMeetsConditions =
-      (method == .get || method == .head) && (plan.envelope != nil || exchange.revalidation != nil)
+      (method == .get || method == .head)
+      && (plan.envelope != nil || exchange.revalidation != nil || exchange.hasCacheKey)
     exchange.answerParser.requestWasHEAD = upstreamMethod == .head
     let framing = ForwardingRules.upstreamFraming(exchange.head.bodyFraming)
     exchange.rechunkRequest = framing == .chunked
