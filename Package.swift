@@ -10,10 +10,13 @@ let hotPathSettings: [SwiftSetting] = [.unsafeFlags(["-enforce-exclusivity=unche
 let package = Package(
   name: "Gatehouse",
   products: [
-    .executable(name: "gatehouse", targets: ["gatehouse"])
+    .executable(name: "gatehouse", targets: ["gatehouse"]),
+    // Preloaded into the gateway by the allocation tests (LD_PRELOAD); nothing links it.
+    .library(name: "GatehouseAllocationCounter", type: .dynamic, targets: ["GatehouseAllocationCounter"]),
   ],
   targets: [
     .target(name: "CGatehouseLinux"),
+    .target(name: "GatehouseAllocationCounter"),
     .systemLibrary(
       name: "CGatehouseOpenSSL",
       providers: [.apt(["libssl-dev"])]
