@@ -13,3 +13,21 @@ import Testing
     #expect(StoreEntryRules.cacheLines(nil).isEmpty)
   }
 }
+
+/// The per-result counters behind `gatehouse_cache_total`: one slot per result, read back by
+/// its metric label, summed across loops.
+@Suite struct CacheResultCountsTests {
+  @Test func countsEachResultInItsOwnSlot() {
+    var counts = CacheResultCounts()
+    let results: [CacheResult] = [.hit, .hit, .stale, .miss, .bypass, .revalidated, .revalidated, .revalidated]
+    for result in results { counts.count(result) }
+    var other = CacheResultCounts()
+    other.count(.miss)
+    counts.add(other)
+    for result in [CacheResult.hit, .stale, .miss, .bypass, .revalidated] {
+      let expected = results.filter { $0 == result }.count + (result == .miss ? 1 : 0)
+      #expect(counts[label: result.metricLabel] == UInt64(expected), "\(result)")
+    }
+    #expect(counts[label: "nonsense"] == 0)
+  }
+}

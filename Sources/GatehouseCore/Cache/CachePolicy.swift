@@ -79,6 +79,48 @@ public enum CacheResult: String, Sendable {
   }
 }
 
+/// Answers of routes with a cache, by `CacheResult`: a counter each, counted without
+/// hashing the label (`gatehouse_cache_total` counts one per such answer).
+public struct CacheResultCounts: Sendable, Equatable {
+  public private(set) var hit: UInt64 = 0
+  public private(set) var stale: UInt64 = 0
+  public private(set) var miss: UInt64 = 0
+  public private(set) var bypass: UInt64 = 0
+  public private(set) var revalidated: UInt64 = 0
+
+  public init() {}
+
+  public mutating func count(_ result: CacheResult) {
+    switch result {
+    case .hit: hit &+= 1
+    case .stale: stale &+= 1
+    case .miss: miss &+= 1
+    case .bypass: bypass &+= 1
+    case .revalidated: revalidated &+= 1
+    }
+  }
+
+  public mutating func add(_ other: CacheResultCounts) {
+    hit &+= other.hit
+    stale &+= other.stale
+    miss &+= other.miss
+    bypass &+= other.bypass
+    revalidated &+= other.revalidated
+  }
+
+  /// The count of the result whose metric label is `label` (0 for none).
+  public subscript(label label: String) -> UInt64 {
+    switch label {
+    case CacheResult.hit.metricLabel: hit
+    case CacheResult.stale.metricLabel: stale
+    case CacheResult.miss.metricLabel: miss
+    case CacheResult.bypass.metricLabel: bypass
+    case CacheResult.revalidated.metricLabel: revalidated
+    default: 0
+    }
+  }
+}
+
 /// Which upstream answers may be remembered and shared (SPEC §5, RFC 9111): 2xx answers to
 /// GET, never those the upstream marked `no-store`, `private` or `no-cache` (the last may
 /// not be reused without a revalidation the gateway does not make), nor those setting

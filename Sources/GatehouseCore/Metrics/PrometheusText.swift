@@ -72,7 +72,7 @@ public struct PrometheusText {
     }
     header("gatehouse_cache_total", "counter", "Store lookups by result.")
     for result in ["hit", "stale", "miss", "bypass", "revalidated"] {
-      self.sample("gatehouse_cache_total", [("result", result)], Double(sample.cacheResults[result] ?? 0))
+      self.sample("gatehouse_cache_total", [("result", result)], Double(sample.cacheResults[label: result]))
     }
     header(
       "gatehouse_cache_collapsed_total", "counter",

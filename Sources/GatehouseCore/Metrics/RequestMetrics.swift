@@ -57,7 +57,7 @@ final class LoopMetrics {
   private var talliedOutcomes: [UpstreamOutcomeKey: UInt64] = [:]
   private var outcomeRun = UpstreamOutcomeKey(upstream: "", outcome: "")
   private var outcomeRunCount: UInt64 = 0
-  var cacheResults: [String: UInt64] = [:]
+  var cacheResults = CacheResultCounts()
   /// Requests that waited for another's upstream exchange (collapsed forwarding).
   var collapsed: UInt64 = 0
   /// Requests written behind another on an upstream connection (pipelining), and those of
@@ -187,7 +187,7 @@ public struct RouteSample: Sendable {
 public struct MetricsSample: Sendable {
   var routes: [String: RouteSample] = [:]
   var upstreamOutcomes: [UpstreamOutcomeKey: UInt64] = [:]
-  var cacheResults: [String: UInt64] = [:]
+  var cacheResults = CacheResultCounts()
   var collapsed: UInt64 = 0
   var pipelined: UInt64 = 0
   var pipelineResent: UInt64 = 0
@@ -200,7 +200,7 @@ public struct MetricsSample: Sendable {
   public mutating func add(_ other: MetricsSample) {
     for (name, sample) in other.routes { routes[name, default: RouteSample()].add(sample) }
     for (key, value) in other.upstreamOutcomes { upstreamOutcomes[key, default: 0] &+= value }
-    for (key, value) in other.cacheResults { cacheResults[key, default: 0] &+= value }
+    cacheResults.add(other.cacheResults)
     collapsed &+= other.collapsed
     pipelined &+= other.pipelined
     pipelineResent &+= other.pipelineResent

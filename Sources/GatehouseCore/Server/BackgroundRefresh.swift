@@ -267,7 +267,7 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
       // The stored answer is current: its age starts again, its body is not sent again.
       if StoreEntryRules.confirms(head.headers, stored) {
         _ = context.store?.renew(key: key, stored, notModified: head.headers, nowMs: RFC3339.nowMilliseconds())
-        context.metrics.cacheResults[CacheResult.revalidated.metricLabel, default: 0] &+= 1
+        context.metrics.cacheResults.count(.revalidated)
       } else {
         context.store?.forget(key: key)
       }

@@ -23,8 +23,8 @@ struct CacheAdministration: Sendable {
     switch endpoint {
     case .cacheStats:
       server.gather({ context in context.metrics.cacheResults }) { perLoop in
-        var summed: [String: UInt64] = [:]
-        for loop in perLoop { for (key, value) in loop { summed[key, default: 0] += value } }
+        var summed = CacheResultCounts()
+        for loop in perLoop { summed.add(loop) }
         let results = summed
         server.onControl {
           let stats = store.stats()
@@ -32,9 +32,9 @@ struct CacheAdministration: Sendable {
             .json(
               .object([
                 ("entries", .int(Int(stats.entries))), ("bytes", .int(Int(stats.bytes))),
-                ("max_bytes", .int(Int(stats.maxBytes))), ("hits", .int(results["hit"] ?? 0)),
-                ("stale_served", .int(results["stale"] ?? 0)), ("misses", .int(results["miss"] ?? 0)),
-                ("bypass", .int(results["bypass"] ?? 0)), ("revalidated", .int(results["revalidated"] ?? 0)),
+                ("max_bytes", .int(Int(stats.maxBytes))), ("hits", .int(results[label: "hit"])),
+                ("stale_served", .int(results[label: "stale"])), ("misses", .int(results[label: "miss"])),
+                ("bypass", .int(results[label: "bypass"])), ("revalidated", .int(results[label: "revalidated"])),
                 ("writes", .int(Int(stats.writes))),
                 ("dropped_writes", .int(Int(stats.droppedWrites))), ("evictions", .int(Int(stats.evictions))),
                 ("read_errors", .int(Int(stats.readErrors))), ("write_errors", .int(Int(stats.writeErrors))),

@@ -21,7 +21,7 @@ extension LoopContext {
   /// peer's address).
   func record(_ exchange: Exchange, status: Int, client: [UInt8]) {
     let elapsed = EventLoop.monotonicNanoseconds() &- exchange.startedAt
-    if let result = exchange.cacheResult { metrics.cacheResults[result.metricLabel, default: 0] &+= 1 }
+    if let result = exchange.cacheResult { metrics.cacheResults.count(result) }
     recordRequest(
       snapshot: exchange.snapshot, routeIndex: exchange.routeIndex, status: status, nanoseconds: elapsed)
     let plan = exchange.routeIndex.map { exchange.snapshot.routePlans[$0] }
