@@ -141,6 +141,13 @@ public struct HTTPHeaders: Sendable, Hashable {
     ranges.indices.contains { nameEquals(at: $0, name) }
   }
 
+  /// Makes room for `fields` more fields of `bytes` more name and value bytes, so adding
+  /// them grows neither array step by step.
+  public mutating func reserveCapacity(bytes: Int, fields: Int) {
+    storage.reserveCapacity(storage.count + bytes)
+    ranges.reserveCapacity(ranges.count + fields)
+  }
+
   public mutating func add(name: String, value: String) {
     mayListConnectionOptions = true
     let nameStart = storage.count
