@@ -8,16 +8,7 @@ package enum SipHash {
   /// little-endian halves).
   static func hash(_ message: UnsafeRawBufferPointer, k0: UInt64, k1: UInt64) -> UInt64 {
     var state = State(k0: k0, k1: k1)
-    var offset = 0
-    while message.count - offset >= 8 {
-      state.compress(message.loadUnaligned(fromByteOffset: offset, as: UInt64.self).littleEndian)
-      offset += 8
-    }
-    var last = UInt64(truncatingIfNeeded: message.count) << 56
-    for index in 0..<(message.count - offset) {
-      last |= UInt64(message[offset + index]) << (8 * UInt64(index))
-    }
-    state.compress(last)
+    state.absorb(message)
     return state.finish()
   }
 
@@ -26,16 +17,7 @@ package enum SipHash {
   package static func hash128(_ message: UnsafeRawBufferPointer, k0: UInt64, k1: UInt64) -> (UInt64, UInt64) {
     var state = State(k0: k0, k1: k1)
     state.v1 ^= 0xee
-    var offset = 0
-    while message.count - offset >= 8 {
-      state.compress(message.loadUnaligned(fromByteOffset: offset, as: UInt64.self).littleEndian)
-      offset += 8
-    }
-    var last = UInt64(truncatingIfNeeded: message.count) << 56
-    for index in 0..<(message.count - offset) {
-      last |= UInt64(message[offset + index]) << (8 * UInt64(index))
-    }
-    state.compress(last)
+    state.absorb(message)
     state.v2 ^= 0xee
     for _ in 0..<4 { state.round() }
     let first = state.v0 ^ state.v1 ^ state.v2 ^ state.v3
@@ -80,6 +62,22 @@ package enum SipHash {
       v2 &+= v1
       v1 = v1.rotatedLeft(17) ^ v2
       v2 = v2.rotatedLeft(32)
+    }
+
+    /// The whole message: its 8-byte blocks, then the last one with the length in its top
+    /// byte.
+    @inline(__always)
+    mutating func absorb(_ message: UnsafeRawBufferPointer) {
+      var offset = 0
+      while message.count - offset >= 8 {
+        compress(message.loadUnaligned(fromByteOffset: offset, as: UInt64.self).littleEndian)
+        offset += 8
+      }
+      var last = UInt64(truncatingIfNeeded: message.count) << 56
+      for index in 0..<(message.count - offset) {
+        last |= UInt64(message[offset + index]) << (8 * UInt64(index))
+      }
+      compress(last)
     }
 
     /// One 8-byte block: two rounds.
