@@ -4,7 +4,7 @@ import GatehouseHTTP
 import GatehouseJSON
 
 /// A route's envelope settings, compiled for the request path.
-public struct EnvelopePolicy: Sendable {
+public struct EnvelopePolicy: Sendable, Equatable {
   public let keyPath: JSONKeyPath?
   /// `status: "always_200"`: HTTP 200 for every answer, the real status only in `code`.
   public let alwaysOK: Bool

@@ -32,21 +32,8 @@ extension ClientSession {
     exchange.cacheResult = result
     let (head, extra) = StoreEntryRules.servedForm(stored, result: result, nowMs: RFC3339.nowMilliseconds())
     writeKeptAnswer(
-      head: head, body: stored.body, outcome: Self.envelopeOutcome(of: stored, head: head, policy: exchange.envelope),
-      extra: extra)
-  }
-
-  /// A stored answer through the route's envelope (`passThrough` without one); `head`: its
-  /// served form.
-  static func envelopeOutcome(of stored: StoredAnswer, head: HTTPResponseHead, policy: EnvelopePolicy?)
-    -> EnvelopeOutcome
-  {
-    guard let policy else { return .passThrough }
-    return EnvelopeRenderer.render(
-      status: stored.status, reason: HTTPStatusPhrase.reason(for: stored.status),
-      contentType: ForwardingRules.field(head.headers, "content-type"),
-      contentEncoding: ForwardingRules.field(head.headers, "content-encoding"),
-      body: stored.body, truncated: false, policy: policy)
+      head: head, body: stored.body,
+      outcome: routeCache.envelopeOutcome(of: stored, head: head, policy: exchange.envelope), extra: extra)
   }
 
   /// Writes a whole upstream answer kept in memory (stored, or shared by a collapsed

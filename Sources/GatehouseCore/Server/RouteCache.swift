@@ -15,6 +15,22 @@ final class RouteCache {
   private let store: LoopStore?
   /// GETs with the upstream that others wait for, by cache id (see `RequestCollapsing`).
   private var collapsing: [String: CollapseGroup] = [:]
+  /// The last stored answer put through an envelope and what that gave (see
+  /// `envelopeOutcome`).
+  private var lastRendered: RenderedStoredAnswer?
+
+  private struct RenderedStoredAnswer {
+    let body: [UInt8]
+    let status: Int
+    let contentType: ArraySlice<UInt8>?
+    let contentEncoding: ArraySlice<UInt8>?
+    let policy: EnvelopePolicy
+    let outcome: EnvelopeOutcome
+  }
+
+  /// Stored bodies up to this size have their envelope remembered (the recent answers keep
+  /// no larger ones either).
+  static let rememberedRenderBytes = 256 << 10
 
   init(context: LoopContext, store: LoopStore?) {
     self.context = context
@@ -68,6 +84,37 @@ final class RouteCache {
       }
     }
     return joinCollapsed(exchange, of: session, cache: cache, routeIndex: routeIndex) ? .joinedCollapsed : .miss
+  }
+
+  /// A stored answer through the route's envelope (`passThrough` without one); `head`: its
+  /// served form. A stored answer served over and over (a hot entry, an outage) is checked
+  /// and wrapped once while it is the last one: the remembered body array pins its buffer
+  /// (a shared buffer is copied before it is written), so a body in that same buffer, with
+  /// the same status, type, coding and envelope settings, renders the same.
+  func envelopeOutcome(of stored: StoredAnswer, head: HTTPResponseHead, policy: EnvelopePolicy?)
+    -> EnvelopeOutcome
+  {
+    guard let policy else { return .passThrough }
+    let contentType = ForwardingRules.field(head.headers, "content-type")
+    let contentEncoding = ForwardingRules.field(head.headers, "content-encoding")
+    if let last = lastRendered, last.status == stored.status, last.body.count == stored.body.count,
+      last.body.withUnsafeBufferPointer({ kept in
+        stored.body.withUnsafeBufferPointer { kept.baseAddress == $0.baseAddress }
+      }),
+      last.contentType == contentType, last.contentEncoding == contentEncoding, last.policy == policy
+    {
+      return last.outcome
+    }
+    let outcome = EnvelopeRenderer.render(
+      status: stored.status, reason: HTTPStatusPhrase.reason(for: stored.status), contentType: contentType,
+      contentEncoding: contentEncoding, body: stored.body, truncated: false, policy: policy)
+    lastRendered =
+      stored.body.count <= Self.rememberedRenderBytes
+      ? RenderedStoredAnswer(
+        body: stored.body, status: stored.status, contentType: contentType, contentEncoding: contentEncoding,
+        policy: policy, outcome: outcome)
+      : nil
+    return outcome
   }
 
   /// A stored answer young enough for `stale_if_error_s`, when the upstream failed.

@@ -366,7 +366,7 @@ final class UpstreamAnswerReader: ClientSessionPart {
       exchange.collapseOutcome = .answer(
         CollapsedAnswer(
           head: head, body: renewed.body,
-          rendered: ClientSession.envelopeOutcome(of: renewed, head: head, policy: exchange.envelope)))
+          rendered: routeCache.envelopeOutcome(of: renewed, head: head, policy: exchange.envelope)))
     }
     exchange.storedAnswer = renewed
     driver.run(.answerReplaced(.revalidated, reusable: upstreamReusable))
