@@ -158,12 +158,7 @@ final class AnswerWriter {
       if exchange.gatewayMeetsConditions, secret == nil, (200..<300).contains(head.status) {
         // Read whole and passed through (no JSON to wrap): the client's conditions, which
         // the upstream did not see, are met against its validators, as on a streamed one.
-        let tag = head.headers.firstValue(lowercaseName: "etag").flatMap { EntityTag($0) }
-        if answeredByCondition(
-          etag: { tag }, upstream: head.headers, variesByCoding: false,
-          extra: StoreEntryRules.cacheLines(exchange.cacheResult), close: close, exchange: exchange)
-        {
-          exchange.bytesSent += Int64(output.count - before)
+        if writeUpstreamCondition(head, close: close, exchange: exchange) {
           exchange.bufferedBody = []
           return
         }
@@ -265,9 +260,7 @@ final class AnswerWriter {
 
   /// The gateway's tag of `body` (`EntityTagMaker`), once per shared body.
   private func tag(of body: [UInt8]) -> GatewayETag {
-    if let last = lastTagged, last.body.count == body.count,
-      last.body.withUnsafeBufferPointer({ kept in body.withUnsafeBufferPointer { kept.baseAddress == $0.baseAddress } })
-    {
+    if let last = lastTagged, last.body.sharesBuffer(with: body) {
       return last.tag
     }
     let tag = EntityTagMaker.tag(of: body)
@@ -373,5 +366,16 @@ final class AnswerWriter {
       status: exchange.status, upstream: head, requestID: exchange.requestID, framing: framing, gzip: false,
       closeConnection: close, extraLines: StoreEntryRules.cacheLines(exchange.cacheResult), into: &output)
     exchange.bytesSent += Int64(output.count - before)
+  }
+}
+
+extension Array where Element == UInt8 {
+  /// Whether `other` is these very bytes: the same buffer, the same count. Held, an array
+  /// pins its buffer and a shared buffer is copied before it is written, so a memo that
+  /// keeps the array it was made from can tell by this that a body is unchanged, without
+  /// reading it (`AnswerWriter.lastTagged`, `RouteCache.envelopeOutcome`).
+  func sharesBuffer(with other: [UInt8]) -> Bool {
+    count == other.count
+      && withUnsafeBufferPointer { kept in other.withUnsafeBufferPointer { kept.baseAddress == $0.baseAddress } }
   }
 }

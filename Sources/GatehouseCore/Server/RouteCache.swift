@@ -97,10 +97,7 @@ final class RouteCache {
     guard let policy else { return .passThrough }
     let contentType = ForwardingRules.field(head.headers, "content-type")
     let contentEncoding = ForwardingRules.field(head.headers, "content-encoding")
-    if let last = lastRendered, last.status == stored.status, last.body.count == stored.body.count,
-      last.body.withUnsafeBufferPointer({ kept in
-        stored.body.withUnsafeBufferPointer { kept.baseAddress == $0.baseAddress }
-      }),
+    if let last = lastRendered, last.status == stored.status, last.body.sharesBuffer(with: stored.body),
       last.contentType == contentType, last.contentEncoding == contentEncoding, last.policy == policy
     {
       return last.outcome
