@@ -131,15 +131,22 @@ struct ConfigDecoder {
       let addressField = object.requiredField("address")
       let address = addressField.flatMap(listenAddress)
       let tls = object.field("tls").flatMap(decodeListenerTLS)
+      let http2 = object.field("http2")?.bool() ?? true
+      let h2cField = object.field("h2c")
+      let h2c = h2cField?.bool() ?? false
       object.finishReading()
       guard let address, let addressField else { continue }
+      if h2c, tls != nil, let h2cField {
+        // On TLS, HTTP/2 is chosen by ALPN (`http2`); prior knowledge is for cleartext.
+        h2cField.report("applies to cleartext listeners only; TLS listeners offer h2 through ALPN (http2)")
+      }
       // Port 0 asks the kernel for a fresh port each time, so two of them never clash.
       if address.port != 0, let first = seen[address] {
         addressField.report("\(address) is already used by \(first)")
         continue
       }
       seen[address] = element.path
-      listeners.append(ListenerConfig(address: address, tls: tls))
+      listeners.append(ListenerConfig(address: address, tls: tls, http2: http2, h2c: h2c))
     }
     return listeners
   }
@@ -218,7 +225,7 @@ struct ConfigDecoder {
 
   private func decodeLimits(_ field: ConfigField?) -> LimitsConfig {
     let object = field?.object()
-    let limits = LimitsConfig(
+    var limits = LimitsConfig(
       maxConnections: object?.field("max_connections")?.integer(in: 1...Int.max) ?? Defaults.maxConnections,
       maxHeaderBytes: object?.field("max_header_bytes")?.integer(in: 1...Int.max) ?? Defaults.maxHeaderBytes,
       maxBodyBytes: object?.field("max_body_bytes")?.integer(in: 0...Int.max) ?? Defaults.maxBodyBytes,
@@ -228,6 +235,13 @@ struct ConfigDecoder {
       bodyTimeout: object?.field("body_timeout_ms")?.milliseconds() ?? Defaults.bodyTimeout,
       bodyBufferBytes: object?.field("body_buffer_bytes")?.integer(in: 0...(64 << 20)) ?? Defaults.bodyBufferBytes,
       bufferedBytes: object?.field("buffered_bytes")?.integer(in: 0...Int.max) ?? Defaults.bufferedBytes)
+    let http2 = object?.field("http2")?.object()
+    limits.http2 = HTTP2LimitsConfig(
+      // RFC 9113 §6.5.2: windows stop at 2^31 - 1.
+      maxConcurrentStreams: http2?.field("max_concurrent_streams")?.integer(in: 1...(1 << 20)) ?? 128,
+      initialWindowBytes: http2?.field("initial_window_bytes")?.integer(in: 1...Int(Int32.max)) ?? 65_535,
+      maxHeaderListBytes: http2?.field("max_header_list_bytes")?.integer(in: 1...(16 << 20)) ?? limits.maxHeaderBytes)
+    http2?.finishReading()
     object?.finishReading()
     return limits
   }

@@ -84,6 +84,12 @@ public enum ConfigKeys {
       key(
         "listen[].address", "string `host:port`", "required", .applies,
         "IPv4, `[IPv6]` or `localhost` with a port (0: any free port)"),
+      key(
+        "listen[].http2", "boolean", "true", .newConnections,
+        "a TLS listener offers ALPN `h2` then `http/1.1`; false: only `http/1.1`"),
+      key(
+        "listen[].h2c", "boolean", "false", .newConnections,
+        "a cleartext listener also takes HTTP/2 with prior knowledge (never `Upgrade: h2c`)"),
     ] + serverTLSKeys("listen[].tls", reload: .newConnections)
     + [
       key("workers", "integer 0–\(Defaults.workersLimit)", "0", .restart, "event loops; 0 is one per core"),
@@ -127,6 +133,16 @@ public enum ConfigKeys {
       key(
         "limits.buffered_bytes", "integer ≥ 0", "\(Defaults.bufferedBytes)", .applies,
         "memory for answers held whole, shared by the process"),
+      key("limits.http2", "object", "{}", .newConnections, "limits of HTTP/2 connections"),
+      key(
+        "limits.http2.max_concurrent_streams", "integer 1–1048576", "128", .newConnections,
+        "streams open at once on a connection; resets faster than this per second end it"),
+      key(
+        "limits.http2.initial_window_bytes", "integer 1–2147483647", "65535", .newConnections,
+        "each stream's receive window (request bodies); the connection's is up to 16 times it"),
+      key(
+        "limits.http2.max_header_list_bytes", "integer 1–16777216", "`limits.max_header_bytes`", .newConnections,
+        "decoded header list size; past it the connection ends (GOAWAY)"),
     ] + headerKeys("headers", scope: "on every route")
     + [
       key("upstreams", "object: name → upstream", "{}", .applies, "backends routes send requests to"),

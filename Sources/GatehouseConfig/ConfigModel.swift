@@ -54,6 +54,33 @@ public struct ListenerConfig: Sendable, Equatable {
   public let address: ListenAddress
   /// Present when the listener serves TLS.
   public let tls: ListenerTLSConfig?
+  /// `http2`: a TLS listener offers ALPN `h2` (default true).
+  public var http2: Bool = true
+  /// `h2c`: a cleartext listener takes HTTP/2 with prior knowledge (default false).
+  public var h2c: Bool = false
+
+  public init(address: ListenAddress, tls: ListenerTLSConfig?, http2: Bool = true, h2c: Bool = false) {
+    self.address = address
+    self.tls = tls
+    self.http2 = http2
+    self.h2c = h2c
+  }
+}
+
+/// `limits.http2` (SPEC §11): what an HTTP/2 connection announces and enforces.
+public struct HTTP2LimitsConfig: Sendable, Equatable {
+  /// Default 128.
+  public var maxConcurrentStreams: Int = 128
+  /// Default 65,535 (RFC 9113's initial window).
+  public var initialWindowBytes: Int = 65_535
+  /// Default `limits.max_header_bytes`.
+  public var maxHeaderListBytes: Int
+
+  public init(maxConcurrentStreams: Int = 128, initialWindowBytes: Int = 65_535, maxHeaderListBytes: Int) {
+    self.maxConcurrentStreams = maxConcurrentStreams
+    self.initialWindowBytes = initialWindowBytes
+    self.maxHeaderListBytes = maxHeaderListBytes
+  }
 }
 
 /// Certificate and key files for a TLS listener.
@@ -133,6 +160,8 @@ public struct LimitsConfig: Sendable, Equatable {
   /// `buffered_bytes`: the most upstream answer bytes all exchanges may hold at once to
   /// wrap them whole (enveloped answers); past it, answers stream wrapped. Default 128 MiB.
   public var bufferedBytes: Int = ConfigDecoder.Defaults.bufferedBytes
+  /// `http2`: stream, window and header list limits of HTTP/2 connections.
+  public var http2 = HTTP2LimitsConfig(maxHeaderListBytes: ConfigDecoder.Defaults.maxHeaderBytes)
 }
 
 /// One header to set: name as written, value already checked for CR, LF and NUL.

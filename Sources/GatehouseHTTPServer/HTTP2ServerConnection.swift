@@ -1,436 +1,583 @@
 import CGatehouseNghttp2
 import GatehouseHTTP
+import GatehouseNet
 
-/// The settings a server connection announces and enforces (`limits.http2`, SPEC §11).
-public struct HTTP2Settings: Sendable, Equatable {
-  public var maxConcurrentStreams: Int
-  public var initialWindowBytes: Int
-  public var maxHeaderListBytes: Int
+/// What an `HTTP2ServerConnection` asks of its owner. Every method runs on the connection's loop.
+public protocol HTTP2ServerOwner: AnyObject {
+  /// The responder of a new stream's exchange: it answers through `channel`, as it would
+  /// through an HTTP/1.1 connection.
+  func responder(for channel: HTTP2StreamChannel) -> any HTTP1ServerResponder
+  /// The client abused the connection; a GOAWAY is queued and the connection ends.
+  func http2Connection(_ connection: HTTP2ServerConnection, abused abuse: HTTP2Abuse)
+  /// The connection is closed; every stream's responder has heard `serverClosed`.
+  func http2ConnectionClosed(_ connection: HTTP2ServerConnection)
+}
 
-  public init(maxConcurrentStreams: Int = 128, initialWindowBytes: Int = 65_535, maxHeaderListBytes: Int = 16_384) {
-    self.maxConcurrentStreams = maxConcurrentStreams
-    self.initialWindowBytes = initialWindowBytes
-    self.maxHeaderListBytes = maxHeaderListBytes
+/// The timeouts an `HTTP2ServerConnection` runs under.
+public struct HTTP2ServerLimits: Sendable, Equatable {
+  /// The connection preface and first request must come within this.
+  public var headerTimeoutNanoseconds: UInt64
+  /// A connection with no open stream closes (GOAWAY) after this; a client that takes none
+  /// of its queued answer bytes for this long is cut.
+  public var idleTimeoutNanoseconds: UInt64
+
+  public init(headerTimeoutNanoseconds: UInt64, idleTimeoutNanoseconds: UInt64) {
+    self.headerTimeoutNanoseconds = headerTimeoutNanoseconds
+    self.idleTimeoutNanoseconds = idleTimeoutNanoseconds
   }
 }
 
-/// Why a stream's request cannot be served as it came, beyond what the codec refuses itself
-/// (nghttp2 resets streams whose pseudo-headers are wrong or that carry connection-specific
-/// fields, RFC 9113 §8.2.2).
-public enum HTTP2RequestProblem: Sendable, Equatable {
-  /// `Host` and `:authority` name different hosts (RFC 9113 §8.3.1): a 400.
-  case hostDisagrees
-}
-
-/// Abuse that ended a connection (SPEC §11): the responder logs it, throttled.
-public enum HTTP2Abuse: String, Sendable, Equatable {
-  /// Streams reset by the client faster than `max_concurrent_streams` per second
-  /// (CVE-2023-44487).
-  case rapidReset = "rapid_reset"
-}
-
-/// A token bucket: `burst` tokens, refilled at `perSecond`; each event takes one. Pure: the
-/// caller gives the time.
-public struct TokenBucket: Sendable, Equatable {
-  public let burst: Double
-  public let perSecond: Double
-  private var tokens: Double
-  private var atNanoseconds: UInt64?
-
-  public init(burst: Int, perSecond: Int) {
-    self.burst = Double(max(1, burst))
-    self.perSecond = Double(max(1, perSecond))
-    tokens = self.burst
-  }
-
-  /// Takes a token at `now`; false when none is left.
-  public mutating func take(nowNanoseconds now: UInt64) -> Bool {
-    if let at = atNanoseconds, now > at {
-      tokens = min(burst, tokens + Double(now - at) / 1e9 * perSecond)
-    }
-    atNanoseconds = now
-    guard tokens >= 1 else { return false }
-    tokens -= 1
-    return true
-  }
-}
-
-/// What an HTTP/2 connection tells its responder, per stream (the counterpart of
-/// `HTTP1Responder`). Called from `receive`, on the connection's loop.
-public protocol HTTP2Responder: AnyObject {
-  /// A stream's request head is complete; `endOfStream`: no body follows.
-  func streamReceivedHead(
-    _ stream: Int32, head: HTTPRequestHead, problem: HTTP2RequestProblem?, endOfStream: Bool)
-  /// Body bytes of a stream. The connection's and the stream's windows reopen only when the
-  /// responder says the bytes are consumed (`consumed`): a body nobody reads stops at the
-  /// window.
-  func streamReceivedBody(_ stream: Int32, _ bytes: UnsafeRawBufferPointer)
-  /// The request body ended.
-  func streamReceivedEnd(_ stream: Int32)
-  /// The stream is gone (its answer was sent, or the client reset it, or the codec did):
-  /// nothing more is sent or read on it. `errorCode` 0 is a normal end.
-  func streamClosed(_ stream: Int32, errorCode: UInt32)
-  /// The client abused the connection: it ends with a GOAWAY (already queued).
-  func connectionAbused(_ abuse: HTTP2Abuse)
-}
-
-/// One HTTP/2 server connection's codec, driven by the loop: bytes in (`receive`), bytes out
-/// (`drainOutput`), request heads and bodies to the responder, answers from it. libnghttp2
-/// holds the frame codec, HPACK and the stream states; it runs no thread and does no I/O of
-/// its own. Answer bodies are queued per stream and handed to nghttp2 as its windows allow,
-/// so a stream whose client does not read holds only what its responder queued.
+/// One HTTP/2 client connection (SPEC §11): the socket's bytes through the codec
+/// (`HTTP2Codec`, libnghttp2), each stream an `HTTP2StreamChannel` whose responder runs one
+/// exchange exactly as on an HTTP/1.1 connection. Output is gathered: frames leave once per
+/// loop turn, and stop while the socket's queue is above its high watermark (the streams'
+/// answers then wait in their own queues, and each stream's responder is told when its
+/// client falls behind).
 ///
 /// Confined to one loop.
-public final class HTTP2ServerConnection {
-  public unowned(unsafe) var responder: HTTP2Responder
-  public let settings: HTTP2Settings
-  private var session: OpaquePointer?
-  private var streams: [Int32: StreamState] = [:]
-  /// A fatal error happened: the connection ends once its GOAWAY is written.
-  public private(set) var failed = false
-  /// Client resets allowed: `max_concurrent_streams` at once, as many again per second.
-  private var resets: TokenBucket
-  /// The loop's clock, in nanoseconds.
-  private let now: () -> UInt64
+public final class HTTP2ServerConnection: ConnectionDelegate, HTTP2CodecDelegate {
+  public unowned(unsafe) let owner: any HTTP2ServerOwner
+  public unowned(unsafe) let loop: EventLoop
+  public private(set) var connection: BufferedConnection?
+  public var limits: HTTP2ServerLimits
+  /// Made in `init` (it needs `self`); never nil after.
+  public private(set) var codec: HTTP2Codec!
+  private var channels: [Int32: HTTP2StreamChannel] = [:]
+  /// Channels whose client fell behind, watched until they catch up.
+  private var behind: [HTTP2StreamChannel] = []
+  private var flushScheduled = false
+  /// The socket's queue is above its high watermark: no frames are pulled from the codec.
+  private var socketFull = false
+  private var draining = false
+  private var closing = false
+  public private(set) var isClosed = false
+  /// The connection's own deadline: the preface's, the idle one, or the socket's write one.
+  private var connectionDue: UInt64 = 0
+  private var writeWatch = WriteProgress()
+  /// Streams opened so far: before the first, the header timeout applies.
+  public private(set) var streamsOpened = 0
 
-  /// What is known of one stream while its request head arrives and its answer leaves.
-  final class StreamState {
-    var method: [UInt8] = []
-    var path: [UInt8] = []
-    var authority: [UInt8] = []
-    var scheme: [UInt8] = []
-    var fields: [(String, String)] = []
-    var host: [UInt8]?
-    /// Answer body bytes queued for nghttp2, and whether the answer ends after them.
-    var pending: [UInt8] = []
-    var pendingStart = 0
-    var ended = false
-    /// nghttp2 was told there was nothing to send (`NGHTTP2_ERR_DEFERRED`): it must be told
-    /// when there is.
-    var deferred = false
-
-    var queuedBytes: Int { pending.count - pendingStart }
+  public init(
+    owner: any HTTP2ServerOwner, loop: EventLoop, settings: HTTP2Settings, parserLimits: HTTPLimits,
+    limits: HTTP2ServerLimits
+  ) {
+    self.owner = owner
+    self.loop = loop
+    self.limits = limits
+    codec = HTTP2Codec(
+      settings: settings, parserLimits: parserLimits, delegate: self,
+      now: { [unowned(unsafe) loop] in loop.iterationTime })
   }
 
-  public init(settings: HTTP2Settings, responder: HTTP2Responder, now: @escaping () -> UInt64) {
-    self.settings = settings
-    self.responder = responder
-    self.now = now
-    resets = TokenBucket(burst: settings.maxConcurrentStreams, perSecond: settings.maxConcurrentStreams)
-    var callbacks: OpaquePointer?
-    guard nghttp2_session_callbacks_new(&callbacks) == 0, let callbacks else {
-      failed = true
-      return
-    }
-    defer { nghttp2_session_callbacks_del(callbacks) }
-    nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks, Self.onBeginHeaders)
-    nghttp2_session_callbacks_set_on_header_callback(callbacks, Self.onHeader)
-    nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks, Self.onFrameReceived)
-    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks, Self.onDataChunk)
-    nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, Self.onStreamClose)
-    var option: OpaquePointer?
-    guard nghttp2_option_new(&option) == 0, let option else {
-      failed = true
-      return
-    }
-    defer { nghttp2_option_del(option) }
-    // The responder reopens windows as it forwards bodies: backpressure reaches the client.
-    nghttp2_option_set_no_auto_window_update(option, 1)
-    nghttp2_option_set_max_send_header_block_length(option, 64 << 10)
-    // CONTINUATION floods (CVE-2024-27316) end at a few frames past the header list limit.
-    nghttp2_option_set_max_continuations(option, 8)
-    nghttp2_option_set_max_settings(option, 32)
-    var created: OpaquePointer?
-    let me = Unmanaged.passUnretained(self).toOpaque()
-    guard nghttp2_session_server_new2(&created, callbacks, me, option) == 0, let created else {
-      failed = true
-      return
-    }
-    session = created
-    var entries = [
-      nghttp2_settings_entry(
-        settings_id: Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue),
-        value: UInt32(clamping: settings.maxConcurrentStreams)),
-      nghttp2_settings_entry(
-        settings_id: Int32(NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE.rawValue),
-        value: UInt32(clamping: settings.initialWindowBytes)),
-      nghttp2_settings_entry(
-        settings_id: Int32(NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE.rawValue),
-        value: UInt32(clamping: settings.maxHeaderListBytes)),
-    ]
-    if nghttp2_submit_settings(created, UInt8(NGHTTP2_FLAG_NONE.rawValue), &entries, entries.count) != 0 {
-      failed = true
+  /// `connection` (whose delegate is this) is registered; `initial`: bytes already read
+  /// from it (the connection preface, when it was looked at to choose the protocol).
+  public func start(_ connection: BufferedConnection, initial: UnsafeRawBufferPointer? = nil) {
+    self.connection = connection
+    connectionDue = loop.iterationTime &+ limits.headerTimeoutNanoseconds
+    if let initial, !initial.isEmpty {
+      self.connection(connection, didRead: initial)
+    } else {
+      flush()
     }
   }
 
-  deinit {
-    if let session { nghttp2_session_del(session) }
+  /// The earliest deadline of the connection and its streams (0: none).
+  public var deadline: UInt64 {
+    var earliest = connectionDue
+    for channel in channels.values {
+      let due = channel.deadline
+      if due != 0 && (earliest == 0 || due < earliest) { earliest = due }
+    }
+    return earliest
   }
 
-  // MARK: Bytes in and out
+  /// The owner's sweep: acts on the deadlines that passed by `now`.
+  public func checkDeadline(now: UInt64) {
+    guard !isClosed else { return }
+    for channel in Array(channels.values) where channel.deadline != 0 && channel.deadline <= now {
+      channel.checkDeadline(now: now)
+    }
+    if connectionDue != 0, now >= connectionDue { connectionDeadlinePassed() }
+    scheduleFlush()
+  }
 
-  /// Feeds what the client sent. Returns false on a fatal error: the connection is to be
-  /// closed once `drainOutput` has written what is queued (a GOAWAY among it).
+  private func connectionDeadlinePassed() {
+    guard let connection else { return }
+    connectionDue = 0
+    if socketFull {
+      // The client takes none of what the socket holds for it.
+      if writeWatch.clientTookOutput(connection) {
+        armWriteDeadline()
+      } else {
+        abort()
+      }
+      return
+    }
+    guard channels.isEmpty else { return }
+    // No stream for the idle timeout (or no preface within the header timeout).
+    codec.goAway()
+    closing = true
+    flush()
+  }
+
+  private func armWriteDeadline() {
+    connectionDue = loop.iterationTime &+ limits.idleTimeoutNanoseconds
+    writeWatch.arm(connection)
+  }
+
+  /// No stream is open: the idle timeout runs.
+  private func armIdleDeadline() {
+    connectionDue = loop.iterationTime &+ limits.idleTimeoutNanoseconds
+  }
+
+  // MARK: Lifecycle
+
+  /// Shutdown or reload: GOAWAY, no new streams; the connection closes once the open ones
+  /// have finished.
+  public func drain() {
+    guard !draining, !isClosed else { return }
+    draining = true
+    codec.goAway()
+    flush()
+  }
+
+  /// Resets the connection at once, dropping queued output.
+  public func abort() {
+    closing = true
+    connection?.abort()
+  }
+
+  // MARK: The socket
+
+  public func connection(_ connection: BufferedConnection, didRead bytes: UnsafeRawBufferPointer) {
+    guard !closing else { return }
+    if !codec.receive(bytes) { closing = true }
+    flush()
+  }
+
+  public func connectionDidReadEOF(_ connection: BufferedConnection) {
+    // HTTP/2 clients do not half-close: the client is gone.
+    closing = true
+    connection.close()
+  }
+
+  public func connectionWriteQueueDidRiseAboveHighWatermark(_ connection: BufferedConnection) {
+    socketFull = true
+    armWriteDeadline()
+  }
+
+  public func connectionWriteQueueDidDrainBelowLowWatermark(_ connection: BufferedConnection) {
+    socketFull = false
+    connectionDue = channels.isEmpty ? loop.iterationTime &+ limits.idleTimeoutNanoseconds : 0
+    flush()
+  }
+
+  public func connection(_ connection: BufferedConnection, didCloseWith reason: ConnectionCloseReason) {
+    isClosed = true
+    self.connection = nil
+    let open = channels.values.sorted { $0.stream < $1.stream }
+    channels = [:]
+    behind = []
+    for channel in open { channel.connectionClosed(reason: reason) }
+    owner.http2ConnectionClosed(self)
+  }
+
+  // MARK: Output
+
+  /// Frames leave at the end of the loop's turn: answers of several streams made in one
+  /// turn share a write.
+  func scheduleFlush() {
+    guard !flushScheduled, !isClosed else { return }
+    flushScheduled = true
+    loop.executeLater { [self] in
+      flushScheduled = false
+      flush()
+    }
+  }
+
+  /// Writes what the codec has to send, as far as the socket takes it; closes the
+  /// connection when it is done (a fatal error, an abuse, or a drain with no stream left).
+  func flush() {
+    guard let connection, !isClosed else { return }
+    if !socketFull {
+      codec.drainOutput { bytes in
+        connection.write(bytes) && !connection.isAboveHighWatermark
+      }
+    }
+    if !behind.isEmpty { noticeCaughtUp() }
+    if closing || codec.failed || (draining && channels.isEmpty) || codec.isFinished {
+      closing = true
+      if !codec.wantsWrite || codec.failed { connection.close() }
+    }
+  }
+
+  /// A channel whose client stopped reading: watched until its queue drains.
+  func noteBehind(_ channel: HTTP2StreamChannel) {
+    behind.append(channel)
+  }
+
+  private func noticeCaughtUp() {
+    var index = 0
+    while index < behind.count {
+      let channel = behind[index]
+      if channel.isClosed || channel.queuedBytes <= HTTP2StreamChannel.lowWatermark {
+        behind.remove(at: index)
+        channel.caughtUp()
+      } else {
+        index += 1
+      }
+    }
+  }
+
+  // MARK: The codec's events
+
+  public func streamReceivedHead(
+    _ stream: Int32, head: Result<HTTPRequestHead, HTTP2RequestProblem>, endOfStream: Bool
+  ) {
+    let channel = HTTP2StreamChannel(stream: stream, connection: self)
+    channels[stream] = channel
+    streamsOpened += 1
+    if !socketFull { connectionDue = 0 }
+    channel.responder = owner.responder(for: channel)
+    channel.receivedHead(head, endOfStream: endOfStream)
+  }
+
+  public func streamReceivedBody(_ stream: Int32, _ bytes: UnsafeRawBufferPointer) {
+    channels[stream]?.receivedBody(bytes)
+  }
+
+  public func streamReceivedEnd(_ stream: Int32) {
+    channels[stream]?.receivedEnd()
+  }
+
+  public func streamClosed(_ stream: Int32, errorCode: UInt32) {
+    guard let channel = channels.removeValue(forKey: stream) else { return }
+    if channels.isEmpty && !socketFull { armIdleDeadline() }
+    channel.streamClosed(errorCode: errorCode)
+  }
+
+  public func connectionAbused(_ abuse: HTTP2Abuse) {
+    closing = true
+    owner.http2Connection(self, abused: abuse)
+  }
+
+  /// A stream's client kept its windows shut while an answer waited: the connection's own
+  /// window shut too is a client that will never read (abuse); else only the stream is cut.
+  func streamStalled(_ channel: HTTP2StreamChannel) {
+    if codec.remoteWindow <= 0 {
+      codec.abused(.windowNeverOpened, code: NGHTTP2_FLOW_CONTROL_ERROR.rawValue)
+    } else {
+      codec.reset(channel.stream, errorCode: UInt32(NGHTTP2_CANCEL.rawValue))
+    }
+    flush()
+  }
+}
+
+/// One HTTP/2 stream: one request and its answer, for a responder that speaks to it as to
+/// an HTTP/1.1 connection. The answer arrives as HTTP/1.1 bytes (the gateway writes every
+/// answer that way, `AnswerWriter`) and is read back by an `HTTPResponseParser` into a
+/// HEADERS frame (connection-specific fields dropped, names lowercased) and DATA frames
+/// (chunked framing undone), as Apache's mod_http2 does with HTTP/1 output: one writer of
+/// answers for both protocols, so they cannot drift apart.
+///
+/// The request body is handed over as it comes; while the responder has reading paused it
+/// is held here (at most the stream's window, which is not reopened meanwhile).
+public final class HTTP2StreamChannel: ExchangeChannel {
+  public let stream: Int32
+  /// unowned(unsafe): a channel outlives its connection only closed (`isClosed`), and then
+  /// touches nothing of it.
+  unowned(unsafe) let connection: HTTP2ServerConnection
+  unowned(unsafe) let loop: EventLoop
+  /// The exchange's responder; the stream holds it for as long as it lives.
+  var responder: (any HTTP1ServerResponder)!
+  private var parser: HTTPResponseParser
+  /// A head read from the answer, not yet sent: sent with END_STREAM when the answer ends
+  /// in the same write, else on its own at the end of the write.
+  private var heldHead: HTTPResponseHead?
+  private var headSent = false
+  private var answerStarted = false
+  /// The parser reached the answer's end (END_STREAM is queued).
+  private var answerSent = false
+  private var answerEnded = false
+  private var requestComplete = false
+  /// The answer ended first: the rest of the body is read and dropped.
+  private var discardingBody = false
+  /// The request was refused (`serverRefusedRequest`): no exchange to finish.
+  private var refused = false
+  private var finished = false
+  public private(set) var isClosed = false
+  private var pausedReasons: HTTP1PauseReasons = []
+  /// Body bytes that came while reading was paused, and whether the end came after them.
+  private var heldBody: [UInt8] = []
+  private var endHeld = false
+  public private(set) var responderDeadline: UInt64 = 0
+  /// While the client is behind: when its queue must have shrunk, and by how much it stood.
+  private var stallDue: UInt64 = 0
+  private var queuedAtStallCheck = 0
+  private var isBehind = false
+
+  /// Answer bytes queued for the stream past which its client counts as not reading, and
+  /// below which it has caught up (the socket's watermarks).
+  static let highWatermark = 64 * 1024
+  static let lowWatermark = 16 * 1024
+
+  init(stream: Int32, connection: HTTP2ServerConnection) {
+    self.stream = stream
+    self.connection = connection
+    loop = connection.loop
+    parser = HTTPResponseParser()
+  }
+
+  var deadline: UInt64 {
+    if responderDeadline == 0 || stallDue == 0 { return responderDeadline | stallDue }
+    return min(responderDeadline, stallDue)
+  }
+
+  var queuedBytes: Int { isClosed ? 0 : connection.codec.queuedBytes(stream) }
+
+  // MARK: The request
+
+  func receivedHead(_ head: Result<HTTPRequestHead, HTTP2RequestProblem>, endOfStream: Bool) {
+    requestComplete = endOfStream
+    switch head {
+    case .success(let head):
+      parser.requestWasHEAD = head.method == .head
+      responder.serverReceivedHead(head)
+    case .failure(let problem):
+      refused = true
+      switch problem {
+      case .hostDisagrees: responder.serverRefusedRequest(.invalidHost)
+      case .invalid(let error): responder.serverRefusedRequest(error)
+      }
+      if !answerSent { abort() }
+      discardingBody = true
+    }
+  }
+
+  func receivedBody(_ bytes: UnsafeRawBufferPointer) {
+    guard !isClosed else { return }
+    if discardingBody || finished {
+      connection.codec.consumed(stream, bytes.count)
+      connection.scheduleFlush()
+      return
+    }
+    if !pausedReasons.isEmpty {
+      heldBody.append(contentsOf: bytes)
+      return
+    }
+    responder.serverReceivedBody(bytes)
+    connection.codec.consumed(stream, bytes.count)
+    connection.scheduleFlush()
+  }
+
+  func receivedEnd() {
+    guard !isClosed, !requestComplete else { return }
+    if !pausedReasons.isEmpty && !discardingBody {
+      endHeld = true
+      return
+    }
+    requestComplete = true
+    if !discardingBody && !answerEnded { responder.serverReceivedEnd() }
+    finishIfDone()
+  }
+
+  // MARK: ExchangeChannel
+
+  public var inputFollowsHead: Bool { false }
+
+  public var isAboveHighWatermark: Bool { queuedBytes > Self.highWatermark }
+
+  public func beginAnswer(_ kind: HTTP1AnswerKind) -> Bool {
+    answerStarted = true
+    // HTTP/2 says nothing of the connection in an answer.
+    return false
+  }
+
   @discardableResult
-  public func receive(_ bytes: UnsafeRawBufferPointer) -> Bool {
-    guard let session, !failed else { return false }
-    let consumed = nghttp2_session_mem_recv(
-      session, bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), bytes.count)
-    if consumed < 0 {
-      failed = true
-      // A GOAWAY for the error, if nghttp2 has not queued one itself.
-      _ = nghttp2_session_terminate_session(session, UInt32(NGHTTP2_PROTOCOL_ERROR.rawValue))
+  public func write(_ bytes: [UInt8]) -> Bool {
+    bytes.withUnsafeBytes { write($0) }
+  }
+
+  @discardableResult
+  public func write(_ bytes: UnsafeRawBufferPointer) -> Bool {
+    guard !isClosed, !answerSent else { return false }
+    var offset = 0
+    do throws(HTTPParseError) {
+      while offset < bytes.count || heldHead != nil {
+        let input = UnsafeRawBufferPointer(rebasing: bytes[offset...])
+        let (event, consumed) = try parser.parse(input)
+        offset += consumed
+        guard let event else { break }
+        switch event {
+        case .head(let head):
+          // `100 Continue` is never asked for on HTTP/2; other 1xx heads are not passed on.
+          if head.status >= 200 { heldHead = head }
+        case .body(let range):
+          sendHeldHead(endOfStream: false)
+          connection.codec.sendBody(stream, UnsafeRawBufferPointer(rebasing: input[range]))
+        case .end:
+          answerSent = true
+          if heldHead != nil {
+            sendHeldHead(endOfStream: true)
+          } else {
+            connection.codec.endBody(stream)
+          }
+        }
+        if answerSent { break }
+      }
+    } catch {
+      // The gateway's own answer did not read back: the stream is cut, never garbled.
+      abort()
       return false
+    }
+    sendHeldHead(endOfStream: false)
+    connection.scheduleFlush()
+    if !isBehind && isAboveHighWatermark {
+      isBehind = true
+      queuedAtStallCheck = queuedBytes
+      stallDue = connection.loop.iterationTime &+ connection.limits.idleTimeoutNanoseconds
+      connection.noteBehind(self)
+      responder.serverClientFellBehind()
     }
     return true
   }
 
-  /// Hands every byte nghttp2 has to send to `write`, in order.
-  public func drainOutput(_ write: (UnsafeRawBufferPointer) -> Void) {
-    guard let session else { return }
-    while true {
-      var data: UnsafePointer<UInt8>?
-      let count = nghttp2_session_mem_send(session, &data)
-      guard count > 0, let data else { return }
-      write(UnsafeRawBufferPointer(start: data, count: count))
-    }
+  /// The fields of HTTP/1.1 that say something of the connection, not of the answer (RFC
+  /// 9113 §8.2.2): never sent on a stream.
+  private static let connectionFields = [
+    "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade",
+  ]
+
+  private func sendHeldHead(endOfStream: Bool) {
+    guard let head = heldHead else { return }
+    heldHead = nil
+    headSent = true
+    let headers = head.headers
+    connection.codec.sendHead(
+      stream, status: head.status, fields: headers,
+      except: { index in Self.connectionFields.contains { headers.nameEquals(at: index, $0) } },
+      endOfStream: endOfStream)
   }
 
-  /// Whether the connection has nothing more to do: both sides are done (after a GOAWAY,
-  /// or a fatal error) and nothing waits to be written.
-  public var isFinished: Bool {
-    guard let session else { return true }
-    return nghttp2_session_want_read(session) == 0 && nghttp2_session_want_write(session) == 0
-  }
+  @discardableResult
+  public func writeContinue() -> Bool { false }
 
-  /// Streams open now.
-  public var openStreamCount: Int { streams.count }
-
-  // MARK: Answers
-
-  /// Sends a stream's answer head. `fields`: lowercase names (HTTP/2 carries no others),
-  /// without connection-specific ones. The body follows with `sendBody` and `endBody`,
-  /// unless `endOfStream`.
-  public func sendHead(_ stream: Int32, status: Int, fields: [(name: String, value: String)], endOfStream: Bool) {
-    guard let session, let state = streams[stream] else { return }
-    // Names and values back to back in one buffer, each pair's lengths noted; nghttp2
-    // copies them when the answer is submitted.
-    var text: [UInt8] = Array(":status".utf8) + Array(String(status).utf8)
-    var lengths: [(name: Int, value: Int)] = [(7, text.count - 7)]
-    for field in fields {
-      let name = Array(field.name.lowercased().utf8)
-      text += name
-      text += field.value.utf8
-      lengths.append((name.count, field.value.utf8.count))
-    }
-    let result = text.withUnsafeMutableBufferPointer { bytes in
-      var nva: [nghttp2_nv] = []
-      nva.reserveCapacity(lengths.count)
-      var offset = 0
-      for length in lengths {
-        let name = bytes.baseAddress! + offset
-        nva.append(
-          nghttp2_nv(
-            name: name, value: name + length.name, namelen: length.name, valuelen: length.value,
-            flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)))
-        offset += length.name + length.value
-      }
-      return gh_h2_submit_response(session, stream, &nva, nva.count, endOfStream ? nil : Self.readBody)
-    }
-    if result != 0 {
-      _ = nghttp2_submit_rst_stream(
-        session, UInt8(NGHTTP2_FLAG_NONE.rawValue), stream, UInt32(NGHTTP2_INTERNAL_ERROR.rawValue))
-    }
-    if endOfStream { state.ended = true }
-  }
-
-  /// Queues answer body bytes for a stream whose head was sent.
-  public func sendBody(_ stream: Int32, _ bytes: UnsafeRawBufferPointer) {
-    guard let state = streams[stream], !state.ended, !bytes.isEmpty else { return }
-    state.pending.append(contentsOf: bytes)
-    resumeIfDeferred(stream, state)
-  }
-
-  /// Ends a stream's answer after what is queued.
-  public func endBody(_ stream: Int32) {
-    guard let state = streams[stream], !state.ended else { return }
-    state.ended = true
-    resumeIfDeferred(stream, state)
-  }
-
-  /// Answer bytes of `stream` still queued here (not yet taken by nghttp2): the responder's
-  /// measure of a client that does not read.
-  public func queuedBytes(_ stream: Int32) -> Int { streams[stream]?.queuedBytes ?? 0 }
-
-  /// The responder forwarded `count` body bytes of `stream`: the windows reopen by as much.
-  public func consumed(_ stream: Int32, _ count: Int) {
-    guard let session, count > 0 else { return }
-    _ = nghttp2_session_consume(session, stream, count)
-  }
-
-  /// Resets a stream (`RST_STREAM`), e.g. when its upstream failed after the head was sent.
-  public func reset(_ stream: Int32, errorCode: UInt32 = UInt32(NGHTTP2_INTERNAL_ERROR.rawValue)) {
-    guard let session else { return }
-    _ = nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), stream, errorCode)
-  }
-
-  /// Says the connection takes no new streams (drain, reload); those open finish.
-  public func goAway(errorCode: UInt32 = UInt32(NGHTTP2_NO_ERROR.rawValue)) {
-    guard let session else { return }
-    _ = nghttp2_submit_goaway(
-      session, UInt8(NGHTTP2_FLAG_NONE.rawValue), nghttp2_session_get_last_proc_stream_id(session), errorCode, nil, 0)
-  }
-
-  /// Ends the connection for `abuse`: GOAWAY with `code`, nothing more read.
-  private func abused(_ abuse: HTTP2Abuse, code: UInt32) {
-    guard let session, !failed else { return }
-    failed = true
-    _ = nghttp2_session_terminate_session(session, code)
-    responder.connectionAbused(abuse)
-  }
-
-  private func resumeIfDeferred(_ stream: Int32, _ state: StreamState) {
-    guard state.deferred, let session else { return }
-    state.deferred = false
-    _ = nghttp2_session_resume_data(session, stream)
-  }
-
-  // MARK: nghttp2's callbacks
-
-  private static func connection(_ userData: UnsafeMutableRawPointer?) -> HTTP2ServerConnection {
-    Unmanaged<HTTP2ServerConnection>.fromOpaque(userData!).takeUnretainedValue()
-  }
-
-  private static let onBeginHeaders: nghttp2_on_begin_headers_callback = { _, frame, userData in
-    guard let frame, gh_h2_headers_category(frame) == Int32(NGHTTP2_HCAT_REQUEST.rawValue) else { return 0 }
-    let connection = connection(userData)
-    connection.streams[gh_h2_frame_stream(frame)] = StreamState()
-    return 0
-  }
-
-  private static let onHeader: nghttp2_on_header_callback = {
-    _, frame, name, nameLength, value, valueLength, _, userData in
-    guard let frame, let name, let value else { return 0 }
-    let connection = connection(userData)
-    guard let state = connection.streams[gh_h2_frame_stream(frame)] else { return 0 }
-    let nameBytes = UnsafeBufferPointer(start: name, count: nameLength)
-    let valueBytes = Array(UnsafeBufferPointer(start: value, count: valueLength))
-    // nghttp2 has checked the names (lowercase, pseudo-headers first and known) and the
-    // values (no CR, LF or NUL) before they get here.
-    if nameBytes.first == 0x3A {
-      switch String(decoding: nameBytes, as: UTF8.self) {
-      case ":method": state.method = valueBytes
-      case ":path": state.path = valueBytes
-      case ":authority": state.authority = valueBytes
-      case ":scheme": state.scheme = valueBytes
-      default: break
-      }
-      return 0
-    }
-    let fieldName = String(decoding: nameBytes, as: UTF8.self)
-    if fieldName == "host" { state.host = valueBytes }
-    state.fields.append((fieldName, String(decoding: valueBytes, as: UTF8.self)))
-    return 0
-  }
-
-  private static let onFrameReceived: nghttp2_on_frame_recv_callback = { _, frame, userData in
-    guard let frame else { return 0 }
-    let connection = connection(userData)
-    let stream = gh_h2_frame_stream(frame)
-    let endOfStream = gh_h2_frame_flags(frame) & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0
-    switch UInt32(gh_h2_frame_type(frame)) {
-    case NGHTTP2_HEADERS.rawValue:
-      guard gh_h2_headers_category(frame) == Int32(NGHTTP2_HCAT_REQUEST.rawValue),
-        let state = connection.streams[stream]
-      else {
-        // Trailers of a request body: their fields are not forwarded; the body ends.
-        if endOfStream, connection.streams[stream] != nil { connection.responder.streamReceivedEnd(stream) }
-        return 0
-      }
-      connection.deliverHead(stream, state, endOfStream: endOfStream)
-    case NGHTTP2_DATA.rawValue:
-      if endOfStream, connection.streams[stream] != nil { connection.responder.streamReceivedEnd(stream) }
-    case NGHTTP2_RST_STREAM.rawValue:
-      // A client resetting streams as fast as it opens them (CVE-2023-44487) makes the
-      // gateway start work for nothing: past the bucket, the connection ends.
-      if !connection.resets.take(nowNanoseconds: connection.now()) {
-        connection.abused(.rapidReset, code: NGHTTP2_ENHANCE_YOUR_CALM.rawValue)
-      }
-    default:
-      break
-    }
-    return 0
-  }
-
-  private static let onDataChunk: nghttp2_on_data_chunk_recv_callback = { _, _, stream, data, length, userData in
-    guard let data else { return 0 }
-    let connection = connection(userData)
-    guard connection.streams[stream] != nil else { return 0 }
-    connection.responder.streamReceivedBody(stream, UnsafeRawBufferPointer(start: data, count: length))
-    return 0
-  }
-
-  private static let onStreamClose: nghttp2_on_stream_close_callback = { _, stream, errorCode, userData in
-    let connection = connection(userData)
-    guard connection.streams.removeValue(forKey: stream) != nil else { return 0 }
-    connection.responder.streamClosed(stream, errorCode: errorCode)
-    return 0
-  }
-
-  /// Gives nghttp2 what is queued for a stream's answer body, as much as its windows allow.
-  private static let readBody: nghttp2_data_source_read_callback = {
-    _, stream, buffer, length, flags, _, userData in
-    let connection = connection(userData)
-    guard let state = connection.streams[stream], let buffer, let flags else {
-      return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue)
-    }
-    let count = min(length, state.queuedBytes)
-    if count > 0 {
-      state.pending.withUnsafeBufferPointer { pending in
-        buffer.update(from: pending.baseAddress! + state.pendingStart, count: count)
-      }
-      state.pendingStart += count
-      if state.pendingStart == state.pending.count {
-        state.pending.removeAll(keepingCapacity: true)
-        state.pendingStart = 0
-      }
-    }
-    if state.queuedBytes == 0 {
-      if state.ended {
-        flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue
-      } else if count == 0 {
-        state.deferred = true
-        return Int(NGHTTP2_ERR_DEFERRED.rawValue)
-      }
-    }
-    return count
-  }
-
-  /// Builds the stream's request head from its pseudo-headers and fields: `:authority` is
-  /// the `Host` (RFC 9113 §8.3.1), the body's length is its `content-length` or unknown.
-  private func deliverHead(_ stream: Int32, _ state: StreamState, endOfStream: Bool) {
-    var problem: HTTP2RequestProblem?
-    var fields = state.fields
-    if !state.authority.isEmpty {
-      if let host = state.host {
-        if host != state.authority { problem = .hostDisagrees }
+  public func endAnswer() {
+    guard !isClosed, !answerEnded else { return }
+    answerEnded = true
+    if !answerSent {
+      if headSent || heldHead != nil {
+        // A body whose framing never ended (read until the upstream closed): it ends here.
+        sendHeldHead(endOfStream: false)
+        connection.codec.endBody(stream)
+        answerSent = true
+        connection.scheduleFlush()
       } else {
-        fields.insert(("host", String(decoding: state.authority, as: UTF8.self)), at: 0)
+        abort()
+        return
       }
     }
-    let framing: HTTPBodyFraming
-    if endOfStream {
-      framing = .none
-    } else if let length = fields.first(where: { $0.0 == "content-length" }).flatMap({ Int64($0.1) }) {
-      framing = .contentLength(length)
-    } else {
-      framing = .chunked
+    if !requestComplete {
+      // The rest of the body is read and dropped; its windows still reopen.
+      discardingBody = true
+      requestComplete = true
+      if !heldBody.isEmpty {
+        connection.codec.consumed(stream, heldBody.count)
+        heldBody = []
+      }
     }
-    let head = HTTPRequestHead(
-      method: HTTPMethod(String(decoding: state.method, as: UTF8.self)),
-      target: String(decoding: state.path, as: UTF8.self), version: .http2, headers: HTTPHeaders(fields),
-      bodyFraming: framing, keepAlive: true, expectsContinue: false)
-    state.fields = []
-    responder.streamReceivedHead(stream, head: head, problem: problem, endOfStream: endOfStream)
+    finishIfDone()
+  }
+
+  public func closeAfterCurrentAnswer() {
+    // A stream carries one exchange: nothing follows it anyway.
+  }
+
+  public func setReadingPaused(_ paused: Bool, reason: HTTP1PauseReasons) {
+    if paused {
+      pausedReasons.formUnion(reason)
+      return
+    }
+    guard !pausedReasons.isEmpty else { return }
+    pausedReasons.subtract(reason)
+    guard pausedReasons.isEmpty, !isClosed else { return }
+    if !heldBody.isEmpty {
+      let held = heldBody
+      heldBody = []
+      held.withUnsafeBytes { receivedBody($0) }
+    }
+    if endHeld && pausedReasons.isEmpty {
+      endHeld = false
+      receivedEnd()
+    }
+  }
+
+  public func setResponderDeadline(at due: UInt64) {
+    responderDeadline = due
+  }
+
+  public func setResponderDeadline(after nanoseconds: UInt64) {
+    responderDeadline = loop.iterationTime &+ nanoseconds
+  }
+
+  public func abort() {
+    guard !isClosed else { return }
+    connection.codec.reset(stream)
+    connection.scheduleFlush()
+  }
+
+  // MARK: The connection's turns
+
+  private func finishIfDone() {
+    guard answerEnded, requestComplete, !finished, !refused, !isClosed else { return }
+    finished = true
+    responderDeadline = 0
+    pausedReasons = []
+    responder.serverExchangeFinished()
+  }
+
+  func checkDeadline(now: UInt64) {
+    if responderDeadline != 0, now >= responderDeadline, !isClosed {
+      responderDeadline = 0
+      responder.serverResponderDeadlinePassed()
+    }
+    if stallDue != 0, now >= stallDue, !isClosed {
+      let queued = queuedBytes
+      if queued < queuedAtStallCheck {
+        // Slow, not stopped: another period.
+        queuedAtStallCheck = queued
+        stallDue = now &+ connection.limits.idleTimeoutNanoseconds
+      } else {
+        stallDue = 0
+        connection.streamStalled(self)
+      }
+    }
+  }
+
+  func caughtUp() {
+    guard isBehind else { return }
+    isBehind = false
+    stallDue = 0
+    if !isClosed { responder.serverClientCaughtUp() }
+  }
+
+  func streamClosed(errorCode: UInt32) {
+    guard !isClosed else { return }
+    let answerCut = answerStarted && !finished && !refused
+    isClosed = true
+    heldBody = []
+    // A stream closed before its exchange finished was reset (by the client, or here).
+    responder.serverClosed(
+      reason: finished || refused || errorCode == 0 ? .closedByOwner : .hangup, answerStarted: answerCut)
+    responder = nil
+  }
+
+  func connectionClosed(reason: ConnectionCloseReason) {
+    guard !isClosed else { return }
+    let answerCut = answerStarted && !finished && !refused
+    isClosed = true
+    heldBody = []
+    responder.serverClosed(reason: finished || refused ? .closedByOwner : reason, answerStarted: answerCut)
+    responder = nil
   }
 }

@@ -13,11 +13,14 @@ public struct TLSServerConfiguration: Sendable, Hashable {
   public var requireClientCertificate: Bool
   /// How long an accepted connection may take to finish its handshake before it is dropped.
   public var handshakeTimeout: Duration
+  /// ALPN picks `h2` when the client offers it, before `http/1.1`.
+  public var offersHTTP2: Bool
 
   public init(
     certificateChainPath: String, privateKeyPath: String, clientCAPath: String? = nil,
-    requireClientCertificate: Bool = true, handshakeTimeout: Duration = .seconds(10)
+    requireClientCertificate: Bool = true, handshakeTimeout: Duration = .seconds(10), offersHTTP2: Bool = false
   ) {
+    self.offersHTTP2 = offersHTTP2
     self.certificateChainPath = certificateChainPath
     self.privateKeyPath = privateKeyPath
     self.clientCAPath = clientCAPath
@@ -166,11 +169,13 @@ public final class TLSContext: @unchecked Sendable {
     _ = gh_SSL_CTX_set_session_cache_mode(handle, Int(SSL_SESS_CACHE_SERVER))
     // Tickets stay on (OpenSSL's default, with keys generated per context and rotated): resumption without
     // server-side state, which matters when several loops share one context.
+    // The callback's argument says whether h2 is offered (any non-nil pointer): no state to
+    // keep alive for OpenSSL.
     SSL_CTX_set_alpn_select_cb(
       handle,
-      { _, selected, selectedLength, offered, offeredLength, _ in
-        TLSContext.selectHTTP11(selected, selectedLength, offered, offeredLength)
-      }, nil)
+      { _, selected, selectedLength, offered, offeredLength, argument in
+        TLSContext.selectProtocol(selected, selectedLength, offered, offeredLength, http2: argument != nil)
+      }, configuration.offersHTTP2 ? UnsafeMutableRawPointer(bitPattern: 1) : nil)
     if let caPath = configuration.clientCAPath {
       guard SSL_CTX_load_verify_locations(handle, caPath, nil) == 1 else {
         throw TLSError.fromErrorQueue(.configuration, "cannot load client CA file \(caPath)")
@@ -238,14 +243,15 @@ public final class TLSContext: @unchecked Sendable {
 
   // MARK: Callbacks
 
-  /// ALPN: pick http/1.1 when the client offers it (http/1.0 as a courtesy). A client that offers only other
-  /// protocols (h2 alone) gets the `no_application_protocol` alert RFC 7301 asks for, rather than a
-  /// connection on which it would speak a protocol we do not.
-  private static func selectHTTP11(
+  /// ALPN: pick h2 when it is offered here and by the client, else http/1.1 when the client offers it
+  /// (http/1.0 as a courtesy). A client that offers only other protocols gets the `no_application_protocol`
+  /// alert RFC 7301 asks for, rather than a connection on which it would speak a protocol we do not.
+  private static func selectProtocol(
     _ selected: UnsafeMutablePointer<UnsafePointer<UInt8>?>?, _ selectedLength: UnsafeMutablePointer<UInt8>?,
-    _ offered: UnsafePointer<UInt8>?, _ offeredLength: UInt32
+    _ offered: UnsafePointer<UInt8>?, _ offeredLength: UInt32, http2: Bool
   ) -> Int32 {
     guard let selected, let selectedLength, let offered else { return SSL_TLSEXT_ERR_NOACK }
+    var http11: (UnsafePointer<UInt8>, UInt8)?
     var fallback: (UnsafePointer<UInt8>, UInt8)?
     var index = 0
     let total = Int(offeredLength)
@@ -254,15 +260,16 @@ public final class TLSContext: @unchecked Sendable {
       let start = index + 1
       guard length > 0, start + length <= total else { return SSL_TLSEXT_ERR_ALERT_FATAL }
       let name = UnsafeBufferPointer(start: offered + start, count: length)
-      if name.elementsEqual("http/1.1".utf8) {
+      if http2 && name.elementsEqual("h2".utf8) {
         selected.pointee = offered + start
         selectedLength.pointee = UInt8(length)
         return SSL_TLSEXT_ERR_OK
       }
+      if name.elementsEqual("http/1.1".utf8) { http11 = (offered + start, UInt8(length)) }
       if name.elementsEqual("http/1.0".utf8) { fallback = (offered + start, UInt8(length)) }
       index = start + length
     }
-    if let (name, length) = fallback {
+    if let (name, length) = http11 ?? fallback {
       selected.pointee = name
       selectedLength.pointee = length
       return SSL_TLSEXT_ERR_OK

@@ -122,11 +122,12 @@ import Testing
     #expect(
       config.admin.listen.port == 9902 && config.admin.token?.value == "adm" && config.admin.metricsPublic)
     #expect(config.store == StoreConfig(path: "var/x.sqlite", maxBytes: 1000, secretKey: SecretValue("k")))
-    #expect(
-      config.limits
-        == LimitsConfig(
-          maxConnections: 5, maxHeaderBytes: 6, maxBodyBytes: 7, headerTimeout: .milliseconds(8),
-          idleTimeout: .milliseconds(9), drainTimeout: .zero))
+    var limits = LimitsConfig(
+      maxConnections: 5, maxHeaderBytes: 6, maxBodyBytes: 7, headerTimeout: .milliseconds(8),
+      idleTimeout: .milliseconds(9), drainTimeout: .zero)
+    // The HTTP/2 header list limit follows `max_header_bytes` unless set.
+    limits.http2 = HTTP2LimitsConfig(maxHeaderListBytes: 6)
+    #expect(config.limits == limits)
     #expect(
       config.headers
         == HeaderRules(

@@ -12,8 +12,8 @@ import Testing
   static let everyKeyJSON = #"""
     {
       "listen": [
-        { "address": "127.0.0.1:8080" },
-        { "address": "127.0.0.1:8443",
+        { "address": "127.0.0.1:8080", "h2c": true },
+        { "address": "127.0.0.1:8443", "http2": false,
           "tls": { "cert": "c.pem", "key": "k.pem",
                    "sni": [{ "names": ["a.example"], "cert": "a.pem", "key": "a.key" }] } }
       ],
@@ -24,7 +24,8 @@ import Testing
       "store": { "path": "var/x.sqlite", "max_bytes": 1000, "secret_key": "" },
       "limits": { "max_connections": 1, "max_header_bytes": 1, "max_body_bytes": 1, "header_timeout_ms": 1,
                   "idle_timeout_ms": 1, "drain_timeout_ms": 1, "body_timeout_ms": 1, "body_buffer_bytes": 1,
-                  "buffered_bytes": 1 },
+                  "buffered_bytes": 1,
+                  "http2": { "max_concurrent_streams": 1, "initial_window_bytes": 1, "max_header_list_bytes": 1 } },
       "headers": { "set": { "Accept": "application/json" }, "remove": ["Cookie"], "pass": ["X-Forwarded-Host"],
                    "forwarded": true },
       "upstreams": {

@@ -411,8 +411,8 @@ import Testing
       after.value(name, labels) - before.value(name, labels)
     }
     #expect(metricsAnswer.head.value("Content-Type")?.hasPrefix("text/plain") == true)
-    #expect(delta("gatehouse_requests_total", ["route": "cached", "code": "200"]) == 5)
-    #expect(delta("gatehouse_requests_total", ["route": "cached", "code": "503"]) == 1)
+    #expect(delta("gatehouse_requests_total", ["route": "cached", "code": "200", "protocol": "HTTP/1.1"]) == 5)
+    #expect(delta("gatehouse_requests_total", ["route": "cached", "code": "503", "protocol": "HTTP/1.1"]) == 1)
     #expect(delta("gatehouse_cache_total", ["result": "miss"]) == 2)
     #expect(delta("gatehouse_cache_total", ["result": "hit"]) == 4)
     #expect(delta("gatehouse_upstream_requests_total", ["upstream": "api", "outcome": "response"]) == 2)

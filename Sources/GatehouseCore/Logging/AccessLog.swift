@@ -9,6 +9,8 @@ import GatehouseLogging
 public struct AccessRecord: Sendable {
   public var requestID: [UInt8]
   public var method: HTTPMethod
+  /// The client's protocol: `HTTP/1.1` (or `HTTP/1.0`), `HTTP/2`.
+  public var version: HTTPVersion
   public var path: ArraySlice<UInt8>
   /// The bytes after `?`; nil without one. Masked as it is written (`QueryMask`).
   public var query: ArraySlice<UInt8>?
@@ -34,13 +36,15 @@ public struct AccessRecord: Sendable {
   public var userAgent: ArraySlice<UInt8>?
 
   public init(
-    requestID: [UInt8], method: HTTPMethod, path: ArraySlice<UInt8>, query: ArraySlice<UInt8>? = nil,
+    requestID: [UInt8], method: HTTPMethod, version: HTTPVersion = .http1_1, path: ArraySlice<UInt8>,
+    query: ArraySlice<UInt8>? = nil,
     route: String?, upstream: String? = nil, status: Int, upstreamStatus: Int?, reason: LocalAnswerReason? = nil,
     cache: String?, durationNanoseconds: UInt64, upstreamNanoseconds: UInt64? = nil, bytes: Int64,
     bodyBytes: Int64 = 0, client: ArraySlice<UInt8> = [], userAgent: ArraySlice<UInt8>? = nil
   ) {
     self.requestID = requestID
     self.method = method
+    self.version = version
     self.path = path
     self.query = query
     self.route = route
@@ -79,6 +83,15 @@ public struct AccessLogBuffer {
     JSONText.appendString(bytes: record.requestID, to: &pending)
     pending.append(contentsOf: #","method":"#.utf8)
     JSONText.appendString(record.method.name, to: &pending)
+    pending.append(contentsOf: #","protocol":"#.utf8)
+    // Literal bytes: no String made per line.
+    if record.version == .http2 {
+      pending.append(contentsOf: #""HTTP/2""#.utf8)
+    } else if record.version == .http1_0 {
+      pending.append(contentsOf: #""HTTP/1.0""#.utf8)
+    } else {
+      pending.append(contentsOf: #""HTTP/1.1""#.utf8)
+    }
     pending.append(contentsOf: #","path":"#.utf8)
     JSONText.appendString(bytes: record.path, to: &pending)
     pending.append(contentsOf: #","query":"#.utf8)

@@ -37,10 +37,15 @@ public struct PrometheusText {
 
   /// The request-path families: requests, latency, upstream outcomes, cache results.
   public mutating func append(_ sample: MetricsSample) {
-    header("gatehouse_requests_total", "counter", "Requests answered, by route and HTTP status.")
+    header("gatehouse_requests_total", "counter", "Requests answered, by route, HTTP status and client protocol.")
     for (route, routeSample) in sample.routes.sorted(by: { $0.key < $1.key }) {
       for (status, count) in routeSample.byStatus.sorted(by: { $0.key < $1.key }) {
-        self.sample("gatehouse_requests_total", [("route", route), ("code", String(status))], Double(count))
+        let http2 = routeSample.http2ByStatus[status] ?? 0
+        for (version, share) in [("HTTP/1.1", count &- http2), ("HTTP/2", http2)] where share > 0 {
+          self.sample(
+            "gatehouse_requests_total", [("route", route), ("code", String(status)), ("protocol", version)],
+            Double(share))
+        }
       }
     }
     header("gatehouse_request_duration_seconds", "histogram", "Time from request head to the end of the answer.")

@@ -14,23 +14,46 @@ public enum LatencyBuckets {
 
 /// One route's counters on one loop. A class so the request path bumps fields in place.
 final class RouteCounters {
-  /// Counts by status, except the current run (see `runStatus`).
-  private var tallied: [Int: UInt64] = [:]
-  /// A route answers the same status many times in a row: such a run is counted here and
-  /// moved into `tallied` when another status comes, so the request path does not hash.
-  private var runStatus = 0
-  private var runCount: UInt64 = 0
+  /// Requests by status, HTTP/1.1 and HTTP/2 apart (`gatehouse_requests_total{protocol}`).
+  private var http1 = StatusTally()
+  private var http2 = StatusTally()
   var buckets = [UInt64](repeating: 0, count: LatencyBuckets.bounds.count + 1)
   var durationSum: Double = 0
   var count: UInt64 = 0
 
+  /// Both protocols together.
   var byStatus: [Int: UInt64] {
+    var all = http1.all
+    for (status, value) in http2.all { all[status, default: 0] &+= value }
+    return all
+  }
+
+  /// HTTP/2 requests alone.
+  var http2ByStatus: [Int: UInt64] { http2.all }
+
+  func record(status: Int, nanoseconds: UInt64, http2 isHTTP2: Bool = false) {
+    if isHTTP2 { http2.record(status) } else { http1.record(status) }
+    buckets[LatencyBuckets.index(nanoseconds: nanoseconds)] &+= 1
+    durationSum += Double(nanoseconds) / 1e9
+    count &+= 1
+  }
+}
+
+/// Counts by status. A route answers the same status many times in a row: such a run is
+/// counted apart and moved into the table when another status comes, so the request path
+/// does not hash.
+struct StatusTally {
+  private var tallied: [Int: UInt64] = [:]
+  private var runStatus = 0
+  private var runCount: UInt64 = 0
+
+  var all: [Int: UInt64] {
     var all = tallied
     if runCount > 0 { all[runStatus, default: 0] &+= runCount }
     return all
   }
 
-  func record(status: Int, nanoseconds: UInt64) {
+  mutating func record(_ status: Int) {
     if status == runStatus {
       runCount &+= 1
     } else {
@@ -38,9 +61,6 @@ final class RouteCounters {
       runStatus = status
       runCount = 1
     }
-    buckets[LatencyBuckets.index(nanoseconds: nanoseconds)] &+= 1
-    durationSum += Double(nanoseconds) / 1e9
-    count &+= 1
   }
 }
 
@@ -161,7 +181,9 @@ struct UpstreamOutcomeKey: Hashable, Sendable {
 
 /// A copy of one route's counters, summed across loops when the metrics are read.
 public struct RouteSample: Sendable {
+  /// Both protocols together; `http2ByStatus` the HTTP/2 part of it.
   var byStatus: [Int: UInt64] = [:]
+  var http2ByStatus: [Int: UInt64] = [:]
   var buckets = [UInt64](repeating: 0, count: LatencyBuckets.bounds.count + 1)
   var durationSum: Double = 0
   var count: UInt64 = 0
@@ -170,6 +192,7 @@ public struct RouteSample: Sendable {
 
   init(_ counters: RouteCounters) {
     byStatus = counters.byStatus
+    http2ByStatus = counters.http2ByStatus
     buckets = counters.buckets
     durationSum = counters.durationSum
     count = counters.count
@@ -177,6 +200,7 @@ public struct RouteSample: Sendable {
 
   mutating func add(_ other: RouteSample) {
     for (status, value) in other.byStatus { byStatus[status, default: 0] &+= value }
+    for (status, value) in other.http2ByStatus { http2ByStatus[status, default: 0] &+= value }
     for index in buckets.indices { buckets[index] &+= other.buckets[index] }
     durationSum += other.durationSum
     count &+= other.count

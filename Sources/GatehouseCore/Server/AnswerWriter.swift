@@ -40,7 +40,7 @@ final class AnswerWriter {
 
   /// Hands what is staged to `server`; once part of an exchange's answer has left it can no
   /// longer give way to an error answer (`Exchange.answerFlushed`).
-  func flush(to server: HTTP1ServerConnection, exchange: Exchange?) {
+  func flush(to server: any ExchangeChannel, exchange: Exchange?) {
     guard !output.isEmpty else { return }
     if let exchange, exchange.machine.answerBegan { exchange.answerFlushed = true }
     output.withUnsafeBytes { _ = server.write($0) }
@@ -316,7 +316,7 @@ final class AnswerWriter {
   /// A piece of a passed-through body, as one chunk when the answer is re-chunked. Small
   /// pieces are gathered so head and body usually leave in one write; big ones go straight
   /// from the read buffer (what is staged first).
-  func writeBodyPiece(_ bytes: UnsafeRawBufferPointer, exchange: Exchange, server: HTTP1ServerConnection) {
+  func writeBodyPiece(_ bytes: UnsafeRawBufferPointer, exchange: Exchange, server: any ExchangeChannel) {
     exchange.bodyBytes += Int64(bytes.count)
     exchange.bytesSent += Int64(bytes.count)
     if exchange.rechunkAnswer {

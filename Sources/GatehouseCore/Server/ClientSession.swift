@@ -28,12 +28,19 @@ final class ClientSession: HTTP1ServerResponder, UpstreamExchangeOwner {
   /// The loop's cache work: lookups, stale answers, collapsed exchanges.
   unowned(unsafe) let routeCache: RouteCache
   /// The HTTP/1.1 connection: parsing, pipelining order, keep-alive, 100-continue, pausing
-  /// and the connection's own deadlines. Made in `init` (it needs `self`); never nil after.
-  private var serverStorage: HTTP1ServerConnection?
-  /// `serverStorage`, read without reference counting: it is used at every step of an
-  /// exchange, and a strong `var` costs a retain and a release per access; the session
-  /// owns it for as long as it exists.
-  private(set) unowned(unsafe) var server: HTTP1ServerConnection!
+  /// and the connection's own deadlines. Nil for a session of an HTTP/2 stream, whose
+  /// connection (`HTTP2ServerConnection`) holds the stream and, through it, the session.
+  private(set) var http1: HTTP1ServerConnection?
+  /// What the exchange's answer goes through: the HTTP/1.1 connection, or the HTTP/2
+  /// stream. Read without reference counting: it is used at every step of an exchange, and
+  /// a strong reference costs a retain and a release per access; it lives as long as the
+  /// session is in use.
+  private(set) unowned(unsafe) var server: (any ExchangeChannel)!
+  /// The stream of a session of an HTTP/2 stream, held so that `server` stays valid for
+  /// as long as anything holds the session (the stream lets go of the session when it closes).
+  private var stream: HTTP2StreamChannel?
+  /// The HTTP version of the client's requests, for the access line and metrics.
+  let version: HTTPVersion
   /// The exchange's driver and the reader of its upstream answers, made in `init` and
   /// read like `server` (without reference counting).
   private var partsStorage: (driver: ExchangeDriver, reader: UpstreamAnswerReader)?
@@ -67,6 +74,7 @@ final class ClientSession: HTTP1ServerResponder, UpstreamExchangeOwner {
   /// The client came in over TLS: `X-Forwarded-Proto: https`.
   let secure: Bool
 
+  /// A session of an HTTP/1.1 connection.
   init(context: LoopContext, answers: AnswerWriter, routeCache: RouteCache, peer: String, secure: Bool) {
     self.context = context
     self.answers = answers
@@ -74,11 +82,33 @@ final class ClientSession: HTTP1ServerResponder, UpstreamExchangeOwner {
     loop = context.loop
     self.secure = secure
     clientAddress = Array(peer.utf8)
+    version = .http1_1
     let server = HTTP1ServerConnection(
       responder: self, loop: context.loop, parserLimits: context.snapshot.limits,
       limits: Self.serverLimits(context.snapshot))
-    serverStorage = server
+    http1 = server
     self.server = server
+    makeParts()
+  }
+
+  /// A session of one HTTP/2 stream: `channel` holds it while the stream lives.
+  init(
+    context: LoopContext, answers: AnswerWriter, routeCache: RouteCache, clientAddress: [UInt8], secure: Bool,
+    channel: HTTP2StreamChannel
+  ) {
+    self.context = context
+    self.answers = answers
+    self.routeCache = routeCache
+    loop = context.loop
+    self.secure = secure
+    self.clientAddress = clientAddress
+    version = .http2
+    stream = channel
+    server = channel
+    makeParts()
+  }
+
+  private func makeParts() {
     let parts = (driver: ExchangeDriver(session: self), reader: UpstreamAnswerReader(session: self))
     partsStorage = parts
     driver = parts.driver
@@ -93,18 +123,19 @@ final class ClientSession: HTTP1ServerResponder, UpstreamExchangeOwner {
       idleTimeoutNanoseconds: snapshot.idleTimeoutNanoseconds)
   }
 
-  var connection: BufferedConnection? { server.connection }
+  var connection: BufferedConnection? { http1?.connection }
 
-  /// `connection` (whose delegate is `server`) is registered.
-  func start(_ connection: BufferedConnection) {
-    server.start(connection)
+  /// `connection` (whose delegate is `http1`) is registered.
+  func start(_ connection: BufferedConnection, initial: UnsafeRawBufferPointer? = nil) {
+    http1?.start(connection)
+    if let initial, !initial.isEmpty { http1?.connection(connection, didRead: initial) }
   }
 
   /// The deadline the loop's sweep compares: the connection's or the exchange's.
-  var deadline: UInt64 { server.deadline }
+  var deadline: UInt64 { http1?.deadline ?? 0 }
 
   func checkDeadline(now: UInt64) {
-    server.checkDeadline(now: now)
+    http1?.checkDeadline(now: now)
   }
 
   // MARK: The connection's events
@@ -220,10 +251,11 @@ final class ClientSession: HTTP1ServerResponder, UpstreamExchangeOwner {
   private func startExchange(_ head: HTTPRequestHead) {
     let snapshot = context.snapshot
     // A reload's timeouts apply from the next request on.
-    if server.limits.headerTimeoutNanoseconds != snapshot.headerTimeoutNanoseconds
-      || server.limits.idleTimeoutNanoseconds != snapshot.idleTimeoutNanoseconds
+    if let http1,
+      http1.limits.headerTimeoutNanoseconds != snapshot.headerTimeoutNanoseconds
+        || http1.limits.idleTimeoutNanoseconds != snapshot.idleTimeoutNanoseconds
     {
-      server.limits = Self.serverLimits(snapshot)
+      http1.limits = Self.serverLimits(snapshot)
     }
     let requestID = ForwardingRules.requestID(from: head) ?? context.requestIDs.next()
     var name = head.method.name
@@ -340,7 +372,8 @@ final class ClientSession: HTTP1ServerResponder, UpstreamExchangeOwner {
 
   func logLocal(status: Int, reason: LocalAnswerReason, requestID: [UInt8], bytes: Int, bodyBytes: Int) {
     context.recordUnrouted(
-      status: status, reason: reason, requestID: requestID, bytes: bytes, bodyBytes: bodyBytes, client: clientAddress)
+      status: status, reason: reason, requestID: requestID, bytes: bytes, bodyBytes: bodyBytes, client: clientAddress,
+      version: version)
   }
 
   // MARK: The upstream connection's events, for the exchange's driver and reader

@@ -11,7 +11,7 @@ extension ClientSessionPart {
   var exchange: Exchange? { session.exchange }
   var context: LoopContext { session.context }
   var loop: EventLoop { session.loop }
-  var server: HTTP1ServerConnection { session.server }
+  var server: any ExchangeChannel { session.server }
   var answers: AnswerWriter { session.answers }
   var routeCache: RouteCache { session.routeCache }
   var driver: ExchangeDriver { session.driver }

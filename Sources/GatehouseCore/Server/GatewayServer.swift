@@ -50,7 +50,7 @@ public final class GatewayServer: @unchecked Sendable {
   static func serverTLS(_ listen: ListenerConfig, index: Int) throws -> TLSContext? {
     guard let tls = listen.tls else { return nil }
     do {
-      return try serverTLS(tls)
+      return try serverTLS(tls, offersHTTP2: listen.http2)
     } catch {
       throw SnapshotError(description: "listen[\(index)].tls: \(error)")
     }
@@ -67,15 +67,18 @@ public final class GatewayServer: @unchecked Sendable {
   }
 
   /// A listener's TLS context with its SNI certificates; reads and checks every file.
-  static func serverTLS(_ tls: ListenerTLSConfig) throws -> TLSContext {
+  /// `offersHTTP2`: ALPN offers `h2` (client listeners with `http2`; never the admin API).
+  static func serverTLS(_ tls: ListenerTLSConfig, offersHTTP2: Bool = false) throws -> TLSContext {
     var named: [String: TLSContext] = [:]
     for entry in tls.sni {
       let context = try TLSContext(
-        server: TLSServerConfiguration(certificateChainPath: entry.certificatePath, privateKeyPath: entry.keyPath))
+        server: TLSServerConfiguration(
+          certificateChainPath: entry.certificatePath, privateKeyPath: entry.keyPath, offersHTTP2: offersHTTP2))
       for name in entry.names { named[name] = context }
     }
     return try TLSContext(
-      server: TLSServerConfiguration(certificateChainPath: tls.certificatePath, privateKeyPath: tls.keyPath),
+      server: TLSServerConfiguration(
+        certificateChainPath: tls.certificatePath, privateKeyPath: tls.keyPath, offersHTTP2: offersHTTP2),
       serverNames: named)
   }
 

@@ -35,6 +35,7 @@ public final class GatewayShared: Sendable {
   /// request would fail the same way and log it, so one line per 10 s from any loop, with
   /// how many were held back since the last one.
   private let upstreamOpenFailures = Mutex(LogThrottle(intervalNanoseconds: 10_000_000_000))
+  private let http2Abuses = Mutex(LogThrottle(intervalNanoseconds: 10_000_000_000))
   static let cannotOpenUpstream = "cannot open upstream connection"
   /// When each route last warned that its `key_path` found nothing: one line per route per
   /// 10 s, since a wrong `key_path` misses on every answer.
@@ -94,6 +95,16 @@ public final class GatewayShared: Sendable {
     logger.warn(
       Self.cannotOpenUpstream,
       ["upstream": .string(upstream), "error": .string("\(error)"), "suppressed_before": .int(earlier)])
+  }
+
+  /// An HTTP/2 client abused its connection, which ended (SPEC §11): a warning unless one
+  /// went out in the last 10 s (`suppressed_before` counts the ones held back since).
+  func warnAboutHTTP2Abuse(_ abuse: String, client: String) {
+    let now = EventLoop.monotonicNanoseconds()
+    guard let earlier = http2Abuses.withLock({ $0.admit(now: now) }) else { return }
+    logger.warn(
+      "HTTP/2 client abused its connection; it is closed (GOAWAY)",
+      ["abuse": .string(abuse), "client": .string(client), "suppressed_before": .int(earlier)])
   }
 
   /// A JSON success answer did not have its route's `key_path`: a warning naming both,

@@ -2,6 +2,7 @@ import GatehouseAdmin
 import GatehouseCompression
 import GatehouseConfig
 import GatehouseHTTP
+import GatehouseHTTPServer
 import GatehouseJSON
 import GatehouseNet
 
@@ -31,6 +32,10 @@ public final class GatewaySnapshot: Sendable {
   /// `limits.buffered_bytes`, for the whole process.
   let bufferedBytes: Int
   let drainTimeout: Duration
+  /// What each listener (by configured address) speaks besides HTTP/1.1.
+  let listenerProtocols: [String: ListenerProtocols]
+  /// `limits.http2`, for the codec of each HTTP/2 connection.
+  let http2Settings: HTTP2Settings
   let accessLogEnabled: Bool
   /// `log.trusted_proxies` and `log.mask_query`, for access lines.
   let trustedProxies: TrustedProxies
@@ -71,6 +76,13 @@ public final class GatewaySnapshot: Sendable {
     idleTimeout = config.limits.idleTimeout
     headerTimeoutNanoseconds = EventLoop.nanoseconds(of: config.limits.headerTimeout)
     idleTimeoutNanoseconds = EventLoop.nanoseconds(of: config.limits.idleTimeout)
+    listenerProtocols = Dictionary(
+      config.listen.map { ($0.address.description, ListenerProtocols(http2: $0.http2, h2c: $0.h2c)) },
+      uniquingKeysWith: { first, _ in first })
+    let http2 = config.limits.http2
+    http2Settings = HTTP2Settings(
+      maxConcurrentStreams: http2.maxConcurrentStreams, initialWindowBytes: http2.initialWindowBytes,
+      maxHeaderListBytes: http2.maxHeaderListBytes)
     bodyTimeoutNanoseconds = EventLoop.nanoseconds(of: config.limits.bodyTimeout)
     bodyBufferBytes = config.limits.bodyBufferBytes
     bufferedBytes = config.limits.bufferedBytes
@@ -364,4 +376,15 @@ struct UpstreamPlan: Sendable {
   private static func text(_ chars: [CChar]) -> String {
     String(decoding: chars.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
   }
+}
+
+/// The protocols a listener takes besides HTTP/1.1 (SPEC §11).
+struct ListenerProtocols: Sendable, Equatable {
+  /// TLS: ALPN offers `h2`.
+  let http2: Bool
+  /// Cleartext: HTTP/2 with prior knowledge.
+  let h2c: Bool
+
+  /// Whether a connection on this listener may speak HTTP/2.
+  func allowsHTTP2(secure: Bool) -> Bool { secure ? http2 : h2c }
 }

@@ -5,7 +5,9 @@ import GatehouseNet
 /// How a loop counts its finished requests and writes their access lines.
 extension LoopContext {
   /// Counters for a finished request of `snapshot`'s route `routeIndex` (nil: unrouted).
-  func recordRequest(snapshot requestSnapshot: GatewaySnapshot, routeIndex: Int?, status: Int, nanoseconds: UInt64) {
+  func recordRequest(
+    snapshot requestSnapshot: GatewaySnapshot, routeIndex: Int?, status: Int, nanoseconds: UInt64, http2: Bool = false
+  ) {
     let counters: RouteCounters
     if let routeIndex {
       counters =
@@ -14,7 +16,7 @@ extension LoopContext {
     } else {
       counters = metrics.unrouted
     }
-    counters.record(status: status, nanoseconds: nanoseconds)
+    counters.record(status: status, nanoseconds: nanoseconds, http2: http2)
   }
 
   /// Counts a finished (or abandoned) exchange and writes its access line (`client`: the
@@ -23,7 +25,8 @@ extension LoopContext {
     let elapsed = EventLoop.monotonicNanoseconds() &- exchange.startedAt
     if let result = exchange.cacheResult { metrics.cacheResults.count(result) }
     recordRequest(
-      snapshot: exchange.snapshot, routeIndex: exchange.routeIndex, status: status, nanoseconds: elapsed)
+      snapshot: exchange.snapshot, routeIndex: exchange.routeIndex, status: status, nanoseconds: elapsed,
+      http2: exchange.head.version == .http2)
     let plan = exchange.routeIndex.map { exchange.snapshot.routePlans[$0] }
     if let reason = exchange.reason { metrics.countLocalAnswer(route: plan?.name ?? "", reason: reason) }
     guard snapshot.accessLogEnabled else { return }
@@ -31,7 +34,8 @@ extension LoopContext {
     let proxies = snapshot.trustedProxies
     logAccess(
       AccessRecord(
-        requestID: exchange.requestID, method: head.method, path: head.path, query: head.query, route: plan?.name,
+        requestID: exchange.requestID, method: head.method, version: head.version, path: head.path, query: head.query,
+        route: plan?.name,
         upstream: exchange.pool?.plan.name ?? plan?.upstreamName, status: status,
         upstreamStatus: exchange.upstreamStatus, reason: exchange.reason, cache: exchange.cacheResult?.rawValue,
         durationNanoseconds: elapsed,
@@ -47,14 +51,16 @@ extension LoopContext {
   /// The line of an answer made before any request head was whole (a parse error, the
   /// header timeout): no method, path or route to tell.
   func recordUnrouted(
-    status: Int, reason: LocalAnswerReason, requestID: [UInt8], bytes: Int, bodyBytes: Int, client: [UInt8]
+    status: Int, reason: LocalAnswerReason, requestID: [UInt8], bytes: Int, bodyBytes: Int, client: [UInt8],
+    version: HTTPVersion = .http1_1
   ) {
-    metrics.unrouted.record(status: status, nanoseconds: 0)
+    metrics.unrouted.record(status: status, nanoseconds: 0, http2: version == .http2)
     metrics.countLocalAnswer(route: "", reason: reason)
     guard snapshot.accessLogEnabled else { return }
     logAccess(
       AccessRecord(
-        requestID: requestID, method: .other("-"), path: ArraySlice("-".utf8), route: nil, status: status,
+        requestID: requestID, method: .other("-"), version: version, path: ArraySlice("-".utf8), route: nil,
+        status: status,
         upstreamStatus: nil, reason: reason, cache: nil, durationNanoseconds: 0, bytes: Int64(bytes),
         bodyBytes: Int64(bodyBytes), client: client[...]))
   }

@@ -22,7 +22,9 @@ final class LoopContext: @unchecked Sendable {
   private let answerWriter = AnswerWriter()
   /// Bytes of an upstream request head, built per request.
   var scratch: [UInt8] = []
-  private(set) var sessions: [ObjectIdentifier: ClientSession] = [:]
+  /// The loop's client connections: HTTP/1.1 sessions, HTTP/2 connections, and connections
+  /// whose protocol is not known yet (`ClientProtocolChooser`).
+  private(set) var connections: [ObjectIdentifier: any ClientConnection] = [:]
   let metrics = LoopMetrics()
   /// Upstreams with active health checks, by name: false while the checks say unhealthy.
   var upstreamHealthy: [String: Bool] = [:]
@@ -144,7 +146,7 @@ final class LoopContext: @unchecked Sendable {
 
   // MARK: Connections
 
-  func accept(_ socket: TCPSocket, tls: TLSContext?) {
+  func accept(_ socket: TCPSocket, listenerKey key: String) {
     let open = shared.clientConnections.add(1, ordering: .relaxed).newValue
     if draining || open > shared.maxConnections.load(ordering: .relaxed) {
       shared.clientConnections.subtract(1, ordering: .relaxed)
@@ -157,22 +159,60 @@ final class LoopContext: @unchecked Sendable {
       }
       return
     }
-    let session = ClientSession(
-      context: self, answers: answerWriter, routeCache: routeCache, peer: socket.peerHostText, secure: tls != nil)
+    let tls = listenerTLS[key]
+    let peer = socket.peerHostText
     do {
-      session.start(try BufferedConnection(socket: socket, loop: loop, delegate: session.server, tls: tls))
+      if snapshot.listenerProtocols[key]?.allowsHTTP2(secure: tls != nil) == true {
+        // HTTP/2 or HTTP/1.1: told by ALPN or the connection preface, once bytes come.
+        let chooser = ClientProtocolChooser(context: self, listenerKey: key, peer: peer, secure: tls != nil)
+        chooser.start(try BufferedConnection(socket: socket, loop: loop, delegate: chooser, tls: tls))
+        connections[ObjectIdentifier(chooser)] = chooser
+      } else {
+        let session = ClientSession(
+          context: self, answers: answerWriter, routeCache: routeCache, peer: peer, secure: tls != nil)
+        session.start(try BufferedConnection(socket: socket, loop: loop, delegate: session.http1!, tls: tls))
+        connections[ObjectIdentifier(session)] = session
+      }
     } catch {
       shared.clientConnections.subtract(1, ordering: .relaxed)
       shared.logger.warn("cannot register client connection", ["error": .string("\(error)")])
-      return
     }
-    sessions[ObjectIdentifier(session)] = session
+  }
+
+  /// A chooser's connection goes on as HTTP/1.1 (`bytes`: what it read so far).
+  func continueAsHTTP1(
+    _ chooser: ClientProtocolChooser, _ connection: BufferedConnection, initial bytes: UnsafeRawBufferPointer
+  ) {
+    guard connections.removeValue(forKey: ObjectIdentifier(chooser)) != nil else { return }
+    let session = ClientSession(
+      context: self, answers: answerWriter, routeCache: routeCache, peer: chooser.peer, secure: chooser.secure)
+    connections[ObjectIdentifier(session)] = session
+    connection.delegate = session.http1
+    session.start(connection, initial: bytes)
+  }
+
+  /// A chooser's connection goes on as HTTP/2 (`bytes`: what it read so far).
+  func continueAsHTTP2(
+    _ chooser: ClientProtocolChooser, _ connection: BufferedConnection, initial bytes: UnsafeRawBufferPointer
+  ) {
+    guard connections.removeValue(forKey: ObjectIdentifier(chooser)) != nil else { return }
+    let client = HTTP2ClientConnection(
+      context: self, answers: answerWriter, routeCache: routeCache, listenerKey: chooser.listenerKey,
+      peer: chooser.peer, secure: chooser.secure)
+    connections[ObjectIdentifier(client)] = client
+    connection.delegate = client.server
+    client.server.start(connection, initial: bytes)
+  }
+
+  /// A client connection of any kind closed.
+  func connectionClosed(_ connection: AnyObject) {
+    if connections.removeValue(forKey: ObjectIdentifier(connection)) != nil {
+      shared.clientConnections.subtract(1, ordering: .relaxed)
+    }
   }
 
   func sessionClosed(_ session: ClientSession) {
-    if sessions.removeValue(forKey: ObjectIdentifier(session)) != nil {
-      shared.clientConnections.subtract(1, ordering: .relaxed)
-    }
+    connectionClosed(session)
   }
 
   /// The TLS context of each TLS listener, by configured address; replaced on reload so new
@@ -195,17 +235,21 @@ final class LoopContext: @unchecked Sendable {
     }
     do {
       try listener.startAccepting(on: loop) { [unowned(unsafe) self] socket in
-        accept(socket, tls: listenerTLS[key])
+        accept(socket, listenerKey: key)
       }
     } catch {
       shared.logger.error("cannot accept on listener", ["address": .string(key), "error": .string("\(error)")])
     }
   }
 
-  /// Stops accepting on the listener for `key`; its established connections go on.
+  /// Stops accepting on the listener for `key`. Its established HTTP/1.1 connections go
+  /// on; its HTTP/2 connections are told so (GOAWAY), and finish the streams they have.
   func removeListener(key: String) {
     listenerTLS[key] = nil
     listeners.removeValue(forKey: key)?.close()
+    for case let client as HTTP2ClientConnection in Array(connections.values) where client.listenerKey == key {
+      client.drain()
+    }
   }
 
   /// Stops accepting; idle sessions close now, busy ones after their current answer.
@@ -213,13 +257,13 @@ final class LoopContext: @unchecked Sendable {
     draining = true
     for listener in listeners.values { listener.close() }
     listeners.removeAll()
-    for session in Array(sessions.values) { session.drain() }
+    for connection in Array(connections.values) { connection.drain() }
     for pool in pools { pool.retire() }
   }
 
   /// Closes every connection at once (drain timeout reached).
   func abortAll() {
-    for session in Array(sessions.values) { session.abort() }
+    for connection in Array(connections.values) { connection.abort() }
   }
 
   // MARK: Deadlines
@@ -240,8 +284,9 @@ final class LoopContext: @unchecked Sendable {
     store?.flushTouches()
     shared.flushUpstreamOpenFailures()
     let now = EventLoop.monotonicNanoseconds()
-    for session in Array(sessions.values) where session.deadline != 0 && session.deadline <= now {
-      session.checkDeadline(now: now)
+    for connection in Array(connections.values) {
+      let deadline = connection.deadline
+      if deadline != 0 && deadline <= now { connection.checkDeadline(now: now) }
     }
     for pool in pools where pool.queuedCount > 0 { pool.evictStalledReaderIfDue(now: now) }
   }

@@ -5,15 +5,18 @@ import Testing
 @testable import GatehouseHTTPServer
 
 /// A responder that records what the connection tells it and answers as a test says.
-final class RecordingHTTP2Responder: HTTP2Responder {
-  var heads: [(stream: Int32, head: HTTPRequestHead, problem: HTTP2RequestProblem?, end: Bool)] = []
+final class RecordingHTTP2Responder: HTTP2CodecDelegate {
+  var heads: [(stream: Int32, head: HTTPRequestHead?, problem: HTTP2RequestProblem?, end: Bool)] = []
   var bodies: [Int32: [UInt8]] = [:]
   var ended: Set<Int32> = []
   var closed: [Int32: UInt32] = [:]
   var abuses: [HTTP2Abuse] = []
 
-  func streamReceivedHead(_ stream: Int32, head: HTTPRequestHead, problem: HTTP2RequestProblem?, endOfStream: Bool) {
-    heads.append((stream, head, problem, endOfStream))
+  func streamReceivedHead(_ stream: Int32, head: Result<HTTPRequestHead, HTTP2RequestProblem>, endOfStream: Bool) {
+    switch head {
+    case .success(let head): heads.append((stream, head, nil, endOfStream))
+    case .failure(let problem): heads.append((stream, nil, problem, endOfStream))
+    }
   }
   func streamReceivedBody(_ stream: Int32, _ bytes: UnsafeRawBufferPointer) {
     bodies[stream, default: []].append(contentsOf: bytes)
@@ -129,19 +132,33 @@ final class HTTP2TestClient {
   }
 }
 
-@Suite struct HTTP2ServerConnectionTests {
+@Suite struct HTTP2CodecTests {
   /// A clock standing still: only the rapid-reset test moves time.
   static let clock: @Sendable () -> UInt64 = { 1_000_000_000 }
 
   static let preface: [UInt8] = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8)
 
   /// Moves bytes both ways until neither side has more to say (bounded).
-  static func exchange(_ client: HTTP2TestClient, _ server: HTTP2ServerConnection) {
+  static func codec(_ delegate: HTTP2CodecDelegate, settings: HTTP2Settings = HTTP2Settings()) -> HTTP2Codec {
+    HTTP2Codec(settings: settings, parserLimits: HTTPLimits(), delegate: delegate, now: Self.clock)
+  }
+
+  static func send(
+    _ server: HTTP2Codec, _ stream: Int32, status: Int, fields: [(String, String)] = [], endOfStream: Bool
+  ) {
+    server.sendHead(
+      stream, status: status, fields: HTTPHeaders(fields), except: { _ in false }, endOfStream: endOfStream)
+  }
+
+  static func exchange(_ client: HTTP2TestClient, _ server: HTTP2Codec) {
     for _ in 0..<50 {
       let toServer = client.output()
       if !toServer.isEmpty { toServer.withUnsafeBytes { _ = server.receive($0) } }
       var toClient: [UInt8] = []
-      server.drainOutput { toClient.append(contentsOf: $0) }
+      server.drainOutput {
+        toClient.append(contentsOf: $0)
+        return true
+      }
       if !toClient.isEmpty { client.receive(toClient) }
       if toServer.isEmpty && toClient.isEmpty { return }
     }
@@ -155,19 +172,20 @@ final class HTTP2TestClient {
 
   @Test func aStreamIsOneRequestAndItsAnswer() throws {
     let responder = RecordingHTTP2Responder()
-    let server = HTTP2ServerConnection(settings: HTTP2Settings(), responder: responder, now: Self.clock)
+    let server = Self.codec(responder)
     let client = HTTP2TestClient()
     let stream = client.request(Self.get("/users?page=2", extra: [("accept", "application/json")]))
     Self.exchange(client, server)
 
     let received = try #require(responder.heads.first)
     #expect(received.stream == stream && received.end && received.problem == nil)
-    #expect(received.head.method == .get && received.head.targetString == "/users?page=2")
-    #expect(received.head.version == .http2 && received.head.version.description == "HTTP/2")
-    #expect(received.head.headers["host"] == "api.example" && received.head.headers["accept"] == "application/json")
-    #expect(received.head.bodyFraming == .none)
+    let head = try #require(received.head)
+    #expect(head.method == .get && head.targetString == "/users?page=2")
+    #expect(head.version == .http2 && head.version.description == "HTTP/2")
+    #expect(head.headers["host"] == "api.example" && head.headers["accept"] == "application/json")
+    #expect(head.bodyFraming == .none)
 
-    server.sendHead(stream, status: 200, fields: [("Content-Type", "application/json")], endOfStream: false)
+    Self.send(server, stream, status: 200, fields: [("Content-Type", "application/json")], endOfStream: false)
     Array(#"{"ok":true}"#.utf8).withUnsafeBytes { server.sendBody(stream, $0) }
     server.endBody(stream)
     Self.exchange(client, server)
@@ -180,7 +198,7 @@ final class HTTP2TestClient {
 
   @Test func hostAndAuthorityMustAgree() throws {
     let responder = RecordingHTTP2Responder()
-    let server = HTTP2ServerConnection(settings: HTTP2Settings(), responder: responder, now: Self.clock)
+    let server = Self.codec(responder)
     let client = HTTP2TestClient()
     client.request(Self.get("/a", extra: [("host", "other.example")]))
     client.request(Self.get("/b", extra: [("host", "api.example")]))
@@ -192,7 +210,7 @@ final class HTTP2TestClient {
   /// is reset and the responder never hears of it.
   @Test func connectionSpecificFieldsResetTheStream() {
     let responder = RecordingHTTP2Responder()
-    let server = HTTP2ServerConnection(settings: HTTP2Settings(), responder: responder, now: Self.clock)
+    let server = Self.codec(responder)
     let client = HTTP2TestClient()
     let stream = client.request(Self.get("/a", extra: [("connection", "keep-alive")]))
     Self.exchange(client, server)
@@ -203,8 +221,9 @@ final class HTTP2TestClient {
   /// A request body reaches the responder only as far as the window it reopens allows.
   @Test func requestBodiesAreFlowControlledByTheResponder() {
     let responder = RecordingHTTP2Responder()
-    let server = HTTP2ServerConnection(
-      settings: HTTP2Settings(initialWindowBytes: 16_384), responder: responder, now: Self.clock)
+    let server = HTTP2Codec(
+      settings: HTTP2Settings(initialWindowBytes: 16_384), parserLimits: HTTPLimits(), delegate: responder,
+      now: Self.clock)
     let client = HTTP2TestClient()
     // The client learns the server's window before it sends.
     Self.exchange(client, server)
@@ -212,7 +231,7 @@ final class HTTP2TestClient {
     let stream = client.request(
       [(":method", "POST"), (":scheme", "https"), (":authority", "api.example"), (":path", "/up")], body: body)
     Self.exchange(client, server)
-    #expect(responder.heads.first?.head.bodyFraming == .chunked)
+    #expect(responder.heads.first?.head?.bodyFraming == .chunked)
     #expect(responder.bodies[stream]?.count == 16_384, "the window stops the rest")
     var consumed = 0
     for _ in 0..<20 where !responder.ended.contains(stream) {
@@ -228,11 +247,11 @@ final class HTTP2TestClient {
   /// An answer body queued before the client's window opens waits, then flows.
   @Test func answerBodiesWaitForTheClientsWindow() {
     let responder = RecordingHTTP2Responder()
-    let server = HTTP2ServerConnection(settings: HTTP2Settings(), responder: responder, now: Self.clock)
+    let server = Self.codec(responder)
     let client = HTTP2TestClient(readsAnswers: false)
     let stream = client.request(Self.get("/big"))
     Self.exchange(client, server)
-    server.sendHead(stream, status: 200, fields: [], endOfStream: false)
+    Self.send(server, stream, status: 200, endOfStream: false)
     Self.exchange(client, server)
     let body = (0..<200_000).map { UInt8($0 % 253) }
     body.withUnsafeBytes { server.sendBody(stream, $0) }
@@ -249,8 +268,8 @@ final class HTTP2TestClient {
     final class Time: @unchecked Sendable { var value: UInt64 = 1_000_000_000 }
     let time = Time()
     let calm = RecordingHTTP2Responder()
-    let patient = HTTP2ServerConnection(
-      settings: HTTP2Settings(maxConcurrentStreams: 8), responder: calm, now: { time.value })
+    let patient = HTTP2Codec(
+      settings: HTTP2Settings(maxConcurrentStreams: 8), parserLimits: HTTPLimits(), delegate: calm, now: { time.value })
     let politeClient = HTTP2TestClient()
     for _ in 0..<40 {
       let stream = politeClient.request(Self.get("/x"))
@@ -263,8 +282,9 @@ final class HTTP2TestClient {
     #expect(calm.closed.count == 40 && calm.closed.values.allSatisfy { $0 == UInt32(NGHTTP2_CANCEL.rawValue) })
 
     let responder = RecordingHTTP2Responder()
-    let server = HTTP2ServerConnection(
-      settings: HTTP2Settings(maxConcurrentStreams: 8), responder: responder, now: { time.value })
+    let server = HTTP2Codec(
+      settings: HTTP2Settings(maxConcurrentStreams: 8), parserLimits: HTTPLimits(), delegate: responder,
+      now: { time.value })
     let client = HTTP2TestClient()
     for _ in 0..<200 where client.goAwayCode == nil {
       let stream = client.request(Self.get("/x"))
@@ -278,14 +298,14 @@ final class HTTP2TestClient {
 
   @Test func goAwayLetsOpenStreamsFinish() {
     let responder = RecordingHTTP2Responder()
-    let server = HTTP2ServerConnection(settings: HTTP2Settings(), responder: responder, now: Self.clock)
+    let server = Self.codec(responder)
     let client = HTTP2TestClient()
     let stream = client.request(Self.get("/a"))
     Self.exchange(client, server)
     server.goAway()
     Self.exchange(client, server)
     #expect(client.goAwayCode == 0)
-    server.sendHead(stream, status: 204, fields: [], endOfStream: true)
+    Self.send(server, stream, status: 204, endOfStream: true)
     Self.exchange(client, server)
     #expect(client.statuses[stream] == "204")
   }

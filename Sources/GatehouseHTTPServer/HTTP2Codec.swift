@@ -1,0 +1,597 @@
+import CGatehouseNghttp2
+import GatehouseHTTP
+
+/// The settings a server connection announces and enforces (`limits.http2`, SPEC §11).
+public struct HTTP2Settings: Sendable, Equatable {
+  public var maxConcurrentStreams: Int
+  public var initialWindowBytes: Int
+  public var maxHeaderListBytes: Int
+
+  public init(maxConcurrentStreams: Int = 128, initialWindowBytes: Int = 65_535, maxHeaderListBytes: Int = 16_384) {
+    self.maxConcurrentStreams = maxConcurrentStreams
+    self.initialWindowBytes = initialWindowBytes
+    self.maxHeaderListBytes = maxHeaderListBytes
+  }
+}
+
+/// Why a stream's request cannot be served as it came, beyond what the codec refuses itself
+/// (nghttp2 resets streams whose pseudo-headers are wrong or that carry connection-specific
+/// fields, RFC 9113 §8.2.2).
+public enum HTTP2RequestProblem: Error, Sendable, Equatable {
+  /// `Host` and `:authority` name different hosts (RFC 9113 §8.3.1): a 400.
+  case hostDisagrees
+  /// The request, read as HTTP/1.1 would read it, breaks one of its rules (an invalid
+  /// target, a dot segment, a bad `content-length`): answered with the error's status.
+  case invalid(HTTPParseError)
+}
+
+/// Abuse that ends a connection with GOAWAY (SPEC §11); the owner logs it, throttled.
+public enum HTTP2Abuse: String, Sendable, Equatable, CaseIterable {
+  /// Streams reset by the client faster than `max_concurrent_streams` per second
+  /// (CVE-2023-44487).
+  case rapidReset = "rapid_reset"
+  /// A header block in more CONTINUATION frames than a header list can need (CVE-2024-27316).
+  case continuationFlood = "continuation_flood"
+  /// A header list over `max_header_list_bytes` once HPACK-decoded.
+  case headerListTooLarge = "header_list_too_large"
+  case settingsFlood = "settings_flood"
+  case pingFlood = "ping_flood"
+  case priorityFlood = "priority_flood"
+  /// DATA frames with no bytes and no END_STREAM: work for nothing.
+  case emptyDataFlood = "empty_data_flood"
+  /// WINDOW_UPDATE frames beyond what the answers sent could call for.
+  case windowUpdateFlood = "window_update_flood"
+  /// Streams opened past `max_concurrent_streams`, again and again.
+  case tooManyStreams = "too_many_streams"
+  /// Frames the codec found invalid, again and again; or its own flood guard (control frames
+  /// whose acknowledgements the client does not read).
+  case invalidFrames = "invalid_frames"
+  /// Answers wait and the client keeps the connection's window shut past the idle timeout.
+  case windowNeverOpened = "window_never_opened"
+}
+
+/// A token bucket: `burst` tokens, refilled at `perSecond`; each event takes one. Pure: the
+/// caller gives the time.
+public struct TokenBucket: Sendable, Equatable {
+  public let burst: Double
+  public let perSecond: Double
+  private var tokens: Double
+  private var atNanoseconds: UInt64?
+
+  public init(burst: Int, perSecond: Int) {
+    self.burst = Double(max(1, burst))
+    self.perSecond = Double(max(1, perSecond))
+    tokens = self.burst
+  }
+
+  /// Takes a token at `now`; false when none is left.
+  public mutating func take(nowNanoseconds now: UInt64) -> Bool {
+    if let at = atNanoseconds, now > at {
+      tokens = min(burst, tokens + Double(now - at) / 1e9 * perSecond)
+    }
+    atNanoseconds = now
+    guard tokens >= 1 else { return false }
+    tokens -= 1
+    return true
+  }
+
+  /// Gives back `count` tokens, up to the burst: an allowance earned by what the other side
+  /// was sent (a WINDOW_UPDATE per DATA frame).
+  public mutating func refund(_ count: Int) {
+    tokens = min(burst, tokens + Double(count))
+  }
+}
+
+/// What an HTTP/2 codec tells its delegate, per stream. Called from `receive`, on the
+/// connection's loop.
+public protocol HTTP2CodecDelegate: AnyObject {
+  /// A stream's request head is complete (or refused: the delegate answers with an error);
+  /// `endOfStream`: no body follows.
+  func streamReceivedHead(_ stream: Int32, head: Result<HTTPRequestHead, HTTP2RequestProblem>, endOfStream: Bool)
+  /// Body bytes of a stream. The connection's and the stream's windows reopen only when the
+  /// delegate says the bytes are consumed (`consumed`): a body nobody reads stops at the
+  /// window.
+  func streamReceivedBody(_ stream: Int32, _ bytes: UnsafeRawBufferPointer)
+  /// The request body ended.
+  func streamReceivedEnd(_ stream: Int32)
+  /// The stream is gone (its answer was sent, or the client reset it, or the codec did):
+  /// nothing more is sent or read on it. `errorCode` 0 is a normal end.
+  func streamClosed(_ stream: Int32, errorCode: UInt32)
+  /// The client abused the connection: it ends with a GOAWAY (already queued).
+  func connectionAbused(_ abuse: HTTP2Abuse)
+}
+
+/// One HTTP/2 server connection's codec, driven by the loop: bytes in (`receive`), bytes out
+/// (`drainOutput`), request heads and bodies to the delegate, answers from it. libnghttp2
+/// holds the frame codec, HPACK and the stream states; it runs no thread and does no I/O of
+/// its own. Answer bodies are queued per stream and handed to nghttp2 as its windows allow,
+/// so a stream whose client does not read holds only what its delegate queued.
+///
+/// A request head is checked by the same rules as an HTTP/1.1 one: the fields nghttp2 has
+/// validated are written as an HTTP/1.1 head (`:authority` as `Host`, cookies joined, RFC
+/// 9113 §8.2.3) and read by `HTTPRequestParser`, so targets, dot segments, `content-length`
+/// and header limits mean the same on both protocols.
+///
+/// Confined to one loop.
+public final class HTTP2Codec {
+  public unowned(unsafe) var delegate: HTTP2CodecDelegate
+  public let settings: HTTP2Settings
+  private let parserLimits: HTTPLimits
+  private var session: OpaquePointer?
+  private var streams: [Int32: StreamState] = [:]
+  /// A fatal error happened: the connection ends once its GOAWAY is written.
+  public private(set) var failed = false
+  /// The abuse that ended the connection, if one did.
+  public private(set) var abuse: HTTP2Abuse?
+  /// The loop's clock, in nanoseconds.
+  private let now: () -> UInt64
+  /// Allowances of frames that cost work and carry none (SPEC §11): each kind a burst, then
+  /// a rate. Client resets: `max_concurrent_streams` at once, as many again per second.
+  private var resets: TokenBucket
+  private var settingsFrames = TokenBucket(burst: 32, perSecond: 8)
+  private var pings = TokenBucket(burst: 32, perSecond: 8)
+  private var priorities: TokenBucket
+  private var emptyData = TokenBucket(burst: 32, perSecond: 8)
+  /// Earned back by every DATA frame sent (the client acknowledges each with up to two).
+  private var windowUpdates = TokenBucket(burst: 1024, perSecond: 64)
+  private var refusedStreams = TokenBucket(burst: 16, perSecond: 4)
+  private var invalidFrames = TokenBucket(burst: 16, perSecond: 4)
+
+  /// What is known of one stream while its request head arrives and its answer leaves.
+  final class StreamState {
+    /// The request line and `Host`, from the pseudo-headers.
+    var method: [UInt8] = []
+    var path: [UInt8] = []
+    var authority: [UInt8] = []
+    /// The other fields, already in HTTP/1.1 form (`name: value\r\n`).
+    var fields: [UInt8] = []
+    var host: [UInt8]?
+    var cookies: [UInt8] = []
+    var hasContentLength = false
+    /// The decoded header list's size as RFC 9113 §6.5.2 counts it.
+    var listBytes = 0
+    /// Answer body bytes queued for nghttp2, and whether the answer ends after them.
+    var pending: [UInt8] = []
+    var pendingStart = 0
+    var ended = false
+    /// nghttp2 was told there was nothing to send (`NGHTTP2_ERR_DEFERRED`): it must be told
+    /// when there is.
+    var deferred = false
+
+    var queuedBytes: Int { pending.count - pendingStart }
+  }
+
+  public init(
+    settings: HTTP2Settings, parserLimits: HTTPLimits, delegate: HTTP2CodecDelegate, now: @escaping () -> UInt64
+  ) {
+    self.settings = settings
+    self.parserLimits = parserLimits
+    self.delegate = delegate
+    self.now = now
+    resets = TokenBucket(burst: settings.maxConcurrentStreams, perSecond: settings.maxConcurrentStreams)
+    // Browsers send a few PRIORITY frames per stream they open.
+    priorities = TokenBucket(burst: 2 * settings.maxConcurrentStreams, perSecond: 2 * settings.maxConcurrentStreams)
+    var callbacks: OpaquePointer?
+    guard nghttp2_session_callbacks_new(&callbacks) == 0, let callbacks else {
+      failed = true
+      return
+    }
+    defer { nghttp2_session_callbacks_del(callbacks) }
+    nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks, Self.onBeginHeaders)
+    nghttp2_session_callbacks_set_on_header_callback(callbacks, Self.onHeader)
+    nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks, Self.onFrameReceived)
+    nghttp2_session_callbacks_set_on_invalid_frame_recv_callback(callbacks, Self.onInvalidFrame)
+    nghttp2_session_callbacks_set_on_frame_send_callback(callbacks, Self.onFrameSent)
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks, Self.onDataChunk)
+    nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, Self.onStreamClose)
+    var option: OpaquePointer?
+    guard nghttp2_option_new(&option) == 0, let option else {
+      failed = true
+      return
+    }
+    defer { nghttp2_option_del(option) }
+    // The delegate reopens windows as it forwards bodies: backpressure reaches the client.
+    nghttp2_option_set_no_auto_window_update(option, 1)
+    nghttp2_option_set_max_send_header_block_length(option, 64 << 10)
+    // CONTINUATION floods (CVE-2024-27316) end at a few frames past the header list limit.
+    nghttp2_option_set_max_continuations(option, 8)
+    nghttp2_option_set_max_settings(option, 32)
+    var created: OpaquePointer?
+    let me = Unmanaged.passUnretained(self).toOpaque()
+    guard nghttp2_session_server_new2(&created, callbacks, me, option) == 0, let created else {
+      failed = true
+      return
+    }
+    session = created
+    var entries = [
+      nghttp2_settings_entry(
+        settings_id: Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue),
+        value: UInt32(clamping: settings.maxConcurrentStreams)),
+      nghttp2_settings_entry(
+        settings_id: Int32(NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE.rawValue),
+        value: UInt32(clamping: settings.initialWindowBytes)),
+      nghttp2_settings_entry(
+        settings_id: Int32(NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE.rawValue),
+        value: UInt32(clamping: settings.maxHeaderListBytes)),
+    ]
+    if nghttp2_submit_settings(created, UInt8(NGHTTP2_FLAG_NONE.rawValue), &entries, entries.count) != 0 {
+      failed = true
+    }
+    // The connection's own window grows with the streams': one stream's upload must not
+    // hold the others' at the 65,535 bytes RFC 9113 starts every connection with.
+    let connectionWindow = Int32(clamping: settings.initialWindowBytes * max(1, min(settings.maxConcurrentStreams, 16)))
+    if connectionWindow > 65_535 {
+      _ = nghttp2_session_set_local_window_size(created, UInt8(NGHTTP2_FLAG_NONE.rawValue), 0, connectionWindow)
+    }
+  }
+
+  deinit {
+    if let session { nghttp2_session_del(session) }
+  }
+
+  // MARK: Bytes in and out
+
+  /// Feeds what the client sent. Returns false on a fatal error: the connection is to be
+  /// closed once `drainOutput` has written what is queued (a GOAWAY among it).
+  @discardableResult
+  public func receive(_ bytes: UnsafeRawBufferPointer) -> Bool {
+    guard let session, !failed else { return false }
+    let consumed = nghttp2_session_mem_recv(
+      session, bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), bytes.count)
+    if consumed < 0 {
+      switch Int32(consumed) {
+      case NGHTTP2_ERR_TOO_MANY_CONTINUATIONS.rawValue:
+        abused(.continuationFlood, code: NGHTTP2_ENHANCE_YOUR_CALM.rawValue)
+      case NGHTTP2_ERR_FLOODED.rawValue:
+        abused(.invalidFrames, code: NGHTTP2_ENHANCE_YOUR_CALM.rawValue)
+      default:
+        break
+      }
+      failed = true
+      // A GOAWAY for the error, if none is queued yet.
+      _ = nghttp2_session_terminate_session(session, UInt32(NGHTTP2_PROTOCOL_ERROR.rawValue))
+      return false
+    }
+    return true
+  }
+
+  /// Hands every byte nghttp2 has to send to `write`, in order; stops early when `write`
+  /// returns false (the socket's queue is full: the rest waits in nghttp2 and in the
+  /// streams' queues).
+  public func drainOutput(_ write: (UnsafeRawBufferPointer) -> Bool) {
+    guard let session else { return }
+    while true {
+      var data: UnsafePointer<UInt8>?
+      let count = nghttp2_session_mem_send(session, &data)
+      guard count > 0, let data else { return }
+      if !write(UnsafeRawBufferPointer(start: data, count: count)) { return }
+    }
+  }
+
+  /// Whether nghttp2 has bytes to send now.
+  public var wantsWrite: Bool {
+    guard let session else { return false }
+    return nghttp2_session_want_write(session) != 0
+  }
+
+  /// Whether the connection has nothing more to do: both sides are done (after a GOAWAY,
+  /// or a fatal error) and nothing waits to be written.
+  public var isFinished: Bool {
+    guard let session else { return true }
+    return nghttp2_session_want_read(session) == 0 && nghttp2_session_want_write(session) == 0
+  }
+
+  /// Streams open now.
+  public var openStreamCount: Int { streams.count }
+
+  /// The client's window for the whole connection: 0 while it takes no more answer bytes.
+  public var remoteWindow: Int {
+    guard let session else { return 0 }
+    return Int(nghttp2_session_get_remote_window_size(session))
+  }
+
+  // MARK: Answers
+
+  /// Sends a stream's answer head. `fields`: names and values as bytes (names are lowercased
+  /// here: HTTP/2 carries no others), without connection-specific ones. The body follows
+  /// with `sendBody` and `endBody`, unless `endOfStream`.
+  public func sendHead(_ stream: Int32, status: Int, fields: HTTPHeaders, except: (Int) -> Bool, endOfStream: Bool) {
+    guard let session, let state = streams[stream] else { return }
+    // ":status" then the fields, back to back in one buffer, each pair's lengths noted;
+    // nghttp2 copies them when the answer is submitted.
+    var text: [UInt8] = []
+    text.reserveCapacity(fields.serializedFieldsLength + 16)
+    text.append(contentsOf: ":status".utf8)
+    let statusDigits = [UInt8(48 + status / 100 % 10), UInt8(48 + status / 10 % 10), UInt8(48 + status % 10)]
+    text.append(contentsOf: statusDigits)
+    var lengths: [(name: Int, value: Int)] = [(7, 3)]
+    lengths.reserveCapacity(fields.count + 1)
+    for index in 0..<fields.count where !except(index) {
+      let name = fields.nameBytes(at: index)
+      for byte in name { text.append(byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte) }
+      let value = fields.valueBytes(at: index)
+      text.append(contentsOf: value)
+      lengths.append((name.count, value.count))
+    }
+    let result = text.withUnsafeMutableBufferPointer { bytes in
+      var nva: [nghttp2_nv] = []
+      nva.reserveCapacity(lengths.count)
+      var offset = 0
+      for length in lengths {
+        let name = bytes.baseAddress! + offset
+        nva.append(
+          nghttp2_nv(
+            name: name, value: name + length.name, namelen: length.name, valuelen: length.value,
+            flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)))
+        offset += length.name + length.value
+      }
+      return gh_h2_submit_response(session, stream, &nva, nva.count, endOfStream ? nil : Self.readBody)
+    }
+    if result != 0 {
+      _ = nghttp2_submit_rst_stream(
+        session, UInt8(NGHTTP2_FLAG_NONE.rawValue), stream, UInt32(NGHTTP2_INTERNAL_ERROR.rawValue))
+    }
+    if endOfStream { state.ended = true }
+  }
+
+  /// Queues answer body bytes for a stream whose head was sent.
+  public func sendBody(_ stream: Int32, _ bytes: UnsafeRawBufferPointer) {
+    guard let state = streams[stream], !state.ended, !bytes.isEmpty else { return }
+    state.pending.append(contentsOf: bytes)
+    resumeIfDeferred(stream, state)
+  }
+
+  /// Ends a stream's answer after what is queued.
+  public func endBody(_ stream: Int32) {
+    guard let state = streams[stream], !state.ended else { return }
+    state.ended = true
+    resumeIfDeferred(stream, state)
+  }
+
+  /// Answer bytes of `stream` still queued here (not yet taken by nghttp2): the delegate's
+  /// measure of a client that does not read.
+  public func queuedBytes(_ stream: Int32) -> Int { streams[stream]?.queuedBytes ?? 0 }
+
+  /// The client's window for `stream`'s answer.
+  public func remoteWindow(_ stream: Int32) -> Int {
+    guard let session else { return 0 }
+    return Int(nghttp2_session_get_stream_remote_window_size(session, stream))
+  }
+
+  /// The delegate forwarded `count` body bytes of `stream`: the windows reopen by as much.
+  public func consumed(_ stream: Int32, _ count: Int) {
+    guard let session, count > 0 else { return }
+    _ = nghttp2_session_consume(session, stream, count)
+  }
+
+  /// Resets a stream (`RST_STREAM`), e.g. when its upstream failed after the head was sent.
+  public func reset(_ stream: Int32, errorCode: UInt32 = UInt32(NGHTTP2_INTERNAL_ERROR.rawValue)) {
+    guard let session else { return }
+    _ = nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), stream, errorCode)
+  }
+
+  /// Says the connection takes no new streams (drain, reload); those open finish.
+  public func goAway(errorCode: UInt32 = UInt32(NGHTTP2_NO_ERROR.rawValue)) {
+    guard let session else { return }
+    _ = nghttp2_submit_goaway(
+      session, UInt8(NGHTTP2_FLAG_NONE.rawValue), nghttp2_session_get_last_proc_stream_id(session), errorCode, nil, 0)
+  }
+
+  /// Ends the connection for `abuse`: GOAWAY with `code`, nothing more read.
+  public func abused(_ abuse: HTTP2Abuse, code: UInt32) {
+    guard let session, !failed else { return }
+    failed = true
+    self.abuse = abuse
+    _ = nghttp2_session_terminate_session(session, code)
+    delegate.connectionAbused(abuse)
+  }
+
+  private func resumeIfDeferred(_ stream: Int32, _ state: StreamState) {
+    guard state.deferred, let session else { return }
+    state.deferred = false
+    _ = nghttp2_session_resume_data(session, stream)
+  }
+
+  /// Takes one of `bucket`'s tokens, or ends the connection for `abuse`.
+  private func allow(_ bucket: inout TokenBucket, else abuse: HTTP2Abuse) {
+    if !bucket.take(nowNanoseconds: now()) { abused(abuse, code: NGHTTP2_ENHANCE_YOUR_CALM.rawValue) }
+  }
+
+  // MARK: nghttp2's callbacks
+
+  private static func codec(_ userData: UnsafeMutableRawPointer?) -> HTTP2Codec {
+    Unmanaged<HTTP2Codec>.fromOpaque(userData!).takeUnretainedValue()
+  }
+
+  private static let onBeginHeaders: nghttp2_on_begin_headers_callback = { _, frame, userData in
+    guard let frame, gh_h2_headers_category(frame) == Int32(NGHTTP2_HCAT_REQUEST.rawValue) else { return 0 }
+    let codec = codec(userData)
+    if codec.streams.count >= codec.settings.maxConcurrentStreams {
+      // nghttp2 refuses the stream itself; a client that keeps trying is told to stop.
+      codec.allow(&codec.refusedStreams, else: .tooManyStreams)
+    }
+    codec.streams[gh_h2_frame_stream(frame)] = StreamState()
+    return 0
+  }
+
+  private static let onHeader: nghttp2_on_header_callback = {
+    _, frame, name, nameLength, value, valueLength, _, userData in
+    guard let frame, let name, let value else { return 0 }
+    let codec = codec(userData)
+    guard let state = codec.streams[gh_h2_frame_stream(frame)] else { return 0 }
+    state.listBytes += nameLength + valueLength + 32
+    if state.listBytes > codec.settings.maxHeaderListBytes {
+      codec.abused(.headerListTooLarge, code: NGHTTP2_ENHANCE_YOUR_CALM.rawValue)
+      return Int32(NGHTTP2_ERR_CALLBACK_FAILURE.rawValue)
+    }
+    let nameBytes = UnsafeBufferPointer(start: name, count: nameLength)
+    let valueBytes = UnsafeBufferPointer(start: value, count: valueLength)
+    // nghttp2 has checked the names (lowercase, pseudo-headers first and known, no
+    // connection-specific ones) and the values (no CR, LF or NUL) before they get here.
+    if nameBytes.first == 0x3A {
+      if nameBytes.elementsEqual(":method".utf8) {
+        state.method = Array(valueBytes)
+      } else if nameBytes.elementsEqual(":path".utf8) {
+        state.path = Array(valueBytes)
+      } else if nameBytes.elementsEqual(":authority".utf8) {
+        state.authority = Array(valueBytes)
+      }
+      return 0
+    }
+    if nameBytes.elementsEqual("host".utf8) {
+      state.host = Array(valueBytes)
+    } else if nameBytes.elementsEqual("cookie".utf8) {
+      // RFC 9113 §8.2.3: cookie crumbs are one field again for HTTP/1.1.
+      if !state.cookies.isEmpty { state.cookies.append(contentsOf: "; ".utf8) }
+      state.cookies.append(contentsOf: valueBytes)
+      return 0
+    } else if nameBytes.elementsEqual("content-length".utf8) {
+      state.hasContentLength = true
+    }
+    state.fields.append(contentsOf: nameBytes)
+    state.fields.append(contentsOf: ": ".utf8)
+    state.fields.append(contentsOf: valueBytes)
+    state.fields.append(contentsOf: "\r\n".utf8)
+    return 0
+  }
+
+  private static let onFrameReceived: nghttp2_on_frame_recv_callback = { _, frame, userData in
+    guard let frame else { return 0 }
+    let codec = codec(userData)
+    let stream = gh_h2_frame_stream(frame)
+    let flags = gh_h2_frame_flags(frame)
+    let endOfStream = flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0
+    switch UInt32(gh_h2_frame_type(frame)) {
+    case NGHTTP2_HEADERS.rawValue:
+      guard gh_h2_headers_category(frame) == Int32(NGHTTP2_HCAT_REQUEST.rawValue),
+        let state = codec.streams[stream]
+      else {
+        // Trailers of a request body: their fields are not forwarded; the body ends.
+        if endOfStream, codec.streams[stream] != nil { codec.delegate.streamReceivedEnd(stream) }
+        return 0
+      }
+      codec.deliverHead(stream, state, endOfStream: endOfStream)
+    case NGHTTP2_DATA.rawValue:
+      if gh_h2_frame_length(frame) == 0 && !endOfStream { codec.allow(&codec.emptyData, else: .emptyDataFlood) }
+      if endOfStream, codec.streams[stream] != nil { codec.delegate.streamReceivedEnd(stream) }
+    case NGHTTP2_RST_STREAM.rawValue:
+      // A client resetting streams as fast as it opens them (CVE-2023-44487) makes the
+      // gateway start work for nothing: past the bucket, the connection ends.
+      codec.allow(&codec.resets, else: .rapidReset)
+    case NGHTTP2_SETTINGS.rawValue:
+      if flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) == 0 { codec.allow(&codec.settingsFrames, else: .settingsFlood) }
+    case NGHTTP2_PING.rawValue:
+      if flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) == 0 { codec.allow(&codec.pings, else: .pingFlood) }
+    case NGHTTP2_PRIORITY.rawValue:
+      codec.allow(&codec.priorities, else: .priorityFlood)
+    case NGHTTP2_WINDOW_UPDATE.rawValue:
+      codec.allow(&codec.windowUpdates, else: .windowUpdateFlood)
+    default:
+      break
+    }
+    return 0
+  }
+
+  private static let onInvalidFrame: nghttp2_on_invalid_frame_recv_callback = { _, _, _, userData in
+    let codec = codec(userData)
+    codec.allow(&codec.invalidFrames, else: .invalidFrames)
+    return 0
+  }
+
+  private static let onFrameSent: nghttp2_on_frame_send_callback = { _, frame, userData in
+    guard let frame, UInt32(gh_h2_frame_type(frame)) == NGHTTP2_DATA.rawValue else { return 0 }
+    // The client may acknowledge each DATA frame for its stream and for the connection.
+    codec(userData).windowUpdates.refund(2)
+    return 0
+  }
+
+  private static let onDataChunk: nghttp2_on_data_chunk_recv_callback = { _, _, stream, data, length, userData in
+    guard let data else { return 0 }
+    let codec = codec(userData)
+    guard codec.streams[stream] != nil else { return 0 }
+    codec.delegate.streamReceivedBody(stream, UnsafeRawBufferPointer(start: data, count: length))
+    return 0
+  }
+
+  private static let onStreamClose: nghttp2_on_stream_close_callback = { _, stream, errorCode, userData in
+    let codec = codec(userData)
+    guard codec.streams.removeValue(forKey: stream) != nil else { return 0 }
+    codec.delegate.streamClosed(stream, errorCode: errorCode)
+    return 0
+  }
+
+  /// Gives nghttp2 what is queued for a stream's answer body, as much as its windows allow.
+  private static let readBody: nghttp2_data_source_read_callback = {
+    _, stream, buffer, length, flags, _, userData in
+    let codec = codec(userData)
+    guard let state = codec.streams[stream], let buffer, let flags else {
+      return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue)
+    }
+    let count = min(length, state.queuedBytes)
+    if count > 0 {
+      state.pending.withUnsafeBufferPointer { pending in
+        buffer.update(from: pending.baseAddress! + state.pendingStart, count: count)
+      }
+      state.pendingStart += count
+      if state.pendingStart == state.pending.count {
+        state.pending.removeAll(keepingCapacity: true)
+        state.pendingStart = 0
+      }
+    }
+    if state.queuedBytes == 0 {
+      if state.ended {
+        flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue
+      } else if count == 0 {
+        state.deferred = true
+        return Int(NGHTTP2_ERR_DEFERRED.rawValue)
+      }
+    }
+    return count
+  }
+
+  /// Reads the stream's request head as HTTP/1.1 would: its pseudo-headers become the
+  /// request line and `Host` (RFC 9113 §8.3.1), and a body without `content-length` is read
+  /// as one of unknown length (chunked, for the upstream).
+  private func deliverHead(_ stream: Int32, _ state: StreamState, endOfStream: Bool) {
+    if !state.authority.isEmpty, let host = state.host, host != state.authority {
+      state.fields = []
+      delegate.streamReceivedHead(stream, head: .failure(.hostDisagrees), endOfStream: endOfStream)
+      return
+    }
+    var text: [UInt8] = []
+    text.reserveCapacity(state.method.count + state.path.count + state.authority.count + state.fields.count + 64)
+    text.append(contentsOf: state.method)
+    text.append(0x20)
+    text.append(contentsOf: state.path)
+    text.append(contentsOf: " HTTP/1.1\r\n".utf8)
+    if state.host == nil {
+      text.append(contentsOf: "host: ".utf8)
+      text.append(contentsOf: state.authority)
+      text.append(contentsOf: "\r\n".utf8)
+    }
+    text.append(contentsOf: state.fields)
+    if !state.cookies.isEmpty {
+      text.append(contentsOf: "cookie: ".utf8)
+      text.append(contentsOf: state.cookies)
+      text.append(contentsOf: "\r\n".utf8)
+    }
+    if !endOfStream && !state.hasContentLength { text.append(contentsOf: "transfer-encoding: chunked\r\n".utf8) }
+    text.append(contentsOf: "\r\n".utf8)
+    state.fields = []
+    state.cookies = []
+    var parser = HTTPRequestParser(limits: parserLimits)
+    let parsed = text.withUnsafeBytes { bytes -> Result<HTTPRequestHead, HTTP2RequestProblem> in
+      do throws(HTTPParseError) {
+        let (step, _) = try parser.next(bytes)
+        guard step == .head else { return .failure(.invalid(.invalidLeadingLine)) }
+        var head = parser.takeHead()
+        head.version = .http2
+        if endOfStream { head.bodyFraming = .none }
+        return .success(head)
+      } catch {
+        return .failure(.invalid(error))
+      }
+    }
+    delegate.streamReceivedHead(stream, head: parsed, endOfStream: endOfStream)
+  }
+}
