@@ -349,8 +349,9 @@ public final class HTTP2StreamChannel: ExchangeChannel {
       case .hostDisagrees: responder.serverRefusedRequest(.invalidHost)
       case .invalid(let error): responder.serverRefusedRequest(error)
       }
-      if !answerSent { abort() }
-      discardingBody = true
+      // The refusal is written as HTTP/1.1 writes its last answer (perhaps read until
+      // the connection closes): on a stream, it ends here.
+      endAnswer()
     }
   }
 

@@ -1,0 +1,355 @@
+import Foundation
+import Synchronization
+import Testing
+
+/// Runs the HTTP/2 clients of these tests: `Tests/Tools/h2probe.py` (Python `h2`, Debian
+/// `python3-h2`, which `Scripts/install-deps.sh` installs), `curl` and `nghttp`.
+enum HTTP2Client {
+  static let probe = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+    .appendingPathComponent("Tools/h2probe.py").path
+
+  /// Debian's interpreter, where `python3-h2` is installed (a `python3` earlier on PATH may
+  /// be another one).
+  static let python = "/usr/bin/python3"
+
+  /// Runs the probe in `mode` with `spec` against `port`; its JSON report.
+  static func run(_ port: UInt16, _ mode: String, _ spec: [String: Any] = [:], tls: Bool = false) throws
+    -> [String: Any]
+  {
+    try parse(try runText(port, mode, spec, tls: tls))
+  }
+
+  /// The probe's report as text (what a thread hands back to its test).
+  static func runText(_ port: UInt16, _ mode: String, _ spec: [String: Any] = [:], tls: Bool = false) throws
+    -> String
+  {
+    let specText = String(decoding: try JSONSerialization.data(withJSONObject: spec), as: UTF8.self)
+    let output = try ExternalTool.run(
+      python, [probe, String(port), mode, specText] + (tls ? ["--tls"] : []), input: [], timeout: 60)
+    return String(decoding: output, as: UTF8.self)
+  }
+
+  static func parse(_ text: String) throws -> [String: Any] {
+    guard let object = try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any] else {
+      throw ToolError(description: "h2probe printed \(text)")
+    }
+    return object
+  }
+
+  /// The probe's per-stream reports.
+  static func streams(_ report: [String: Any]) -> [[String: Any]] {
+    report["streams"] as? [[String: Any]] ?? []
+  }
+
+  /// `curl` with `arguments`; its stdout.
+  static func curl(_ arguments: [String]) throws -> String {
+    String(decoding: try ExternalTool.run("/usr/bin/curl", ["-s", "-m", "20"] + arguments, input: []), as: UTF8.self)
+  }
+}
+
+/// HTTP/2 to clients (SPEC §11) through the real binary: h2c with prior knowledge and h2 over
+/// TLS by ALPN, every stream an exchange like an HTTP/1.1 request, flow control both ways,
+/// cancellation, the abuses that end a connection, and drain.
+@Suite struct HTTP2Tests {
+  /// `config` with its listener taking h2c (prior knowledge) besides HTTP/1.1.
+  static func h2c(_ config: [String: Any]) -> [String: Any] {
+    var config = config
+    config["listen"] = [["address": "127.0.0.1:0", "h2c": true]]
+    return config
+  }
+
+  /// A backend answering `/slow…` after `gate` opens, `/big…` with 2 MB, `/echo…` with the
+  /// request body, and everything else with a small JSON object naming the path.
+  static func backend(gate: Gate = Gate()) throws -> TestBackend {
+    try TestBackend(options: .init(noDelay: true)) { request in
+      if request.path.hasPrefix("/slow") {
+        var answer = BackendAnswer(headers: [("Content-Type", "application/json")], body: .bytes(Array("{}".utf8)))
+        answer.holdUntil = gate
+        return .respond(answer)
+      }
+      if request.path.hasPrefix("/big") {
+        return .respond(BackendAnswer(body: .generated(length: 2_000_000, chunked: request.path.hasSuffix("chunked"))))
+      }
+      if request.path.hasPrefix("/echo") {
+        return .respond(BackendAnswer(body: .echo))
+      }
+      return jsonAnswer(#"{"path":"\#(request.path)"}"#)
+    }
+  }
+
+  static func gateway(_ backend: TestBackend, extra: [String: Any] = [:], limits: [String: Any]? = nil)
+    throws -> GatewayProcess
+  {
+    var route = TestConfig.route("all", match: "/*")
+    for (key, value) in extra { route[key] = value }
+    let config = TestConfig.make(
+      routes: [route], upstreams: ["api": TestConfig.upstream(port: backend.port)], limits: limits)
+    return try GatewayProcess(config: h2c(TestConfig.withAdmin(config)))
+  }
+
+  @Test func curlSpeaksH2WithPriorKnowledgeAndHTTP11OnTheSameListener() throws {
+    let backend = try Self.backend()
+    let gateway = try Self.gateway(backend, extra: ["envelope": ["enabled": true]])
+    let url = "http://127.0.0.1:\(gateway.port)/users/7"
+    let h2 = try HTTP2Client.curl(["--http2-prior-knowledge", "-w", "\n%{http_version} %{http_code}", url])
+    #expect(h2.hasSuffix("\n2 200"), "\(h2)")
+    #expect(h2.hasPrefix(#"{"code":0,"datas":{"path":"/users/7"},"message":""}"#))
+    let h1 = try HTTP2Client.curl(["--http1.1", "-w", "\n%{http_version} %{http_code}", url])
+    #expect(h1.hasSuffix("\n1.1 200"), "\(h1)")
+    // Both protocols are told apart in the access log and in the metrics.
+    #expect(
+      gateway.waitForLogLine { $0["msg"] as? String == "access" && $0["protocol"] as? String == "HTTP/2" })
+    #expect(
+      gateway.waitForLogLine { $0["msg"] as? String == "access" && $0["protocol"] as? String == "HTTP/1.1" })
+    let page = try MetricsPage(try gateway.admin().request("GET", "/metrics").text)
+    #expect(page.value("gatehouse_requests_total", ["route": "all", "code": "200", "protocol": "HTTP/2"]) == 1)
+    #expect(page.value("gatehouse_requests_total", ["route": "all", "code": "200", "protocol": "HTTP/1.1"]) == 1)
+    gateway.stopExpectingCleanExit()
+  }
+
+  /// A cleartext listener without `h2c` is HTTP/1.1 only: the preface is a bad request.
+  @Test func withoutH2cThePrefaceIsABadHTTP11Request() throws {
+    let backend = try Self.backend()
+    let gateway = try GatewayProcess(config: TestConfig.passThrough(to: backend.port))
+    let client = try RawClient(port: gateway.port)
+    defer { client.close() }
+    try client.send(Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8))
+    let (bytes, _) = client.readUntilEnd()
+    #expect(String(decoding: bytes, as: UTF8.self).hasPrefix("HTTP/1.1 400"))
+    #expect(backend.requests.isEmpty)
+  }
+
+  @Test func tlsListenersOfferH2ByALPNUnlessHTTP2IsOff() throws {
+    let certificates = try TLSGatewayTests.Certificates()
+    let backend = try Self.backend()
+    for http2 in [true, false] {
+      var config = TestConfig.make(
+        routes: [TestConfig.route("all", match: "/*")], upstreams: ["api": TestConfig.upstream(port: backend.port)])
+      config["listen"] = [
+        [
+          "address": "127.0.0.1:0", "http2": http2,
+          "tls": ["cert": certificates.path + "/server.pem", "key": certificates.path + "/server.key"],
+        ]
+      ]
+      let gateway = try GatewayProcess(config: config)
+      let out = try HTTP2Client.curl([
+        "--http2", "--cacert", certificates.path + "/ca.pem", "-w", "\n%{http_version}",
+        "https://localhost:\(gateway.port)/hello",
+      ])
+      #expect(out == #"{"path":"/hello"}"# + "\n" + (http2 ? "2" : "1.1"), "http2: \(http2)")
+      gateway.stopExpectingCleanExit()
+    }
+  }
+
+  /// Many streams at once on one connection, fast ones beside a held one, a large download
+  /// and large uploads without `content-length` (chunked to the upstream).
+  @Test func manyConcurrentStreamsMixedSizesAndUploads() throws {
+    let gate = Gate()
+    let backend = try Self.backend(gate: gate)
+    let gateway = try Self.gateway(backend)
+    var requests: [[String: Any]] = (0..<60).map { ["path": "/item/\($0)"] }
+    requests.append(["path": "/slow/1"])
+    requests.append(["path": "/big/chunked"])
+    requests.append(["path": "/big/plain"])
+    requests.append(["path": "/echo/1", "method": "POST", "body_bytes": 1_000_000])
+    requests.append([
+      "path": "/echo/2", "method": "POST", "body_bytes": 300_000, "headers": [["content-length", "300000"]],
+    ])
+    // The held answer comes once the others are all in.
+    let opener = Thread {
+      _ = waitUntil(timeout: 20) { backend.requests.count >= 64 }
+      gate.open()
+    }
+    opener.start()
+    let report = try HTTP2Client.run(gateway.port, "requests", ["requests": requests])
+    #expect(report["outcome"] as? String == "done", "\(report["outcome"] ?? "-")")
+    let streams = HTTP2Client.streams(report)
+    #expect(streams.count == requests.count)
+    for (index, stream) in streams.enumerated() {
+      #expect(stream["status"] as? Int == 200 && stream["ended"] as? Bool == true, "stream \(index): \(stream)")
+    }
+    for index in 0..<60 {
+      #expect(streams[index]["body"] as? String == #"{"path":"/item/\#(index)"}"#)
+    }
+    #expect(streams[61]["length"] as? Int == 2_000_000 && streams[62]["length"] as? Int == 2_000_000)
+    // Echoed uploads: the same bytes back (the probe sums them), framed as the client did.
+    let expectedSum = { (count: Int) in (0..<count).reduce(0) { ($0 + $1 % 251) % 65521 } }
+    #expect(streams[63]["length"] as? Int == 1_000_000 && streams[63]["sum"] as? Int == expectedSum(1_000_000))
+    #expect(streams[64]["length"] as? Int == 300_000 && streams[64]["sum"] as? Int == expectedSum(300_000))
+    let uploads = backend.requests.filter { $0.path.hasPrefix("/echo") }.sorted { $0.path < $1.path }
+    #expect(uploads.map(\.bodyLength) == [1_000_000, 300_000])
+    #expect(uploads.map(\.bodyWasChunked) == [true, false])
+    gateway.stopExpectingCleanExit()
+  }
+
+  @Test func nghttpFetchesSeveralResourcesOnOneConnection() throws {
+    let backend = try Self.backend()
+    let gateway = try Self.gateway(backend)
+    let base = "http://127.0.0.1:\(gateway.port)"
+    let out = String(
+      decoding: try ExternalTool.run(
+        "/usr/bin/nghttp", ["-n", "-s", "\(base)/a", "\(base)/b", "\(base)/big/plain"], input: [], timeout: 30),
+      as: UTF8.self)
+    // nghttp's statistics: one line per stream with its status and size.
+    #expect(out.contains(" 200 ") && out.contains("/a") && out.contains("/b") && out.contains("/big/plain"), "\(out)")
+    #expect(backend.connectionCount >= 1 && backend.requests.count == 3)
+  }
+
+  /// A stream whose client never reads holds the answer its window allows and no more; the
+  /// connection's other streams go on.
+  @Test func aStreamThatIsNotReadDoesNotHoldTheOthers() throws {
+    let backend = try Self.backend()
+    let gateway = try Self.gateway(backend)
+    let report = try HTTP2Client.run(
+      gateway.port, "slow-reader", ["slow": "/big/plain", "fast": ["/a", "/big/chunked", "/b"]])
+    #expect(report["outcome"] as? String == "done")
+    #expect(report["slow_bytes"] as? Int == 65_535)
+    let streams = HTTP2Client.streams(report)
+    #expect(streams.map { $0["status"] as? Int } == [200, 200, 200])
+    #expect(streams.map { $0["ended"] as? Bool } == [true, true, true])
+    #expect(streams[1]["length"] as? Int == 2_000_000)
+  }
+
+  /// RST_STREAM while the upstream works on the request: its connection is closed (the
+  /// answer can go nowhere), and the next stream is served.
+  @Test(arguments: ["wait", "head", "body"])
+  func cancellingAStreamClosesItsUpstreamConnection(phase: String) throws {
+    let gate = Gate()
+    let backend = try Self.backend(gate: gate)
+    let gateway = try Self.gateway(backend)
+    let path = phase == "wait" ? "/slow/cancel" : "/big/chunked"
+    let report = try HTTP2Client.run(gateway.port, "cancel", ["path": path, "phase": phase, "then": "/after"])
+    #expect(report["outcome"] as? String == "done")
+    #expect(HTTP2Client.streams(report).first?["body"] as? String == #"{"path":"/after"}"#)
+    // The cancelled exchange's upstream connection is closed, not kept for another request:
+    // once the held answer is let go, only the connection `/after` used is left open.
+    gate.open()
+    #expect(waitUntil(timeout: 10) { backend.openConnectionCount <= 1 })
+    #expect(
+      gateway.waitForLogLine {
+        $0["msg"] as? String == "access" && $0["path"] as? String == path && $0["protocol"] as? String == "HTTP/2"
+      })
+  }
+
+  /// Trailers after a request body are not forwarded; the body is.
+  @Test func requestTrailersAreDroppedSafely() throws {
+    let backend = try Self.backend()
+    let gateway = try Self.gateway(backend)
+    let report = try HTTP2Client.run(
+      gateway.port, "requests",
+      [
+        "requests": [
+          ["path": "/echo/t", "method": "POST", "body": "hello", "trailers": [["x-checksum", "abc"]]]
+        ]
+      ])
+    let stream = try #require(HTTP2Client.streams(report).first)
+    #expect(stream["status"] as? Int == 200 && stream["body"] as? String == "hello")
+    let received = try #require(backend.requests.first)
+    #expect(received.bodyText == "hello")
+    #expect(!String(decoding: received.raw, as: UTF8.self).lowercased().contains("x-checksum"))
+  }
+
+  /// A request HTTP/1.1 would refuse is refused the same way; `Host` and `:authority` that
+  /// disagree are a 400 (RFC 9113 §8.3.1); connection-specific fields reset the stream.
+  @Test func malformedRequestsAreRefusedPerStream() throws {
+    let backend = try Self.backend()
+    let gateway = try Self.gateway(backend)
+    let report = try HTTP2Client.run(
+      gateway.port, "requests",
+      [
+        "requests": [
+          ["path": "/a/../b"],
+          ["path": "/x", "headers": [["host", "other.example"]]],
+          ["path": "/y", "headers": [["connection", "keep-alive"]]],
+          ["path": "/fine"],
+        ]
+      ])
+    let streams = HTTP2Client.streams(report)
+    #expect(streams.count == 4)
+    #expect(streams[0]["status"] as? Int == 400)
+    #expect(streams[1]["status"] as? Int == 400)
+    #expect((streams[0]["body"] as? String)?.contains(#""code":400"#) == true)
+    #expect(streams[2]["reset"] as? Int == 1, "PROTOCOL_ERROR")
+    #expect(streams[3]["status"] as? Int == 200)
+    #expect(backend.requests.map(\.path) == ["/fine"])
+  }
+
+  /// Each abuse ends its connection with GOAWAY (ENHANCE_YOUR_CALM, 11) and a throttled
+  /// warning, and other clients are served meanwhile.
+  @Test(arguments: [
+    "ping", "settings", "priority", "empty-data", "window-update", "rapid-reset", "continuation", "header-list",
+    "streams",
+  ])
+  func abuseEndsTheConnection(kind: String) throws {
+    let backend = try Self.backend()
+    let gateway = try Self.gateway(backend, limits: ["max_header_bytes": 8192])
+    let count = kind == "window-update" ? 5000 : 1000
+    let report = try HTTP2Client.run(gateway.port, "abuse", ["kind": kind, "count": count])
+    #expect(report["goaway"] as? Int == 11, "\(kind): \(report)")
+    #expect(report["closed"] as? Bool == true)
+    #expect(
+      gateway.waitForLogLine {
+        $0["level"] as? String == "warn" && ($0["msg"] as? String)?.contains("HTTP/2") == true
+      })
+    let other = try send("GET", "/still", to: gateway.port)
+    #expect(other.status == 200)
+  }
+
+  /// A client that shuts its windows and never opens them is cut after the idle timeout.
+  @Test func aClientThatNeverOpensItsWindowIsCut() throws {
+    let backend = try Self.backend()
+    let gateway = try Self.gateway(backend, limits: ["idle_timeout_ms": 500])
+    let report = try HTTP2Client.run(
+      gateway.port, "abuse", ["kind": "window-shut", "path": "/big/plain", "wait_s": 15])
+    #expect(report["closed"] as? Bool == true, "\(report)")
+    #expect(report["goaway"] as? Int == 3, "FLOW_CONTROL_ERROR")
+  }
+
+  /// SIGTERM: GOAWAY at once, the stream in flight still gets its answer, then the exit.
+  /// (nghttp, whose client goes on with open streams after a GOAWAY as RFC 9113 §6.8 asks.)
+  @Test func drainSendsGoAwayAndLetsStreamsFinish() throws {
+    let gate = Gate()
+    let backend = try Self.backend(gate: gate)
+    let gateway = try Self.gateway(backend, limits: ["drain_timeout_ms": 10_000])
+    let result = Shared<String?>(nil)
+    let port = gateway.port
+    let client = Thread {
+      let out = try? ExternalTool.run(
+        "/usr/bin/nghttp", ["-v", "http://127.0.0.1:\(port)/slow/drain"], input: [], timeout: 30)
+      result.value = out.map { String(decoding: $0, as: UTF8.self) } ?? "failed"
+    }
+    client.start()
+    #expect(waitUntil(timeout: 10) { backend.requests.count == 1 })
+    gateway.send(signal: SIGTERM)
+    // The gateway stops accepting while the stream is still open; then the answer comes.
+    #expect(waitUntil(timeout: 10) { (try? send("GET", "/x", to: port, timeout: 1)) == nil })
+    gate.open()
+    #expect(waitUntil(timeout: 20) { result.value != nil })
+    let out = try #require(result.value)
+    #expect(out.contains("recv GOAWAY frame"), "\(out)")
+    #expect(out.contains(":status: 200") && out.contains("{}"))
+    #expect(gateway.waitForExit(timeout: 20) == .success)
+  }
+
+  /// HTTP/2 connections count against `max_connections` like HTTP/1.1 ones.
+  @Test func http2ConnectionsCountAgainstMaxConnections() throws {
+    let gate = Gate()
+    let backend = try Self.backend(gate: gate)
+    let gateway = try Self.gateway(backend, limits: ["max_connections": 1])
+    let port = gateway.port
+    let first = Shared<String?>(nil)
+    let holder = Thread {
+      first.value = try? HTTP2Client.runText(port, "requests", ["requests": [["path": "/slow/a"]]])
+    }
+    holder.start()
+    #expect(waitUntil(timeout: 10) { backend.requests.count == 1 })
+    // The second connection is closed at once: no answer on it.
+    let second = try? HTTP2Client.run(port, "requests", ["requests": [["path": "/b"]]])
+    #expect(second?["outcome"] as? String != "done")
+    #expect(backend.requests.count == 1)
+    gate.open()
+    #expect(waitUntil(timeout: 20) { first.value != nil })
+    let report = try HTTP2Client.parse(try #require(first.value))
+    #expect(HTTP2Client.streams(report).first?["status"] as? Int == 200)
+  }
+}
