@@ -56,6 +56,8 @@ public final class HTTP2ServerConnection: ConnectionDelegate, HTTP2CodecDelegate
   private var writeWatch = WriteProgress()
   /// Streams opened so far: before the first, the header timeout applies.
   public private(set) var streamsOpened = 0
+  /// `limits.max_body_bytes`: a body without `content-length` is counted as it comes.
+  let maxBodyBytes: Int64?
 
   public init(
     owner: any HTTP2ServerOwner, loop: EventLoop, settings: HTTP2Settings, parserLimits: HTTPLimits,
@@ -64,6 +66,7 @@ public final class HTTP2ServerConnection: ConnectionDelegate, HTTP2CodecDelegate
     self.owner = owner
     self.loop = loop
     self.limits = limits
+    maxBodyBytes = parserLimits.maxBodyBytes
     codec = HTTP2Codec(
       settings: settings, parserLimits: parserLimits, delegate: self,
       now: { [unowned(unsafe) loop] in loop.iterationTime })
@@ -152,6 +155,9 @@ public final class HTTP2ServerConnection: ConnectionDelegate, HTTP2CodecDelegate
   public func connection(_ connection: BufferedConnection, didRead bytes: UnsafeRawBufferPointer) {
     guard !closing else { return }
     if !codec.receive(bytes) { closing = true }
+    // The client spoke HTTP/2: from now on a connection with no stream open waits for the
+    // idle timeout (the header timeout covered only the preface).
+    if channels.isEmpty && !socketFull { armIdleDeadline() }
     flush()
   }
 
@@ -310,6 +316,8 @@ public final class HTTP2StreamChannel: ExchangeChannel {
   /// Body bytes that came while reading was paused, and whether the end came after them.
   private var heldBody: [UInt8] = []
   private var endHeld = false
+  /// Body bytes received so far, against `limits.max_body_bytes`.
+  private var bodyBytes: Int64 = 0
   public private(set) var responderDeadline: UInt64 = 0
   /// While the client is behind: when its queue must have shrunk, and by how much it stood.
   private var stallDue: UInt64 = 0
@@ -344,15 +352,25 @@ public final class HTTP2StreamChannel: ExchangeChannel {
       parser.requestWasHEAD = head.method == .head
       responder.serverReceivedHead(head)
     case .failure(let problem):
-      refused = true
       switch problem {
-      case .hostDisagrees: responder.serverRefusedRequest(.invalidHost)
-      case .invalid(let error): responder.serverRefusedRequest(error)
+      case .hostDisagrees: refuse(.invalidHost)
+      case .invalid(let error): refuse(error)
       }
-      // The refusal is written as HTTP/1.1 writes its last answer (perhaps read until
-      // the connection closes): on a stream, it ends here.
-      endAnswer()
     }
+  }
+
+  /// The request breaks a rule of the codec: the responder answers with the error's status,
+  /// or, when its answer has begun, the stream is cut.
+  private func refuse(_ error: HTTPParseError) {
+    if answerStarted || headSent {
+      abort()
+      return
+    }
+    refused = true
+    responder.serverRefusedRequest(error)
+    // The refusal is written as HTTP/1.1 writes its last answer (perhaps read until the
+    // connection closes): on a stream, it ends here.
+    endAnswer()
   }
 
   func receivedBody(_ bytes: UnsafeRawBufferPointer) {
@@ -364,6 +382,13 @@ public final class HTTP2StreamChannel: ExchangeChannel {
     }
     if !pausedReasons.isEmpty {
       heldBody.append(contentsOf: bytes)
+      return
+    }
+    bodyBytes += Int64(bytes.count)
+    if let limit = connection.maxBodyBytes, bodyBytes > limit {
+      // What the HTTP/1.1 parser says of a chunked body past the limit: a 413.
+      connection.codec.consumed(stream, bytes.count)
+      refuse(.bodyTooLarge)
       return
     }
     responder.serverReceivedBody(bytes)

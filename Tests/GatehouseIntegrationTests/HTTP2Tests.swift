@@ -331,6 +331,69 @@ enum HTTP2Client {
     #expect(gateway.waitForExit(timeout: 20) == .success)
   }
 
+  /// A reload that removes a listener sends its HTTP/2 connections GOAWAY; their streams in
+  /// flight finish. (HTTP/1.1 connections of that listener go on, SPEC §1.)
+  @Test func aReloadRemovingTheListenerSendsGoAway() throws {
+    let gate = Gate()
+    let backend = try Self.backend(gate: gate)
+    let extraPort = try TestSocket.unusedPort()
+    func config(extra: Bool) -> [String: Any] {
+      var config = TestConfig.withAdmin(
+        TestConfig.make(
+          routes: [TestConfig.route("all", match: "/*")], upstreams: ["api": TestConfig.upstream(port: backend.port)]))
+      config["listen"] =
+        [["address": "127.0.0.1:0", "h2c": true]] + (extra ? [["address": "127.0.0.1:\(extraPort)", "h2c": true]] : [])
+      return config
+    }
+    let gateway = try GatewayProcess(config: config(extra: true))
+    let admin = try gateway.admin()
+    let result = Shared<String?>(nil)
+    let client = Thread {
+      let out = try? ExternalTool.run(
+        "/usr/bin/nghttp", ["-v", "http://127.0.0.1:\(extraPort)/slow/reload"], input: [], timeout: 30)
+      result.value = out.map { String(decoding: $0, as: UTF8.self) } ?? "failed"
+    }
+    client.start()
+    #expect(waitUntil(timeout: 10) { backend.requests.count == 1 })
+    try gateway.rewriteConfig(config(extra: false))
+    #expect(try admin.request("POST", "/admin/reload").status == 200)
+    gate.open()
+    #expect(waitUntil(timeout: 20) { result.value != nil })
+    let out = try #require(result.value)
+    #expect(out.contains("recv GOAWAY frame"), "\(out)")
+    #expect(out.contains(":status: 200"))
+    gateway.stopExpectingCleanExit()
+  }
+
+  /// A connection with no stream open closes (GOAWAY) after `idle_timeout_ms`; one that is
+  /// busy does not.
+  @Test func idleConnectionsAreClosedAfterTheIdleTimeout() throws {
+    let backend = try Self.backend()
+    let gateway = try Self.gateway(backend, limits: ["idle_timeout_ms": 300])
+    let started = Date()
+    let report = try HTTP2Client.run(gateway.port, "abuse", ["kind": "idle", "wait_s": 10])
+    #expect(report["goaway"] as? Int == 0 && report["closed"] as? Bool == true, "\(report)")
+    #expect(Date().timeIntervalSince(started) < 9)
+  }
+
+  /// A fast upstream and a client that does not read: the gateway holds the stream's window
+  /// and about one read, so the backend is stopped long before its whole 64 MB answer.
+  @Test func aClientThatDoesNotReadStopsTheUpstream() throws {
+    let backend = try TestBackend(options: .init(noDelay: true)) { request in
+      request.path == "/huge"
+        ? .respond(BackendAnswer(body: .generated(length: 64 << 20, chunked: false))) : jsonAnswer("{}")
+    }
+    let gateway = try Self.gateway(backend)
+    let report = try HTTP2Client.run(gateway.port, "slow-reader", ["slow": "/huge", "fast": ["/a"]])
+    #expect(report["outcome"] as? String == "done")
+    #expect(report["slow_bytes"] as? Int == 65_535)
+    // Socket buffers on both sides hold some megabytes; a whole answer held would be 64.
+    sleep(for: .milliseconds(500))
+    #expect(backend.bodyBytesSent < 24 << 20, "\(backend.bodyBytesSent) bytes sent")
+    let resident = GatewayProcess.residentBytes(pid: gateway.pid) ?? 0
+    #expect(resident < 64 << 20, "\(resident) bytes resident")
+  }
+
   /// HTTP/2 connections count against `max_connections` like HTTP/1.1 ones.
   @Test func http2ConnectionsCountAgainstMaxConnections() throws {
     let gate = Gate()
@@ -351,5 +414,139 @@ enum HTTP2Client {
     #expect(waitUntil(timeout: 20) { first.value != nil })
     let report = try HTTP2Client.parse(try #require(first.value))
     #expect(HTTP2Client.streams(report).first?["status"] as? Int == 200)
+  }
+}
+
+/// Every feature of an HTTP/1.1 request on an HTTP/2 stream (SPEC §11): token injection and
+/// its retry, the envelope, stale answers from the store, collapsed requests, client keys
+/// and rate limits, stubs, and limits on bodies.
+@Suite struct HTTP2FeatureTests {
+  /// Token routes (`/tok/*`, enveloped, the backend rejects the first token), a cached route
+  /// (`/cached/*`, its answers held by `gate` while `holding`, refused while `down`), a stub
+  /// (`/stub`) and a limited client key.
+  final class Setup {
+    let oauth: OAuth2TestServer
+    let backend: TestBackend
+    let gateway: GatewayProcess
+    let gate = Gate()
+    let holding = Shared(false)
+    let down = Shared(false)
+    static let key = "h2-client-key-1"
+
+    init(rate: Double = 100, maxBodyBytes: Int? = nil) throws {
+      let oauth = try OAuth2TestServer()
+      self.oauth = oauth
+      let gate = self.gate
+      let holding = self.holding
+      let down = self.down
+      backend = try TestBackend(options: .init(noDelay: true)) { request in
+        if request.path.hasPrefix("/tok") {
+          guard bearerToken(of: request) == oauth.token(2) else {
+            return .respond(BackendAnswer(status: 401, reason: "Unauthorized", body: .bytes(Array("no".utf8))))
+          }
+          return jsonAnswer(#"{"token":"ok"}"#)
+        }
+        if request.path == "/echo" { return .respond(BackendAnswer(body: .echo)) }
+        if down.value { return .respond(BackendAnswer(status: 503, reason: "Down")) }
+        var answer = BackendAnswer(
+          headers: [("Content-Type", "application/json")], body: .bytes(Array(#"{"p":"\#(request.path)"}"#.utf8)))
+        if holding.value { answer.holdUntil = gate }
+        return .respond(answer)
+      }
+      var config = TestConfig.withTokens(
+        upstreamPort: backend.port, tokens: ["partner": oauth.tokenConfig()],
+        routes: [
+          TestConfig.tokenRoute("tok", match: "/tok/*", token: "partner", extra: ["envelope": ["enabled": true]]),
+          TestConfig.route("cached", match: "/cached/*", extra: ["cache": ["stale_if_error_s": 3600]]),
+          TestConfig.route(
+            "stub", match: "/stub", extra: ["stub": ["mode": "always", "status": 200, "body": ["s": 1]]]),
+          TestConfig.route("echo", match: "/echo"),
+        ], store: ["path": "var/store.sqlite"])
+      config["clients"] = [
+        "required": true,
+        "keys": [
+          [
+            "id": "app", "sha256": try ExternalTool.sha256Hex(Self.key), "rate_per_s": rate,
+            "burst": rate >= 1 ? 10 : 1,
+          ]
+        ],
+      ]
+      if let maxBodyBytes { config["limits"] = ["max_body_bytes": maxBodyBytes] }
+      gateway = try GatewayProcess(config: HTTP2Tests.h2c(config))
+    }
+
+    func request(_ path: String, key: Bool = true, extra: [String: Any] = [:]) -> [String: Any] {
+      var request: [String: Any] = ["path": path, "headers": key ? [["x-api-key", Self.key]] : []]
+      for (name, value) in extra { request[name] = value }
+      return request
+    }
+
+    func run(_ requests: [[String: Any]]) throws -> [[String: Any]] {
+      HTTP2Client.streams(try HTTP2Client.run(gateway.port, "requests", ["requests": requests]))
+    }
+  }
+
+  @Test func tokensAndTheirRetryTheEnvelopeAndStubs() throws {
+    let setup = try Setup()
+    let streams = try setup.run([
+      setup.request("/tok/a", extra: ["headers": [["x-api-key", Setup.key], ["authorization", "Bearer mine"]]]),
+      setup.request("/stub"),
+    ])
+    #expect(streams[0]["status"] as? Int == 200)
+    #expect(streams[0]["body"] as? String == #"{"code":0,"datas":{"token":"ok"},"message":""}"#)
+    // The first token was rejected, the refreshed one taken; the client's never went on.
+    #expect(setup.backend.requests.compactMap(bearerToken) == [setup.oauth.token(1), setup.oauth.token(2)])
+    #expect(streams[1]["body"] as? String == #"{"s":1}"#, "a stub without the envelope")
+    setup.gateway.stopExpectingCleanExit()
+  }
+
+  @Test func staleAnswersAndCollapsedStreams() throws {
+    let setup = try Setup()
+    // Two streams for one key while the backend holds the first: one upstream request.
+    setup.holding.value = true
+    let backend = setup.backend
+    let gate = setup.gate
+    let opener = Thread {
+      _ = waitUntil(timeout: 10) { backend.requests.count >= 1 }
+      sleep(for: .milliseconds(300))
+      gate.open()
+    }
+    opener.start()
+    let first = try setup.run([setup.request("/cached/x"), setup.request("/cached/x")])
+    #expect(first.map { $0["status"] as? Int } == [200, 200])
+    #expect(first.map { $0["body"] as? String } == [#"{"p":"/cached/x"}"#, #"{"p":"/cached/x"}"#])
+    #expect(setup.backend.requests.filter { $0.path == "/cached/x" }.count == 1)
+    #expect(try setup.gateway.admin().waitForStoredEntries(1))
+    // The backend fails: the stored answer is served on a stream too.
+    setup.holding.value = false
+    setup.down.value = true
+    let stale = try setup.run([setup.request("/cached/x")])
+    #expect(stale.first?["status"] as? Int == 200)
+    #expect((stale.first?["headers"] as? [String: String])?["x-gatehouse-cache"] == "STALE")
+    setup.gateway.stopExpectingCleanExit()
+  }
+
+  @Test func clientKeysAndRateLimits() throws {
+    let setup = try Setup(rate: 0.01)
+    let streams = try setup.run([setup.request("/stub", key: false), setup.request("/stub"), setup.request("/stub")])
+    #expect(streams.map { $0["status"] as? Int } == [401, 200, 429])
+    #expect((streams[2]["headers"] as? [String: String])?["retry-after"] != nil)
+    setup.gateway.stopExpectingCleanExit()
+  }
+
+  /// A body without `content-length` is counted as it comes: past `max_body_bytes`, a 413
+  /// envelope on its stream, as the HTTP/1.1 parser answers a chunked one.
+  @Test func bodiesPastTheLimitAre413() throws {
+    let setup = try Setup(maxBodyBytes: 10_000)
+    let streams = try setup.run([
+      setup.request("/echo", extra: ["method": "POST", "body_bytes": 50_000]),
+      setup.request("/echo", extra: ["method": "POST", "body_bytes": 5_000]),
+      setup.request(
+        "/echo", extra: ["method": "POST", "body_bytes": 20_000, "headers": [["content-length", "20000"]]]),
+    ])
+    #expect(streams.map { $0["status"] as? Int } == [413, 200, 413])
+    #expect(streams[1]["length"] as? Int == 5_000)
+    #expect(setup.backend.requests.filter { $0.path == "/echo" }.count <= 2)
+    setup.gateway.stopExpectingCleanExit()
   }
 }

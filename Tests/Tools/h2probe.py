@@ -332,6 +332,8 @@ def mode_abuse(port, tls, spec):
             post = [(":method", "POST")] + base[1:]
             for i in range(count):
                 frames.append(HeadersFrame(1 + 2 * i, hp.encode(post), flags=["END_HEADERS"]))
+        elif kind == "idle":
+            frames = []  # the preface and SETTINGS only, then silence
         elif kind == "window-shut":
             # Asks for a big answer and never acknowledges a byte of it: the stream's window
             # and the connection's both stay shut once the first 65,535 bytes are in.
