@@ -178,6 +178,22 @@ import Testing
         )) == ["loaded"])
   }
 
+  /// Prior knowledge is for cleartext; on TLS, ALPN chooses (`http2`). `limits.http2` is
+  /// checked like the other limits.
+  @Test func h2cIsForCleartextListenersAndHTTP2LimitsAreChecked() {
+    #expect(
+      issueLines(
+        configJSON(
+          extra: #""listen": [{"address": "127.0.0.1:80", "h2c": true, "tls": {"cert": "c.pem", "key": "k.pem"}}]"#))
+        == ["listen[0].h2c: applies to cleartext listeners only; TLS listeners offer h2 through ALPN (http2)"])
+    #expect(
+      issueLines(
+        configJSON(extra: #""listen": [{"address": "127.0.0.1:80", "h2c": true, "http2": false}]"#)) == ["loaded"])
+    #expect(
+      issueLines(configJSON(extra: #""limits": {"http2": {"max_concurrent_streams": 0, "initial_window_bytes": -1}}"#))
+        .count == 2)
+  }
+
   @Test func duplicateListenersAndAdminClash() {
     #expect(
       issueLines(configJSON(extra: #""listen": [{"address": "127.0.0.1:80"}, {"address": "127.0.0.1:80"}]"#))
