@@ -46,6 +46,10 @@ public final class HTTP2ServerConnection: ConnectionDelegate, HTTP2CodecDelegate
   /// Channels whose client fell behind, watched until they catch up.
   private var behind: [HTTP2StreamChannel] = []
   private var flushScheduled = false
+  /// Frames gathered for one write.
+  private var output: [UInt8] = []
+  /// Frames are gathered up to this much per write.
+  static let gatheredBytes = 64 * 1024
   /// The socket's queue is above its high watermark: no frames are pulled from the codec.
   private var socketFull = false
   private var draining = false
@@ -205,10 +209,18 @@ public final class HTTP2ServerConnection: ConnectionDelegate, HTTP2CodecDelegate
   /// connection when it is done (a fatal error, an abuse, or a drain with no stream left).
   func flush() {
     guard let connection, !isClosed else { return }
-    if !socketFull {
+    while !socketFull && codec.wantsWrite {
+      // The frames nghttp2 has ready go out together: one write (one TLS record, one
+      // system call) for the HEADERS and DATA of every stream answered this turn, rather
+      // than one per frame.
       codec.drainOutput { bytes in
-        connection.write(bytes) && !connection.isAboveHighWatermark
+        output.append(contentsOf: bytes)
+        return output.count < Self.gatheredBytes
       }
+      guard !output.isEmpty else { break }
+      let written = output.withUnsafeBytes { connection.write($0) }
+      output.removeAll(keepingCapacity: true)
+      if !written || connection.isAboveHighWatermark { break }
     }
     if !behind.isEmpty { noticeCaughtUp() }
     if closing || codec.failed || (draining && channels.isEmpty) || codec.isFinished {
