@@ -4,6 +4,7 @@
 #   pass      a pass-through GET with a static token and a header rule (the default)
 #   envelope  the answer wrapped in the envelope and kept in the store (stale_if_error)
 #   stale     the same route with the backend stopped: answers from the store
+#   h2        the pass route over HTTP/2 (h2c prior knowledge), h2load -c16 -m10 as the load
 #   collapsed the envelope route with a slow backend (nginx's limit_rate): most requests
 #             wait for another's exchange, as under side_by_side.py's load. How many share
 #             one depends on timing, so compare the per-call cost of the waiter's functions
@@ -11,15 +12,15 @@
 # Unlike CPU time, the count does not move with the machine's load, so two builds can be
 # compared on a busy machine and a 1% difference is real.
 #
-# Usage: [SCENARIO=pass|envelope|stale] [PROFILES=dir] Bench/instructions_per_request.sh BIN [BIN ...]
+# Usage: [SCENARIO=pass|envelope|stale|collapsed|h2] [PROFILES=dir] Bench/instructions_per_request.sh BIN [BIN ...]
 # With PROFILES, each run's callgrind profile is kept there (for callgrind_annotate).
-# Needs valgrind, nginx, wrk, curl. Debug info is stripped from a copy of each binary
+# Needs valgrind, nginx, wrk, curl (h2load for h2). Debug info is stripped from a copy of each binary
 # first (valgrind 3.19 cannot read Swift's DWARF 5).
 set -eu
 PORT=19940
 SCENARIO=${SCENARIO:-pass}
 case "$SCENARIO" in
-pass) ROUTE='"token":"t","envelope":{"enabled":false}' ;;
+pass | h2) ROUTE='"token":"t","envelope":{"enabled":false}' ;;
 envelope | stale | collapsed) ROUTE='"envelope":{"enabled":true},"cache":{"stale_if_error_s":86400}' ;;
 *) echo "unknown scenario $SCENARIO" >&2; exit 2 ;;
 esac
@@ -37,7 +38,7 @@ http { access_log off; $RATE server { listen 127.0.0.1:$PORT; keepalive_requests
 location / { default_type application/json; return 200 '$BODY'; } } }
 EOC
   cat >"$D/g.json" <<EOC
-{"listen":[{"address":"127.0.0.1:$((PORT + 1))"}],"workers":1,
+{"listen":[{"address":"127.0.0.1:$((PORT + 1))","h2c":true}],"workers":1,
 "admin":{"listen":"127.0.0.1:$((PORT + 2))","token":"bench-admin-token"},
 "store":{"path":"$D/s.sqlite"},"log":{"access":"off"},
 "upstreams":{"api":{"url":"http://127.0.0.1:$PORT","max_idle_connections":128}},
@@ -61,7 +62,11 @@ EOC
     wrk -t1 -c16 -d2s "http://127.0.0.1:$((PORT + 1))/users" >/dev/null
   fi
   callgrind_control -i on "$GATEHOUSE" >/dev/null 2>&1
-  REQUESTS=$(wrk -t1 -c16 -d8s "http://127.0.0.1:$((PORT + 1))/users" | awk '/requests in/ {print $1}')
+  if [ "$SCENARIO" = h2 ]; then
+    REQUESTS=$(h2load -c16 -m10 -D8 "http://127.0.0.1:$((PORT + 1))/users" | awk '/^requests:/ {print $8}')
+  else
+    REQUESTS=$(wrk -t1 -c16 -d8s "http://127.0.0.1:$((PORT + 1))/users" | awk '/requests in/ {print $1}')
+  fi
   callgrind_control -i off "$GATEHOUSE" >/dev/null 2>&1
   callgrind_control -d "$GATEHOUSE" >/dev/null 2>&1
   sleep 1

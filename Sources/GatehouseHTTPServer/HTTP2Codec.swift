@@ -1,5 +1,6 @@
 import CGatehouseNghttp2
 import GatehouseHTTP
+import Glibc
 
 /// The settings a server connection announces and enforces (`limits.http2`, SPEC §11).
 public struct HTTP2Settings: Sendable, Equatable {
@@ -119,6 +120,14 @@ public final class HTTP2Codec {
   private let parserLimits: HTTPLimits
   private var session: OpaquePointer?
   private var streams: [Int32: StreamState] = [:]
+  /// An answer head being submitted: its bytes, lengths and nghttp2's name-value pairs,
+  /// kept between answers so a head costs no allocation.
+  private var headText: [UInt8] = []
+  private var headLengths: [(name: Int, value: Int)] = []
+  private var headFields: [nghttp2_nv] = []
+  /// The stream looked up last: nghttp2's callbacks come many in a row for one stream (each
+  /// header of a head, each read of a body), and hashing the id each time showed in profiles.
+  private var lastLookedUp: (id: Int32, state: StreamState)?
   /// A fatal error happened: the connection ends once its GOAWAY is written.
   public private(set) var failed = false
   /// The abuse that ended the connection, if one did.
@@ -229,6 +238,14 @@ public final class HTTP2Codec {
     if let session { nghttp2_session_del(session) }
   }
 
+  /// The state of stream `id`, if it is open.
+  private func state(_ id: Int32) -> StreamState? {
+    if let last = lastLookedUp, last.id == id { return last.state }
+    guard let state = streams[id] else { return nil }
+    lastLookedUp = (id, state)
+    return state
+  }
+
   // MARK: Bytes in and out
 
   /// Feeds what the client sent. Returns false on a fatal error: the connection is to be
@@ -293,39 +310,48 @@ public final class HTTP2Codec {
   // MARK: Answers
 
   /// Sends a stream's answer head. `fields`: names and values as bytes (names are lowercased
-  /// here: HTTP/2 carries no others), without connection-specific ones. The body follows
-  /// with `sendBody` and `endBody`, unless `endOfStream`.
-  public func sendHead(_ stream: Int32, status: Int, fields: HTTPHeaders, except: (Int) -> Bool, endOfStream: Bool) {
-    guard let session, let state = streams[stream] else { return }
-    // ":status" then the fields, back to back in one buffer, each pair's lengths noted;
-    // nghttp2 copies them when the answer is submitted.
-    var text: [UInt8] = []
-    text.reserveCapacity(fields.serializedFieldsLength + 16)
-    text.append(contentsOf: ":status".utf8)
-    let statusDigits = [UInt8(48 + status / 100 % 10), UInt8(48 + status / 10 % 10), UInt8(48 + status % 10)]
-    text.append(contentsOf: statusDigits)
-    var lengths: [(name: Int, value: Int)] = [(7, 3)]
-    lengths.reserveCapacity(fields.count + 1)
-    for index in 0..<fields.count where !except(index) {
-      let name = fields.nameBytes(at: index)
-      for byte in name { text.append(byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte) }
-      let value = fields.valueBytes(at: index)
-      text.append(contentsOf: value)
-      lengths.append((name.count, value.count))
+  /// here: HTTP/2 carries no others); those whose name `except` picks are left out
+  /// (connection-specific ones). The body follows with `sendBody` and `endBody`, unless
+  /// `endOfStream`.
+  public func sendHead(
+    _ stream: Int32, status: Int, fields: HTTPHeaders, except: (UnsafeBufferPointer<UInt8>) -> Bool,
+    endOfStream: Bool
+  ) {
+    guard let session, let state = state(stream) else { return }
+    // ":status" then the fields, back to back in one buffer kept between answers, with each
+    // pair's lengths; nghttp2 copies them when the answer is submitted.
+    headText.removeAll(keepingCapacity: true)
+    headLengths.removeAll(keepingCapacity: true)
+    headText.reserveCapacity(fields.serializedFieldsLength + 16)
+    headText.append(contentsOf: ":status".utf8)
+    headText.append(UInt8(48 + status / 100 % 10))
+    headText.append(UInt8(48 + status / 10 % 10))
+    headText.append(UInt8(48 + status % 10))
+    headLengths.append((7, 3))
+    fields.withEachField { name, value in
+      guard !except(name) else { return }
+      let start = headText.count
+      headText.append(contentsOf: name)
+      headText.withUnsafeMutableBufferPointer { text in
+        for index in start..<text.count where text[index] &- 0x41 < 26 { text[index] |= 0x20 }
+      }
+      headText.append(contentsOf: value)
+      headLengths.append((name.count, value.count))
     }
-    let result = text.withUnsafeMutableBufferPointer { bytes in
-      var nva: [nghttp2_nv] = []
-      nva.reserveCapacity(lengths.count)
+    headFields.removeAll(keepingCapacity: true)
+    let result = headText.withUnsafeMutableBufferPointer { bytes in
       var offset = 0
-      for length in lengths {
+      for length in headLengths {
         let name = bytes.baseAddress! + offset
-        nva.append(
+        headFields.append(
           nghttp2_nv(
             name: name, value: name + length.name, namelen: length.name, valuelen: length.value,
             flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)))
         offset += length.name + length.value
       }
-      return gh_h2_submit_response(session, stream, &nva, nva.count, endOfStream ? nil : Self.readBody)
+      return headFields.withUnsafeMutableBufferPointer { nva in
+        gh_h2_submit_response(session, stream, nva.baseAddress, nva.count, endOfStream ? nil : Self.readBody)
+      }
     }
     if result != 0 {
       _ = nghttp2_submit_rst_stream(
@@ -336,21 +362,21 @@ public final class HTTP2Codec {
 
   /// Queues answer body bytes for a stream whose head was sent.
   public func sendBody(_ stream: Int32, _ bytes: UnsafeRawBufferPointer) {
-    guard let state = streams[stream], !state.ended, !bytes.isEmpty else { return }
+    guard let state = state(stream), !state.ended, !bytes.isEmpty else { return }
     state.pending.append(contentsOf: bytes)
     resumeIfDeferred(stream, state)
   }
 
   /// Ends a stream's answer after what is queued.
   public func endBody(_ stream: Int32) {
-    guard let state = streams[stream], !state.ended else { return }
+    guard let state = state(stream), !state.ended else { return }
     state.ended = true
     resumeIfDeferred(stream, state)
   }
 
   /// Answer bytes of `stream` still queued here (not yet taken by nghttp2): the delegate's
   /// measure of a client that does not read.
-  public func queuedBytes(_ stream: Int32) -> Int { streams[stream]?.queuedBytes ?? 0 }
+  public func queuedBytes(_ stream: Int32) -> Int { state(stream)?.queuedBytes ?? 0 }
 
   /// The client's window for `stream`'s answer.
   public func remoteWindow(_ stream: Int32) -> Int {
@@ -399,6 +425,13 @@ public final class HTTP2Codec {
 
   // MARK: nghttp2's callbacks
 
+  /// Whether `bytes` are `literal`'s: the length first, then memcmp (a generic
+  /// `elementsEqual` over a UTF-8 view cost more than the rest of a header's handling).
+  static func equals(_ bytes: UnsafeBufferPointer<UInt8>, _ literal: StaticString) -> Bool {
+    bytes.count == literal.utf8CodeUnitCount
+      && (bytes.isEmpty || memcmp(bytes.baseAddress!, literal.utf8Start, bytes.count) == 0)
+  }
+
   private static func codec(_ userData: UnsafeMutableRawPointer?) -> HTTP2Codec {
     Unmanaged<HTTP2Codec>.fromOpaque(userData!).takeUnretainedValue()
   }
@@ -418,7 +451,7 @@ public final class HTTP2Codec {
     _, frame, name, nameLength, value, valueLength, _, userData in
     guard let frame, let name, let value else { return 0 }
     let codec = codec(userData)
-    guard let state = codec.streams[gh_h2_frame_stream(frame)] else { return 0 }
+    guard let state = codec.state(gh_h2_frame_stream(frame)) else { return 0 }
     state.listBytes += nameLength + valueLength + 32
     if state.listBytes > codec.settings.maxHeaderListBytes {
       codec.abused(.headerListTooLarge, code: NGHTTP2_ENHANCE_YOUR_CALM.rawValue)
@@ -429,23 +462,23 @@ public final class HTTP2Codec {
     // nghttp2 has checked the names (lowercase, pseudo-headers first and known, no
     // connection-specific ones) and the values (no CR, LF or NUL) before they get here.
     if nameBytes.first == 0x3A {
-      if nameBytes.elementsEqual(":method".utf8) {
+      if HTTP2Codec.equals(nameBytes, ":method") {
         state.method = Array(valueBytes)
-      } else if nameBytes.elementsEqual(":path".utf8) {
+      } else if HTTP2Codec.equals(nameBytes, ":path") {
         state.path = Array(valueBytes)
-      } else if nameBytes.elementsEqual(":authority".utf8) {
+      } else if HTTP2Codec.equals(nameBytes, ":authority") {
         state.authority = Array(valueBytes)
       }
       return 0
     }
-    if nameBytes.elementsEqual("host".utf8) {
+    if HTTP2Codec.equals(nameBytes, "host") {
       state.host = Array(valueBytes)
-    } else if nameBytes.elementsEqual("cookie".utf8) {
+    } else if HTTP2Codec.equals(nameBytes, "cookie") {
       // RFC 9113 §8.2.3: cookie crumbs are one field again for HTTP/1.1.
       if !state.cookies.isEmpty { state.cookies.append(contentsOf: "; ".utf8) }
       state.cookies.append(contentsOf: valueBytes)
       return 0
-    } else if nameBytes.elementsEqual("content-length".utf8) {
+    } else if HTTP2Codec.equals(nameBytes, "content-length") {
       state.hasContentLength = true
     }
     state.fields.append(contentsOf: nameBytes)
@@ -464,16 +497,16 @@ public final class HTTP2Codec {
     switch UInt32(gh_h2_frame_type(frame)) {
     case NGHTTP2_HEADERS.rawValue:
       guard gh_h2_headers_category(frame) == Int32(NGHTTP2_HCAT_REQUEST.rawValue),
-        let state = codec.streams[stream]
+        let state = codec.state(stream)
       else {
         // Trailers of a request body: their fields are not forwarded; the body ends.
-        if endOfStream, codec.streams[stream] != nil { codec.delegate.streamReceivedEnd(stream) }
+        if endOfStream, codec.state(stream) != nil { codec.delegate.streamReceivedEnd(stream) }
         return 0
       }
       codec.deliverHead(stream, state, endOfStream: endOfStream)
     case NGHTTP2_DATA.rawValue:
       if gh_h2_frame_length(frame) == 0 && !endOfStream { codec.allow(&codec.emptyData, else: .emptyDataFlood) }
-      if endOfStream, codec.streams[stream] != nil { codec.delegate.streamReceivedEnd(stream) }
+      if endOfStream, codec.state(stream) != nil { codec.delegate.streamReceivedEnd(stream) }
     case NGHTTP2_RST_STREAM.rawValue:
       // A client resetting streams as fast as it opens them (CVE-2023-44487) makes the
       // gateway start work for nothing: past the bucket, the connection ends.
@@ -508,13 +541,14 @@ public final class HTTP2Codec {
   private static let onDataChunk: nghttp2_on_data_chunk_recv_callback = { _, _, stream, data, length, userData in
     guard let data else { return 0 }
     let codec = codec(userData)
-    guard codec.streams[stream] != nil else { return 0 }
+    guard codec.state(stream) != nil else { return 0 }
     codec.delegate.streamReceivedBody(stream, UnsafeRawBufferPointer(start: data, count: length))
     return 0
   }
 
   private static let onStreamClose: nghttp2_on_stream_close_callback = { _, stream, errorCode, userData in
     let codec = codec(userData)
+    if codec.lastLookedUp?.id == stream { codec.lastLookedUp = nil }
     guard codec.streams.removeValue(forKey: stream) != nil else { return 0 }
     codec.delegate.streamClosed(stream, errorCode: errorCode)
     return 0
@@ -524,7 +558,7 @@ public final class HTTP2Codec {
   private static let readBody: nghttp2_data_source_read_callback = {
     _, stream, buffer, length, flags, _, userData in
     let codec = codec(userData)
-    guard let state = codec.streams[stream], let buffer, let flags else {
+    guard let state = codec.state(stream), let buffer, let flags else {
       return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue)
     }
     let count = min(length, state.queuedBytes)

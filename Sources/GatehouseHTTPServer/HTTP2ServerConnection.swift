@@ -480,20 +480,35 @@ public final class HTTP2StreamChannel: ExchangeChannel {
     return true
   }
 
-  /// The fields of HTTP/1.1 that say something of the connection, not of the answer (RFC
-  /// 9113 §8.2.2): never sent on a stream.
-  private static let connectionFields = [
-    "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade",
-  ]
+  /// Whether a field of HTTP/1.1 says something of the connection, not of the answer (RFC
+  /// 9113 §8.2.2): never sent on a stream. The length picks the one name to compare.
+  static func isConnectionField(_ name: UnsafeBufferPointer<UInt8>) -> Bool {
+    switch name.count {
+    case 7: return equalsIgnoringCase(name, "upgrade")
+    case 10: return equalsIgnoringCase(name, "connection") || equalsIgnoringCase(name, "keep-alive")
+    case 16: return equalsIgnoringCase(name, "proxy-connection")
+    case 17: return equalsIgnoringCase(name, "transfer-encoding")
+    default: return false
+    }
+  }
+
+  /// `bytes` are `lowercase` (lowercase ASCII) in any case.
+  private static func equalsIgnoringCase(_ bytes: UnsafeBufferPointer<UInt8>, _ lowercase: StaticString) -> Bool {
+    guard bytes.count == lowercase.utf8CodeUnitCount else { return false }
+    let expected = lowercase.utf8Start
+    for index in 0..<bytes.count {
+      let byte = bytes[index]
+      if (byte &- 0x41 < 26 ? byte | 0x20 : byte) != expected[index] { return false }
+    }
+    return true
+  }
 
   private func sendHeldHead(endOfStream: Bool) {
     guard let head = heldHead else { return }
     heldHead = nil
     headSent = true
-    let headers = head.headers
     connection.codec.sendHead(
-      stream, status: head.status, fields: headers,
-      except: { index in Self.connectionFields.contains { headers.nameEquals(at: index, $0) } },
+      stream, status: head.status, fields: head.headers, except: Self.isConnectionField,
       endOfStream: endOfStream)
   }
 

@@ -533,7 +533,9 @@ enum HTTP2Client {
     let tag = try #require((first[0]["headers"] as? [String: String])?["etag"])
     #expect(first[1]["status"] as? Int == 200 && first[1]["length"] as? Int == 0 && first[1]["ended"] as? Bool == true)
     #expect((first[1]["headers"] as? [String: String])?["content-length"] == "7")
-    let again = try setup.run([setup.request("/stub", extra: ["headers": [["x-api-key", Setup.key], ["if-none-match", tag]]])])
+    let again = try setup.run([
+      setup.request("/stub", extra: ["headers": [["x-api-key", Setup.key], ["if-none-match", tag]]])
+    ])
     #expect(again.first?["status"] as? Int == 304 && again.first?["length"] as? Int == 0)
     #expect((again.first?["headers"] as? [String: String])?["etag"] == tag)
     setup.gateway.stopExpectingCleanExit()
