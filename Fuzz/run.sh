@@ -1,23 +1,24 @@
 #!/bin/sh
-# Builds the libFuzzer targets (the HTTP codec, the JSON engine, the config loader), replays the
-# saved crash inputs, then fuzzes each target for a while. Exits non-zero if any saved input fails or fuzzing finds a crash.
+# Builds the libFuzzer targets (the HTTP codec, the JSON engine, the config loader, the HTTP/2
+# server connection), replays the saved crash inputs, then fuzzes each target for a while. Exits non-zero if any saved input fails or fuzzing finds a crash.
 #
 #   Fuzz/run.sh [seconds per target]        (default 60; Scripts/test.sh passes 30)
 #
 # Environment:
-#   FUZZ_TARGETS   targets to build and run (default: "request response chunked conditions json config")
+#   FUZZ_TARGETS   targets to build and run (default: "request response chunked conditions json config http2")
 #   FUZZ_BUILD     build only, no replay and no fuzzing, when set to 1
 #   GATEHOUSE_FUZZ_SKIP_KNOWN
 #                  1 makes the targets step around the open bugs reproduced in
 #                  Fuzz/crashes/<target>/pending/, to look for others (see FuzzInvariants)
 #
-# Needs only the Swift toolchain: its clang runtime has libFuzzer and AddressSanitizer.
+# Needs only the Swift toolchain (its clang runtime has libFuzzer and AddressSanitizer), and for
+# `http2` the C libraries the package itself links: libnghttp2 and OpenSSL (libnghttp2-dev, libssl-dev).
 # New corpus entries go to a temporary directory, so the repository corpus never grows on its
 # own; crash inputs go to Fuzz/artifacts/<target>/ (ignored by git).
 set -eu
 
 seconds=${1:-60}
-targets=${FUZZ_TARGETS:-request response chunked conditions json config}
+targets=${FUZZ_TARGETS:-request response chunked conditions json config http2}
 cd "$(dirname "$0")/.."
 fuzz=$(pwd)/Fuzz
 build=$fuzz/build
@@ -55,7 +56,7 @@ mkdir -p "$build/module"
 built=""
 # imports_of MODULE: the package modules MODULE's sources import.
 imports_of() {
-  find "Sources/$1" -name '*.swift' -exec sed -n 's/^import \(C\{0,1\}Gatehouse[A-Za-z]*\)$/\1/p' {} + | sort -u
+  find "Sources/$1" -name '*.swift' -exec sed -n 's/^import \(C\{0,1\}Gatehouse[A-Za-z0-9]*\)$/\1/p' {} + | sort -u
 }
 # in_build_order MODULE...: the modules and everything they import, each after its imports
 # (a module may appear more than once; the first time counts).
@@ -66,6 +67,36 @@ in_build_order() {
     echo "$module"
   done
 }
+# C modules: only `http2` may use them (`c_allowed`). What each adds to the compile and link
+# lines accumulates in these, for the modules built after it and for the executable.
+c_flags=""
+c_objects=""
+c_links=""
+c_allowed=""
+# build_c_module NAME: a system-library module (a module map naming its headers and libraries)
+# is used as it is; a C target's sources are compiled with AddressSanitizer but without
+# coverage (they only wrap system calls), and it gets the module map SwiftPM would make for it.
+build_c_module() {
+  name=$1
+  if [ -f "Sources/$name/module.modulemap" ]; then
+    c_flags="$c_flags -I Sources/$name"
+    for library in $(sed -n 's/^ *link "\(.*\)"$/\1/p' "Sources/$name/module.modulemap"); do
+      c_links="$c_links -l$library"
+    done
+  else
+    echo "==> building $name (C, address sanitizer)"
+    mkdir -p "$build/c/$name"
+    for header in "Sources/$name"/include/*.h; do
+      printf 'module %s {\n  header "%s"\n  export *\n}\n' "$name" "$(pwd)/$header" >"$build/c/$name/module.modulemap"
+    done
+    for source in "Sources/$name"/*.c; do
+      object=$build/c/$name/$(basename "$source" .c).o
+      clang -O1 -g -fsanitize=address -I "Sources/$name/include" -c "$source" -o "$object"
+      c_objects="$c_objects $object"
+    done
+    c_flags="$c_flags -I $build/c/$name"
+  fi
+}
 # build_module NAME: compiles Sources/NAME/ as module NAME into $build/NAME.o.
 build_module() {
   name=$1
@@ -73,15 +104,22 @@ build_module() {
   case $name in
   C*)
     # The C library modules need their system headers and libraries linked; the fuzzed
-    # modules are meant to be pure Swift over bytes.
+    # modules are meant to be pure Swift over bytes, except for the targets that allow it.
+    case " $c_allowed " in
+    *" $name "*)
+      build_c_module "$name"
+      built="$built $name"
+      return
+      ;;
+    esac
     echo "run.sh: a fuzzed module imports the C module $name, which the fuzz build does not compile" >&2
     exit 1
     ;;
   esac
   echo "==> building $name (fuzzer + address sanitizer)"
-  # shellcheck disable=SC2046 # file names under Sources/ have no spaces
+  # shellcheck disable=SC2046,SC2086 # file names under Sources/ have no spaces; one word per flag
   swiftc -parse-as-library -O -wmo -sanitize=fuzzer,address -package-name gatehouse -module-name "$name" \
-    -I "$build/module" -emit-module -emit-module-path "$build/module/$name.swiftmodule" \
+    -I "$build/module" $c_flags -emit-module -emit-module-path "$build/module/$name.swiftmodule" \
     -c -o "$build/$name.o" $(find "Sources/$name" -name '*.swift' | sort)
   built="$built $name"
 }
@@ -100,6 +138,13 @@ for target in $targets; do
     checks=ConfigFuzzInvariants.swift
     modules="GatehouseConfig GatehouseJSON"
     ;;
+  http2)
+    # The server connection is libnghttp2 driven over a real socket on an EventLoop, so this
+    # target, and only this one, links the C modules those import.
+    checks=HTTP2FuzzHarness.swift
+    modules="GatehouseHTTPServer GatehouseNet GatehouseHTTP"
+    c_allowed="CGatehouseLinux CGatehouseOpenSSL CGatehouseNghttp2"
+    ;;
   *)
     echo "run.sh: unknown target $target" >&2
     exit 2
@@ -108,13 +153,17 @@ for target in $targets; do
   objects=""
   for module in $(in_build_order $modules | awk '!seen[$0]++'); do
     build_module "$module"
-    objects="$objects $build/$module.o"
+    case $module in C*) ;; *) objects="$objects $build/$module.o" ;; esac
   done
+  # The C modules' objects and libraries, for the target that uses them.
+  links=""
+  [ -z "$c_allowed" ] || links="$c_objects $c_links"
   echo "==> building fuzz-$target"
   # shellcheck disable=SC2086 # one word per object
   swiftc -parse-as-library -O -wmo -sanitize=fuzzer,address -use-ld=lld -package-name gatehouse \
-    -module-name "Fuzz_$target" -I "$build/module" "$fuzz/Support/$checks" "$fuzz/Targets/$target.swift" $objects \
-    -o "$build/fuzz-$target"
+    -module-name "Fuzz_$target" -I "$build/module" $c_flags "$fuzz/Support/$checks" "$fuzz/Targets/$target.swift" \
+    $objects $links -o "$build/fuzz-$target"
+  c_allowed=""
 done
 [ "${FUZZ_BUILD:-0}" = 1 ] && exit 0
 
