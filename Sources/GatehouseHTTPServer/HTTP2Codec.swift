@@ -120,6 +120,40 @@ public final class HTTP2Codec {
   private let parserLimits: HTTPLimits
   private var session: OpaquePointer?
   private var streams: [Int32: StreamState] = [:]
+  /// The request head being received. Header blocks never interleave (a block's
+  /// CONTINUATION frames follow it at once, RFC 9113 §6.10), so one set of buffers, kept
+  /// between streams, serves every stream's head without an allocation.
+  private var incoming = IncomingHead()
+
+  struct IncomingHead {
+    /// The request line's parts and `Host`, from the pseudo-headers.
+    var method: [UInt8] = []
+    var path: [UInt8] = []
+    var authority: [UInt8] = []
+    var host: [UInt8] = []
+    var hasHost = false
+    /// The other fields, already in HTTP/1.1 form (`name: value\r\n`).
+    var fields: [UInt8] = []
+    var cookies: [UInt8] = []
+    var hasContentLength = false
+    /// The decoded header list's size as RFC 9113 §6.5.2 counts it (trailers too).
+    var listBytes = 0
+    /// The head written as HTTP/1.1, for the parser.
+    var text: [UInt8] = []
+
+    mutating func reset() {
+      method.removeAll(keepingCapacity: true)
+      path.removeAll(keepingCapacity: true)
+      authority.removeAll(keepingCapacity: true)
+      host.removeAll(keepingCapacity: true)
+      hasHost = false
+      fields.removeAll(keepingCapacity: true)
+      cookies.removeAll(keepingCapacity: true)
+      hasContentLength = false
+      listBytes = 0
+    }
+  }
+
   /// An answer head being submitted: its bytes, lengths and nghttp2's name-value pairs,
   /// kept between answers so a head costs no allocation.
   private var headText: [UInt8] = []
@@ -146,19 +180,8 @@ public final class HTTP2Codec {
   private var refusedStreams = TokenBucket(burst: 16, perSecond: 4)
   private var invalidFrames = TokenBucket(burst: 16, perSecond: 4)
 
-  /// What is known of one stream while its request head arrives and its answer leaves.
+  /// What is known of one stream while its answer leaves.
   final class StreamState {
-    /// The request line and `Host`, from the pseudo-headers.
-    var method: [UInt8] = []
-    var path: [UInt8] = []
-    var authority: [UInt8] = []
-    /// The other fields, already in HTTP/1.1 form (`name: value\r\n`).
-    var fields: [UInt8] = []
-    var host: [UInt8]?
-    var cookies: [UInt8] = []
-    var hasContentLength = false
-    /// The decoded header list's size as RFC 9113 §6.5.2 counts it.
-    var listBytes = 0
     /// Answer body bytes queued for nghttp2, and whether the answer ends after them.
     var pending: [UInt8] = []
     var pendingStart = 0
@@ -437,8 +460,10 @@ public final class HTTP2Codec {
   }
 
   private static let onBeginHeaders: nghttp2_on_begin_headers_callback = { _, frame, userData in
-    guard let frame, gh_h2_headers_category(frame) == Int32(NGHTTP2_HCAT_REQUEST.rawValue) else { return 0 }
+    guard let frame else { return 0 }
     let codec = codec(userData)
+    codec.incoming.reset()
+    guard gh_h2_headers_category(frame) == Int32(NGHTTP2_HCAT_REQUEST.rawValue) else { return 0 }
     if codec.streams.count >= codec.settings.maxConcurrentStreams {
       // nghttp2 refuses the stream itself; a client that keeps trying is told to stop.
       codec.allow(&codec.refusedStreams, else: .tooManyStreams)
@@ -451,40 +476,42 @@ public final class HTTP2Codec {
     _, frame, name, nameLength, value, valueLength, _, userData in
     guard let frame, let name, let value else { return 0 }
     let codec = codec(userData)
-    guard let state = codec.state(gh_h2_frame_stream(frame)) else { return 0 }
-    state.listBytes += nameLength + valueLength + 32
-    if state.listBytes > codec.settings.maxHeaderListBytes {
+    codec.incoming.listBytes += nameLength + valueLength + 32
+    if codec.incoming.listBytes > codec.settings.maxHeaderListBytes {
       codec.abused(.headerListTooLarge, code: NGHTTP2_ENHANCE_YOUR_CALM.rawValue)
       return Int32(NGHTTP2_ERR_CALLBACK_FAILURE.rawValue)
     }
+    // Trailers are counted, not kept.
+    guard gh_h2_headers_category(frame) == Int32(NGHTTP2_HCAT_REQUEST.rawValue) else { return 0 }
     let nameBytes = UnsafeBufferPointer(start: name, count: nameLength)
     let valueBytes = UnsafeBufferPointer(start: value, count: valueLength)
     // nghttp2 has checked the names (lowercase, pseudo-headers first and known, no
     // connection-specific ones) and the values (no CR, LF or NUL) before they get here.
     if nameBytes.first == 0x3A {
       if HTTP2Codec.equals(nameBytes, ":method") {
-        state.method = Array(valueBytes)
+        codec.incoming.method.append(contentsOf: valueBytes)
       } else if HTTP2Codec.equals(nameBytes, ":path") {
-        state.path = Array(valueBytes)
+        codec.incoming.path.append(contentsOf: valueBytes)
       } else if HTTP2Codec.equals(nameBytes, ":authority") {
-        state.authority = Array(valueBytes)
+        codec.incoming.authority.append(contentsOf: valueBytes)
       }
       return 0
     }
     if HTTP2Codec.equals(nameBytes, "host") {
-      state.host = Array(valueBytes)
+      codec.incoming.hasHost = true
+      codec.incoming.host.append(contentsOf: valueBytes)
     } else if HTTP2Codec.equals(nameBytes, "cookie") {
       // RFC 9113 §8.2.3: cookie crumbs are one field again for HTTP/1.1.
-      if !state.cookies.isEmpty { state.cookies.append(contentsOf: "; ".utf8) }
-      state.cookies.append(contentsOf: valueBytes)
+      if !codec.incoming.cookies.isEmpty { codec.incoming.cookies.append(contentsOf: "; ".utf8) }
+      codec.incoming.cookies.append(contentsOf: valueBytes)
       return 0
     } else if HTTP2Codec.equals(nameBytes, "content-length") {
-      state.hasContentLength = true
+      codec.incoming.hasContentLength = true
     }
-    state.fields.append(contentsOf: nameBytes)
-    state.fields.append(contentsOf: ": ".utf8)
-    state.fields.append(contentsOf: valueBytes)
-    state.fields.append(contentsOf: "\r\n".utf8)
+    codec.incoming.fields.append(contentsOf: nameBytes)
+    codec.incoming.fields.append(contentsOf: ": ".utf8)
+    codec.incoming.fields.append(contentsOf: valueBytes)
+    codec.incoming.fields.append(contentsOf: "\r\n".utf8)
     return 0
   }
 
@@ -496,14 +523,13 @@ public final class HTTP2Codec {
     let endOfStream = flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0
     switch UInt32(gh_h2_frame_type(frame)) {
     case NGHTTP2_HEADERS.rawValue:
-      guard gh_h2_headers_category(frame) == Int32(NGHTTP2_HCAT_REQUEST.rawValue),
-        let state = codec.state(stream)
+      guard gh_h2_headers_category(frame) == Int32(NGHTTP2_HCAT_REQUEST.rawValue), codec.state(stream) != nil
       else {
         // Trailers of a request body: their fields are not forwarded; the body ends.
         if endOfStream, codec.state(stream) != nil { codec.delegate.streamReceivedEnd(stream) }
         return 0
       }
-      codec.deliverHead(stream, state, endOfStream: endOfStream)
+      codec.deliverHead(stream, endOfStream: endOfStream)
     case NGHTTP2_DATA.rawValue:
       if gh_h2_frame_length(frame) == 0 && !endOfStream { codec.allow(&codec.emptyData, else: .emptyDataFlood) }
       if endOfStream, codec.state(stream) != nil { codec.delegate.streamReceivedEnd(stream) }
@@ -586,33 +612,31 @@ public final class HTTP2Codec {
   /// Reads the stream's request head as HTTP/1.1 would: its pseudo-headers become the
   /// request line and `Host` (RFC 9113 §8.3.1), and a body without `content-length` is read
   /// as one of unknown length (chunked, for the upstream).
-  private func deliverHead(_ stream: Int32, _ state: StreamState, endOfStream: Bool) {
-    if !state.authority.isEmpty, let host = state.host, host != state.authority {
-      state.fields = []
+  private func deliverHead(_ stream: Int32, endOfStream: Bool) {
+    if !incoming.authority.isEmpty, incoming.hasHost, incoming.host != incoming.authority {
       delegate.streamReceivedHead(stream, head: .failure(.hostDisagrees), endOfStream: endOfStream)
       return
     }
-    var text: [UInt8] = []
-    text.reserveCapacity(state.method.count + state.path.count + state.authority.count + state.fields.count + 64)
-    text.append(contentsOf: state.method)
+    var text = incoming.text
+    incoming.text = []
+    text.removeAll(keepingCapacity: true)
+    text.append(contentsOf: incoming.method)
     text.append(0x20)
-    text.append(contentsOf: state.path)
+    text.append(contentsOf: incoming.path)
     text.append(contentsOf: " HTTP/1.1\r\n".utf8)
-    if state.host == nil {
+    if !incoming.hasHost {
       text.append(contentsOf: "host: ".utf8)
-      text.append(contentsOf: state.authority)
+      text.append(contentsOf: incoming.authority)
       text.append(contentsOf: "\r\n".utf8)
     }
-    text.append(contentsOf: state.fields)
-    if !state.cookies.isEmpty {
+    text.append(contentsOf: incoming.fields)
+    if !incoming.cookies.isEmpty {
       text.append(contentsOf: "cookie: ".utf8)
-      text.append(contentsOf: state.cookies)
+      text.append(contentsOf: incoming.cookies)
       text.append(contentsOf: "\r\n".utf8)
     }
-    if !endOfStream && !state.hasContentLength { text.append(contentsOf: "transfer-encoding: chunked\r\n".utf8) }
+    if !endOfStream && !incoming.hasContentLength { text.append(contentsOf: "transfer-encoding: chunked\r\n".utf8) }
     text.append(contentsOf: "\r\n".utf8)
-    state.fields = []
-    state.cookies = []
     var parser = HTTPRequestParser(limits: parserLimits)
     let parsed = text.withUnsafeBytes { bytes -> Result<HTTPRequestHead, HTTP2RequestProblem> in
       do throws(HTTPParseError) {
@@ -626,6 +650,8 @@ public final class HTTP2Codec {
         return .failure(.invalid(error))
       }
     }
+    // The buffer goes back for the next head (the parsed head has its own copy).
+    incoming.text = text
     delegate.streamReceivedHead(stream, head: parsed, endOfStream: endOfStream)
   }
 }
