@@ -22,25 +22,11 @@ Needs nginx (with http_v2), h2load (nghttp2-client), curl, openssl; perf for --p
 Loopback only; nothing is pinned, as in the other benchmarks.
 """
 import argparse, json, os, re, shutil, signal, socket, statistics, subprocess, tempfile, time
+from benchlib import sh, wait
 
 P = dict(backend=19801, nginx=19802, gatehouse=19803, admin=19804)
 BODY = '{"id":1,"name":"hoge","users":[{"id":1,"name":"hoge"},{"id":2,"name":"foo"}]}'
 NAMES = ("gatehouse", "nginx")
-
-
-def wait(port, t=10):
-    end = time.time() + t
-    while time.time() < end:
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            return True
-        except OSError:
-            time.sleep(0.05)
-    return False
-
-
-def sh(*argv):
-    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60)
 
 
 def cpu_ticks(pid):

@@ -17,6 +17,7 @@ Loopback only; the gateway gets `max_connections` above N and a long idle timeou
 import argparse, asyncio, json, os, resource, signal, socket, ssl, statistics, subprocess, tempfile, time
 
 import h2.config, h2.connection, h2.events
+from benchlib import wait as wait_port
 
 SETTLE_S = 2.0
 
@@ -126,17 +127,6 @@ async def measure(kind, port, n, pid, ctx):
     after = status_kib(pid, "VmRSS")
     return dict(answered=held, still_open=still_open, open_s=round(open_s, 2), base_kib=base, with_kib=rss,
                 anon_kib=anon, closed_kib=after, per_conn_bytes=round((rss - base) * 1024 / max(1, still_open)))
-
-
-def wait_port(port, t=15):
-    end = time.time() + t
-    while time.time() < end:
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            return True
-        except OSError:
-            time.sleep(0.05)
-    return False
 
 
 def main():

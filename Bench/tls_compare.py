@@ -11,24 +11,10 @@ keep-alive requests/s with wrk over https, and full handshakes/s for new connect
 `openssl s_time -new`. Prints both and the ratios Gatehouse/nginx. Loopback only.
 """
 import argparse, json, os, re, signal, socket, statistics, subprocess, tempfile, time
+from benchlib import sh, wait
 
 P = dict(backend=19701, nginx=19702, gatehouse=19703, admin=19704)
 BODY = '{"id":1,"name":"hoge","users":[{"id":1,"name":"hoge"},{"id":2,"name":"foo"}]}'
-
-
-def wait(port, t=10):
-    end = time.time() + t
-    while time.time() < end:
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            return True
-        except OSError:
-            time.sleep(0.05)
-    return False
-
-
-def sh(*argv):
-    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def main():
