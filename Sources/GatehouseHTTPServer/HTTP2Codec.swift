@@ -157,7 +157,7 @@ public final class HTTP2Codec {
   /// An answer head being submitted: its bytes, lengths and nghttp2's name-value pairs,
   /// kept between answers so a head costs no allocation.
   private var headText: [UInt8] = []
-  private var headLengths: [(name: Int, value: Int)] = []
+  private var headLengths: [(name: Int, value: Int, unique: Bool)] = []
   private var headFields: [nghttp2_nv] = []
   /// The stream looked up last: nghttp2's callbacks come many in a row for one stream (each
   /// header of a head, each read of a body), and hashing the id each time showed in profiles.
@@ -350,7 +350,7 @@ public final class HTTP2Codec {
     headText.append(UInt8(48 + status / 100 % 10))
     headText.append(UInt8(48 + status / 10 % 10))
     headText.append(UInt8(48 + status % 10))
-    headLengths.append((7, 3))
+    headLengths.append((7, 3, false))
     fields.withEachField { name, value in
       guard !except(name) else { return }
       let start = headText.count
@@ -359,7 +359,13 @@ public final class HTTP2Codec {
         for index in start..<text.count where text[index] &- 0x41 < 26 { text[index] |= 0x20 }
       }
       headText.append(contentsOf: value)
-      headLengths.append((name.count, value.count))
+      // A field whose value differs in every answer is sent without indexing: entering it
+      // in the HPACK table would only push out entries a later answer could reuse.
+      let unique = headText.withUnsafeBufferPointer { text in
+        let lowered = UnsafeBufferPointer(rebasing: text[start..<(start + name.count)])
+        return Self.equals(lowered, "x-request-id") || Self.equals(lowered, "etag") || Self.equals(lowered, "date")
+      }
+      headLengths.append((name.count, value.count, unique))
     }
     headFields.removeAll(keepingCapacity: true)
     let result = headText.withUnsafeMutableBufferPointer { bytes in
@@ -369,7 +375,7 @@ public final class HTTP2Codec {
         headFields.append(
           nghttp2_nv(
             name: name, value: name + length.name, namelen: length.name, valuelen: length.value,
-            flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)))
+            flags: UInt8(length.unique ? NGHTTP2_NV_FLAG_NO_INDEX.rawValue : NGHTTP2_NV_FLAG_NONE.rawValue)))
         offset += length.name + length.value
       }
       return headFields.withUnsafeMutableBufferPointer { nva in
