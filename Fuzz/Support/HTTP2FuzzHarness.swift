@@ -371,7 +371,7 @@ final class HTTP2FuzzOwner: HTTP2ServerOwner {
     self.loop = loop
   }
 
-  func responder(for channel: HTTP2StreamChannel) -> any HTTP1ServerResponder {
+  func responder(for channel: HTTP2StreamChannel) -> any ServerResponder {
     let responder = HTTP2FuzzResponder(channel: channel, loop: loop, log: log, byStream: control.answersByStream)
     log.add(responder)
     return responder
@@ -418,7 +418,7 @@ enum HTTP2FuzzAnswer: Int, CaseIterable {
 
 /// One stream's responder: answers as its `HTTP2FuzzAnswer` says and checks the order of what
 /// the channel tells it.
-final class HTTP2FuzzResponder: HTTP1ServerResponder {
+final class HTTP2FuzzResponder: ServerResponder {
   let channel: HTTP2StreamChannel
   let stream: Int32
   let loop: EventLoop

@@ -10,7 +10,7 @@ import GatehouseNet
 /// most one read of input and about one answer beyond the watermark. The timeouts of
 /// `AdminConnectionLimits` are its header timeout (covering the body: a request must arrive
 /// whole within it) and idle timeout; the service's sweep checks them.
-final class AdminSession: HTTP1ServerResponder {
+final class AdminSession: ServerResponder {
   unowned let service: AdminService
   /// Made in `init` (it needs `self`); never nil afterwards.
   private(set) var server: HTTP1ServerConnection!

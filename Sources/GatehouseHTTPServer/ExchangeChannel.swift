@@ -10,7 +10,7 @@ public protocol ExchangeChannel: AnyObject {
   /// The client's answer bytes queued past the high watermark: it is not reading.
   var isAboveHighWatermark: Bool { get }
   /// Starts the answer; returns whether it must say `Connection: close`.
-  func beginAnswer(_ kind: HTTP1AnswerKind) -> Bool
+  func beginAnswer(_ kind: AnswerKind) -> Bool
   /// Answer bytes. Returns false when the client no longer takes them.
   @discardableResult func write(_ bytes: UnsafeRawBufferPointer) -> Bool
   @discardableResult func write(_ bytes: [UInt8]) -> Bool
@@ -21,7 +21,7 @@ public protocol ExchangeChannel: AnyObject {
   /// Nothing more after this answer (shutdown, an answer whose framing ends the connection).
   func closeAfterCurrentAnswer()
   /// Pauses (or resumes) reading the request's body for `reason`.
-  func setReadingPaused(_ paused: Bool, reason: HTTP1PauseReasons)
+  func setReadingPaused(_ paused: Bool, reason: ReadPauseReasons)
   func setResponderDeadline(at due: UInt64)
   func setResponderDeadline(after nanoseconds: UInt64)
   /// Ends the exchange at once: its answer is cut (a reset).

@@ -34,7 +34,7 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
   /// from `serverClosed`, the last one); plain `unowned` would cost an atomic
   /// reference-count operation per call, several per request. A class-bound existential is
   /// two words, not a box.
-  public unowned(unsafe) let responder: any HTTP1ServerResponder
+  public unowned(unsafe) let responder: any ServerResponder
   /// unowned(unsafe): a loop outlives everything on it.
   public unowned(unsafe) let loop: EventLoop
   public private(set) var connection: BufferedConnection?
@@ -43,7 +43,7 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
   /// Input not parsed yet: it came behind a whole request still being answered, or while
   /// the client was behind on reading. Reading is paused while there is any.
   private var held: [UInt8] = []
-  public private(set) var pausedReasons: HTTP1PauseReasons = []
+  public private(set) var pausedReasons: ReadPauseReasons = []
   /// Bytes of input held for later (at most about one read).
   public var heldByteCount: Int { held.count }
 
@@ -66,7 +66,7 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
   public private(set) var answerStarted = false
   /// `endAnswer` was called for the current request.
   public private(set) var answerComplete = false
-  private var answerKind = HTTP1AnswerKind.whole
+  private var answerKind = AnswerKind.whole
   /// The answer went out before the body was all read: the connection lingers on close.
   private var bodyLeftUnread = false
 
@@ -96,7 +96,7 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
   private var writeWatch = WriteProgress()
 
   public init(
-    responder: any HTTP1ServerResponder, loop: EventLoop, parserLimits: HTTPLimits, limits: HTTP1ServerLimits
+    responder: any ServerResponder, loop: EventLoop, parserLimits: HTTPLimits, limits: HTTP1ServerLimits
   ) {
     self.responder = responder
     self.loop = loop
@@ -301,7 +301,7 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
   /// `Connection: close`: the client asked, the connection is closing, the client still
   /// waits for 100 Continue, or a streamed answer starts before the body was all read.
   @discardableResult
-  public func beginAnswer(_ kind: HTTP1AnswerKind) -> Bool {
+  public func beginAnswer(_ kind: AnswerKind) -> Bool {
     answerStarted = true
     answerKind = kind
     if exchangeOpen && !requestComplete && (kind == .streamed || bodyWithheld) { closeAfterAnswer = true }
@@ -393,7 +393,7 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
 
   /// Pauses reading for `reason` (or resumes once no reason is left). Reading pauses with
   /// the first reason and resumes with the last.
-  public func setReadingPaused(_ paused: Bool, reason: HTTP1PauseReasons) {
+  public func setReadingPaused(_ paused: Bool, reason: ReadPauseReasons) {
     if paused {
       if pausedReasons.isEmpty { connection?.pauseReading() }
       pausedReasons.formUnion(reason)
@@ -406,8 +406,8 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
   /// Every pause reason but the layer's own.
   /// Computed, not a stored `static let`: a global's lazy initialization check would run
   /// on every exchange.
-  private static var responderReasons: HTTP1PauseReasons {
-    HTTP1PauseReasons(rawValue: ~HTTP1PauseReasons.pipelining.rawValue)
+  private static var responderReasons: ReadPauseReasons {
+    ReadPauseReasons(rawValue: ~ReadPauseReasons.pipelining.rawValue)
   }
 
   /// The client's queue is above its high watermark.

@@ -1,13 +1,14 @@
 import GatehouseHTTP
 import GatehouseNet
 
-/// What an `HTTP1ServerConnection` hands its responder: the request's parts as they are
-/// parsed, and the connection's turns. Every method runs on the connection's loop.
+/// What an `HTTP1ServerConnection` (or an `HTTP2StreamChannel`, for its one request) hands
+/// its responder: the request's parts as they are parsed, and the connection's turns. Every
+/// method runs on the connection's loop.
 ///
 /// Body bytes point into the loop's read buffer (or the connection's held input): they are
 /// valid only during the call. The layer never calls its responder again after
 /// `serverClosed(reason:answerStarted:)`.
-public protocol HTTP1ServerResponder: AnyObject {
+public protocol ServerResponder: AnyObject {
   /// A request head is whole. Answer now (a whole answer; the rest of the body, if any, is
   /// read and dropped) or later, after the body or some outside work.
   func serverReceivedHead(_ head: HTTPRequestHead)
@@ -35,7 +36,7 @@ public protocol HTTP1ServerResponder: AnyObject {
   func serverClosed(reason: ConnectionCloseReason, answerStarted: Bool)
 }
 
-extension HTTP1ServerResponder {
+extension ServerResponder {
   public func serverRequestTimedOut() {}
   public func serverExchangeFinished() {}
   public func serverResponderDeadlinePassed() {}
@@ -65,19 +66,19 @@ public struct HTTP1ServerLimits: Sendable, Equatable {
 
 /// Why reading from the client is paused; it resumes when no reason is left. An option set,
 /// not a `Set`: it is changed on the request path and must not allocate.
-public struct HTTP1PauseReasons: OptionSet, Sendable {
+public struct ReadPauseReasons: OptionSet, Sendable {
   public let rawValue: UInt8
   public init(rawValue: UInt8) { self.rawValue = rawValue }
   /// The layer's own: input waits behind an unfinished answer, or for the client to read.
-  public static let pipelining = HTTP1PauseReasons(rawValue: 1)
+  public static let pipelining = ReadPauseReasons(rawValue: 1)
   /// The responder's: where it sends the body cannot take more (upstream backpressure).
   /// Cleared when the answer completes. Responders may define more bits of their own.
-  public static let backpressure = HTTP1PauseReasons(rawValue: 2)
+  public static let backpressure = ReadPauseReasons(rawValue: 2)
 }
 
 /// How an answer is written, which decides whether a request body still coming can be read
 /// and dropped afterwards.
-public enum HTTP1AnswerKind: Sendable {
+public enum AnswerKind: Sendable {
   /// Made here, whole: the rest of the body is read and dropped after it, and the connection
   /// goes on (unless the client still waits for 100 Continue, RFC 9110 §10.1.1).
   case whole

@@ -6,7 +6,7 @@ import GatehouseNet
 public protocol HTTP2ServerOwner: AnyObject {
   /// The responder of a new stream's exchange: it answers through `channel`, as it would
   /// through an HTTP/1.1 connection.
-  func responder(for channel: HTTP2StreamChannel) -> any HTTP1ServerResponder
+  func responder(for channel: HTTP2StreamChannel) -> any ServerResponder
   /// The client abused the connection; a GOAWAY is queued and the connection ends.
   func http2Connection(_ connection: HTTP2ServerConnection, abused abuse: HTTP2Abuse)
   /// The connection is closed; every stream's responder has heard `serverClosed`.
@@ -307,7 +307,7 @@ public final class HTTP2StreamChannel: ExchangeChannel {
   unowned(unsafe) let connection: HTTP2ServerConnection
   unowned(unsafe) let loop: EventLoop
   /// The exchange's responder; the stream holds it for as long as it lives.
-  var responder: (any HTTP1ServerResponder)!
+  var responder: (any ServerResponder)!
   private var parser: HTTPResponseParser
   /// A head read from the answer, not yet sent: sent with END_STREAM when the answer ends
   /// in the same write, else on its own at the end of the write.
@@ -324,7 +324,7 @@ public final class HTTP2StreamChannel: ExchangeChannel {
   private var refused = false
   private var finished = false
   public private(set) var isClosed = false
-  private var pausedReasons: HTTP1PauseReasons = []
+  private var pausedReasons: ReadPauseReasons = []
   /// Body bytes that came while reading was paused, and whether the end came after them.
   private var heldBody: [UInt8] = []
   private var endHeld = false
@@ -425,7 +425,7 @@ public final class HTTP2StreamChannel: ExchangeChannel {
 
   public var isAboveHighWatermark: Bool { queuedBytes > Self.highWatermark }
 
-  public func beginAnswer(_ kind: HTTP1AnswerKind) -> Bool {
+  public func beginAnswer(_ kind: AnswerKind) -> Bool {
     answerStarted = true
     // HTTP/2 says nothing of the connection in an answer.
     return false
@@ -546,7 +546,7 @@ public final class HTTP2StreamChannel: ExchangeChannel {
     // A stream carries one exchange: nothing follows it anyway.
   }
 
-  public func setReadingPaused(_ paused: Bool, reason: HTTP1PauseReasons) {
+  public func setReadingPaused(_ paused: Bool, reason: ReadPauseReasons) {
     if paused {
       pausedReasons.formUnion(reason)
       return

@@ -33,7 +33,7 @@ final class EventLog: Sendable {
 
 /// A responder that logs what it hears and answers each request with its target as the body
 /// (or `bodySize` bytes), at the request's end, at its head, or when the test says so.
-final class TestResponder: HTTP1ServerResponder {
+final class TestResponder: ServerResponder {
   enum Timing {
     case atEnd
     case atHead

@@ -136,7 +136,7 @@ final class HTTP2ClientConnection: HTTP2ServerOwner, ClientConnection {
         idleTimeoutNanoseconds: snapshot.idleTimeoutNanoseconds))
   }
 
-  func responder(for channel: HTTP2StreamChannel) -> any HTTP1ServerResponder {
+  func responder(for channel: HTTP2StreamChannel) -> any ServerResponder {
     ClientSession(
       context: context, answers: answers, routeCache: routeCache, clientAddress: clientAddress, secure: secure,
       channel: channel)

@@ -14,7 +14,7 @@ extension ClientSession {
   /// Starts the client's answer; returns whether it must say `Connection: close` (the
   /// client asked, the gateway is draining, the client still waits for 100 Continue, or a
   /// streamed answer starts before the request body was all read).
-  func beginAnswer(_ kind: HTTP1AnswerKind) -> Bool {
+  func beginAnswer(_ kind: AnswerKind) -> Bool {
     if context.draining { server.closeAfterCurrentAnswer() }
     return server.beginAnswer(kind)
   }

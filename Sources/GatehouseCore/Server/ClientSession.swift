@@ -15,7 +15,7 @@ import GatehouseStore
 /// (`respondLocally`, answers from the store in `+Store`), output and deadlines (`+Deadlines`).
 /// The upstream's answer is read by its `UpstreamAnswerReader`; the bytes for the client are
 /// staged by the loop's `AnswerWriter`.
-final class ClientSession: HTTP1ServerResponder, UpstreamExchangeOwner {
+final class ClientSession: ServerResponder, UpstreamExchangeOwner {
   /// unowned(unsafe): a loop context lives as long as its loop, longer than anything on it,
   /// and plain `unowned` would cost an atomic reference-count operation per access.
   unowned(unsafe) let context: LoopContext
