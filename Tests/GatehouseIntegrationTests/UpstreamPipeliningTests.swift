@@ -339,7 +339,20 @@ import Testing
     #expect(try admin.circuitState(of: "api") == "closed")
   }
 
+  /// Whether the gateway writes the batch behind the held request on one connection depends
+  /// on its reading all three clients in one turn, which a loaded machine may not give: the
+  /// scenario is tried again (at most three times) until the batch was pipelined, and every
+  /// try must answer each request correctly.
   @Test func aReloadLetsRequestsAlreadyWrittenGetTheirAnswers() throws {
+    var pipelined = false
+    for _ in 0..<3 where !pipelined {
+      pipelined = try reloadWhileABatchWaits()
+    }
+    #expect(pipelined, "the batch was never written behind the held request")
+  }
+
+  /// One try of the scenario above; whether the batch was pipelined.
+  private func reloadWhileABatchWaits() throws -> Bool {
     let release = Gate()
     defer { release.open() }
     let backend = try backendHoldingFirstBatchAnswer(until: release)
@@ -357,8 +370,7 @@ import Testing
       #expect(answer.status == 200)
       #expect(answer.text == "answer for /b/\(index)")
     }
-    let batch = batchRequests(backend)
-    #expect(batch.contains { $0.arrivedWithPrevious })
+    return batchRequests(backend).contains { $0.arrivedWithPrevious }
   }
 
   @Test func requestsBehindASlowAnswerGoAloneAfterTheQueuesPatience() throws {
