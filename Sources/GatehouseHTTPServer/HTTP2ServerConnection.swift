@@ -484,23 +484,12 @@ public final class HTTP2StreamChannel: ExchangeChannel {
   /// 9113 §8.2.2): never sent on a stream. The length picks the one name to compare.
   static func isConnectionField(_ name: UnsafeBufferPointer<UInt8>) -> Bool {
     switch name.count {
-    case 7: return equalsIgnoringCase(name, "upgrade")
-    case 10: return equalsIgnoringCase(name, "connection") || equalsIgnoringCase(name, "keep-alive")
-    case 16: return equalsIgnoringCase(name, "proxy-connection")
-    case 17: return equalsIgnoringCase(name, "transfer-encoding")
+    case 7: return ASCIIBytes.equalsLowercase(name, "upgrade")
+    case 10: return ASCIIBytes.equalsLowercase(name, "connection") || ASCIIBytes.equalsLowercase(name, "keep-alive")
+    case 16: return ASCIIBytes.equalsLowercase(name, "proxy-connection")
+    case 17: return ASCIIBytes.equalsLowercase(name, "transfer-encoding")
     default: return false
     }
-  }
-
-  /// `bytes` are `lowercase` (lowercase ASCII) in any case.
-  private static func equalsIgnoringCase(_ bytes: UnsafeBufferPointer<UInt8>, _ lowercase: StaticString) -> Bool {
-    guard bytes.count == lowercase.utf8CodeUnitCount else { return false }
-    let expected = lowercase.utf8Start
-    for index in 0..<bytes.count {
-      let byte = bytes[index]
-      if (byte &- 0x41 < 26 ? byte | 0x20 : byte) != expected[index] { return false }
-    }
-    return true
   }
 
   private func sendHeldHead(endOfStream: Bool) {

@@ -177,17 +177,3 @@ public enum UpstreamRequestWriter {
     out.append(contentsOf: UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
   }
 }
-
-/// Byte comparisons shared by the proxy writers.
-enum ASCIIBytes {
-  @inline(__always)
-  static func equalsLowercase(_ bytes: UnsafeBufferPointer<UInt8>, _ lowercase: StaticString) -> Bool {
-    guard bytes.count == lowercase.utf8CodeUnitCount else { return false }
-    let expected = lowercase.utf8Start
-    for i in 0..<bytes.count {
-      let byte = bytes[i]
-      if (byte &- 0x41 < 26 ? byte | 0x20 : byte) != expected[i] { return false }
-    }
-    return true
-  }
-}

@@ -223,7 +223,7 @@ final class ClientSession: ServerResponder, UpstreamExchangeOwner {
     exchange = nil
     defer { waiters?.release() }
     releaseHeldBufferCharge()
-    context.sessionClosed(self)
+    context.connectionClosed(self)
   }
 
   /// The exchange ends with its client: what the machine says of that (leaving a queue,

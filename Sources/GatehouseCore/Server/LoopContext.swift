@@ -211,10 +211,6 @@ final class LoopContext: @unchecked Sendable {
     }
   }
 
-  func sessionClosed(_ session: ClientSession) {
-    connectionClosed(session)
-  }
-
   /// The TLS context of each TLS listener, by configured address; replaced on reload so new
   /// connections get reloaded certificates.
   private var listenerTLS: [String: TLSContext] = [:]
