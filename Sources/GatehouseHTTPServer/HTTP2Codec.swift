@@ -83,8 +83,6 @@ public final class HTTP2Codec {
   private var lastLookedUp: (id: Int32, state: StreamState)?
   /// A fatal error happened: the connection ends once its GOAWAY is written.
   public private(set) var failed = false
-  /// The abuse that ended the connection, if one did.
-  public private(set) var abuse: HTTP2Abuse?
   /// The loop's clock, in nanoseconds.
   private let now: () -> UInt64
   /// Allowances of frames that cost work and carry none (SPEC §11): each kind a burst, then
@@ -326,12 +324,6 @@ public final class HTTP2Codec {
   /// measure of a client that does not read.
   public func queuedBytes(_ stream: Int32) -> Int { state(stream)?.queuedBytes ?? 0 }
 
-  /// The client's window for `stream`'s answer.
-  public func remoteWindow(_ stream: Int32) -> Int {
-    guard let session else { return 0 }
-    return Int(nghttp2_session_get_stream_remote_window_size(session, stream))
-  }
-
   /// The delegate forwarded `count` body bytes of `stream`: the windows reopen by as much.
   public func consumed(_ stream: Int32, _ count: Int) {
     guard let session, count > 0 else { return }
@@ -355,7 +347,6 @@ public final class HTTP2Codec {
   public func abused(_ abuse: HTTP2Abuse, code: UInt32) {
     guard let session, !failed else { return }
     failed = true
-    self.abuse = abuse
     _ = nghttp2_session_terminate_session(session, code)
     delegate.connectionAbused(abuse)
   }

@@ -58,8 +58,6 @@ public final class HTTP2ServerConnection: ConnectionDelegate, HTTP2CodecDelegate
   /// The connection's own deadline: the preface's, the idle one, or the socket's write one.
   private var connectionDue: UInt64 = 0
   private var writeWatch = WriteProgress()
-  /// Streams opened so far: before the first, the header timeout applies.
-  public private(set) var streamsOpened = 0
   /// `limits.max_body_bytes`: a body without `content-length` is counted as it comes.
   let maxBodyBytes: Int64?
 
@@ -254,7 +252,6 @@ public final class HTTP2ServerConnection: ConnectionDelegate, HTTP2CodecDelegate
   ) {
     let channel = HTTP2StreamChannel(stream: stream, connection: self)
     channels[stream] = channel
-    streamsOpened += 1
     if !socketFull { connectionDue = 0 }
     channel.responder = owner.responder(for: channel)
     channel.receivedHead(head, endOfStream: endOfStream)
