@@ -66,6 +66,12 @@ let package = Package(
         "CGatehouseOpenSSL",
       ]
     ),
+    // Bearer JWT verification (SPEC §15): pure functions over bytes and OpenSSL keys, no I/O.
+    .target(
+      name: "GatehouseJWT",
+      dependencies: ["GatehouseJSON", "CGatehouseOpenSSL"],
+      swiftSettings: hotPathSettings
+    ),
     .target(
       name: "GatehouseStore",
       dependencies: ["CGatehouseSQLite", "CGatehouseOpenSSL"]
@@ -113,6 +119,10 @@ let package = Package(
     .testTarget(
       name: "GatehouseJSONTests",
       dependencies: ["GatehouseJSON", "GatehouseCompression"]
+    ),
+    .testTarget(
+      name: "GatehouseJWTTests",
+      dependencies: ["GatehouseJWT", "GatehouseJSON", "CGatehouseOpenSSL"]
     ),
     .testTarget(
       name: "GatehouseStoreTests",
