@@ -55,10 +55,10 @@ final class JWTPublicKey: @unchecked Sendable {
     defer { BN_free(e) }
     // The builder keeps the BIGNUMs until `OSSL_PARAM_BLD_to_param` copies them, hence the
     // frees deferred to the end of the function.
-    guard OSSL_PARAM_BLD_push_BN(builder, OSSL_PKEY_PARAM_RSA_N, n) == 1,
-      OSSL_PARAM_BLD_push_BN(builder, OSSL_PKEY_PARAM_RSA_E, e) == 1
+    guard OSSL_PARAM_BLD_push_BN(builder, cString("n"), n) == 1,
+      OSSL_PARAM_BLD_push_BN(builder, cString("e"), e) == 1
     else { throw openSSLFailure() }
-    let key = try fromParameters(builder, type: "RSA")
+    let key = try fromParameters(builder, type: "RSA", refusal: "OpenSSL refused the RSA key")
     let bits = EVP_PKEY_get_bits(key)
     guard bits >= minimumRSABits else {
       EVP_PKEY_free(key)
@@ -81,15 +81,15 @@ final class JWTPublicKey: @unchecked Sendable {
     // copies them, so both stay pinned until the key is made.
     let made = group.withCString { name in
       point.withUnsafeBytes { bytes -> Result<OpaquePointer, Unusable> in
-        guard OSSL_PARAM_BLD_push_utf8_string(builder, OSSL_PKEY_PARAM_GROUP_NAME, name, 0) == 1,
-          OSSL_PARAM_BLD_push_octet_string(builder, OSSL_PKEY_PARAM_PUB_KEY, bytes.baseAddress, bytes.count) == 1
+        guard OSSL_PARAM_BLD_push_utf8_string(builder, cString("group"), name, 0) == 1,
+          OSSL_PARAM_BLD_push_octet_string(builder, cString("pub"), bytes.baseAddress, bytes.count) == 1
         else { return .failure(openSSLFailure()) }
-        return Result { () throws(Unusable) in try fromParameters(builder, type: "EC") }
+        return Result { () throws(Unusable) in try fromParameters(builder, type: "EC", refusal: "point not on the curve") }
       }
     }
     let key = try made.get()
-    // An off-curve point is the invalid-curve attack's way in; OpenSSL refuses most on import,
-    // and this full check (on the curve, not infinity, right order) settles it.
+    // An off-curve point is the invalid-curve attack's way in. OpenSSL refuses one on import;
+    // this full check (on the curve, not infinity, right order) does not rely on that.
     guard let context = EVP_PKEY_CTX_new_from_pkey(nil, key, nil) else {
       EVP_PKEY_free(key)
       throw openSSLFailure()
@@ -113,7 +113,19 @@ final class JWTPublicKey: @unchecked Sendable {
     return JWTPublicKey(kind: .ed25519, keyID: keyID, algorithm: algorithm, key: key)
   }
 
-  private static func fromParameters(_ builder: OpaquePointer, type: String) throws(Unusable) -> OpaquePointer {
+  /// A parameter name for `OSSL_PARAM_BLD_push_*`, which keeps the pointer (it does not copy
+  /// the name) until `OSSL_PARAM_BLD_to_param`: a Swift string bridged for the call would be
+  /// gone by then, a static string's bytes live as long as the program. The names are
+  /// `OSSL_PKEY_PARAM_RSA_N`, `_RSA_E`, `_GROUP_NAME` and `_PUB_KEY` of core_names.h.
+  private static func cString(_ name: StaticString) -> UnsafePointer<CChar> {
+    UnsafeRawPointer(name.utf8Start).assumingMemoryBound(to: CChar.self)
+  }
+
+  /// The key the builder's parameters describe; `refusal` is the reason when OpenSSL refuses
+  /// them (for EC, OpenSSL 3 checks on import that the point is on the curve).
+  private static func fromParameters(_ builder: OpaquePointer, type: String, refusal: String) throws(Unusable)
+    -> OpaquePointer
+  {
     guard let parameters = OSSL_PARAM_BLD_to_param(builder) else { throw openSSLFailure() }
     defer { OSSL_PARAM_free(parameters) }
     guard let context = EVP_PKEY_CTX_new_from_name(nil, type, nil) else { throw openSSLFailure() }
@@ -121,7 +133,7 @@ final class JWTPublicKey: @unchecked Sendable {
     var key: OpaquePointer?
     guard EVP_PKEY_fromdata_init(context) == 1,
       EVP_PKEY_fromdata(context, &key, gh_EVP_PKEY_PUBLIC_KEY(), parameters) == 1, let key
-    else { throw openSSLFailure(reason: "OpenSSL refused the \(type) key") }
+    else { throw openSSLFailure(reason: refusal) }
     return key
   }
 
