@@ -54,7 +54,7 @@ let package = Package(
     // the hot-path settings.
     .target(
       name: "GatehouseConfig",
-      dependencies: ["GatehouseHTTP", "GatehouseJSON", "GatehouseLogging"],
+      dependencies: ["GatehouseHTTP", "GatehouseJSON", "GatehouseLogging", "GatehouseJWT"],
       swiftSettings: hotPathSettings
     ),
     // The admin API: routing, authorization, audit, dashboard and sessions. It reaches the
@@ -84,7 +84,7 @@ let package = Package(
       name: "GatehouseCore",
       dependencies: [
         "GatehouseHTTP", "GatehouseHTTPServer", "GatehouseNet", "GatehouseJSON", "GatehouseLogging", "GatehouseConfig",
-        "GatehouseAdmin", "GatehouseCompression", "GatehouseStore", "CGatehouseOpenSSL",
+        "GatehouseAdmin", "GatehouseCompression", "GatehouseStore", "GatehouseJWT", "CGatehouseOpenSSL",
       ],
       swiftSettings: hotPathSettings
     ),

@@ -5,7 +5,7 @@ import GatehouseLogging
 /// names, ids, prefixes, counts and statuses go in: never a token value, the admin token,
 /// a request body or an error message (which could quote a body).
 struct AdminAudit {
-  /// `cache purge`, `reload`, `token set`, `token refresh` or `token invalidate`.
+  /// `cache purge`, `reload`, `token set`, `token refresh`, `token invalidate` or `jwt refresh`.
   let action: String
   /// What the action was aimed at (target and prefix or id, or the token's name).
   let subject: [LogField]
@@ -38,8 +38,11 @@ struct AdminAudit {
     case .invalidateToken(let name):
       action = "token invalidate"
       subject = [("token", .string(name))]
-    case .healthz, .readyz, .metrics, .status, .cacheStats, .cacheEntries, .cacheEntry, .tokens, .routes, .upstreams,
-      .history, .dashboard, .openAPI:
+    case .refreshJWTKeys(let name):
+      action = "jwt refresh"
+      subject = [("provider", .string(name))]
+    case .healthz, .readyz, .metrics, .status, .cacheStats, .cacheEntries, .cacheEntry, .tokens, .jwtProviders,
+      .routes, .upstreams, .history, .dashboard, .openAPI:
       return nil
     }
   }

@@ -19,6 +19,10 @@ public enum AdminEndpoint: Equatable, Sendable {
   case setToken(name: String)
   case refreshToken(name: String)
   case invalidateToken(name: String)
+  /// `GET /admin/jwt`: identity providers and their signing keys (SPEC §15).
+  case jwtProviders
+  /// `POST /admin/jwt/{name}/refresh`: fetch a provider's keys now.
+  case refreshJWTKeys(name: String)
   case routes
   case upstreams
   /// `GET /admin/history`: the dashboard's last 15 minutes per route and upstream.
@@ -34,7 +38,8 @@ public enum AdminEndpoint: Equatable, Sendable {
     case .healthz, .readyz, .dashboard, .openAPI: return false
     case .metrics: return !metricsPublic
     case .status, .cacheStats, .cacheEntries, .cacheEntry, .purgeCacheEntry, .purgeCacheEntries, .purgeCache,
-      .purgeRouteCache, .tokens, .setToken, .refreshToken, .invalidateToken, .routes, .upstreams, .history, .reload:
+      .purgeRouteCache, .tokens, .setToken, .refreshToken, .invalidateToken, .jwtProviders, .refreshJWTKeys, .routes,
+      .upstreams, .history, .reload:
       return true
     }
   }
@@ -50,7 +55,8 @@ extension AdminEndpoint {
     case .purgeCacheEntries: return ["prefix"]
     case .healthz, .readyz, .metrics, .status, .cacheStats, .cacheEntry, .purgeCacheEntry, .purgeCache,
       .purgeRouteCache, .tokens,
-      .setToken, .refreshToken, .invalidateToken, .routes, .upstreams, .history, .reload, .dashboard, .openAPI:
+      .setToken, .refreshToken, .invalidateToken, .jwtProviders, .refreshJWTKeys, .routes, .upstreams, .history,
+      .reload, .dashboard, .openAPI:
       return []
     }
   }
@@ -62,7 +68,8 @@ extension AdminEndpoint {
     switch self {
     case .healthz, .readyz, .metrics, .dashboard, .openAPI: return true
     case .status, .cacheStats, .cacheEntries, .cacheEntry, .purgeCacheEntry, .purgeCacheEntries, .purgeCache,
-      .purgeRouteCache, .tokens, .setToken, .refreshToken, .invalidateToken, .routes, .upstreams, .history, .reload:
+      .purgeRouteCache, .tokens, .setToken, .refreshToken, .invalidateToken, .jwtProviders, .refreshJWTKeys, .routes,
+      .upstreams, .history, .reload:
       return false
     }
   }
@@ -126,6 +133,10 @@ public enum AdminRouter {
     case ["admin", "history"]: return only(["GET", "HEAD"], isGet ? .history : nil)
     case ["admin", "tokens"]: return only(["GET", "HEAD"], isGet ? .tokens : nil)
     case ["admin", "reload"]: return only(["POST"], method == .post ? .reload : nil)
+    case ["admin", "jwt"]: return only(["GET", "HEAD"], isGet ? .jwtProviders : nil)
+    case let parts where parts.count == 4 && parts[0] == "admin" && parts[1] == "jwt" && parts[3] == "refresh":
+      guard let name = percentDecoded(parts[2]), !name.isEmpty else { return .notFound }
+      return only(["POST"], method == .post ? .refreshJWTKeys(name: name) : nil)
     case ["admin", "cache"]:
       if isGet { return .endpoint(.cacheStats) }
       return only(["GET", "HEAD", "DELETE"], method == .delete ? .purgeCache : nil)

@@ -20,6 +20,8 @@ package protocol AdminBackend: AnyObject, Sendable {
   func reload(completion: @escaping @Sendable (Result<Void, ReloadFailure>) -> Void)
   /// The token endpoints; the token manager lives on the control loop.
   func tokens(_ endpoint: AdminEndpoint, body: [UInt8], completion: @escaping @Sendable (AdminAnswer) -> Void)
+  /// The identity provider endpoints; the keyring lives on the control loop.
+  func jwt(_ endpoint: AdminEndpoint, completion: @escaping @Sendable (AdminAnswer) -> Void)
   /// The cache endpoints; store calls block, so they run off the event loops.
   func cache(
     _ endpoint: AdminEndpoint, query: [String: String], completion: @escaping @Sendable (AdminAnswer) -> Void)
@@ -255,6 +257,8 @@ package final class AdminService: @unchecked Sendable {
       backend.cache(endpoint, query: parameters) { respond($0) }
     case .tokens, .setToken, .refreshToken, .invalidateToken:
       backend.tokens(endpoint, body: body) { respond($0) }
+    case .jwtProviders, .refreshJWTKeys:
+      backend.jwt(endpoint) { respond($0) }
     }
   }
 

@@ -51,8 +51,11 @@ struct ConfigDecoder {
     let tokensField = root.field("tokens")
     let tokens = tokensField.map(TokenDecoder.decode) ?? []
     let clients = decodeClients(root.field("clients"))
+    let jwtField = root.field("jwt")
+    let jwt = jwtField.map(JWTDecoder.decode) ?? .none
     let references = RouteReferences(
-      upstreamNames: Self.memberNames(of: upstreamsField), tokenNames: Self.memberNames(of: tokensField))
+      upstreamNames: Self.memberNames(of: upstreamsField), tokenNames: Self.memberNames(of: tokensField),
+      jwtProviderNames: Self.memberNames(of: jwtField.flatMap(Self.providersField)))
     let routes =
       root.requiredField("routes").map(RouteDecoder(diagnostics: diagnostics, references: references).decode) ?? []
     let log = decodeLog(root.field("log"))
@@ -60,8 +63,15 @@ struct ConfigDecoder {
 
     let config = GatehouseConfig(
       listen: listen, workers: workers, admin: admin, store: store, limits: limits, headers: headers,
-      upstreams: upstreams, tokens: tokens, clients: clients, routes: routes, log: log)
+      upstreams: upstreams, tokens: tokens, clients: clients, routes: routes, log: log, jwt: jwt)
     return config
+  }
+
+  /// `jwt.providers`, read again quietly for its names (the decoder reports its problems).
+  private static func providersField(_ jwt: ConfigField) -> ConfigField? {
+    guard case .object(let members) = jwt.value, let providers = members.first(where: { $0.key == "providers" })
+    else { return nil }
+    return ConfigField(path: jwt.path.appending(key: "providers"), value: providers.value, diagnostics: jwt.diagnostics)
   }
 
   /// The names under `upstreams` or `tokens`, including ones whose settings are invalid, so a

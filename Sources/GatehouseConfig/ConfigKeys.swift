@@ -236,6 +236,29 @@ public enum ConfigKeys {
       key(
         "clients.keys[].burst", "integer ≥ 1", "`rate_per_s` rounded up", .applies,
         "requests allowed at once above the rate; needs `rate_per_s`"),
+      key("jwt", "object", "{}", .applies, "identity providers whose JWTs routes verify (SPEC §15)"),
+      key("jwt.providers", "object: name → provider", "required in `jwt`", .applies, "the providers, by name"),
+      key("jwt.providers.*.issuer", "string", "none (not checked)", .applies, "`iss` a token must carry"),
+      key(
+        "jwt.providers.*.jwks_url", "string (URL)", "required unless `keys`", .applies,
+        "where the signing keys are fetched (TLS verified; redirects not followed)"),
+      key(
+        "jwt.providers.*.keys", "object (JWKS)", "none", .applies,
+        "signing keys written in the config instead of `jwks_url`"),
+      key(
+        "jwt.providers.*.audiences", "array of strings", "[] (not checked)", .applies,
+        "a token's `aud` must hold one of them"),
+      key(
+        "jwt.providers.*.algorithms", "array of `RS256` `RS384` `RS512` `PS256` `ES256` `ES384` `EdDSA`",
+        "all seven", .applies, "signature algorithms accepted; never `none` or HMAC"),
+      key(
+        "jwt.providers.*.leeway_s", "integer 0–3600", "30", .applies, "clock skew allowed for `exp`, `nbf` and `iat`"),
+      key(
+        "jwt.providers.*.jwks_refresh_s", "integer 10–86400", "600", .applies,
+        "how often the keys are fetched again (and at most every 10 s on an unknown `kid`)"),
+      key(
+        "jwt.providers.*.forward_claims", "object: claim → header name", "{}", .applies,
+        "claims sent to the backend as headers; clients' copies are dropped"),
       key(
         "routes", "array of objects", "required", .applies,
         "tried in order; the first that matches path and method answers"),
@@ -305,6 +328,17 @@ public enum ConfigKeys {
       key(
         "routes[].cache.collapse", "boolean", "true", .applies, "concurrent GETs for one key share one backend exchange"
       ),
+      key(
+        "routes[].cache.shared", "boolean", "false", .applies,
+        "on a `jwt` route, one stored answer for all users (else one per token `sub`)"),
+      key("routes[].jwt", "object", "none (no verification)", .applies, "verify the client's bearer JWT first"),
+      key("routes[].jwt.provider", "string (provider name)", "required", .applies, "the provider whose keys sign it"),
+      key(
+        "routes[].jwt.required", "boolean", "true", .applies,
+        "refuse requests without a token (401); false lets them through anonymous"),
+      key(
+        "routes[].jwt.scopes", "array of strings", "[]", .applies,
+        "scopes the token must grant (`scope` or `scp`), else 403"),
       key(
         "routes[].stub", "object", "`{\"mode\": \"off\"}`", .applies,
         "a fixed answer instead of, or behind, the backend"),

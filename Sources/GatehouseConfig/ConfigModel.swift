@@ -22,6 +22,8 @@ public struct GatehouseConfig: Sendable, Equatable {
   /// In config file order, which is the order they are tried in.
   public let routes: [RouteConfig]
   public let log: LogConfig
+  /// `jwt`: identity providers whose tokens routes verify (SPEC §15).
+  public var jwt = JWTConfig.none
 
   public func upstream(named name: String) -> UpstreamConfig? {
     upstreams.first { $0.name == name }

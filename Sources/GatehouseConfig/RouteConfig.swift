@@ -23,6 +23,8 @@ public struct RouteConfig: Sendable, Equatable {
   public let cache: RouteCacheConfig?
   /// `mode` is `.off` when the route has no `stub` block.
   public let stub: StubConfig
+  /// `jwt`: the client's token is verified before anything else (SPEC §15); nil: not.
+  public var jwt: RouteJWTConfig?
 }
 
 /// `match`: a path template and an optional method list.
@@ -99,6 +101,9 @@ public struct RouteCacheConfig: Sendable, Equatable {
   public let vary: [String]
   /// Concurrent GETs with the same cache key share one upstream exchange. Default true.
   public var collapse = true
+  /// `shared`: on a route with `jwt`, one answer for every user (the key leaves out the
+  /// token's `sub`). Default false.
+  public var shared = false
 }
 
 /// A canned answer (`stub`), for demos and for backends that do not exist yet.

@@ -5,6 +5,7 @@ import GatehouseJSON
 struct RouteReferences {
   let upstreamNames: [String]
   let tokenNames: [String]
+  var jwtProviderNames: [String] = []
 }
 
 /// Decodes `routes`: each route's match, upstream and token references, rewrite, headers,
@@ -98,14 +99,19 @@ struct RouteDecoder {
       }
     }
     let envelope = decodeEnvelope(object.field("envelope"))
-    let cache = object.field("cache").flatMap(decodeCache)
+    let cacheField = object.field("cache")
+    let cache = cacheField.flatMap(decodeCache)
+    let jwt = object.field("jwt").flatMap { JWTDecoder.decodeRoute($0, providers: references.jwtProviderNames) }
     object.finishReading()
+    if cache?.shared == true, jwt == nil, let cacheField {
+      diagnostics.report(cacheField.path.appending(key: "shared"), "has no effect without \"jwt\" in this route")
+    }
 
     guard case .string(let routeName)? = name, let match else { return nil }
     return RouteConfig(
       name: routeName, match: match, upstream: upstream, upstreamPath: upstreamPath, token: token,
       tokenHeader: tokenHeader, tokenFormat: tokenFormat, invalidToken: invalidToken, headers: headers,
-      envelope: envelope, cache: cache, stub: stub)
+      envelope: envelope, cache: cache, stub: stub, jwt: jwt)
   }
 
   static func unknownReference(_ kind: String, _ name: String, among names: [String]) -> String {
@@ -234,7 +240,8 @@ struct RouteDecoder {
       fresh: object.field("fresh_s")?.seconds() ?? .zero,
       staleWhileRevalidate: object.field("stale_while_revalidate_s")?.seconds() ?? .zero,
       vary: object.field("vary")?.array()?.compactMap { $0.headerName() } ?? [],
-      collapse: object.field("collapse")?.bool() ?? true)
+      collapse: object.field("collapse")?.bool() ?? true,
+      shared: object.field("shared")?.bool() ?? false)
     object.finishReading()
     return cache
   }

@@ -37,9 +37,11 @@ public struct CacheKey: Sendable, Hashable, CustomStringConvertible {
   ///     injects, the fields it sets), else nil; added only when set, like `host`.
   ///   - gzip: the entry holds the answer for clients that take gzip (routes that pass
   ///     bodies through keep one entry per coding); added only when true.
+  ///   - user: on a route that verifies JWTs, a digest of the signed-in user (never the
+  ///     user's id itself: keys are listed by the admin API); added only when set.
   public init(
     method: String, upstream: String, path: String, query: String, vary: [(name: String, value: String)] = [],
-    clientID: String? = nil, host: String? = nil, scope: String? = nil, gzip: Bool = false
+    clientID: String? = nil, host: String? = nil, scope: String? = nil, gzip: Bool = false, user: String? = nil
   ) {
     self.method = method
     self.upstream = upstream
@@ -58,6 +60,7 @@ public struct CacheKey: Sendable, Hashable, CustomStringConvertible {
     if let host { varyPart += " host=" + Self.field(Self.asciiLowercased(host)) }
     if let scope { varyPart += " scope=" + Self.field(scope) }
     if gzip { varyPart += " coding=gzip" }
+    if let user { varyPart += " user=" + Self.field(user) }
     self.varyPart = varyPart
 
     canonical =

@@ -376,6 +376,30 @@ public final class Store: Sendable {
     _ = queue.enqueue(.deleteToken(name))
   }
 
+  // MARK: Signing keys
+
+  /// Queues an identity provider's keys for storage (replacing the provider's last ones).
+  public func saveKeySet(_ keySet: StoredKeySet) {
+    _ = queue.enqueue(.keySet(keySet))
+  }
+
+  /// Every stored key set, by provider name. Reads what is committed.
+  public func loadKeySets() throws(StoreError) -> [StoredKeySet] {
+    try withAdmin { (db: SQLiteConnection) throws(StoreError) -> [StoredKeySet] in
+      let statement = try db.cachedStatement(
+        "SELECT provider, source, jwks, fetched_at FROM key_sets ORDER BY provider")
+      defer { statement.reset() }
+      var sets: [StoredKeySet] = []
+      while try statement.step() {
+        sets.append(
+          StoredKeySet(
+            provider: statement.string(0), source: statement.string(1), jwks: statement.blob(2),
+            fetchedAtMs: statement.int64(3)))
+      }
+      return sets
+    }
+  }
+
   /// Every stored token that can be read. A token that cannot be decrypted (wrong or
   /// missing key, damaged row) is left out with a warning: the caller treats it as missing.
   /// Reads what is committed; call `flush()` first to include queued saves.

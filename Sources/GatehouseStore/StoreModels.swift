@@ -171,3 +171,20 @@ enum HeaderBlock {
     return headers
   }
 }
+
+/// An identity provider's signing keys as last fetched (a JWKS document, public data: not
+/// encrypted).
+public struct StoredKeySet: Sendable, Equatable {
+  public let provider: String
+  /// The `jwks_url` they came from: keys of another URL are not restored.
+  public let source: String
+  public let jwks: [UInt8]
+  public let fetchedAtMs: Int64
+
+  public init(provider: String, source: String, jwks: [UInt8], fetchedAtMs: Int64) {
+    self.provider = provider
+    self.source = source
+    self.jwks = jwks
+    self.fetchedAtMs = fetchedAtMs
+  }
+}

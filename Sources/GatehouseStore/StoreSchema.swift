@@ -39,7 +39,17 @@ enum StoreSchema {
       state TEXT NOT NULL,
       last_error TEXT
     );
+    """,
+    // 2: identity providers' signing keys (JWKS documents as fetched), so a restart while
+    // the provider is down still verifies tokens.
     """
+    CREATE TABLE key_sets (
+      provider TEXT PRIMARY KEY NOT NULL,
+      source TEXT NOT NULL,             -- the jwks_url they came from
+      jwks BLOB NOT NULL,
+      fetched_at INTEGER NOT NULL       -- ms since the Unix epoch
+    );
+    """,
   ]
 
   static var currentVersion: Int64 { Int64(migrations.count) }

@@ -204,6 +204,8 @@ final class StoreWriter: @unchecked Sendable {
             try applyToken(token)
           case .deleteToken(let name):
             try applyDeleteToken(name)
+          case .keySet(let keySet):
+            try applyKeySet(keySet)
           case .purge(let target, let reply):
             purgeReplies.append((reply, try applyPurge(target)))
           case .barrier:
@@ -394,6 +396,20 @@ final class StoreWriter: @unchecked Sendable {
     try statement.bind(token.refreshedAtMs, at: 7)
     try statement.bind(token.state, at: 8)
     try statement.bind(token.lastError, at: 9)
+    try statement.run()
+  }
+
+  private func applyKeySet(_ keySet: StoredKeySet) throws(StoreError) {
+    let statement = try db.cachedStatement(
+      """
+      INSERT INTO key_sets (provider, source, jwks, fetched_at) VALUES (?1, ?2, ?3, ?4)
+      ON CONFLICT(provider) DO UPDATE SET
+        source = excluded.source, jwks = excluded.jwks, fetched_at = excluded.fetched_at
+      """)
+    try statement.bind(keySet.provider, at: 1)
+    try statement.bind(keySet.source, at: 2)
+    try statement.bind(blob: keySet.jwks, at: 3)
+    try statement.bind(keySet.fetchedAtMs, at: 4)
     try statement.run()
   }
 

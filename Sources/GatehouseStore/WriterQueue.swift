@@ -75,6 +75,8 @@ enum WriterItem: Sendable {
   /// Store a token (not bounded: rare, and losing one costs a fresh login).
   case token(PendingToken)
   case deleteToken(String)
+  /// Store an identity provider's signing keys (not bounded: one per fetch that changed them).
+  case keySet(StoredKeySet)
   /// Purge and reply with the number of entries removed (not bounded).
   case purge(PurgeTarget, WriterReply<Result<Int, StoreError>>)
   /// Reply once everything queued before has been committed (not bounded).
@@ -129,7 +131,7 @@ final class WriterQueue: Sendable {
       return write.body.count + write.headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 8 }
     case .renew(let renewal):
       return renewal.headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 8 }
-    case .touches, .discardDamaged, .token, .deleteToken, .purge, .barrier, .setMaxBytes, .execute, .stop:
+    case .touches, .discardDamaged, .token, .deleteToken, .keySet, .purge, .barrier, .setMaxBytes, .execute, .stop:
       return 0
     }
   }
@@ -138,7 +140,7 @@ final class WriterQueue: Sendable {
     let bounded: Bool
     switch item {
     case .cache, .renew, .touches, .discardDamaged: bounded = true
-    case .token, .deleteToken, .purge, .barrier, .setMaxBytes, .execute, .stop: bounded = false
+    case .token, .deleteToken, .keySet, .purge, .barrier, .setMaxBytes, .execute, .stop: bounded = false
     }
     let weight = Self.weight(item)
     let (result, signal) = state.withLock { state -> (EnqueueResult, Bool) in
@@ -183,7 +185,7 @@ final class WriterQueue: Sendable {
         case .cache, .renew, .touches, .discardDamaged:
           state.boundedCount -= 1
           state.pendingBytes -= Self.weight(item)
-        case .token, .deleteToken, .purge, .barrier, .setMaxBytes, .execute, .stop: break
+        case .token, .deleteToken, .keySet, .purge, .barrier, .setMaxBytes, .execute, .stop: break
         }
       }
       return batch

@@ -286,6 +286,8 @@ enum Action {
   case setToken(name: String, value: String, expiresIn: Int?)
   case refreshToken(String)
   case invalidateToken(String)
+  case jwtList
+  case refreshJWTKeys(String)
   case upstreams
   case reload
 
@@ -357,6 +359,13 @@ enum Action {
       verbOptions = []
     case ("tokens", "invalidate"):
       self = .invalidateToken(try name())
+      verbOptions = []
+    case ("jwt", "list"):
+      try noMore(2)
+      self = .jwtList
+      verbOptions = []
+    case ("jwt", "refresh"):
+      self = .refreshJWTKeys(try name())
       verbOptions = []
     default:
       throw UsageError(message: AdminHelp.unknownVerbMessage(words))
@@ -434,6 +443,14 @@ enum Action {
     case .invalidateToken(let name):
       return call.run(.post, "/admin/tokens/\(AdminCall.percentEncoded(name))/invalidate", json: options.json) {
         AdminFormat.tokens([$0])
+      }
+    case .jwtList:
+      return call.run(.get, "/admin/jwt", json: options.json) {
+        AdminFormat.jwtProviders($0["providers"]?.arrayValue ?? [])
+      }
+    case .refreshJWTKeys(let name):
+      return call.run(.post, "/admin/jwt/\(AdminCall.percentEncoded(name))/refresh", json: options.json) {
+        AdminFormat.jwtProviders([$0])
       }
     case .upstreams:
       return call.run(.get, "/admin/upstreams", json: options.json) {
@@ -570,7 +587,7 @@ extension JSONValue {
     return nil
   }
 
-  fileprivate var arrayValue: [JSONValue]? {
+  var arrayValue: [JSONValue]? {
     if case .array(let items) = self { return items }
     return nil
   }

@@ -48,6 +48,19 @@ enum AdminFormat {
     return table(header: columns.map { $0.uppercased() }, rows: tokens.map { token in columns.map { text(token[$0]) } })
   }
 
+  static func jwtProviders(_ providers: [JSONValue]) -> [String] {
+    let columns = ["name", "issuer", "key_ids", "fetched_at", "last_error"]
+    return table(
+      header: columns.map { $0.uppercased() },
+      rows: providers.map { provider in
+        columns.map { column in
+          guard column == "key_ids" else { return text(provider[column]) }
+          let ids = provider[column]?.arrayValue?.map { text($0) } ?? []
+          return ids.isEmpty ? "\(text(provider["keys"])) without kid" : ids.joined(separator: ",")
+        }
+      })
+  }
+
   static func upstreams(_ upstreams: [JSONValue]) -> [String] {
     let columns = ["name", "address", "health", "circuit", "open_connections", "idle_connections", "last_error"]
     let header = ["NAME", "ADDRESS", "HEALTH", "CIRCUIT", "OPEN", "IDLE", "LAST_ERROR"]

@@ -42,6 +42,12 @@ enum AdminHelp {
       words: ["tokens", "invalidate"], synopsis: "tokens invalidate NAME",
       about: ["Marks the token invalid; an oauth2 token is fetched again on next use."]),
     Verb(
+      words: ["jwt", "list"], synopsis: "jwt list",
+      about: ["Identity providers: issuer, signing key ids, when fetched, last error."]),
+    Verb(
+      words: ["jwt", "refresh"], synopsis: "jwt refresh NAME",
+      about: ["Fetches provider NAME's signing keys (JWKS) now; fails if the fetch does."]),
+    Verb(
       words: ["upstreams"], synopsis: "upstreams",
       about: ["Health, circuit and connections per upstream."]),
     Verb(

@@ -70,7 +70,7 @@ enum StoreEntryRules {
     let gzip = isGzipEntry(exchange)
     return LoopStore.KeyInputs(
       upstream: upstream, target: exchange.upstreamTarget, varyNames: vary, vary: values, clientID: client,
-      host: plan?.headerPlan.host, scope: plan?.cacheScope, gzip: gzip)
+      host: plan?.headerPlan.host, scope: plan?.cacheScope, gzip: gzip, user: exchange.bearer?.userKey)
   }
 
   /// Request fields that carry a client's own credentials.

@@ -57,7 +57,9 @@ struct ExchangeMachine {
     case .waiting(.queue): return .connectionQueue
     case .waiting(.bodyReadAhead): return .requestUpload
     // The store and the pool answer at once; a token wait is bounded by the token's refresh.
-    case .waiting(.store), .waiting(.token), .waiting(.breakers), .waiting(.connection): return .none
+    // A wait for signing keys is bounded by the fetch's own timeouts, as a token's is.
+    case .waiting(.store), .waiting(.token), .waiting(.breakers), .waiting(.connection), .waiting(.signingKeys):
+      return .none
     case .forwarding(request: .streaming, _): return .requestUpload
     case .forwarding(request: .complete, _): return .upstreamAnswer
     case .answeredLocally: return requestComplete ? .none : .drainBody
@@ -91,6 +93,10 @@ struct ExchangeMachine {
     switch event {
     case .started(let facts):
       return start(facts)
+    case .signingKeysSettled(let refusal):
+      guard phase == .waiting(.signingKeys) else { return ExchangeActions() }
+      if let refusal { return answer(.answerLocally(.refused(refusal))) }
+      return startRoute()
     case .storeLookedUp(let result):
       return storeLookedUp(result)
     case .tokenGranted:
@@ -156,6 +162,15 @@ struct ExchangeMachine {
     requestComplete = !facts.hasBody
     bodyStarted = facts.bodyFollowsHead
     if let refusal = facts.refusal { return answer(.answerLocally(.refused(refusal))) }
+    if facts.awaitsSigningKeys {
+      phase = .waiting(.signingKeys)
+      return ExchangeActions(.awaitSigningKeys)
+    }
+    return startRoute()
+  }
+
+  /// What the route does with a request the client checks let through.
+  private mutating func startRoute() -> ExchangeActions {
     guard let route = facts.route else { return answer(.answerLocally(.noRoute)) }
     switch route.stub {
     case .always(let delayed):
@@ -245,6 +260,13 @@ struct ExchangeMachine {
       bodyBytesKept += count
       if bodyBytesKept > facts.route?.pendingLimit ?? Int.max {
         return answer(.answerLocally(.tokenUnavailable), closing: true)
+      }
+      return ExchangeActions(.keepBody)
+    case .waiting(.signingKeys):
+      // Kept for the upstream, within the bound a token wait has.
+      bodyBytesKept += count
+      if bodyBytesKept > facts.route?.pendingLimit ?? Int.max {
+        return answer(.answerLocally(.refused(.signingKeysUnavailable)), closing: true)
       }
       return ExchangeActions(.keepBody)
     case .waiting(.bodyReadAhead):

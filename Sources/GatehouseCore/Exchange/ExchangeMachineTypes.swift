@@ -40,6 +40,14 @@ extension ExchangeMachine {
     case clientKeyMissing
     case clientKeyInvalid
     case rateLimited
+    /// A route with a required `jwt` got no bearer token (401, no error code: RFC 6750 §3.1).
+    case bearerMissing
+    /// The bearer token failed verification (401 `invalid_token`).
+    case bearerInvalid
+    /// Valid, without a scope the route asks for (403 `insufficient_scope`).
+    case scopeInsufficient
+    /// The provider has no signing keys at all (503): never "accept" for want of keys.
+    case signingKeysUnavailable
   }
 
   /// The request as the machine needs it.
@@ -51,6 +59,9 @@ extension ExchangeMachine {
     /// Body bytes came right behind the head (the client did not wait for `100 Continue`).
     var bodyFollowsHead = false
     var refusal: Refusal?
+    /// The bearer token waits for its provider's signing keys (the first fetch, or a
+    /// refresh for an unknown `kid`): `signingKeysSettled` says how verification ended.
+    var awaitsSigningKeys = false
     /// Nil: no route matched.
     var route: RouteFacts?
   }
@@ -58,6 +69,8 @@ extension ExchangeMachine {
   // MARK: Phases
 
   enum Wait: Equatable {
+    /// For the provider's keys, to verify the client's bearer token.
+    case signingKeys
     case store
     case token
     case breakers
@@ -125,6 +138,8 @@ extension ExchangeMachine {
 
   enum Event: Equatable {
     case started(RequestFacts)
+    /// The keys the bearer token waited for came (or did not): verified, or refused.
+    case signingKeysSettled(refusal: Refusal?)
     case storeLookedUp(StoreResult)
     /// A value of the route's token is at hand.
     case tokenGranted
@@ -210,6 +225,8 @@ extension ExchangeMachine {
   }
 
   enum Action: Equatable {
+    /// Ask the provider for its keys and wait (`signingKeysSettled` follows).
+    case awaitSigningKeys
     case lookUpStore
     case revalidateInBackground
     /// Take a value of the route's token: `tokenGranted` when one is at hand, else wait

@@ -34,6 +34,9 @@ public struct AccessRecord: Sendable {
   /// The peer address, or the first `X-Forwarded-For` hop behind a trusted proxy.
   public var client: ArraySlice<UInt8>
   public var userAgent: ArraySlice<UInt8>?
+  /// Why a bearer token was refused on a JWT route (`jwt_error`, written only then): the
+  /// verifier's reason, never the token or a claim.
+  public var jwtError: String?
 
   public init(
     requestID: [UInt8], method: HTTPMethod, version: HTTPVersion = .http1_1, path: ArraySlice<UInt8>,
@@ -110,6 +113,10 @@ public struct AccessLogBuffer {
     }
     pending.append(contentsOf: #","reason":"#.utf8)
     if let reason = record.reason { JSONText.appendString(reason.rawValue, to: &pending) } else { null() }
+    if let jwtError = record.jwtError {
+      pending.append(contentsOf: #","jwt_error":"#.utf8)
+      JSONText.appendString(jwtError, to: &pending)
+    }
     pending.append(contentsOf: #","cache":"#.utf8)
     if let cache = record.cache { JSONText.appendString(cache, to: &pending) } else { null() }
     pending.append(contentsOf: #","duration_ms":"#.utf8)

@@ -27,6 +27,13 @@ public enum LocalAnswerReason: String, Sendable, Hashable, CaseIterable {
   case rateLimited = "rate_limited"
   case clientKeyMissing = "client_key_missing"
   case clientKeyInvalid = "client_key_invalid"
+  /// A route with a required `jwt` got no bearer token.
+  case bearerMissing = "jwt_missing"
+  /// The bearer token failed verification (the access line's `jwt_error` says why).
+  case bearerInvalid = "jwt_invalid"
+  case scopeInsufficient = "jwt_insufficient_scope"
+  /// The identity provider had no signing keys to verify with.
+  case signingKeysUnavailable = "jwt_keys_unavailable"
   case noRoute = "no_route"
   /// The route names no upstream, or its upstream is gone from the config.
   case noUpstream = "no_upstream"

@@ -96,6 +96,13 @@ final class LoopMetrics {
     localAnswers[LocalAnswerKey(route: route, reason: reason.rawValue), default: 0] &+= 1
   }
 
+  /// Bearer tokens checked on JWT routes, by provider and result (`gatehouse_jwt_total`).
+  private(set) var jwtResults: [JWTResultKey: UInt64] = [:]
+
+  func countJWT(provider: String, result: JWTResult) {
+    jwtResults[JWTResultKey(provider: provider, result: result.rawValue), default: 0] &+= 1
+  }
+
   func countTokenRejection(token: String, route: String) {
     tokenRejections[TokenRouteKey(token: token, route: route), default: 0] &+= 1
   }
@@ -158,10 +165,31 @@ final class LoopMetrics {
     sample.pipelined = pipelined
     sample.pipelineResent = pipelineResent
     sample.tokenRejections = tokenRejections
+    sample.jwtResults = jwtResults
     sample.keyPathMissing = keyPathMissing
     sample.localAnswers = localAnswers
     return sample
   }
+}
+
+struct JWTResultKey: Hashable, Sendable {
+  let provider: String
+  let result: String
+}
+
+/// The `result` label of `gatehouse_jwt_total`. Raw values are part of the metrics
+/// contract: add cases, never rename.
+enum JWTResult: String, Sendable, CaseIterable {
+  /// Verified (or found verified in the loop's cache), scopes granted.
+  case valid
+  /// No bearer token on a route that requires one.
+  case missing
+  /// Malformed, badly signed, wrong issuer or audience, unknown key, refused claim value.
+  case invalid
+  case expired
+  case insufficientScope = "insufficient_scope"
+  /// The provider had no keys to verify with (503).
+  case noKeys = "no_keys"
 }
 
 struct TokenRouteKey: Hashable, Sendable {
@@ -216,6 +244,7 @@ public struct MetricsSample: Sendable {
   var pipelined: UInt64 = 0
   var pipelineResent: UInt64 = 0
   var tokenRejections: [TokenRouteKey: UInt64] = [:]
+  var jwtResults: [JWTResultKey: UInt64] = [:]
   var keyPathMissing: [String: UInt64] = [:]
   var localAnswers: [LocalAnswerKey: UInt64] = [:]
 
@@ -229,6 +258,7 @@ public struct MetricsSample: Sendable {
     pipelined &+= other.pipelined
     pipelineResent &+= other.pipelineResent
     for (key, value) in other.tokenRejections { tokenRejections[key, default: 0] &+= value }
+    for (key, value) in other.jwtResults { jwtResults[key, default: 0] &+= value }
     for (key, value) in other.keyPathMissing { keyPathMissing[key, default: 0] &+= value }
     for (key, value) in other.localAnswers { localAnswers[key, default: 0] &+= value }
   }

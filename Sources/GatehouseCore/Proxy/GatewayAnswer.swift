@@ -23,6 +23,12 @@ public enum GatewayAnswer {
     case clientKeyMissing
     case clientKeyInvalid
     case rateLimited
+    /// A route with a required `jwt` got no bearer token.
+    case bearerMissing
+    case bearerInvalid
+    case scopeInsufficient
+    /// The route's identity provider has no signing keys to verify with.
+    case signingKeysUnavailable
 
     public var status: Int {
       switch self {
@@ -36,6 +42,9 @@ public enum GatewayAnswer {
       case .tokenUnavailable, .tokenRejected: return 401
       case .clientKeyMissing, .clientKeyInvalid: return 401
       case .rateLimited: return 429
+      case .bearerMissing, .bearerInvalid: return 401
+      case .scopeInsufficient: return 403
+      case .signingKeysUnavailable: return 503
       }
     }
 
@@ -54,6 +63,10 @@ public enum GatewayAnswer {
       case .clientKeyMissing: return "client key required"
       case .clientKeyInvalid: return "client key not recognized"
       case .rateLimited: return "rate limit exceeded"
+      case .bearerMissing: return "bearer token required"
+      case .bearerInvalid: return "invalid bearer token"
+      case .scopeInsufficient: return "insufficient scope"
+      case .signingKeysUnavailable: return "token signing keys unavailable"
       }
     }
   }
@@ -112,12 +125,17 @@ public enum GatewayAnswer {
   /// (status and message), the reason for the access line and the local-answers count, and
   /// fields the answer carries beyond the envelope's. `failureReason`: the reason of an
   /// upstream failure when more precise than the failure's own; `retryAfterSeconds`: when a
-  /// rate-limited client may ask again.
+  /// rate-limited client may ask again; `challenge`: the `WWW-Authenticate` line of a
+  /// bearer token's refusal (RFC 6750 §3).
   static func local(
     _ answer: ExchangeMachine.LocalAnswer, method: HTTPMethod, path: ArraySlice<UInt8>,
-    failureReason: LocalAnswerReason?, retryAfterSeconds: Int
+    failureReason: LocalAnswerReason?, retryAfterSeconds: Int, challenge: [UInt8] = []
   ) -> (failure: Failure, reason: LocalAnswerReason, extraHeaders: [UInt8]) {
     switch answer {
+    case .refused(.bearerMissing): (.bearerMissing, .bearerMissing, challenge)
+    case .refused(.bearerInvalid): (.bearerInvalid, .bearerInvalid, challenge)
+    case .refused(.scopeInsufficient): (.scopeInsufficient, .scopeInsufficient, challenge)
+    case .refused(.signingKeysUnavailable): (.signingKeysUnavailable, .signingKeysUnavailable, [])
     case .refused(.clientKeyMissing): (.clientKeyMissing, .clientKeyMissing, ForwardingRules.apiKeyChallenge)
     case .refused(.clientKeyInvalid): (.clientKeyInvalid, .clientKeyInvalid, ForwardingRules.apiKeyChallenge)
     case .refused(.rateLimited): (.rateLimited, .rateLimited, Array("Retry-After: \(retryAfterSeconds)\r\n".utf8))

@@ -32,10 +32,11 @@ public enum UpstreamRequestWriter {
   ///   - meetsConditions: the client's `conditionFields` are left out (see there).
   ///   - validatorLines: the gateway's own conditional fields, for a stored answer it
   ///     revalidates (`StoreEntryRules.validatorLines`).
+  ///   - claimLines: a verified JWT's forwarded claims (`BearerAdmission.claimLines`).
   public static func write(
     head: HTTPRequestHead, method: HTTPMethod? = nil, target: [UInt8], hostHeader: [UInt8], plan: HeaderPlan,
     token: TokenLine? = nil, acceptsGzip: Bool = false, sharedAnswer: Bool = false, meetsConditions: Bool = false,
-    validatorLines: [UInt8] = [], clientAddress: [UInt8],
+    validatorLines: [UInt8] = [], claimLines: [UInt8] = [], clientAddress: [UInt8],
     forwardedProto: StaticString, requestID: [UInt8], framing: HTTPBodyFraming, into out: inout [UInt8]
   ) {
     // Names of the common methods are string literals: no allocation, UTF-8 already.
@@ -47,7 +48,7 @@ public enum UpstreamRequestWriter {
     // its X-Forwarded-For lines) within `serializedFieldsLength`, the rest by length.
     var bound =
       fixedBound + methodName.utf8.count + target.count + host.count + headers.serializedFieldsLength
-      + plan.setLines.count + clientAddress.count + requestID.count + validatorLines.count + 24
+      + plan.setLines.count + clientAddress.count + requestID.count + validatorLines.count + claimLines.count + 24
     if let token { bound += token.prefix.count + token.value.count + token.suffix.count }
     if plan.writesForwarded { bound += clientAddress.count + 40 }
     out.appendBytes(upTo: bound) { out in
@@ -83,6 +84,7 @@ public enum UpstreamRequestWriter {
         out.write("\r\n")
       }
       out.write(plan.setLines)
+      out.write(claimLines)
       out.write(validatorLines)
       if plan.normalizesAcceptEncoding && acceptsGzip { out.write("Accept-Encoding: gzip\r\n") }
       if let token {

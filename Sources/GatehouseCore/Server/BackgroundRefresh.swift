@@ -48,6 +48,8 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
   /// The stored answer refreshed: its validators go with the request, and a `304`
   /// renews it.
   private var stored: StoredAnswer?
+  /// The forwarded claims of the user the refreshed answer belongs to.
+  private var claimLines: [UInt8] = []
 
   init(context: LoopContext, key: CacheKey) {
     self.context = context
@@ -56,8 +58,9 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
 
   func start(
     request: HTTPRequestHead, target: [UInt8], snapshot: GatewaySnapshot, routeIndex: Int, clientAddress: [UInt8],
-    stored: StoredAnswer?
+    stored: StoredAnswer?, claimLines: [UInt8] = []
   ) {
+    self.claimLines = claimLines
     let plan = snapshot.routePlans[routeIndex]
     self.plan = plan
     self.stored = stored
@@ -130,8 +133,8 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
     case .serveStored, .serveCollapsed, .serveStub, .answerLocally, .abortClient, .finish:
       finish()
     // Nothing of these concerns a refresh: no store lookup (it is the store's), no body, no
-    // client connection.
-    case .lookUpStore, .revalidateInBackground, .queueForConnection, .leaveQueue, .sendContinue,
+    // client connection, no client's token to check (its facts never ask for keys).
+    case .awaitSigningKeys, .lookUpStore, .revalidateInBackground, .queueForConnection, .leaveQueue, .sendContinue,
       .pauseClientReading, .forwardBody, .endUpstreamBody, .keepBody, .dropBody, .closeAfterAnswer, .drainBody:
       break
     }
@@ -176,7 +179,8 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
       token: token,
       acceptsGzip: ForwardingRules.asksUpstreamForGzip(plan, clientTakesGzip: clientTakesGzip),
       sharedAnswer: true, meetsConditions: true, validatorLines: stored.map(StoreEntryRules.validatorLines) ?? [],
-      clientAddress: clientAddress, forwardedProto: "http", requestID: context.requestIDs.next(),
+      claimLines: claimLines, clientAddress: clientAddress, forwardedProto: "http",
+      requestID: context.requestIDs.next(),
       framing: .none,
       into: &out)
     _ = connection.write(out)

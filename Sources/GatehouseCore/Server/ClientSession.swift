@@ -294,6 +294,20 @@ final class ClientSession: ServerResponder, UpstreamExchangeOwner {
         }
       }
     }
+    // SPEC §15: the bearer token is checked before anything else the route does.
+    if let match, facts.refusal == nil, let jwt = snapshot.routePlans[match.routeIndex].jwt {
+      let admission = BearerAdmission()
+      exchange.bearer = admission
+      switch context.admitBearer(head, plan: jwt, admission: admission) {
+      case .admitted:
+        break
+      case .refused(let refusal):
+        facts.refusal = refusal
+      case .awaitKeys(let unknownKey):
+        admission.refreshForUnknownKey = unknownKey
+        facts.awaitsSigningKeys = true
+      }
+    }
     if let match, facts.refusal == nil {
       let plan = snapshot.routePlans[match.routeIndex]
       var route = ExchangeMachine.RouteFacts()

@@ -76,6 +76,8 @@ final class Exchange {
   var cacheResult: CacheResult?
   /// The client key's id, when the request carried a valid one.
   var clientID: String?
+  /// What the bearer token's check left (routes with `jwt` only).
+  var bearer: BearerAdmission?
   /// When a rate-limited client may ask again (`Retry-After`, seconds).
   var retryAfterSeconds = 0
   /// The serial of the token value sent, reported back if the backend rejects it.

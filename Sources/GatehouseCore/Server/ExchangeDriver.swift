@@ -72,13 +72,16 @@ final class ExchangeDriver: ClientSessionPart {
   /// Performs `action`; returns the event it leads to at once, if any (see `run`).
   private func perform(_ action: ExchangeMachine.Action, _ exchange: Exchange) -> ExchangeMachine.ImmediateEvent? {
     switch action {
+    case .awaitSigningKeys:
+      waitForSigningKeys(exchange)
     case .lookUpStore:
       return .storeLookedUp(routeCache.lookUp(exchange, for: session))
     case .revalidateInBackground:
       guard let key = exchange.cacheKey, let routeIndex = exchange.routeIndex else { return nil }
       context.revalidate(
         key: key, request: exchange.head, target: exchange.upstreamTarget, snapshot: exchange.snapshot,
-        routeIndex: routeIndex, clientAddress: session.clientAddress, stored: exchange.revalidation)
+        routeIndex: routeIndex, clientAddress: session.clientAddress, stored: exchange.revalidation,
+        claimLines: exchange.bearer?.claimLines ?? [])
     case .takeToken:
       return takeToken(exchange)
     case .askBreakers(let retry):
@@ -169,7 +172,7 @@ final class ExchangeDriver: ClientSessionPart {
     if case .upstream = answer { noteFailover(exchange) }
     let local = GatewayAnswer.local(
       answer, method: exchange.head.method, path: exchange.head.path, failureReason: exchange.failureReason,
-      retryAfterSeconds: exchange.retryAfterSeconds)
+      retryAfterSeconds: exchange.retryAfterSeconds, challenge: exchange.bearer?.challenge ?? [])
     session.respondLocally(failure: local.failure, reason: local.reason, extraHeaders: local.extraHeaders)
   }
 
@@ -373,7 +376,7 @@ final class ExchangeDriver: ClientSessionPart {
       acceptsGzip: ForwardingRules.asksUpstreamForGzip(plan, clientTakesGzip: exchange.acceptsGzip),
       sharedAnswer: exchange.hasCacheKey, meetsConditions: exchange.gatewayMeetsConditions,
       validatorLines: exchange.revalidation.map(StoreEntryRules.validatorLines) ?? [],
-      clientAddress: session.clientAddress,
+      claimLines: exchange.bearer?.claimLines ?? [], clientAddress: session.clientAddress,
       forwardedProto: session.secure ? "https" : "http", requestID: exchange.requestID, framing: framing,
       into: &context.scratch)
     if exchange.pipelinedWrite {

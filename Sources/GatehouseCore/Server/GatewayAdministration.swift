@@ -250,6 +250,12 @@ final class GatewayAdministration: AdminBackend, @unchecked Sendable {
               ([("token", state.name), ("state", candidate.rawValue)], state.state == candidate ? 1.0 : 0.0)
             }
           })
+        text.family(
+          "gatehouse_jwt_total", type: "counter",
+          help: "Bearer tokens checked on jwt routes, by provider and result (SPEC §15).",
+          samples: total.jwtResults.keys.sorted { ($0.provider, $0.result) < ($1.provider, $1.result) }.map { key in
+            ([("provider", key.provider), ("result", key.result)], Double(total.jwtResults[key]!))
+          })
         // Beyond SPEC §7's families: a backend's rejections of a token, per route (a static
         // token stays `valid` in `gatehouse_token_state` when one endpoint refuses it).
         text.family(
@@ -316,6 +322,40 @@ final class GatewayAdministration: AdminBackend, @unchecked Sendable {
 
   package func tokens(_ endpoint: AdminEndpoint, body: [UInt8], completion: @escaping @Sendable (AdminAnswer) -> Void) {
     TokenAdministration(server: server).answer(endpoint, body: body, completion: completion)
+  }
+
+  package func jwt(_ endpoint: AdminEndpoint, completion: @escaping @Sendable (AdminAnswer) -> Void) {
+    nonisolated(unsafe) let keyring = server.keyring
+    server.onControl {
+      switch endpoint {
+      case .jwtProviders:
+        completion(.json(.object([("providers", .array(keyring.statuses().map(Self.listing)))])))
+      case .refreshJWTKeys(let name):
+        keyring.refresh(provider: name) { status in
+          guard let status else {
+            completion(.error(404, "no jwt provider named \(JSONValue.string(name).serializedString())"))
+            return
+          }
+          let listing = Self.listing(status)
+          completion(status.lastError == nil ? .json(listing) : .json(listing, status: 502))
+        }
+      default:
+        completion(.error(404, "not a jwt endpoint"))
+      }
+    }
+  }
+
+  /// A provider in `GET /admin/jwt` (SPEC §15): public facts only (key ids, never keys).
+  static func listing(_ status: JWTKeyring.Status) -> JSONValue {
+    .object([
+      ("name", .string(status.name)),
+      ("issuer", status.issuer.map(JSONValue.string) ?? .null),
+      ("source", .string(status.source)),
+      ("key_ids", .array(status.keyIDs.map(JSONValue.string))),
+      ("keys", .int(status.keyCount)),
+      ("fetched_at", status.fetchedAtMs.map { .string(RFC3339.string(seconds: $0 / 1000)) } ?? .null),
+      ("last_error", status.lastError.map(JSONValue.string) ?? .null),
+    ])
   }
 
   package func cache(

@@ -28,6 +28,8 @@ public final class GatewayServer: @unchecked Sendable {
   /// Confined to the control loop.
   nonisolated(unsafe) let tokenManager: TokenManager
   /// Confined to the control loop.
+  nonisolated(unsafe) let keyring: JWTKeyring
+  /// Confined to the control loop.
   nonisolated(unsafe) let healthChecker: HealthChecker
   private let startedAt = RFC3339.now().seconds
   /// The admin API's backend. Set once at the end of `init` (it refers back to the server),
@@ -167,6 +169,14 @@ public final class GatewayServer: @unchecked Sendable {
       })
     tokenManager = manager
     shared.tokens = TokenBroker(manager: manager, control: control)
+    // Signing keys live on the control loop too, published the same way.
+    let keyring = JWTKeyring(
+      config: config.jwt, loop: control, store: shared.store, logger: logger,
+      publish: { values in
+        for context in loopContexts { context.loop.execute { context.jwtKeys = values } }
+      })
+    self.keyring = keyring
+    shared.keyring = JWTKeyBroker(keyring: keyring, control: control)
     healthChecker = HealthChecker(loop: control, logger: logger) { healthy in
       for context in loopContexts { context.loop.execute { context.upstreamHealthy = healthy } }
     }
@@ -206,6 +216,7 @@ public final class GatewayServer: @unchecked Sendable {
     pendingListeners = []
     control.execute { [self] in
       tokenManager.start()
+      keyring.start()
       healthChecker.apply(currentSnapshot)
       administration?.sampleHistory()
       // Each loop runs its queue in order: the token values published just above are in
@@ -378,6 +389,7 @@ public final class GatewayServer: @unchecked Sendable {
     }
     shared.maxConnections.store(next.config.limits.maxConnections, ordering: .relaxed)
     tokenManager.apply(tokens: next.config.tokens)
+    keyring.apply(next.config.jwt)
     healthChecker.apply(next)
     applyStoreChanges(from: previous.config.store, to: next.config.store)
     let change = ConfigChange(from: previous.config, to: next.config, running: startedConfig)
@@ -449,6 +461,7 @@ public final class GatewayServer: @unchecked Sendable {
       }
       for context in contexts { context.loop.execute { context.stopSweeping() } }
       tokenManager.stop()
+      keyring.stop()
       healthChecker.stop()
       control.stop()
       return

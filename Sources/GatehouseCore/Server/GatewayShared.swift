@@ -11,6 +11,8 @@ public final class GatewayShared: Sendable {
   let store: Store?
   /// The way to the token manager; set once at start, before any request.
   nonisolated(unsafe) var tokens: TokenBroker?
+  /// The way to the identity providers' keys; set once at start, before any request.
+  nonisolated(unsafe) var keyring: JWTKeyBroker?
   /// Client connections open across all loops (for `limits.max_connections`).
   let clientConnections = Atomic<Int>(0)
   /// Upstream connections open across all loops.

@@ -66,7 +66,7 @@ public final class GatewaySnapshot: Sendable {
         route, upstreamIndex: route.upstream.flatMap { name in upstreams.firstIndex { $0.name == name } },
         globalRules: globalRules,
         tokenIndex: route.token.flatMap { name in config.tokens.firstIndex { $0.name == name } },
-        alsoDropped: clientKeyHeaders)
+        alsoDropped: clientKeyHeaders, providers: config.jwt.providers)
     }
     limits = HTTPLimits(
       maxHeaderBytes: config.limits.maxHeaderBytes, maxHeaderCount: 100,
@@ -135,10 +135,12 @@ final class RoutePlan: Sendable {
   /// Part of the cache key, so two routes to one upstream path that send different
   /// credentials or tenants never serve each other's answers; nil when there is neither.
   let cacheScope: String?
+  /// The route's `jwt` block; nil for routes that do not verify tokens.
+  let jwt: RouteJWTPlan?
 
   init(
     _ route: RouteConfig, upstreamIndex: Int?, globalRules: HeaderPlan.Rules, tokenIndex: Int?,
-    alsoDropped: [String]
+    alsoDropped: [String], providers: [JWTProviderConfig] = []
   ) {
     name = route.name
     self.upstreamIndex = upstreamIndex
@@ -147,6 +149,16 @@ final class RoutePlan: Sendable {
     // there, and a top-level `set` of it, give way to the token (a route's own `set` of it
     // is refused by `check`). Removing it last does both; the token line is added after.
     if route.token != nil { layers.append(HeaderPlan.Rules(remove: [route.tokenHeader])) }
+    // SPEC §15: the client's JWT never reaches the backend, nor a client's own copy of a
+    // field that carries a verified claim (any spelling: the look-alikes of removed names
+    // are dropped too); the claims' lines are added per request.
+    if let jwtRoute = route.jwt, let index = providers.firstIndex(where: { $0.name == jwtRoute.provider }) {
+      let provider = providers[index]
+      jwt = RouteJWTPlan(jwtRoute, provider: provider, providerIndex: index, cache: route.cache)
+      layers.append(HeaderPlan.Rules(remove: ["Authorization"] + RouteJWTPlan.claimHeaders(provider)))
+    } else {
+      jwt = nil
+    }
     headerPlan = HeaderPlan(
       layers: layers, alsoDropped: alsoDropped, dropsAPIKeyAuthorization: !alsoDropped.isEmpty,
       lookAlikesOf: route.cache?.vary ?? [],

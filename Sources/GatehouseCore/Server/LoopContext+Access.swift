@@ -32,20 +32,21 @@ extension LoopContext {
     guard snapshot.accessLogEnabled else { return }
     let head = exchange.head
     let proxies = snapshot.trustedProxies
-    logAccess(
-      AccessRecord(
-        requestID: exchange.requestID, method: head.method, version: head.version, path: head.path, query: head.query,
-        route: plan?.name,
-        upstream: exchange.pool?.plan.name ?? plan?.upstreamName, status: status,
-        upstreamStatus: exchange.upstreamStatus, reason: exchange.reason, cache: exchange.cacheResult?.rawValue,
-        durationNanoseconds: elapsed,
-        upstreamNanoseconds: exchange.headAt != 0 ? exchange.headAt &- exchange.sentAt : nil,
-        bytes: exchange.bytesSent, bodyBytes: exchange.bodyBytes,
-        // The forwarded field is looked up only when some proxy is trusted.
-        client: proxies.client(
-          peer: client,
-          forwardedFor: proxies.isEmpty ? nil : head.headers.firstValue(lowercaseName: "x-forwarded-for")),
-        userAgent: head.headers.firstValue(lowercaseName: "user-agent")))
+    var line = AccessRecord(
+      requestID: exchange.requestID, method: head.method, version: head.version, path: head.path, query: head.query,
+      route: plan?.name,
+      upstream: exchange.pool?.plan.name ?? plan?.upstreamName, status: status,
+      upstreamStatus: exchange.upstreamStatus, reason: exchange.reason, cache: exchange.cacheResult?.rawValue,
+      durationNanoseconds: elapsed,
+      upstreamNanoseconds: exchange.headAt != 0 ? exchange.headAt &- exchange.sentAt : nil,
+      bytes: exchange.bytesSent, bodyBytes: exchange.bodyBytes,
+      // The forwarded field is looked up only when some proxy is trusted.
+      client: proxies.client(
+        peer: client,
+        forwardedFor: proxies.isEmpty ? nil : head.headers.firstValue(lowercaseName: "x-forwarded-for")),
+      userAgent: head.headers.firstValue(lowercaseName: "user-agent"))
+    line.jwtError = exchange.bearer?.problem
+    logAccess(line)
   }
 
   /// The line of an answer made before any request head was whole (a parse error, the

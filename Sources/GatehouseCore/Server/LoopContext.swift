@@ -1,5 +1,6 @@
 import GatehouseConfig
 import GatehouseHTTP
+import GatehouseJWT
 import GatehouseLogging
 import GatehouseNet
 import GatehouseStore
@@ -36,6 +37,23 @@ final class LoopContext: @unchecked Sendable {
   /// By token index: whether the token has endpoints that answer on their own. Answers
   /// check it per request, so it is a plain array.
   private(set) var tokensWithOwnAnswerEndpoints: [Bool] = []
+
+  /// The identity providers' signing keys, as last published by the keyring. Tokens this
+  /// loop verified under keys that changed since are verified again.
+  var jwtKeys = JWTKeyValues.empty {
+    didSet {
+      for (index, provider) in jwtKeys.providers.enumerated()
+      where index >= oldValue.providers.count || oldValue.providers[index].generation != provider.generation
+        || oldValue.providers[index].name != provider.name
+      {
+        verifiedTokens.removeAll(provider: index)
+      }
+    }
+  }
+  /// Bearer tokens verified on this loop, until they expire (bounded): a client sends the
+  /// same token with every request, and a signature check costs more than a whole
+  /// pass-through request.
+  let verifiedTokens = JWTVerificationCache(capacity: 10_000)
 
   /// This loop's view of the store, when there is one.
   let store: LoopStore?
@@ -83,6 +101,12 @@ final class LoopContext: @unchecked Sendable {
         pool.retire()
       }
     }
+    if next.config.jwt != snapshot.config.jwt {
+      // Provider numbers and their rules may have changed: nothing verified before counts.
+      for index in 0..<max(next.config.jwt.providers.count, snapshot.config.jwt.providers.count) {
+        verifiedTokens.removeAll(provider: index)
+      }
+    }
     snapshot = next
     pools = next.upstreamPlans.map { kept[$0.name] ?? UpstreamPool(context: self, plan: $0) }
     metrics.bind(routeNames: next.routePlans.map(\.name))
@@ -103,17 +127,18 @@ final class LoopContext: @unchecked Sendable {
   }
 
   /// Starts a background refresh of `key` unless one is already running on this loop;
-  /// `stored`: the answer it refreshes, whose validators it sends.
+  /// `stored`: the answer it refreshes, whose validators it sends; `claimLines`: the
+  /// forwarded claims of the user whose answer it is (the key holds that user).
   func revalidate(
     key: CacheKey, request: HTTPRequestHead, target: [UInt8], snapshot: GatewaySnapshot, routeIndex: Int,
-    clientAddress: [UInt8], stored: StoredAnswer?
+    clientAddress: [UInt8], stored: StoredAnswer?, claimLines: [UInt8] = []
   ) {
     guard refreshes[key.id] == nil, !draining else { return }
     let refresh = BackgroundRefresh(context: self, key: key)
     refreshes[key.id] = refresh
     refresh.start(
       request: request, target: target, snapshot: snapshot, routeIndex: routeIndex, clientAddress: clientAddress,
-      stored: stored)
+      stored: stored, claimLines: claimLines)
   }
 
   func refreshFinished(_ refresh: BackgroundRefresh) {

@@ -35,6 +35,8 @@ final class LoopStore {
     let scope: String?
     /// The gzip entry of a route that passes bodies through (see `StoreEntryRules.cacheKeyInputs`).
     let gzip: Bool
+    /// On a JWT route, the signed-in user's digest (`BearerAdmission.userKey`).
+    var user: String? = nil
   }
 
   struct WrittenEntry {
@@ -71,7 +73,8 @@ final class LoopStore {
     // HEAD is answered from GET entries: the same resource, without the body.
     let key = CacheKey(
       method: "GET", upstream: inputs.upstream, path: path, query: query, vary: varyPairs, clientID: inputs.clientID,
-      host: inputs.host.map { String(decoding: $0, as: UTF8.self) }, scope: inputs.scope, gzip: inputs.gzip)
+      host: inputs.host.map { String(decoding: $0, as: UTF8.self) }, scope: inputs.scope, gzip: inputs.gzip,
+      user: inputs.user)
     var inputBytes = target.count + (inputs.clientID?.utf8.count ?? 0) + (inputs.host?.count ?? 0)
     for value in inputs.vary { inputBytes += value.utf8.count }
     guard inputBytes <= Self.keyMemoMaxInputBytes else { return key }

@@ -1,4 +1,3 @@
-import Dispatch
 import GatehouseConfig
 import GatehouseHTTP
 import GatehouseJSON
@@ -56,15 +55,11 @@ public protocol TokenFetcher: AnyObject {
 public final class OAuth2ClientCredentialsFetcher: TokenFetcher {
   /// Timeouts and size limit for every fetch. The defaults suit a token endpoint on a network: a login
   /// that takes longer than 10 s is better retried than waited for.
-  public let limits: HTTPOneShotClient.Limits
-  private let resolve: @Sendable (String, UInt16) throws -> SocketAddress
+  public var limits: HTTPOneShotClient.Limits { client.limits }
+  private let client: URLFetcher
 
   public static let defaultLimits = HTTPOneShotClient.Limits(
     connectTimeout: .seconds(5), answerTimeout: .seconds(10), maxAnswerBytes: 64 * 1024)
-
-  /// One client context for every https token endpoint (made on first use: it reads the
-  /// system CA bundle).
-  private var sharedClientTLS: TLSContext?
 
   public convenience init(limits: HTTPOneShotClient.Limits = OAuth2ClientCredentialsFetcher.defaultLimits) {
     self.init(limits: limits) { host, port in try UpstreamPlan.resolve(host: host, port: port) }
@@ -72,8 +67,7 @@ public final class OAuth2ClientCredentialsFetcher: TokenFetcher {
 
   /// `resolve` turns the endpoint's host into an address; it runs on a helper thread, never on the loop.
   init(limits: HTTPOneShotClient.Limits, resolve: @escaping @Sendable (String, UInt16) throws -> SocketAddress) {
-    self.limits = limits
-    self.resolve = resolve
+    client = URLFetcher(limits: limits, resolve: resolve)
   }
 
   public func fetch(
@@ -86,40 +80,6 @@ public final class OAuth2ClientCredentialsFetcher: TokenFetcher {
     var redactor = SecretRedactor([config.clientSecret.value])
     redactor.add(basic)
     let prefix = "token endpoint \(url): "
-
-    // The endpoint's address may change over the life of the process, so it is looked up for
-    // every fetch; and a lookup can take seconds (a slow or unreachable resolver), so it runs
-    // on a helper thread while the loop goes on serving the admin API and other tokens. If the
-    // loop has stopped by the time the lookup ends, the fetch ends with it.
-    let resolve = resolve
-    let (host, port) = (url.host, url.port)
-    let resume = LoopBound { [self] (resolved: Result<SocketAddress, any Error>) in
-      send(to: resolved, config, on: loop, basic: basic, redactor: redactor, prefix: prefix, completion: completion)
-    }
-    DispatchQueue.global(qos: .utility).async {
-      let resolved = Result { try resolve(host, port) }
-      loop.execute { resume.value(resolved) }
-    }
-  }
-
-  /// The fetch once the endpoint's name lookup has ended; on the loop.
-  private func send(
-    to resolved: Result<SocketAddress, any Error>, _ config: OAuth2ClientCredentialsConfig, on loop: EventLoop,
-    basic: String, redactor: SecretRedactor, prefix: String,
-    completion: @escaping (Result<FetchedToken, TokenFetchError>) -> Void
-  ) {
-    let url = config.tokenURL
-    func fail(_ message: String) -> Result<FetchedToken, TokenFetchError> {
-      .failure(TokenFetchError(redactor.redact(prefix + message)))
-    }
-    let address: SocketAddress
-    switch resolved {
-    case .success(let resolvedAddress):
-      address = resolvedAddress
-    case .failure(let error):
-      completion(fail("cannot resolve host: \(error)"))
-      return
-    }
     var fields: [(name: String, value: String)] = [("grant_type", "client_credentials")]
     if let scope = config.scope { fields.append(("scope", scope)) }
     let request = HTTPOneShotClient.Request(
@@ -132,22 +92,10 @@ public final class OAuth2ClientCredentialsFetcher: TokenFetcher {
         ("Connection", "close"),
       ]),
       body: Array(FormURLEncoding.form(fields).utf8))
-    let limits = limits
-    var tls: TLSClientOptions?
-    if url.scheme == .https {
-      // The system trust store, the URL's host checked and sent as SNI.
-      do {
-        if sharedClientTLS == nil { sharedClientTLS = try TLSContext(client: TLSClientConfiguration()) }
-        tls = TLSClientOptions(context: sharedClientTLS!, serverName: url.host, handshakeTimeout: limits.connectTimeout)
-      } catch {
-        completion(fail("TLS setup failed: \(error)"))
-        return
-      }
-    }
-    HTTPOneShotClient.send(request, to: address, on: loop, limits: limits, tls: tls) { result in
+    client.send(request, to: url, on: loop) { result in
       switch result {
       case .failure(let failure):
-        completion(fail(failure.description))
+        completion(.failure(TokenFetchError(redactor.redact(prefix + failure.description))))
       case .success(let answer):
         completion(Self.interpret(answer).mapError { TokenFetchError(redactor.redact(prefix + $0.message)) })
       }
@@ -239,12 +187,4 @@ public final class OAuth2ClientCredentialsFetcher: TokenFetcher {
     }
     return "\"" + out + (text.unicodeScalars.count > limit ? "…" : "") + "\""
   }
-}
-
-/// Carries a fetch's continuation through the resolver thread to the loop. Unchecked because
-/// the value is only ever called on the loop (handed there by `EventLoop.execute`); the
-/// resolver thread only holds it.
-private final class LoopBound<Value>: @unchecked Sendable {
-  let value: Value
-  init(_ value: Value) { self.value = value }
 }

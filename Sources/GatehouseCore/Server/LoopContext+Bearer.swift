@@ -1,0 +1,123 @@
+import GatehouseHTTP
+import GatehouseJWT
+import GatehouseLogging
+
+/// Bearer tokens at the door (SPEC §15): found in the request, verified against the
+/// provider's published keys (once per token per loop: `verifiedTokens`), their scopes and
+/// forwarded claims checked. Refusals leave their challenge and reason on the admission.
+extension LoopContext {
+  /// Checks the request's bearer token for `plan`; `admission` collects what the exchange
+  /// needs afterwards. `mayWait`: false once the keys were waited for.
+  func admitBearer(
+    _ head: HTTPRequestHead, plan: RouteJWTPlan, admission: BearerAdmission, mayWait: Bool = true
+  ) -> BearerVerdict {
+    let credential = BearerCredential.find(in: head.headers)
+    guard case .token(let field) = credential else {
+      if credential == .malformed { return refuse(.invalid, "malformed bearer credential", plan, admission) }
+      guard plan.required else {
+        // Anonymous requests share answers among themselves, never with a user's.
+        if plan.keysAnswersPerUser { admission.userKey = "-" }
+        return .admitted
+      }
+      metrics.countJWT(provider: plan.providerName, result: .missing)
+      admission.challenge = RouteJWTPlan.missingChallenge
+      admission.problem = "no bearer token"
+      return .refused(.bearerMissing)
+    }
+    let token = BearerCredential.tokenBytes(head.headers.valueBytes(at: field))
+    let now = RFC3339.nowMilliseconds() / 1000
+    return token.withUnsafeBytes { bytes in
+      if let verified = verifiedTokens.lookUp(bytes, provider: plan.providerIndex, now: now) {
+        return admit(verified, token: bytes, plan: plan, admission: admission)
+      }
+      guard let provider = jwtKeys.provider(plan.providerName, index: plan.providerIndex) else {
+        return refuse(.noKeys, "no such provider", plan, admission)
+      }
+      guard let keys = provider.keys else {
+        // A fetch under way, or one the keyring may start: worth the wait (bounded by the
+        // fetch's timeouts); else no keys, and never "accept" for want of them.
+        if mayWait && (provider.fetching || RFC3339.nowMilliseconds() >= provider.unknownKeyRefreshAfterMs) {
+          return .awaitKeys(unknownKey: false)
+        }
+        return refuse(.noKeys, "no signing keys", plan, admission)
+      }
+      switch JWTVerifier.verify(bytes, keys: keys, policy: plan.policy, now: now) {
+      case .success(let verified):
+        verifiedTokens.insert(
+          bytes, provider: plan.providerIndex, verified: verified, leewaySeconds: plan.policy.leewaySeconds)
+        return admit(verified, token: bytes, plan: plan, admission: admission)
+      case .failure(.unknownKey):
+        // A key the provider added since the last fetch: worth one refresh, at most one per
+        // 10 s for everyone, and one wait per request.
+        if mayWait && !admission.waitedForKeys
+          && (provider.fetching || RFC3339.nowMilliseconds() >= provider.unknownKeyRefreshAfterMs)
+        {
+          admission.waitedForKeys = true
+          return .awaitKeys(unknownKey: true)
+        }
+        return refuse(.invalid, JWTRefusal.unknownKey.reason, plan, admission)
+      case .failure(.noKeys):
+        return refuse(.noKeys, JWTRefusal.noKeys.reason, plan, admission)
+      case .failure(.expired):
+        return refuse(.expired, JWTRefusal.expired.reason, plan, admission)
+      case .failure(let refusal):
+        return refuse(.invalid, refusal.reason, plan, admission)
+      }
+    }
+  }
+
+  /// A verified token: its scopes, its claims for the upstream, the user's cache key part.
+  private func admit(
+    _ verified: VerifiedToken, token: UnsafeRawBufferPointer, plan: RouteJWTPlan, admission: BearerAdmission
+  ) -> BearerVerdict {
+    if !plan.scopes.isEmpty && !verified.hasScopes(plan.scopes) {
+      metrics.countJWT(provider: plan.providerName, result: .insufficientScope)
+      admission.challenge = plan.scopeChallenge
+      admission.problem = "insufficient scope"
+      return .refused(.scopeInsufficient)
+    }
+    var lines: [UInt8] = []
+    for (claim, prefix) in plan.claims {
+      switch verified.claimText(claim) {
+      case .absent:
+        continue
+      case .value(let text):
+        lines.append(contentsOf: prefix)
+        lines.append(contentsOf: text)
+        lines.append(contentsOf: "\r\n".utf8)
+      case .refused(let why):
+        return refuse(.invalid, "claim \(claim): \(why)", plan, admission)
+      }
+    }
+    admission.claimLines = lines
+    if plan.keysAnswersPerUser { admission.userKey = Self.userKey(verified, token: token, provider: plan.providerName) }
+    metrics.countJWT(provider: plan.providerName, result: .valid)
+    return .admitted
+  }
+
+  private func refuse(
+    _ result: JWTResult, _ problem: String, _ plan: RouteJWTPlan, _ admission: BearerAdmission
+  ) -> BearerVerdict {
+    metrics.countJWT(provider: plan.providerName, result: result)
+    admission.problem = problem
+    if result == .noKeys { return .refused(.signingKeysUnavailable) }
+    admission.challenge = RouteJWTPlan.invalidChallenge
+    return .refused(.bearerInvalid)
+  }
+
+  /// The user's part of a cache key: a digest of the provider and `sub` (the admin API
+  /// lists keys, and must not list who asked). A token without `sub` keys by itself, so
+  /// such tokens never share answers with each other.
+  static func userKey(_ verified: VerifiedToken, token: UnsafeRawBufferPointer, provider: String) -> String {
+    var input = Array(provider.utf8)
+    input.append(0)
+    if let subject = verified.subject {
+      input.append(contentsOf: "sub:".utf8)
+      input.append(contentsOf: subject)
+    } else {
+      input.append(contentsOf: "token:".utf8)
+      input.append(contentsOf: token)
+    }
+    return String(TokenFingerprint.sha256Hex(input).prefix(32))
+  }
+}
