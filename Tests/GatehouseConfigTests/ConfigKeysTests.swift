@@ -46,6 +46,12 @@ import Testing
       "clients": { "required": true,
                    "keys": [{ "id": "app", "sha256": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
                               "rate_per_s": 1, "burst": 1 }] },
+      "jwt": { "providers": {
+        "idp": { "issuer": "https://id.example/", "jwks_url": "https://id.example/jwks.json", "audiences": ["app"],
+                 "algorithms": ["ES256"], "leeway_s": 30, "jwks_refresh_s": 600,
+                 "forward_claims": { "sub": "X-User-Id" } },
+        "inline": { "keys": { "keys": [{ "kty": "OKP", "crv": "Ed25519", "x": "Gbt6ePDvbnZmXckeHAfa-EwwRUUrA2Rz4CBVvaBiUEc", "kid": "e1" }] } }
+      } },
       "routes": [
         {
           "name": "users",
@@ -58,7 +64,8 @@ import Testing
                        "forwarded": false },
           "envelope": { "enabled": true, "key_path": "user", "status": "mirror", "max_bytes": 1 },
           "cache": { "stale_if_error_s": 1, "fresh_s": 1, "stale_while_revalidate_s": 1, "vary": ["Accept-Language"],
-                     "collapse": true },
+                     "collapse": true, "shared": false },
+          "jwt": { "provider": "idp", "required": true, "scopes": ["users:read"] },
           "stub": { "mode": "fallback", "status": 200, "body": { "user": 1 }, "delay_ms": 0 }
         }
       ],

@@ -42,6 +42,10 @@ enum AdminOpenAPI {
         },
         {
           "name": "ui"
+        },
+        {
+          "name": "jwt",
+          "description": "Identity providers whose JWTs routes verify."
         }
       ],
       "paths": {
@@ -873,6 +877,99 @@ enum AdminOpenAPI {
               },
               "503": {
                 "$ref": "#/components/responses/Unavailable"
+              }
+            }
+          }
+        },
+        "/admin/jwt": {
+          "get": {
+            "operationId": "listJWTProviders",
+            "summary": "Identity providers and their signing keys",
+            "tags": [
+              "jwt"
+            ],
+            "description": "Each provider of `jwt.providers` (SPEC §15): issuer, where its keys come from, the ids of the usable keys (never the keys), when they were last fetched and the last fetch error.",
+            "responses": {
+              "200": {
+                "description": "The providers, in config order.",
+                "content": {
+                  "application/json": {
+                    "schema": {
+                      "type": "object",
+                      "required": [
+                        "providers"
+                      ],
+                      "properties": {
+                        "providers": {
+                          "type": "array",
+                          "items": {
+                            "$ref": "#/components/schemas/JWTProvider"
+                          }
+                        }
+                      }
+                    }
+                  }
+                }
+              },
+              "401": {
+                "$ref": "#/components/responses/Unauthorized"
+              }
+            }
+          }
+        },
+        "/admin/jwt/{name}/refresh": {
+          "parameters": [
+            {
+              "name": "name",
+              "in": "path",
+              "required": true,
+              "description": "The provider's name in the config (`jwt.providers`).",
+              "schema": {
+                "type": "string",
+                "minLength": 1
+              }
+            }
+          ],
+          "post": {
+            "operationId": "refreshJWTKeys",
+            "summary": "Fetch a provider's signing keys now",
+            "tags": [
+              "jwt"
+            ],
+            "description": "Fetches the provider's `jwks_url` now (or waits for the fetch under way). Keys written in the config are not fetched; their provider is listed as it is.",
+            "responses": {
+              "200": {
+                "description": "The provider after the fetch.",
+                "content": {
+                  "application/json": {
+                    "schema": {
+                      "$ref": "#/components/schemas/JWTProvider"
+                    }
+                  }
+                }
+              },
+              "401": {
+                "$ref": "#/components/responses/Unauthorized"
+              },
+              "404": {
+                "description": "No provider with this name.",
+                "content": {
+                  "application/json": {
+                    "schema": {
+                      "$ref": "#/components/schemas/Error"
+                    }
+                  }
+                }
+              },
+              "502": {
+                "description": "The fetch failed; the keys at hand stay in use (`last_error` says why).",
+                "content": {
+                  "application/json": {
+                    "schema": {
+                      "$ref": "#/components/schemas/JWTProvider"
+                    }
+                  }
+                }
               }
             }
           }
@@ -1906,6 +2003,57 @@ enum AdminOpenAPI {
                 "items": {
                   "$ref": "#/components/schemas/HistorySeries"
                 }
+              }
+            }
+          },
+          "JWTProvider": {
+            "type": "object",
+            "required": [
+              "name",
+              "issuer",
+              "source",
+              "key_ids",
+              "keys",
+              "fetched_at",
+              "last_error"
+            ],
+            "properties": {
+              "name": {
+                "type": "string"
+              },
+              "issuer": {
+                "type": [
+                  "string",
+                  "null"
+                ]
+              },
+              "source": {
+                "type": "string",
+                "description": "The `jwks_url`, or `config` for keys written in the config."
+              },
+              "key_ids": {
+                "type": "array",
+                "items": {
+                  "type": "string"
+                },
+                "description": "`kid` of each usable key (keys without one are counted in `keys`)."
+              },
+              "keys": {
+                "type": "integer",
+                "description": "Usable keys."
+              },
+              "fetched_at": {
+                "type": [
+                  "string",
+                  "null"
+                ],
+                "format": "date-time"
+              },
+              "last_error": {
+                "type": [
+                  "string",
+                  "null"
+                ]
               }
             }
           }
