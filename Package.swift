@@ -33,6 +33,11 @@ let package = Package(
       name: "CGatehouseNghttp2",
       providers: [.apt(["libnghttp2-dev"])]
     ),
+    // hiredis's RESP reader for the shared tier (SPEC §14); its sockets and event API are not used.
+    .systemLibrary(
+      name: "CGatehouseHiredis",
+      providers: [.apt(["libhiredis-dev"])]
+    ),
     .target(name: "GatehouseHTTP", swiftSettings: hotPathSettings),
     .target(
       name: "GatehouseNet",
@@ -75,6 +80,12 @@ let package = Package(
     .target(
       name: "GatehouseStore",
       dependencies: ["CGatehouseSQLite", "CGatehouseOpenSSL"]
+    ),
+    // The shared tier's Redis/Valkey client: RESP over GatehouseNet connections, on the loops.
+    .target(
+      name: "GatehouseSharedTier",
+      dependencies: ["GatehouseNet", "CGatehouseHiredis"],
+      swiftSettings: hotPathSettings
     ),
     .target(
       name: "GatehouseCompression",
@@ -141,6 +152,10 @@ let package = Package(
       dependencies: [
         "GatehouseCore", "GatehouseAdmin", "GatehouseConfig", "GatehouseLogging", "GatehouseJSON", "GatehouseHTTP",
       ]
+    ),
+    .testTarget(
+      name: "GatehouseSharedTierTests",
+      dependencies: ["GatehouseSharedTier", "GatehouseNet", "CGatehouseHiredis"]
     ),
     .testTarget(
       name: "GatehouseIntegrationTests",
