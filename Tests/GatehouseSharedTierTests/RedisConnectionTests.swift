@@ -93,7 +93,7 @@ struct RedisConnectionTests {
 
   @Test func authenticatesWithAPasswordAndWithAUser() throws {
     let server = try RedisServerProcess(extraArguments: [
-      "--requirepass", "s3cret", "--user", "alice on >wonder ~* &* +@all",
+      "--requirepass", "s3cret", "--user", "alice", "on", ">wonder", "~*", "&*", "+@all",
     ])
     defer { server.kill() }
     let client = try RedisClientHarness(configuration(port: server.port, password: "s3cret"))

@@ -107,12 +107,12 @@ final class RedisServerProcess: @unchecked Sendable {
   let port: UInt16
   let extraArguments: [String]
   private var process: Process?
-  private let logPath: String
+  private var starts = 0
+  private var logPath = ""
 
   init(extraArguments: [String] = [], port: UInt16? = nil, plainPort: Bool = true) throws {
     self.port = try port ?? Self.freePort()
     self.extraArguments = extraArguments
-    logPath = "/tmp/gatehouse-redis-\(getpid())-\(self.port).log"
     try start(plainPort: plainPort)
   }
 
@@ -125,8 +125,11 @@ final class RedisServerProcess: @unchecked Sendable {
     return port
   }
 
-  /// Starts (or restarts) the server and waits until its port accepts connections.
+  /// Starts (or restarts) the server and waits until it says it is ready and its port accepts
+  /// connections (it listens before it has read its ACL settings, and may still exit then).
   func start(plainPort: Bool = true) throws {
+    starts += 1
+    logPath = "/tmp/gatehouse-redis-\(getpid())-\(port)-\(starts).log"
     let process = Process()
     process.executableURL = URL(fileURLWithPath: Self.binary)
     var arguments = ["--save", "", "--appendonly", "no", "--bind", "127.0.0.1", "--logfile", logPath]
@@ -137,7 +140,12 @@ final class RedisServerProcess: @unchecked Sendable {
     process.standardError = FileHandle.nullDevice
     try process.run()
     self.process = process
-    guard waitUntil(timeout: .seconds(15), { Self.accepts(port: port) }) else {
+    let logPath = logPath
+    let ready = waitUntil(timeout: .seconds(15)) {
+      let log = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
+      return log.contains("Ready to accept connections")
+    }
+    guard ready, process.isRunning, Self.accepts(port: port) else {
       let log = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
       kill()
       throw TestFailure(description: "redis-server did not listen on \(port): \(log.suffix(600))")
@@ -156,6 +164,7 @@ final class RedisServerProcess: @unchecked Sendable {
     Glibc.kill(process.processIdentifier, SIGCONT)
     Glibc.kill(process.processIdentifier, SIGKILL)
     process.waitUntilExit()
+    unlink(logPath)
   }
 
   static func accepts(port: UInt16) -> Bool {
