@@ -1,6 +1,7 @@
 import Foundation
 import GatehouseNet
 import Glibc
+import Synchronization
 import Testing
 
 @testable import GatehouseSharedTier
@@ -125,6 +126,42 @@ struct RedisConnectionTests {
     #expect(ContinuousClock.now - started < .seconds(4))
     #expect(!wrong.isUp && !none.isUp)
     #expect(wrong.health.connectAttempts >= 2)  // it keeps trying, with backoff
+  }
+
+  @Test func aLateReplyIsDroppedAndTheNextCommandsGetTheirOwn() throws {
+    let server = try RedisServerProcess()
+    defer { server.kill() }
+    let client = try RedisClientHarness(configuration(port: server.port, timeout: .milliseconds(100)))
+    defer { client.shutdown() }
+    #expect(client.waitUntilUp())
+    // BLPOP holds the connection for 300 ms, then answers null: after its timeout.
+    #expect(try client.one("BLPOP", "nothing", "0.3") == .failure(.timedOut))
+    usleep(500_000)
+    let replies = try client.run([["SET", "after", "1"], ["GET", "after"]])
+    #expect(replies == [.status("OK"), .bulk([49])])
+    let health = client.health
+    #expect(health.timeouts == 1 && health.handshakesCompleted == 1 && health.isUp)
+  }
+
+  @Test func aCompletionMayStopTheConnection() throws {
+    let server = try RedisServerProcess()
+    defer { server.kill() }
+    let client = try RedisClientHarness(configuration(port: server.port))
+    defer { client.shutdown() }
+    #expect(client.waitUntilUp())
+    let redis = client.redis
+    let log = Mutex<[RedisReply]>([])
+    try onLoop(client.loop) {
+      for index in 0..<3 {
+        redis.value.send(["PING"]) { reply in
+          log.withLock { $0.append(reply) }
+          if index == 0 { redis.value.stop() }
+        }
+      }
+    }
+    #expect(waitUntil { log.withLock { $0.count } == 3 })
+    #expect(log.withLock { $0 } == [.status("PONG"), .failure(.stopped), .failure(.stopped)])
+    #expect(!client.isUp)
   }
 
   @Test func aStoppedServerTimesCommandsOutAndTheLinkRecovers() throws {
