@@ -137,7 +137,8 @@ import Testing
     let big = read(["$5000\r\n", String(repeating: "a", count: 3000)], limit: 1000)
     #expect(big.last?.contains("larger than 1000 bytes") == true)
     // Replies under the limit pass even when, together, they are far over it.
-    let many = read([String(repeating: "$500\r\n" + String(repeating: "b", count: 500) + "\r\n", count: 10)], limit: 600)
+    let many = read(
+      [String(repeating: "$500\r\n" + String(repeating: "b", count: 500) + "\r\n", count: 10)], limit: 600)
     #expect(many.count == 10 && !many.contains { $0.hasPrefix("invalid") })
   }
 
