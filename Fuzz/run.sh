@@ -1,24 +1,25 @@
 #!/bin/sh
 # Builds the libFuzzer targets (the HTTP codec, the JSON engine, the config loader, the HTTP/2
-# server connection), replays the saved crash inputs, then fuzzes each target for a while. Exits non-zero if any saved input fails or fuzzing finds a crash.
+# server connection, the JWT verifier), replays the saved crash inputs, then fuzzes each target for a while. Exits non-zero if any saved input fails or fuzzing finds a crash.
 #
 #   Fuzz/run.sh [seconds per target]        (default 60; Scripts/test.sh passes 30)
 #
 # Environment:
-#   FUZZ_TARGETS   targets to build and run (default: "request response chunked conditions json config http2")
+#   FUZZ_TARGETS   targets to build and run (default: "request response chunked conditions json config http2 jwt")
 #   FUZZ_BUILD     build only, no replay and no fuzzing, when set to 1
 #   GATEHOUSE_FUZZ_SKIP_KNOWN
 #                  1 makes the targets step around the open bugs reproduced in
 #                  Fuzz/crashes/<target>/pending/, to look for others (see FuzzInvariants)
 #
 # Needs only the Swift toolchain (its clang runtime has libFuzzer and AddressSanitizer), and for
-# `http2` the C libraries the package itself links: libnghttp2 and OpenSSL (libnghttp2-dev, libssl-dev).
+# `http2` the C libraries the package itself links: libnghttp2 and OpenSSL (libnghttp2-dev, libssl-dev);
+# `jwt` needs OpenSSL only.
 # New corpus entries go to a temporary directory, so the repository corpus never grows on its
 # own; crash inputs go to Fuzz/artifacts/<target>/ (ignored by git).
 set -eu
 
 seconds=${1:-60}
-targets=${FUZZ_TARGETS:-request response chunked conditions json config http2}
+targets=${FUZZ_TARGETS:-request response chunked conditions json config http2 jwt}
 cd "$(dirname "$0")/.."
 fuzz=$(pwd)/Fuzz
 build=$fuzz/build
@@ -67,7 +68,7 @@ in_build_order() {
     echo "$module"
   done
 }
-# C modules: only `http2` may use them (`c_allowed`). What each adds to the compile and link
+# C modules: only `http2` and `jwt` may use them (`c_allowed`). What each adds to the compile and link
 # lines accumulates in these, for the modules built after it and for the executable.
 c_flags=""
 c_objects=""
@@ -144,6 +145,12 @@ for target in $targets; do
     checks=HTTP2FuzzHarness.swift
     modules="GatehouseHTTPServer GatehouseNet GatehouseHTTP"
     c_allowed="CGatehouseLinux CGatehouseOpenSSL CGatehouseNghttp2"
+    ;;
+  jwt)
+    # Signatures are checked by OpenSSL, so this target links it (and no other C module).
+    checks=JWTFuzzInvariants.swift
+    modules=GatehouseJWT
+    c_allowed="CGatehouseOpenSSL"
     ;;
   *)
     echo "run.sh: unknown target $target" >&2
