@@ -105,7 +105,8 @@ enum JWTFuzzInvariants {
     }
     // Every key is either usable or skipped, and the document has at least that many.
     try require(
-      set.count + set.skipped.count <= document.count / 2, "\(set.count) + \(set.skipped.count) keys from a short document")
+      set.count + set.skipped.count <= document.count / 2,
+      "\(set.count) + \(set.skipped.count) keys from a short document")
     let token = Array("eyJhbGciOiJFUzI1NiJ9.eyJleHAiOjF9.AAAA".utf8)
     let result = token.withUnsafeBytes {
       JWTVerifier.verify($0, keys: set, policy: JWTPolicy(), now: now)
@@ -120,7 +121,9 @@ enum JWTFuzzInvariants {
 
   static func policy(_ control: UInt8) -> JWTPolicy {
     let leeway: [Int64] = [0, 30, 3600, .max]
-    let algorithms: [Set<JWTAlgorithm>] = [Set(JWTAlgorithm.allCases), [.es256], [.edDSA], [.rs256, .rs384, .rs512, .ps256]]
+    let algorithms: [Set<JWTAlgorithm>] = [
+      Set(JWTAlgorithm.allCases), [.es256], [.edDSA], [.rs256, .rs384, .rs512, .ps256],
+    ]
     return JWTPolicy(
       issuer: control & 2 != 0 ? issuer : nil, audiences: control & 2 != 0 ? [audience] : [],
       algorithms: algorithms[Int(control >> 4) & 3], leewaySeconds: leeway[Int(control >> 2) & 3])

@@ -1,8 +1,7 @@
 // The inputs the fuzz targets saved, as `swift test` finds them. This one file is compiled into
 // each test target that replays them, through a symlink next to its replay tests
 // (Tests/GatehouseHTTPTests/, Tests/GatehouseJSONTests/, Tests/GatehouseConfigTests/,
-// Tests/GatehouseJWTTests/); the fuzz
-// targets themselves do not use it.
+// Tests/GatehouseJWTTests/); the fuzz targets themselves do not use it.
 
 import Foundation
 import Testing

@@ -96,7 +96,8 @@ public final class JWTKeySet: @unchecked Sendable {
       // Without a kid, a bounded number of the keys that fit: a token may not make the
       // gateway try 64 signatures.
       let fitting = keys.lazy.filter { $0.fits(algorithm) }.prefix(JWTVerifier.maxKeysTriedWithoutKeyID)
-      return fitting.isEmpty ? .failure(.algorithmNotAllowed("no key for \(algorithm.rawValue)")) : .success(Array(fitting))
+      return fitting.isEmpty
+        ? .failure(.algorithmNotAllowed("no key for \(algorithm.rawValue)")) : .success(Array(fitting))
     }
     let named = keys.filter { $0.keyID == keyID }
     if named.isEmpty { return .failure(.unknownKey) }

@@ -84,7 +84,9 @@ final class JWTPublicKey: @unchecked Sendable {
         guard OSSL_PARAM_BLD_push_utf8_string(builder, cString("group"), name, 0) == 1,
           OSSL_PARAM_BLD_push_octet_string(builder, cString("pub"), bytes.baseAddress, bytes.count) == 1
         else { return .failure(openSSLFailure()) }
-        return Result { () throws(Unusable) in try fromParameters(builder, type: "EC", refusal: "point not on the curve") }
+        return Result { () throws(Unusable) in
+          try fromParameters(builder, type: "EC", refusal: "point not on the curve")
+        }
       }
     }
     let key = try made.get()

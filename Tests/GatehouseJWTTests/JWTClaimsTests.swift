@@ -78,8 +78,11 @@ import Testing
     #expect(Self.check(#"{"exp":\#(exp),"aud":"mobile"}"#, policy: policy).refusal == .wrongAudience)
     #expect(Self.check(#"{"exp":\#(exp),"aud":[]}"#, policy: policy).refusal == .wrongAudience)
     #expect(Self.check(#"{"exp":\#(exp)}"#, policy: policy).refusal == .wrongAudience)
-    #expect(Self.check(#"{"exp":\#(exp),"aud":7}"#, policy: policy).refusal == .malformed("aud is not a string or an array"))
-    #expect(Self.check(#"{"exp":\#(exp),"aud":["web",7]}"#, policy: policy).refusal == .malformed("aud has a non-string element"))
+    #expect(
+      Self.check(#"{"exp":\#(exp),"aud":7}"#, policy: policy).refusal == .malformed("aud is not a string or an array"))
+    #expect(
+      Self.check(#"{"exp":\#(exp),"aud":["web",7]}"#, policy: policy).refusal
+        == .malformed("aud has a non-string element"))
     // No audiences configured: not checked.
     #expect(Self.check(#"{"exp":\#(exp),"aud":"anything"}"#).token != nil)
     #expect(Self.check(#"{"exp":\#(exp)}"#).token != nil)

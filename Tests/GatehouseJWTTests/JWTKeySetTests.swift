@@ -53,7 +53,10 @@ import Testing
       (Keys.p256.jwk(kid: nil, extra: #""kid":5"#), "kid is not a string"),
       (Keys.p256.jwk(kid: "u", extra: #""use":1"#), "use is not a string"),
       (Keys.p256.jwk(kid: "a", extra: #""alg":true"#), "alg is not a string"),
-      (#"{"kty":"\#(String(repeating: "z", count: 40))\u0001"}"#, "kty \(String(repeating: "z", count: 32))… not supported"),
+      (
+        #"{"kty":"\#(String(repeating: "z", count: 40))\u0001"}"#,
+        "kty \(String(repeating: "z", count: 32))… not supported"
+      ),
     ]
     for (index, item) in cases.enumerated() {
       let keys = try keySet([good, item.jwk])

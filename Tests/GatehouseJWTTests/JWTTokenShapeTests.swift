@@ -3,9 +3,13 @@ import Testing
 
 /// The compact serialization itself (RFC 7515 §7.1, base64url per §2 and RFC 4648 §5).
 @Suite struct JWTTokenShapeTests {
-  static let keys = try! keySet([Keys.p256.jwk(kid: "k1"), Keys.p256.jwk(kid: "k"), Keys.p256.jwk(kid: "kk"), Keys.p256.jwk(kid: "kkk")])
+  static let keys = try! keySet([
+    Keys.p256.jwk(kid: "k1"), Keys.p256.jwk(kid: "k"), Keys.p256.jwk(kid: "kk"), Keys.p256.jwk(kid: "kkk"),
+  ])
 
-  static func parts(_ token: String) -> [String] { token.split(separator: ".", omittingEmptySubsequences: false).map(String.init) }
+  static func parts(_ token: String) -> [String] {
+    token.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+  }
 
   @Test func tokensOver8KiBAreTooLarge() {
     // A genuine token of exactly 8192 bytes passes; one byte more is refused unread.
@@ -75,13 +79,21 @@ import Testing
   @Test func headerAndPayloadMustBeJSONObjects() {
     let parts = Self.parts(mint("ES256", key: Keys.p256))
     for header in ["[]", "\"ES256\"", "{", "{\"alg\":\"ES256\",\"alg\":\"ES256\"}", "nul", ""] {
-      #expect(verify(b64(header) + "." + parts[1] + "." + parts[2], keys: Self.keys).refusal == .malformed("header is not a JSON object"))
+      #expect(
+        verify(b64(header) + "." + parts[1] + "." + parts[2], keys: Self.keys).refusal
+          == .malformed("header is not a JSON object"))
     }
     let deep = #"{"alg":"ES256","x":"# + String(repeating: "[", count: 8) + String(repeating: "]", count: 8) + "}"
-    #expect(verify(b64(deep) + "." + parts[1] + "." + parts[2], keys: Self.keys).refusal == .malformed("header is not a JSON object"))
+    #expect(
+      verify(b64(deep) + "." + parts[1] + "." + parts[2], keys: Self.keys).refusal
+        == .malformed("header is not a JSON object"))
     // A payload the key signed is still read as an object, after the signature.
-    for payload in ["[1]", "1", "{\"exp\":1,}", "{\"a\":" + String(repeating: "[", count: 9) + String(repeating: "]", count: 9) + "}"] {
-      #expect(verify(mint("ES256", key: Keys.p256, payload: payload), keys: Self.keys).refusal == .malformed("payload is not a JSON object"))
+    for payload in [
+      "[1]", "1", "{\"exp\":1,}", "{\"a\":" + String(repeating: "[", count: 9) + String(repeating: "]", count: 9) + "}",
+    ] {
+      #expect(
+        verify(mint("ES256", key: Keys.p256, payload: payload), keys: Self.keys).refusal
+          == .malformed("payload is not a JSON object"))
     }
   }
 

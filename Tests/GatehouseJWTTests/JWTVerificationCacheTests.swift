@@ -17,7 +17,9 @@ import Testing
     _ cache: JWTVerificationCache, _ bytes: String, _ verified: VerifiedToken, provider: Int = 0, leeway: Int64 = 0
   ) {
     var bytes = bytes
-    bytes.withUTF8 { cache.insert(UnsafeRawBufferPointer($0), provider: provider, verified: verified, leewaySeconds: leeway) }
+    bytes.withUTF8 {
+      cache.insert(UnsafeRawBufferPointer($0), provider: provider, verified: verified, leewaySeconds: leeway)
+    }
   }
 
   @Test func aHitReturnsTheVerifiedToken() {

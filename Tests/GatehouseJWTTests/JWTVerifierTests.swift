@@ -81,7 +81,9 @@ import Testing
     let signingInput = b64(header) + "." + b64(validPayload)
     func token(_ signature: [UInt8]) -> String { signingInput + "." + b64(signature) }
     #expect(verify(token(Keys.rsa.sign("PS256", Array(signingInput.utf8))), keys: keys).token != nil)
-    #expect(verify(token(Keys.rsa.sign("PS256", Array(signingInput.utf8), pssSaltLength: 20)), keys: keys).refusal == .badSignature)
+    #expect(
+      verify(token(Keys.rsa.sign("PS256", Array(signingInput.utf8), pssSaltLength: 20)), keys: keys).refusal
+        == .badSignature)
     // PKCS#1 v1.5 under a PS256 header, and PSS under an RS256 header.
     #expect(verify(token(Keys.rsa.sign("RS256", Array(signingInput.utf8))), keys: keys).refusal == .badSignature)
     let rsHeader = b64(#"{"alg":"RS256","kid":"rsa"}"#) + "." + b64(validPayload)
@@ -121,8 +123,12 @@ import Testing
     let keys = try Self.everyKind()
     let onlyES256 = JWTPolicy(issuer: nil, audiences: [], algorithms: [.es256], leewaySeconds: 0)
     #expect(verify(mint("ES256", key: Keys.p256, kid: "p256"), keys: keys, policy: onlyES256).token != nil)
-    #expect(verify(mint("RS256", key: Keys.rsa, kid: "rsa"), keys: keys, policy: onlyES256).refusal == .algorithmNotAllowed("RS256"))
-    #expect(verify(mint("EdDSA", key: Keys.ed25519, kid: "ed"), keys: keys, policy: onlyES256).refusal == .algorithmNotAllowed("EdDSA"))
+    #expect(
+      verify(mint("RS256", key: Keys.rsa, kid: "rsa"), keys: keys, policy: onlyES256).refusal
+        == .algorithmNotAllowed("RS256"))
+    #expect(
+      verify(mint("EdDSA", key: Keys.ed25519, kid: "ed"), keys: keys, policy: onlyES256).refusal
+        == .algorithmNotAllowed("EdDSA"))
     // A name this module does not know is not repeated in the refusal.
     let odd = b64(#"{"alg":"XQ9Secret"}"#) + "." + b64(validPayload) + "." + b64([1])
     #expect(verify(odd, keys: keys).refusal == .algorithmNotAllowed("unsupported"))
@@ -136,20 +142,27 @@ import Testing
   @Test func theKeyTypeMustFitTheAlgorithm() throws {
     let keys = try Self.everyKind()
     // The header names a key of another type: refused before any signature check.
-    #expect(verify(mint("ES256", key: Keys.p256, kid: "rsa"), keys: keys).refusal == .algorithmNotAllowed("the key does not fit ES256"))
+    #expect(
+      verify(mint("ES256", key: Keys.p256, kid: "rsa"), keys: keys).refusal
+        == .algorithmNotAllowed("the key does not fit ES256"))
     #expect(verify(mint("ES384", key: Keys.p384, kid: "p256"), keys: keys).refusal != nil)
     #expect(verify(mint("RS256", key: Keys.rsa, kid: "ed"), keys: keys).refusal != nil)
     #expect(verify(mint("EdDSA", key: Keys.ed25519, kid: "p384"), keys: keys).refusal != nil)
     // No key of the type at all.
     let rsaOnly = try keySet([Keys.rsa.jwk(kid: "rsa")])
-    #expect(verify(mint("ES256", key: Keys.p256, kid: nil), keys: rsaOnly).refusal == .algorithmNotAllowed("no key for ES256"))
+    #expect(
+      verify(mint("ES256", key: Keys.p256, kid: nil), keys: rsaOnly).refusal == .algorithmNotAllowed("no key for ES256")
+    )
   }
 
   @Test func aJWKsOwnAlgMustEqualTheTokens() throws {
     let keys = try keySet([Keys.rsa.jwk(kid: "rsa", extra: #""alg":"PS256""#)])
     #expect(verify(mint("PS256", key: Keys.rsa, kid: "rsa"), keys: keys).token != nil)
-    #expect(verify(mint("RS256", key: Keys.rsa, kid: "rsa"), keys: keys).refusal == .algorithmNotAllowed("the key does not fit RS256"))
-    #expect(verify(mint("RS256", key: Keys.rsa, kid: nil), keys: keys).refusal == .algorithmNotAllowed("no key for RS256"))
+    #expect(
+      verify(mint("RS256", key: Keys.rsa, kid: "rsa"), keys: keys).refusal
+        == .algorithmNotAllowed("the key does not fit RS256"))
+    #expect(
+      verify(mint("RS256", key: Keys.rsa, kid: nil), keys: keys).refusal == .algorithmNotAllowed("no key for RS256"))
   }
 
   // MARK: - Header members
@@ -160,11 +173,14 @@ import Testing
     let attacker = Keys.p256Other
     let embedded = #""jwk":\#(attacker.jwk(kid: nil))"#
     #expect(verify(mint("ES256", key: attacker, kid: nil, headerExtra: embedded), keys: keys).refusal == .badSignature)
-    #expect(verify(mint("ES256", key: attacker, kid: "p256", headerExtra: embedded), keys: keys).refusal == .badSignature)
+    #expect(
+      verify(mint("ES256", key: attacker, kid: "p256", headerExtra: embedded), keys: keys).refusal == .badSignature)
     let pointers = #""jku":"https://evil.example/jwks","x5u":"https://evil.example/x5","x5c":["MIIB"]"#
     #expect(verify(mint("ES256", key: attacker, kid: nil, headerExtra: pointers), keys: keys).refusal == .badSignature)
     // The same members on a genuine token change nothing.
-    #expect(verify(mint("ES256", key: Keys.p256, kid: "p256", headerExtra: pointers + "," + embedded), keys: keys).token != nil)
+    #expect(
+      verify(mint("ES256", key: Keys.p256, kid: "p256", headerExtra: pointers + "," + embedded), keys: keys).token
+        != nil)
   }
 
   @Test func criticalHeadersAreRefused() throws {
