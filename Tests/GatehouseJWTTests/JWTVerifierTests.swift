@@ -233,6 +233,31 @@ import Testing
     #expect(verify(mint("ES256", key: Keys.p256, kid: nil), keys: unusable).refusal == .noKeys)
   }
 
+  /// A refusal leaves OpenSSL's per-thread error queue empty: TLS on the same event-loop thread
+  /// reads that queue (`SSL_get_error`).
+  @Test func refusalsLeaveNoOpenSSLErrors() throws {
+    ERR_clear_error()
+    let offCurveY = b64(Keys.p256.parameter("qy", size: 32).map { $0 ^ 0x5A })
+    let x = b64(Keys.p256.parameter("qx", size: 32))
+    let keys = try keySet([
+      #"{"kty":"EC","crv":"P-256","x":"\#(x)","y":"\#(offCurveY)"}"#, Keys.rsaSmall.jwk(kid: "small"),
+      #"{"kty":"RSA","n":"AAAA","e":"AQAB"}"#, Keys.p256.jwk(kid: "p256"), Keys.rsa.jwk(kid: "rsa"),
+      Keys.ed25519.jwk(kid: "ed"),
+    ])
+    #expect(keys.skipped.count == 3)
+    #expect(ERR_peek_error() == 0)
+    let refused = [
+      mint("ES256", key: Keys.p256Other, kid: "p256"), mint("RS256", key: Keys.rsaOther, kid: "rsa"),
+      mint("PS256", key: Keys.rsaOther, kid: "rsa"), mint("EdDSA", key: Keys.ed25519Other, kid: "ed"),
+      b64(#"{"alg":"ES256","kid":"p256"}"#) + "." + b64(validPayload) + "." + b64([UInt8](repeating: 0xFF, count: 64)),
+      b64(#"{"alg":"RS256","kid":"rsa"}"#) + "." + b64(validPayload) + "." + b64([UInt8](repeating: 0xFF, count: 256)),
+    ]
+    for token in refused {
+      #expect(verify(token, keys: keys).refusal == .badSignature)
+      #expect(ERR_peek_error() == 0)
+    }
+  }
+
   /// Two threads verify with one key set at once (the set is shared by the event loops).
   @Test func oneSetServesTwoThreads() async throws {
     let keys = try Self.everyKind()
