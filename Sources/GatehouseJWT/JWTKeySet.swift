@@ -37,14 +37,14 @@ public struct JWKSError: Error, Sendable, Equatable, CustomStringConvertible {
 /// A provider's parsed JWKS (RFC 7517 §5): the keys a token may be verified with.
 ///
 /// Keys this module cannot or must not use are skipped with a reason, not fatal, since a
-/// provider's set often holds encryption keys and new key types next to the signing keys
-/// (RFC 7517 §5: "ignore JWKs … with … values that are not understood"). Private members (`d`,
-/// `p`, …) are never read.
+/// provider's set often holds encryption keys and new key types next to the signing keys, and
+/// RFC 7517 §5 says to ignore keys whose `kty` is not understood, that lack members, or whose
+/// values are out of range. Private members (`d`, `p`, …) are never read.
 ///
-/// Why `@unchecked Sendable`: immutable after init; its keys are `EVP_PKEY`s, which OpenSSL 3
-/// allows several threads to use at once for verification as long as each call has its own
-/// `EVP_MD_CTX`, which `JWTPublicKey.verify` makes per call. So the event loops share one set
-/// read-only, without locks.
+/// Why `@unchecked Sendable`: immutable after init, and its keys are `EVP_PKEY`s, which
+/// OpenSSL 3 lets several threads verify with at once as long as each call has its own
+/// `EVP_MD_CTX`, which `JWTPublicKey.verify` makes per call (see there). So the event loops
+/// share one set read-only, without locks.
 public final class JWTKeySet: @unchecked Sendable {
   /// Largest document read: real provider sets are a few kilobytes.
   public static let maxDocumentBytes = 512 * 1024

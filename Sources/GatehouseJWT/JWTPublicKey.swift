@@ -4,9 +4,11 @@ import CGatehouseOpenSSL
 /// which tokens it may verify (RFC 7517 §4: `kid`, `alg`).
 ///
 /// Owns its `EVP_PKEY` (freed in deinit) and never changes after init. Why `@unchecked
-/// Sendable`: OpenSSL 3 documents `EVP_PKEY` as safe to use from several threads at once for
-/// read-only operations, and every verification takes a fresh `EVP_MD_CTX` (see `verify`), so
-/// the event-loop threads share the key without a lock.
+/// Sendable`: openssl-threads(7) allows several threads to use one object at once when the
+/// calls do not modify it; verification only reads the key (OpenSSL 3 guards the key's
+/// internal provider cache with the key's own lock), and every call makes its own
+/// `EVP_MD_CTX` and `EVP_PKEY_CTX` (see `verify`), which are the parts that must not be
+/// shared. So the event-loop threads share the key without a lock.
 final class JWTPublicKey: @unchecked Sendable {
   let kind: JWTKeyKind
   /// The JWK's `kid`, or nil when it has none (or an empty one).
