@@ -71,6 +71,23 @@ public struct CacheKey: Sendable, Hashable, CustomStringConvertible {
 
   public var description: String { canonical }
 
+  /// The user digest in a key's vary part (`user=<length>:<digest>`), or nil.
+  public static func user(inVaryPart vary: String) -> String? {
+    let bytes = Array(vary.utf8)
+    let marker = Array(" user=".utf8)
+    guard bytes.count > marker.count,
+      let start = (0...(bytes.count - marker.count)).first(where: {
+        bytes[$0..<($0 + marker.count)].elementsEqual(marker)
+      })
+    else { return nil }
+    let rest = bytes[(start + marker.count)...]
+    guard let colon = rest.firstIndex(of: UInt8(ascii: ":")),
+      let length = Int(String(decoding: rest[..<colon], as: UTF8.self))
+    else { return nil }
+    let value = rest[(colon + 1)...].prefix(length)
+    return value.count == length ? String(decoding: value, as: UTF8.self) : nil
+  }
+
   /// Sorts the `&`-separated pairs of a query byte-wise by name, keeping their encoding and,
   /// among pairs of one name, their order: `role=a&role=b` and `role=b&role=a` are different
   /// requests to most backends (first or last value wins), `a=1&b=2` and `b=2&a=1` are not.

@@ -268,7 +268,7 @@ public final class Store: Sendable {
       // A cursor before the prefix range (from another listing) must not widen it.
       if !position.path.lexicographicallyPrecedes(range.lower) { start = position }
     }
-    let columns = "id, method, upstream, path, query, status, bytes, stored_at, last_access"
+    let columns = "id, method, upstream, path, query, status, bytes, stored_at, last_access, vary"
     return try withAdmin { (db: SQLiteConnection) throws(StoreError) -> CacheEntryPage in
       let statement: SQLiteStatement
       if let upper = range.upper {
@@ -468,7 +468,8 @@ public final class Store: Sendable {
     CacheEntrySummary(
       id: statement.string(0), method: statement.string(1), upstream: statement.string(2),
       path: statement.string(3), query: statement.string(4), status: Int(statement.int64(5)),
-      bytes: statement.int64(6), storedAtMs: statement.int64(7), lastAccessMs: statement.int64(8))
+      bytes: statement.int64(6), storedAtMs: statement.int64(7), lastAccessMs: statement.int64(8),
+      vary: statement.string(9))
   }
 
   static func encodeCursor(path: String, id: String) -> String {

@@ -32,6 +32,8 @@ public struct CacheEntrySummary: Sendable, Equatable {
   public var bytes: Int64
   public var storedAtMs: Int64
   public var lastAccessMs: Int64
+  /// The vary headers and client id part of the key (`CacheKey.varyPart`).
+  public var vary: String = ""
 }
 
 /// A page of the admin listing. `nextCursor` is nil on the last page.

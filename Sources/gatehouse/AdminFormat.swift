@@ -38,7 +38,9 @@ enum AdminFormat {
   }
 
   static func entries(_ entries: [JSONValue]) -> [String] {
-    let columns = ["id", "route", "method", "upstream", "path", "query", "status", "bytes", "age_s", "stored_at"]
+    let columns = [
+      "id", "route", "method", "upstream", "path", "query", "status", "bytes", "age_s", "stored_at", "user",
+    ]
     let rows = entries.map { entry in columns.map { text(entry[$0]) } }
     return table(header: columns.map { $0.uppercased() }, rows: rows) + ["\(entries.count) entries"]
   }

@@ -1610,6 +1610,13 @@ enum AdminOpenAPI {
                   "null"
                 ],
                 "description": "The route of the running config whose requests store this entry, or null when none would. The store keeps no route per entry: an entry is the route's when it is the first route of the running config, on the entry's upstream, whose upstream path pattern (the upstream URL's base path, then the route's `path` rewrite or else its `match.path`) fits the entry's path; routes with a `cache` block are tried first."
+              },
+              "user": {
+                "type": [
+                  "string",
+                  "null"
+                ],
+                "description": "On a route that verifies JWTs and keeps answers per user: a digest of the provider and the token's `sub` (never the user's id itself); null otherwise."
               }
             }
           },

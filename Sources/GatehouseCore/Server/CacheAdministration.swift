@@ -204,6 +204,8 @@ struct CacheAdministration: Sendable {
       ("bytes", .int(Int(entry.bytes))), ("stored_at", .string(RFC3339.string(seconds: entry.storedAtMs / 1000))),
       ("age_s", .int(Int(max(0, nowMs - entry.storedAtMs) / 1000))),
       ("route", .optionalString(routes.route(upstream: entry.upstream, method: entry.method, path: entry.path))),
+      // On a JWT route: whose answer it is, as the digest the key holds (never the user).
+      ("user", .optionalString(CacheKey.user(inVaryPart: entry.vary))),
     ])
   }
 }
