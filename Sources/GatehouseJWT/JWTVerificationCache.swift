@@ -1,29 +1,30 @@
-import CGatehouseOpenSSL
+#if canImport(Glibc)
+  import Glibc
+#endif
 
 /// Tokens one event loop has already verified, so a client's next request with the same token
 /// costs a hash instead of a signature check. A class owned by one loop: not Sendable, no locks.
 ///
-/// Keyed by a hash of the token AND the provider index: a token good for one provider is not
+/// Keyed by the token's bytes AND the provider index: a token good for one provider is not
 /// good for another. An entry lives until its token's `exp` plus the leeway it was verified
 /// with; the least recently used entry goes first when the cache is full. Lookups, inserts and
 /// evictions are O(1): a dictionary into an array of entries threaded on a doubly linked list.
 ///
-/// Why SHA-256 truncated to 128 bits: a client chooses the token bytes, so a hash it could
-/// make collide cheaply (FNV, a seeded 64-bit hash whose seed leaks) would let one token hit
-/// another's entry and borrow its identity. Finding two tokens with equal 128-bit truncations
-/// of SHA-256 takes about 2^64 work; OpenSSL's SHA-256 costs about a microsecond for a typical
-/// token, against the tens of microseconds of a signature check it saves. The whole 128 bits
-/// (and the provider) are compared on a hit, not only the dictionary's own hash.
+/// Why the whole token is kept and compared: a client chooses the token bytes, so equal
+/// hashes must never be enough for a hit (one token would borrow another's identity). The
+/// dictionary is keyed by Swift's `Hasher` (SipHash with a seed drawn at process start, which
+/// a client never sees), so a client cannot aim at another token's bucket; a hit is then
+/// confirmed by comparing every byte. Hashing a 1 KiB token this way costs a fraction of a
+/// cryptographic digest of it, on every request of every signed-in client.
 public final class JWTVerificationCache {
-  private struct Key: Hashable {
-    var high: UInt64
-    var low: UInt64
-    var provider: Int
-  }
-
   private struct Entry {
-    var key: Key
+    /// `Self.hash` of the token and provider: the entry's key in `slots`.
+    var hash: Int
+    var provider: Int
+    var tokenBytes: [UInt8]
     var token: VerifiedToken
+    /// What the caller derived from the token once (see `insert`).
+    var attachment: AnyObject?
     /// `exp` plus the leeway: a lookup later than this misses.
     var validUntil: Int64
     /// Neighbours in recency order (`newest` … `oldest`), -1 at the ends.
@@ -32,7 +33,7 @@ public final class JWTVerificationCache {
   }
 
   public let capacity: Int
-  private var slots: [Key: Int] = [:]
+  private var slots: [Int: Int] = [:]
   private var entries: [Entry] = []
   private var freeSlots: [Int] = []
   private var newest = -1
@@ -49,30 +50,47 @@ public final class JWTVerificationCache {
 
   /// The verified token for these bytes and this provider, unless it has expired by `now`.
   public func lookUp(_ token: UnsafeRawBufferPointer, provider: Int, now: Int64) -> VerifiedToken? {
-    let key = Self.key(token, provider: provider)
-    guard let slot = slots[key] else { return nil }
+    lookUpEntry(token, provider: provider, now: now)?.token
+  }
+
+  /// `lookUp`, with what the caller attached when it inserted the token.
+  public func lookUpEntry(_ token: UnsafeRawBufferPointer, provider: Int, now: Int64) -> (
+    token: VerifiedToken, attachment: AnyObject?
+  )? {
+    guard let slot = slots[Self.hash(token, provider: provider)], matches(slot, token, provider) else { return nil }
     if now > entries[slot].validUntil {
       remove(slot)
       return nil
     }
     moveToNewest(slot)
-    return entries[slot].token
+    return (entries[slot].token, entries[slot].attachment)
   }
 
   /// Remembers a token `JWTVerifier.verify` accepted for `provider` with that provider's leeway.
-  public func insert(_ token: UnsafeRawBufferPointer, provider: Int, verified: VerifiedToken, leewaySeconds: Int64) {
+  /// `attachment`: what the caller derives from the token and the provider alone (forwarded
+  /// claims, say), handed back by `lookUpEntry` so it is derived once per token.
+  public func insert(
+    _ token: UnsafeRawBufferPointer, provider: Int, verified: VerifiedToken, leewaySeconds: Int64,
+    attachment: AnyObject? = nil
+  ) {
     guard capacity > 0 else { return }
-    let key = Self.key(token, provider: provider)
+    let hash = Self.hash(token, provider: provider)
     let (validUntil, overflow) = verified.expiresAt.addingReportingOverflow(max(0, leewaySeconds))
     let until = overflow ? Int64.max : validUntil
-    if let slot = slots[key] {
+    if let slot = slots[hash] {
+      // The same token again, or (rarely) another one with the same hash: it takes the slot.
+      entries[slot].provider = provider
+      entries[slot].tokenBytes = Array(token)
       entries[slot].token = verified
+      entries[slot].attachment = attachment
       entries[slot].validUntil = until
       moveToNewest(slot)
       return
     }
     if slots.count >= capacity { remove(oldest) }
-    let entry = Entry(key: key, token: verified, validUntil: until, newer: -1, older: -1)
+    let entry = Entry(
+      hash: hash, provider: provider, tokenBytes: Array(token), token: verified, attachment: attachment,
+      validUntil: until, newer: -1, older: -1)
     let slot: Int
     if let free = freeSlots.popLast() {
       slot = free
@@ -81,7 +99,7 @@ public final class JWTVerificationCache {
       slot = entries.count
       entries.append(entry)
     }
-    slots[key] = slot
+    slots[hash] = slot
     linkAsNewest(slot)
   }
 
@@ -90,7 +108,7 @@ public final class JWTVerificationCache {
     var slot = newest
     while slot >= 0 {
       let next = entries[slot].older
-      if entries[slot].key.provider == provider { remove(slot) }
+      if entries[slot].provider == provider { remove(slot) }
       slot = next
     }
   }
@@ -99,9 +117,11 @@ public final class JWTVerificationCache {
 
   private func remove(_ slot: Int) {
     unlink(slot)
-    slots[entries[slot].key] = nil
-    // Drop the claims now rather than when the slot is reused.
+    slots[entries[slot].hash] = nil
+    // Drop the claims and the token now rather than when the slot is reused.
     entries[slot].token = VerifiedToken(subject: nil, expiresAt: 0, scopes: [])
+    entries[slot].tokenBytes = []
+    entries[slot].attachment = nil
     freeSlots.append(slot)
   }
 
@@ -127,13 +147,18 @@ public final class JWTVerificationCache {
     entries[slot].older = -1
   }
 
-  private static func key(_ token: UnsafeRawBufferPointer, provider: Int) -> Key {
-    var digest = (UInt64(0), UInt64(0), UInt64(0), UInt64(0))
-    withUnsafeMutableBytes(of: &digest) { output in
-      _ = SHA256(
-        token.baseAddress?.assumingMemoryBound(to: UInt8.self), token.count,
-        output.baseAddress!.assumingMemoryBound(to: UInt8.self))
+  private static func hash(_ token: UnsafeRawBufferPointer, provider: Int) -> Int {
+    var hasher = Hasher()
+    hasher.combine(provider)
+    hasher.combine(bytes: token)
+    return hasher.finalize()
+  }
+
+  /// Whether the entry in `slot` is this token's, byte for byte.
+  private func matches(_ slot: Int, _ token: UnsafeRawBufferPointer, _ provider: Int) -> Bool {
+    guard entries[slot].provider == provider, entries[slot].tokenBytes.count == token.count else { return false }
+    return entries[slot].tokenBytes.withUnsafeBytes { stored in
+      token.isEmpty || memcmp(stored.baseAddress!, token.baseAddress!, token.count) == 0
     }
-    return Key(high: digest.0, low: digest.1, provider: provider)
   }
 }

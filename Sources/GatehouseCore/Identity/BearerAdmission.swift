@@ -27,3 +27,47 @@ enum BearerVerdict {
   /// The provider's keys are being fetched: wait, then check again.
   case awaitKeys(unknownKey: Bool)
 }
+
+/// What a verified token means for its provider's routes, worked out once per token and kept
+/// with it in the loop's cache of verified tokens (`JWTVerificationCache` attachments): the
+/// forwarded claims depend only on the token and the provider's `forward_claims`, so a
+/// client's next request reuses them. A reload that changes `jwt` empties the cache.
+final class BearerFacts {
+  /// `forward_claims` as upstream field lines.
+  let claimLines: [UInt8]
+  /// Why a claim cannot be forwarded (the request is refused), or nil.
+  let claimProblem: String?
+  /// The user's part of a cache key: a digest of the provider and `sub` (the admin API lists
+  /// keys, and must not list who asked). A token without `sub` keys by itself, so such
+  /// tokens never share answers with each other.
+  let userKey: String
+
+  init(_ verified: VerifiedToken, token: UnsafeRawBufferPointer, plan: RouteJWTPlan) {
+    var lines: [UInt8] = []
+    var problem: String?
+    for (claim, prefix) in plan.claims where problem == nil {
+      switch verified.claimText(claim) {
+      case .absent:
+        continue
+      case .value(let text):
+        lines.append(contentsOf: prefix)
+        lines.append(contentsOf: text)
+        lines.append(contentsOf: "\r\n".utf8)
+      case .refused(let why):
+        problem = "claim \(claim): \(why)"
+      }
+    }
+    claimLines = problem == nil ? lines : []
+    claimProblem = problem
+    var input = Array(plan.providerName.utf8)
+    input.append(0)
+    if let subject = verified.subject {
+      input.append(contentsOf: "sub:".utf8)
+      input.append(contentsOf: subject)
+    } else {
+      input.append(contentsOf: "token:".utf8)
+      input.append(contentsOf: token)
+    }
+    userKey = String(TokenFingerprint.sha256Hex(input).prefix(32))
+  }
+}

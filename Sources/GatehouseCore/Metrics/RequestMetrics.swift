@@ -96,11 +96,23 @@ final class LoopMetrics {
     localAnswers[LocalAnswerKey(route: route, reason: reason.rawValue), default: 0] &+= 1
   }
 
-  /// Bearer tokens checked on JWT routes, by provider and result (`gatehouse_jwt_total`).
-  private(set) var jwtResults: [JWTResultKey: UInt64] = [:]
+  /// Bearer tokens checked on JWT routes, by provider, then by result (`JWTResult.index`):
+  /// one hash of the provider's name per check, none of the result's.
+  private var jwtTallies: [String: [UInt64]] = [:]
 
   func countJWT(provider: String, result: JWTResult) {
-    jwtResults[JWTResultKey(provider: provider, result: result.rawValue), default: 0] &+= 1
+    jwtTallies[provider, default: [UInt64](repeating: 0, count: JWTResult.allCases.count)][result.index] &+= 1
+  }
+
+  /// `gatehouse_jwt_total`'s samples.
+  var jwtResults: [JWTResultKey: UInt64] {
+    var all: [JWTResultKey: UInt64] = [:]
+    for (provider, counts) in jwtTallies {
+      for result in JWTResult.allCases where counts[result.index] > 0 {
+        all[JWTResultKey(provider: provider, result: result.rawValue)] = counts[result.index]
+      }
+    }
+    return all
   }
 
   func countTokenRejection(token: String, route: String) {
@@ -190,6 +202,18 @@ enum JWTResult: String, Sendable, CaseIterable {
   case insufficientScope = "insufficient_scope"
   /// The provider had no keys to verify with (503).
   case noKeys = "no_keys"
+
+  /// The position in `allCases`, for counters kept in an array.
+  var index: Int {
+    switch self {
+    case .valid: 0
+    case .missing: 1
+    case .invalid: 2
+    case .expired: 3
+    case .insufficientScope: 4
+    case .noKeys: 5
+    }
+  }
 }
 
 struct TokenRouteKey: Hashable, Sendable {

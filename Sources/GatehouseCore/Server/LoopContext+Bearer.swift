@@ -27,8 +27,10 @@ extension LoopContext {
     let token = BearerCredential.tokenBytes(head.headers.valueBytes(at: field))
     let now = RFC3339.nowMilliseconds() / 1000
     return token.withUnsafeBytes { bytes in
-      if let verified = verifiedTokens.lookUp(bytes, provider: plan.providerIndex, now: now) {
-        return admit(verified, token: bytes, plan: plan, admission: admission)
+      if let hit = verifiedTokens.lookUpEntry(bytes, provider: plan.providerIndex, now: now),
+        let facts = hit.attachment as? BearerFacts
+      {
+        return admit(hit.token, facts: facts, plan: plan, admission: admission)
       }
       guard let provider = jwtKeys.provider(plan.providerName, index: plan.providerIndex) else {
         return refuse(.noKeys, "no such provider", plan, admission)
@@ -43,9 +45,11 @@ extension LoopContext {
       }
       switch JWTVerifier.verify(bytes, keys: keys, policy: plan.policy, now: now) {
       case .success(let verified):
+        let facts = BearerFacts(verified, token: bytes, plan: plan)
         verifiedTokens.insert(
-          bytes, provider: plan.providerIndex, verified: verified, leewaySeconds: plan.policy.leewaySeconds)
-        return admit(verified, token: bytes, plan: plan, admission: admission)
+          bytes, provider: plan.providerIndex, verified: verified, leewaySeconds: plan.policy.leewaySeconds,
+          attachment: facts)
+        return admit(verified, facts: facts, plan: plan, admission: admission)
       case .failure(.unknownKey):
         // A key the provider added since the last fetch: worth one refresh, at most one per
         // 10 s for everyone, and one wait per request.
@@ -68,7 +72,7 @@ extension LoopContext {
 
   /// A verified token: its scopes, its claims for the upstream, the user's cache key part.
   private func admit(
-    _ verified: VerifiedToken, token: UnsafeRawBufferPointer, plan: RouteJWTPlan, admission: BearerAdmission
+    _ verified: VerifiedToken, facts: BearerFacts, plan: RouteJWTPlan, admission: BearerAdmission
   ) -> BearerVerdict {
     if !plan.scopes.isEmpty && !verified.hasScopes(plan.scopes) {
       metrics.countJWT(provider: plan.providerName, result: .insufficientScope)
@@ -76,21 +80,9 @@ extension LoopContext {
       admission.problem = "insufficient scope"
       return .refused(.scopeInsufficient)
     }
-    var lines: [UInt8] = []
-    for (claim, prefix) in plan.claims {
-      switch verified.claimText(claim) {
-      case .absent:
-        continue
-      case .value(let text):
-        lines.append(contentsOf: prefix)
-        lines.append(contentsOf: text)
-        lines.append(contentsOf: "\r\n".utf8)
-      case .refused(let why):
-        return refuse(.invalid, "claim \(claim): \(why)", plan, admission)
-      }
-    }
-    admission.claimLines = lines
-    if plan.keysAnswersPerUser { admission.userKey = Self.userKey(verified, token: token, provider: plan.providerName) }
+    if let problem = facts.claimProblem { return refuse(.invalid, problem, plan, admission) }
+    admission.claimLines = facts.claimLines
+    if plan.keysAnswersPerUser { admission.userKey = facts.userKey }
     metrics.countJWT(provider: plan.providerName, result: .valid)
     return .admitted
   }
@@ -103,21 +95,5 @@ extension LoopContext {
     if result == .noKeys { return .refused(.signingKeysUnavailable) }
     admission.challenge = RouteJWTPlan.invalidChallenge
     return .refused(.bearerInvalid)
-  }
-
-  /// The user's part of a cache key: a digest of the provider and `sub` (the admin API
-  /// lists keys, and must not list who asked). A token without `sub` keys by itself, so
-  /// such tokens never share answers with each other.
-  static func userKey(_ verified: VerifiedToken, token: UnsafeRawBufferPointer, provider: String) -> String {
-    var input = Array(provider.utf8)
-    input.append(0)
-    if let subject = verified.subject {
-      input.append(contentsOf: "sub:".utf8)
-      input.append(contentsOf: subject)
-    } else {
-      input.append(contentsOf: "token:".utf8)
-      input.append(contentsOf: token)
-    }
-    return String(TokenFingerprint.sha256Hex(input).prefix(32))
   }
 }
