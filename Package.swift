@@ -84,7 +84,7 @@ let package = Package(
     // The shared tier's Redis/Valkey client: RESP over GatehouseNet connections, on the loops.
     .target(
       name: "GatehouseSharedTier",
-      dependencies: ["GatehouseNet", "CGatehouseHiredis"],
+      dependencies: ["GatehouseNet", "GatehouseConfig", "CGatehouseHiredis"],
       swiftSettings: hotPathSettings
     ),
     .target(
@@ -95,7 +95,8 @@ let package = Package(
       name: "GatehouseCore",
       dependencies: [
         "GatehouseHTTP", "GatehouseHTTPServer", "GatehouseNet", "GatehouseJSON", "GatehouseLogging", "GatehouseConfig",
-        "GatehouseAdmin", "GatehouseCompression", "GatehouseStore", "GatehouseJWT", "CGatehouseOpenSSL",
+        "GatehouseAdmin", "GatehouseCompression", "GatehouseStore", "GatehouseJWT", "GatehouseSharedTier",
+        "CGatehouseOpenSSL",
       ],
       swiftSettings: hotPathSettings
     ),
@@ -155,7 +156,7 @@ let package = Package(
     ),
     .testTarget(
       name: "GatehouseSharedTierTests",
-      dependencies: ["GatehouseSharedTier", "GatehouseNet", "CGatehouseHiredis"]
+      dependencies: ["GatehouseSharedTier", "GatehouseNet", "GatehouseConfig", "CGatehouseHiredis"]
     ),
     .testTarget(
       name: "GatehouseIntegrationTests",

@@ -59,11 +59,13 @@ struct ConfigDecoder {
     let routes =
       root.requiredField("routes").map(RouteDecoder(diagnostics: diagnostics, references: references).decode) ?? []
     let log = decodeLog(root.field("log"))
+    let shared = decodeShared(root.field("shared"))
     root.finishReading()
 
-    let config = GatehouseConfig(
+    var config = GatehouseConfig(
       listen: listen, workers: workers, admin: admin, store: store, limits: limits, headers: headers,
       upstreams: upstreams, tokens: tokens, clients: clients, routes: routes, log: log, jwt: jwt)
+    config.shared = shared
     return config
   }
 

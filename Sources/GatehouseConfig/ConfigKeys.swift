@@ -111,6 +111,23 @@ public enum ConfigKeys {
       key(
         "store.secret_key", "string", "none (empty is none)", .restart,
         "encrypts stored token values (AES-256-GCM); use 32 random characters or more"),
+      key(
+        "shared", "object", "none (no shared tier)", .applies,
+        "Redis or Valkey that replicas share stale answers and rate limits through (SPEC §14)"),
+      key(
+        "shared.url", "string (`redis://` or `rediss://` URL)", "required in `shared`", .applies,
+        "`redis[s]://[user:password@]host[:port][/db]`; the host is resolved at start and on reload"),
+      key("shared.password", "string", "none (empty is none)", .applies, "replaces the URL's password; never shown"),
+      key("shared.prefix", "string", "`gatehouse:`", .applies, "put before every key the gateway writes"),
+      key(
+        "shared.timeout_ms", "integer 1–5000", "50", .applies,
+        "each command's deadline: the most the shared tier can delay a request"),
+      key(
+        "shared.max_entry_bytes", "integer 1–7340032", "1048576", .applies,
+        "stored answers larger than this are not written to the shared tier"),
+      key(
+        "shared.ca", "string (file)", "none (the system's CAs)", .applies,
+        "PEM CA bundle that verifies a `rediss://` server"),
       key("limits", "object", "{}", .applies, "connection, size and time limits for clients"),
       key(
         "limits.max_connections", "integer ≥ 1", "\(Defaults.maxConnections)", .applies,

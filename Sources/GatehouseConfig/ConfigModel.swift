@@ -24,6 +24,8 @@ public struct GatehouseConfig: Sendable, Equatable {
   public let log: LogConfig
   /// `jwt`: identity providers whose tokens routes verify (SPEC §15).
   public var jwt = JWTConfig.none
+  /// `shared`: the Redis/Valkey tier replicas pool through (SPEC §14); nil when absent.
+  public var shared: SharedTierConfig?
 
   public func upstream(named name: String) -> UpstreamConfig? {
     upstreams.first { $0.name == name }

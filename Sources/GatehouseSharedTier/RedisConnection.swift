@@ -1,3 +1,4 @@
+import GatehouseConfig
 import GatehouseNet
 
 /// A pipelined client connection to Redis or Valkey that lives on one event loop: the shared

@@ -46,6 +46,8 @@ import Testing
       "clients": { "required": true,
                    "keys": [{ "id": "app", "sha256": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
                               "rate_per_s": 1, "burst": 1 }] },
+      "shared": { "url": "rediss://cache.example:6380/1", "password": "p", "prefix": "gh:", "timeout_ms": 50,
+                  "max_entry_bytes": 1048576, "ca": "certs/redis-ca.pem" },
       "jwt": { "providers": {
         "idp": { "issuer": "https://id.example/", "jwks_url": "https://id.example/jwks.json", "audiences": ["app"],
                  "algorithms": ["ES256"], "leeway_s": 30, "jwks_refresh_s": 600,

@@ -1,4 +1,5 @@
 import Foundation
+import GatehouseConfig
 import GatehouseNet
 import Glibc
 import Synchronization

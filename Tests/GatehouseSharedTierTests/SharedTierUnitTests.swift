@@ -1,4 +1,5 @@
 import CGatehouseHiredis
+import GatehouseConfig
 import Glibc
 import Testing
 

@@ -1,10 +1,11 @@
-import GatehouseNet
-
-/// The shared tier's address (`shared.url`): `redis://[user:password@]host[:port][/db]`, or
+/// The shared tier's address (`shared.url`, SPEC §14): `redis://[user:password@]host[:port][/db]`, or
 /// `rediss://` for TLS. The port defaults to 6379 and the database to 0; user and password may
 /// be percent-encoded. Parsed once at config time, so every problem is reported with a message
 /// that never repeats the password.
-public struct SharedTierURL: Sendable, Hashable, CustomStringConvertible {
+///
+/// It lives in GatehouseConfig (not beside the client in GatehouseSharedTier) so that the config
+/// decoder validates `shared.url` like every other key, without importing sockets or hiredis.
+public struct SharedTierURL: Sendable, Hashable, CustomStringConvertible, CustomReflectable {
   /// `rediss://`: the connection speaks TLS and verifies the server's certificate.
   public let usesTLS: Bool
   /// A host name or an IP literal (an IPv6 one without its brackets).
@@ -67,7 +68,7 @@ public struct SharedTierURL: Sendable, Hashable, CustomStringConvertible {
         guard after.hasPrefix(":") else { throw SharedTierURLError("unexpected text after the IPv6 address") }
         portText = after.dropFirst()
       }
-      guard (try? SocketAddress(parsing: "[\(hostText)]:0")) != nil else {
+      guard NetworkAddressSyntax.isIPv6(hostText) else {
         throw SharedTierURLError("'\(hostText)' is not an IPv6 address")
       }
     } else {
@@ -169,13 +170,8 @@ public struct SharedTierURL: Sendable, Hashable, CustomStringConvertible {
   }
 
   public var description: String { redacted }
-
-  /// The address when the host is an IP literal or `localhost`; nil for a name, which the caller
-  /// resolves off the loops (as upstream hosts are) before building a `RedisConnection`.
-  public var literalAddress: SocketAddress? {
-    let text = host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
-    return try? SocketAddress(parsing: text)
-  }
+  /// `dump` of a config shows the redacted URL, never the password.
+  public var customMirror: Mirror { Mirror(self, children: ["url": redacted]) }
 }
 
 /// Why a `shared.url` was refused; `problem` is meant for `gatehouse check` and start-up errors.
