@@ -145,9 +145,13 @@ public final class Store: Sendable {
   /// An answer with the stored status and body (same SHA-256) does not rewrite the row: only
   /// `stored_at` (its age) and the last access are refreshed, and the stored headers are kept,
   /// since they describe the same bytes. The hash is computed on the writer thread.
+  /// `storedAtMs`: the answer's age is older than now (read from the shared tier).
   @discardableResult
-  public func remember(key: CacheKey, status: Int, headers: StoredHeaders, body: [UInt8]) -> Bool {
-    switch queue.enqueue(.cache(PendingCacheWrite(key: key, status: status, headers: headers, body: body))) {
+  public func remember(
+    key: CacheKey, status: Int, headers: StoredHeaders, body: [UInt8], storedAtMs: Int64? = nil
+  ) -> Bool {
+    let write = PendingCacheWrite(key: key, status: status, headers: headers, body: body, storedAtMs: storedAtMs)
+    switch queue.enqueue(.cache(write)) {
     case .accepted:
       return true
     case .full, .closed:

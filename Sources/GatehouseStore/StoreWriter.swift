@@ -289,6 +289,7 @@ final class StoreWriter: @unchecked Sendable {
       return
     }
     let digest = StoreCrypto.sha256(write.body)
+    let storedAt = min(write.storedAtMs ?? now, now)
 
     let existing = try db.cachedStatement("SELECT body_sha256, bytes, status FROM cache_entries WHERE id = ?")
     try existing.bind(write.key.id, at: 1)
@@ -304,9 +305,10 @@ final class StoreWriter: @unchecked Sendable {
       // Same body and status: only record that the answer was confirmed now. The stored
       // headers are kept; the body they describe is the same bytes.
       let touch = try db.cachedStatement(
-        "UPDATE cache_entries SET stored_at = ?1, last_access = max(last_access, ?1) WHERE id = ?2")
-      try touch.bind(now, at: 1)
+        "UPDATE cache_entries SET stored_at = max(stored_at, ?1), last_access = max(last_access, ?3) WHERE id = ?2")
+      try touch.bind(storedAt, at: 1)
       try touch.bind(write.key.id, at: 2)
+      try touch.bind(now, at: 3)
       try touch.run()
       counts.unchanged += 1
       return
@@ -316,7 +318,7 @@ final class StoreWriter: @unchecked Sendable {
       """
       INSERT INTO cache_entries
         (id, method, upstream, path, query, vary, status, headers, body, body_sha256, bytes, stored_at, last_access)
-      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?12)
+      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
       ON CONFLICT(id) DO UPDATE SET
         status = excluded.status, headers = excluded.headers, body = excluded.body,
         body_sha256 = excluded.body_sha256, bytes = excluded.bytes, stored_at = excluded.stored_at,
@@ -333,7 +335,8 @@ final class StoreWriter: @unchecked Sendable {
     try upsert.bind(blob: write.body, at: 9)
     try upsert.bind(blob: digest, at: 10)
     try upsert.bind(bytes, at: 11)
-    try upsert.bind(now, at: 12)
+    try upsert.bind(storedAt, at: 12)
+    try upsert.bind(now, at: 13)
     try upsert.run()
     totalBytes += bytes - (oldBytes ?? 0)
     if oldBytes == nil { entryCount += 1 }

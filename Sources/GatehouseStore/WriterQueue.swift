@@ -31,6 +31,9 @@ struct PendingCacheWrite: Sendable {
   var status: Int
   var headers: StoredHeaders
   var body: [UInt8]
+  /// When the answer was first stored elsewhere (an answer read from the shared tier keeps
+  /// its age); nil: now.
+  var storedAtMs: Int64? = nil
 }
 
 /// New headers and age for a stored answer the upstream confirmed unchanged (a `304` to a

@@ -23,8 +23,9 @@
 /// can be sent again are retried once on a fresh connection, and only after a reused
 /// connection failed before any of its answer arrived; a token the upstream rejects is
 /// refreshed and the request sent again once, when its body can be; a failing upstream's
-/// answer gives way to a stored answer the route allows, then to the route's fallback stub,
-/// then to an error answer; `100 Continue` goes out only when the body is wanted; a client
+/// answer gives way to a stored answer the route allows, then to one from the shared tier
+/// (asked once, `waiting(.sharedTier)`), then to the route's fallback stub, then to an error
+/// answer; `100 Continue` goes out only when the body is wanted; a client
 /// still waiting for `100 Continue` when the gateway answers gets the connection closed
 /// after the answer; a body is read ahead (`limits.body_buffer_bytes`) before a connection
 /// is leased, after the token and the breakers said yes.
@@ -48,6 +49,11 @@ struct ExchangeMachine {
   private(set) var connectionReused = false
   /// The lease being pursued is a retry's, on a fresh connection.
   private(set) var leaseFresh = false
+  /// The shared tier was asked for this request's key already (by it, or by the leader it
+  /// waited for): it is asked at most once.
+  private(set) var sharedTierAsked = false
+  /// The failure that answers if the shared tier has nothing.
+  private(set) var failureBeforeSharedTier: LocalAnswer?
 
   var deadline: Deadline {
     switch phase {
@@ -58,7 +64,9 @@ struct ExchangeMachine {
     case .waiting(.bodyReadAhead): return .requestUpload
     // The store and the pool answer at once; a token wait is bounded by the token's refresh.
     // A wait for signing keys is bounded by the fetch's own timeouts, as a token's is.
-    case .waiting(.store), .waiting(.token), .waiting(.breakers), .waiting(.connection), .waiting(.signingKeys):
+    // The shared tier's connection fails each command after `shared.timeout_ms` on its own.
+    case .waiting(.store), .waiting(.token), .waiting(.breakers), .waiting(.connection), .waiting(.signingKeys),
+      .waiting(.sharedTier):
       return .none
     case .forwarding(request: .streaming, _): return .requestUpload
     case .forwarding(request: .complete, _): return .upstreamAnswer
@@ -146,6 +154,10 @@ struct ExchangeMachine {
       return ExchangeActions(.discardUpstream) + proceed(fresh: false)
     case .collapsedEnded(let end):
       return collapsedEnded(end)
+    case .sharedTierLookedUp(let found):
+      guard phase == .waiting(.sharedTier), let local = failureBeforeSharedTier else { return ExchangeActions() }
+      failureBeforeSharedTier = nil
+      return failOver(local, staleAvailable: found)
     case .deadlinePassed:
       return deadlinePassed()
     case .clientGone:
@@ -278,8 +290,8 @@ struct ExchangeMachine {
       return ExchangeActions(.keepBody)
     case .forwarding(.streaming, _):
       return ExchangeActions(.forwardBody)
-    case .admitted, .waiting(.store), .waiting(.stubDelay), .waiting(.collapsed), .forwarding(.complete, _),
-      .answeredLocally, .done:
+    case .admitted, .waiting(.store), .waiting(.stubDelay), .waiting(.collapsed), .waiting(.sharedTier),
+      .forwarding(.complete, _), .answeredLocally, .done:
       return ExchangeActions(.dropBody)
     }
   }
@@ -379,6 +391,9 @@ struct ExchangeMachine {
     case .answered:
       return answer(.serveCollapsed)
     case .failed(let failure, let staleAvailable):
+      // The leader asked the shared tier for this key before it let its waiters go, and
+      // kept what it found here (`staleAvailable` says so): one lookup for them all.
+      sharedTierAsked = true
       return failOver(.upstream(failure), staleAvailable: staleAvailable)
     case .retry:
       return proceed(fresh: false)
@@ -433,8 +448,16 @@ struct ExchangeMachine {
   /// The upstream is no help: a stored answer the route allows, else its fallback stub
   /// (not for a token the gateway could not get or keep: that is no upstream failure),
   /// else an error answer.
+  /// An upstream failure with nothing stored here first asks the shared tier, once, where the
+  /// route uses it: replicas pool their stored answers (SPEC §14).
   private mutating func failOver(_ local: LocalAnswer, staleAvailable: Bool) -> ExchangeActions {
     if staleAvailable { return answer(.serveStored(.stale)) }
+    if case .upstream = local, facts.route?.usesSharedTier == true, !sharedTierAsked {
+      sharedTierAsked = true
+      failureBeforeSharedTier = local
+      phase = .waiting(.sharedTier)
+      return ExchangeActions(.lookUpSharedTier)
+    }
     if facts.route?.stub == .fallback, case .upstream = local { return answer(.serveStub) }
     return answer(.answerLocally(local))
   }

@@ -22,6 +22,9 @@ extension ExchangeMachine {
     var tokenAtHand = false
     /// The route has a `cache` block: the store is asked before the upstream.
     var usesStore = false
+    /// A shared tier is configured and the route keeps stale answers: on an upstream failure
+    /// with nothing stored here, the shared tier is asked (SPEC §14).
+    var usesSharedTier = false
     /// The answer is wrapped: a HEAD goes upstream as GET (the envelope needs the body).
     var enveloped = false
     /// `limits.body_buffer_bytes`: the body read before a connection is leased.
@@ -81,6 +84,9 @@ extension ExchangeMachine {
     case connection
     /// Every connection the upstream allows is busy: in its queue.
     case queue
+    /// The upstream failed and nothing is stored here: the shared tier is asked for the key.
+    /// Bounded by `shared.timeout_ms` (the connection's command timeout), not by a deadline.
+    case sharedTier
   }
 
   enum RequestProgress: Equatable {
@@ -176,6 +182,9 @@ extension ExchangeMachine {
     /// answer it: not an attempt; it goes again, alone.
     case droppedFromPipeline
     case collapsedEnded(CollapsedEnd)
+    /// The shared tier answered (`found`: a stored answer the route allows, now at hand), or
+    /// failed, timed out or is not configured (`found: false`).
+    case sharedTierLookedUp(found: Bool)
     /// The deadline of the phase passed. Failures the driver tells apart (an upstream
     /// answer or a queue place not in time) come as `upstreamFailed` instead.
     case deadlinePassed
@@ -212,6 +221,8 @@ extension ExchangeMachine {
     case breakersAdmitted
     case leased(reused: Bool)
     case noConnectionFree
+    /// No shared tier to ask after all (not running on this loop, no key).
+    case sharedTierMissed
 
     var event: Event {
       switch self {
@@ -220,6 +231,7 @@ extension ExchangeMachine {
       case .breakersAdmitted: .breakersAdmitted
       case .leased(let reused): .leased(reused: reused)
       case .noConnectionFree: .noConnectionFree
+      case .sharedTierMissed: .sharedTierLookedUp(found: false)
       }
     }
   }
@@ -249,6 +261,8 @@ extension ExchangeMachine {
     case endUpstreamBody
     case keepBody
     case dropBody
+    /// Ask the shared tier for the key: `sharedTierLookedUp` follows, within `timeout_ms`.
+    case lookUpSharedTier
     case serveStored(StoredKind)
     /// The answer of the exchange a collapsed request waited for.
     case serveCollapsed

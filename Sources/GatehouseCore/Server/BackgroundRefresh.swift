@@ -129,8 +129,9 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
         pool.discard(upstream, by: self)
       }
       cancelTimer()
-    // Its answers, whatever they would be for a client, are its end.
-    case .serveStored, .serveCollapsed, .serveStub, .answerLocally, .abortClient, .finish:
+    // Its answers, whatever they would be for a client, are its end (its facts never ask
+    // the shared tier: the client was answered already).
+    case .serveStored, .serveCollapsed, .serveStub, .answerLocally, .abortClient, .finish, .lookUpSharedTier:
       finish()
     // Nothing of these concerns a refresh: no store lookup (it is the store's), no body, no
     // client connection, no client's token to check (its facts never ask for keys).
@@ -285,9 +286,10 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
       } else if isGoodAnswer(head), upstream?.followsDoubtfulAnswer != true, let plan,
         let kept = StoreEntryRules.keptForm(head, body: body, gzipEntry: plan.envelope == nil && clientTakesGzip)
       {
-        context.store?.remember(
+        let queued = context.store?.remember(
           key: key, status: kept.head.status, headers: kept.head.headers, body: kept.body,
           nowMs: RFC3339.nowMilliseconds())
+        if let queued, let policy = plan.cache { context.writeBehind(queued, key: key, policy: policy) }
       }
     }
     run(.answerEnded(reusable: reusable))

@@ -328,6 +328,7 @@ final class ClientSession: ServerResponder, UpstreamExchangeOwner {
         route.tokenAtHand = true
       }
       route.usesStore = plan.cache != nil
+      route.usesSharedTier = context.sharedTier != nil && (plan.cache?.staleIfErrorMs ?? 0) > 0
       route.enveloped = plan.envelope != nil
       if hasBody {
         route.bodyReadAhead = snapshot.bodyBufferBytes

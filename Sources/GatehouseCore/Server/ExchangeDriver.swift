@@ -112,6 +112,8 @@ final class ExchangeDriver: ClientSessionPart {
       if exchange.machine.deadline == .requestUpload { setUploadDeadline() }
     case .dropBody:
       break
+    case .lookUpSharedTier:
+      return lookUpSharedTier(exchange)
     case .serveStored(let kind):
       if kind == .stale { noteFailover(exchange) }
       guard let stored = exchange.storedAnswer else { return nil }

@@ -47,6 +47,8 @@ public final class GatewaySnapshot: Sendable {
   /// The admin token (as a digest) and `metrics_public`: the admin API reads them from the
   /// current snapshot per request, so they follow reloads.
   let adminAccess: AdminAccess
+  /// `shared` (SPEC §14); nil without a shared tier.
+  let sharedTier: SharedTierPlan?
 
   /// Builds the snapshot; fails when an upstream host name cannot be resolved. `previous`
   /// is the snapshot a reload replaces: state that must outlive a reload comes from it.
@@ -58,6 +60,7 @@ public final class GatewaySnapshot: Sendable {
       upstreams.append(try UpstreamPlan(upstream))
     }
     upstreamPlans = upstreams
+    sharedTier = try SharedTierPlan.make(config, previous: previous?.sharedTier)
     let globalRules = HeaderPlan.Rules(config.headers)
     // Client keys identify callers to the gateway only; they never reach a backend.
     let clientKeyHeaders = config.clients.keys.isEmpty && !config.clients.required ? [] : ["X-Api-Key"]

@@ -57,6 +57,8 @@ final class LoopContext: @unchecked Sendable {
 
   /// This loop's view of the store, when there is one.
   let store: LoopStore?
+  /// This loop's connection to the shared tier (SPEC §14), while `shared` is configured.
+  var sharedTier: LoopSharedTier?
   /// Background refreshes in flight, by cache id: one per key.
   private var refreshes: [String: BackgroundRefresh] = [:]
   /// Cache lookups, stale answers and collapsed exchanges, for this loop's sessions.
@@ -84,6 +86,7 @@ final class LoopContext: @unchecked Sendable {
   /// Starts the periodic deadline sweep. Loop thread only.
   func start() {
     scheduleSweep()
+    useSharedTier(snapshot.sharedTier)
   }
 
   /// A reload: new requests use `next`. An upstream whose settings did not change keeps its
@@ -108,6 +111,7 @@ final class LoopContext: @unchecked Sendable {
       }
     }
     snapshot = next
+    useSharedTier(next.sharedTier)
     pools = next.upstreamPlans.map { kept[$0.name] ?? UpstreamPool(context: self, plan: $0) }
     metrics.bind(routeNames: next.routePlans.map(\.name))
     accessLog.queryMask = next.queryMask
@@ -315,6 +319,7 @@ final class LoopContext: @unchecked Sendable {
   func stopSweeping() {
     if let sweepTimer { loop.cancelTimer(sweepTimer) }
     sweepTimer = nil
+    useSharedTier(nil)
   }
 
   // MARK: Access log

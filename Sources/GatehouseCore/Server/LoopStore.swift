@@ -119,7 +119,9 @@ final class LoopStore {
   }
 
   /// Queues an answer for the store's writer unless the same body was queued just now.
-  func remember(key: CacheKey, status: Int, headers: HTTPHeaders, body: [UInt8], nowMs: Int64) {
+  /// Returns the answer as queued (for the shared tier's write-behind), nil when it was not.
+  @discardableResult
+  func remember(key: CacheKey, status: Int, headers: HTTPHeaders, body: [UInt8], nowMs: Int64) -> StoredAnswer? {
     var hasher = Hasher()
     hasher.combine(body.count)
     body.withUnsafeBytes { hasher.combine(bytes: $0) }
@@ -127,7 +129,7 @@ final class LoopStore {
     if let last = written[key.id], last.bodyHash == bodyHash, last.status == status,
       nowMs - last.atMs < Self.rewriteIntervalMs
     {
-      return
+      return nil
     }
     var stored: StoredHeaders = []
     stored.reserveCapacity(headers.count)
@@ -136,11 +138,22 @@ final class LoopStore {
       if HopByHop.isHopByHop(name) || HopByHop.gatewayAnswerFields.contains(name) { return }
       stored.append((String(decoding: name, as: UTF8.self), String(decoding: value, as: UTF8.self)))
     }
-    guard store.remember(key: key, status: status, headers: stored, body: body) else { return }
+    guard store.remember(key: key, status: status, headers: stored, body: body) else { return nil }
     if written.count >= Self.memoLimit { written.removeAll(keepingCapacity: true) }
     written[key.id] = WrittenEntry(bodyHash: bodyHash, status: status, atMs: nowMs)
-    recent.insert(
-      StoredAnswer(status: status, headers: stored, body: body, storedAtMs: nowMs), id: key.id, nowMs: nowMs)
+    let answer = StoredAnswer(status: status, headers: stored, body: body, storedAtMs: nowMs)
+    recent.insert(answer, id: key.id, nowMs: nowMs)
+    return answer
+  }
+
+  /// Keeps an answer another replica stored (read from the shared tier) with its own age,
+  /// so it is served here as stale as it is, and found at once by this loop's lookups.
+  func keepShared(_ answer: StoredAnswer, key: CacheKey, nowMs: Int64) {
+    guard
+      store.remember(
+        key: key, status: answer.status, headers: answer.headers, body: answer.body, storedAtMs: answer.storedAtMs)
+    else { return }
+    recent.insert(answer, id: key.id, nowMs: nowMs)
   }
 
   /// The upstream confirmed `stored` unchanged with a `304` whose fields are `notModified`:

@@ -132,8 +132,11 @@ final class RouteCache {
       let kept = StoreEntryRules.keptForm(
         answer.head, body: answer.body, gzipEntry: StoreEntryRules.isGzipEntry(exchange))
     else { return }
-    store.remember(
+    let queued = store.remember(
       key: key, status: kept.head.status, headers: kept.head.headers, body: kept.body, nowMs: RFC3339.nowMilliseconds())
+    if let queued, let routeIndex = exchange.routeIndex, let policy = exchange.snapshot.routePlans[routeIndex].cache {
+      context.writeBehind(queued, key: key, policy: policy)
+    }
     // Should the connection turn out to carry answers nobody asked for, this one is in doubt.
     exchange.upstream?.lastStoredKey = key
   }

@@ -1,0 +1,101 @@
+import GatehouseLogging
+import GatehouseNet
+import GatehouseSharedTier
+import GatehouseStore
+
+/// One loop's use of the shared tier (SPEC §14): its own `RedisConnection`, the commands the
+/// gateway sends (stored answers in and out, purges, rate-limit counters) and their counts for
+/// `gatehouse_shared_requests_total{op,result}`. Confined to its loop, like the connection.
+final class LoopSharedTier {
+  enum Operation: Int, CaseIterable {
+    case get, set, del, incr
+
+    var label: String {
+      switch self {
+      case .get: "get"
+      case .set: "set"
+      case .del: "del"
+      case .incr: "incr"
+      }
+    }
+  }
+
+  let plan: SharedTierPlan
+  let connection: RedisConnection
+  private let logger: Logger
+  /// By operation, then by `RedisOutcome` (in `allCases` order).
+  private(set) var counts: [[UInt64]] = Array(
+    repeating: Array(repeating: 0, count: RedisOutcome.allCases.count), count: Operation.allCases.count)
+
+  init(plan: SharedTierPlan, loop: EventLoop, logger: Logger) {
+    self.plan = plan
+    self.logger = logger
+    connection = RedisConnection(configuration: plan.connection, loop: loop)
+  }
+
+  func start() { connection.start() }
+  func stop() { connection.stop() }
+
+  var health: RedisHealth { connection.health }
+
+  private func count(_ operation: Operation, _ reply: RedisReply) {
+    let outcome = RedisOutcome.allCases.firstIndex(of: reply.outcome) ?? 0
+    counts[operation.rawValue][outcome] &+= 1
+  }
+
+  // MARK: Stored answers
+
+  /// Writes `answer` under `id` for `ttlMs`, unless its record is over `max_entry_bytes`.
+  /// Fire and forget: nothing waits for the reply.
+  func write(_ answer: StoredAnswer, id: String, ttlMs: Int64) {
+    guard ttlMs > 0, answer.body.count <= plan.config.maxEntryBytes,
+      let record = SharedTierRecord.encode(answer, id: id, sealer: plan.sealer),
+      record.count <= plan.config.maxEntryBytes
+    else { return }
+    connection.send([Array("SET".utf8), plan.key(id), record, Array("PX".utf8), Array(String(ttlMs).utf8)]) {
+      [self] reply in count(.set, reply)
+    }
+  }
+
+  /// The answer stored under `id`, or nil (a miss, a record refused, a failure or timeout),
+  /// on the loop, within `shared.timeout_ms`.
+  func read(id: String, completion: @escaping (StoredAnswer?) -> Void) {
+    connection.send([Array("GET".utf8), plan.key(id)]) { [self] reply in
+      count(.get, reply)
+      guard let bytes = reply.bytes else { return completion(nil) }
+      switch SharedTierRecord.decode(bytes, id: id, sealer: plan.sealer, maxBytes: plan.config.maxEntryBytes) {
+      case .success(let answer): completion(answer)
+      case .failure: completion(nil)
+      }
+    }
+  }
+
+  /// Deletes the entries for `ids` (a purge). Counted; nothing waits.
+  func delete(ids: [String]) {
+    guard !ids.isEmpty else { return }
+    connection.send([Array("DEL".utf8)] + ids.map { plan.key($0) }) { [self] reply in count(.del, reply) }
+  }
+
+  // MARK: Rate limits
+
+  /// Counts one request of `keyID` in the window of second `second`: the count so far, or nil
+  /// when the tier did not answer (the caller falls back to its local bucket). `INCR` and
+  /// `PEXPIRE` go in one pipeline; the window key outlives its second by a little, so a slow
+  /// clock on one replica still finds it.
+  func countRequest(keyID: String, second: Int64, completion: @escaping (Int64?) -> Void) {
+    let key = plan.prefix + Array("rl:\(keyID):\(second)".utf8)
+    connection.send([Array("INCR".utf8), key]) { [self] reply in
+      count(.incr, reply)
+      if case .integer(let value) = reply { completion(value) } else { completion(nil) }
+    }
+    connection.send([Array("PEXPIRE".utf8), key, Array("2000".utf8)]) { _ in }
+  }
+
+  /// The figures `/metrics` and `/admin/status` read from this loop.
+  struct Figures: Sendable {
+    let counts: [[UInt64]]
+    let health: RedisHealth.Snapshot
+  }
+
+  var figures: Figures { Figures(counts: counts, health: health.snapshot) }
+}
