@@ -96,7 +96,7 @@ enum SharedTierRecord {
       return .failure(.malformed)
     }
     return .success(
-      StoredAnswer(status: status, headers: headers, body: body, storedAtMs: Int64(bitPattern: UInt64(storedAt))))
+      StoredAnswer(status: status, headers: headers, body: body, storedAtMs: Int64(storedAt)))
   }
 
   private static func append(_ value: UInt64, bytes count: Int, to output: inout [UInt8]) {
