@@ -43,23 +43,23 @@ final class GatewayAdministration: AdminBackend, @unchecked Sendable {
     let started = server.startTime
     let path = server.configFilePath
     let shared = server.shared
-    completion(
-      .object([
-        ("version", .string(GatehouseVersion.string)),
-        ("uptime_s", .int(Int(now - started))),
-        ("started_at", .string(RFC3339.string(seconds: started))),
-        ("config_file", .optionalString(path)),
-        ("config_loaded_at", .string(RFC3339.string(seconds: loadedAt))),
-        ("workers", .int(workers)),
-        ("routes", .int(snapshot.routePlans.count)),
-        (
-          "connections",
-          .object([
-            ("client", .int(shared.openClientConnections)),
-            ("upstream", .int(shared.upstreamConnections.load(ordering: .relaxed))),
-          ])
-        ),
-      ]))
+    let document: [(String, JSONValue)] = [
+      ("version", .string(GatehouseVersion.string)),
+      ("uptime_s", .int(Int(now - started))),
+      ("started_at", .string(RFC3339.string(seconds: started))),
+      ("config_file", .optionalString(path)),
+      ("config_loaded_at", .string(RFC3339.string(seconds: loadedAt))),
+      ("workers", .int(workers)),
+      ("routes", .int(snapshot.routePlans.count)),
+      (
+        "connections",
+        .object([
+          ("client", .int(shared.openClientConnections)),
+          ("upstream", .int(shared.upstreamConnections.load(ordering: .relaxed))),
+        ])
+      ),
+    ]
+    completeStatus(document, sharedTier: snapshot.sharedTier, completion: completion)
   }
 
   package func routesDocument() -> JSONValue {
@@ -178,9 +178,10 @@ final class GatewayAdministration: AdminBackend, @unchecked Sendable {
     let adminAuthFailures = server.admin?.authFailureCount.load(ordering: .relaxed) ?? 0
     let snapshot = server.currentSnapshot
     nonisolated(unsafe) let manager = server.tokenManager
-    server.gather({ context in (context.metrics.sample(), context.poolFigures()) }) { perLoop in
+    server.gather({ context in (context.metrics.sample(), context.poolFigures(), context.sharedTier?.figures) }) {
+      perLoop in
       var summed = MetricsSample()
-      for (sample, _) in perLoop { summed.add(sample) }
+      for (sample, _, _) in perLoop { summed.add(sample) }
       let total = summed
       let circuits = snapshot.upstreamPlans.map { plan in
         (plan.name, perLoop.contains { $0.1[plan.name]?.circuitOpen == true })
@@ -311,6 +312,7 @@ final class GatewayAdministration: AdminBackend, @unchecked Sendable {
           "gatehouse_admin_auth_failures_total", type: "counter",
           help: "Admin API requests refused with 401: no admin token, a wrong one, or two Authorization fields.",
           samples: [([], Double(adminAuthFailures))])
+        Self.appendSharedTier(perLoop.compactMap(\.2), configured: snapshot.sharedTier != nil, to: &text)
         completion(text.text)
       }
     }

@@ -7,10 +7,13 @@ extension LoopContext {
   /// callers treat as a miss.
   func useSharedTier(_ plan: SharedTierPlan?) {
     if let current = sharedTier, current.plan === plan { return }
-    sharedTier?.stop()
+    let previous = sharedTier
+    previous?.stop()
     sharedTier = nil
     guard let plan else { return }
     let tier = LoopSharedTier(plan: plan, loop: loop, logger: shared.logger)
+    // The counters go on across a reload (Prometheus counters only grow).
+    if let previous { tier.counts = previous.counts }
     sharedTier = tier
     tier.start()
   }

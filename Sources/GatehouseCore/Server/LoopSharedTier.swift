@@ -24,7 +24,7 @@ final class LoopSharedTier {
   let connection: RedisConnection
   private let logger: Logger
   /// By operation, then by `RedisOutcome` (in `allCases` order).
-  private(set) var counts: [[UInt64]] = Array(
+  var counts: [[UInt64]] = Array(
     repeating: Array(repeating: 0, count: RedisOutcome.allCases.count), count: Operation.allCases.count)
 
   init(plan: SharedTierPlan, loop: EventLoop, logger: Logger) {
