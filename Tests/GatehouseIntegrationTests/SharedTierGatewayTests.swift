@@ -1,0 +1,124 @@
+import Foundation
+import Glibc
+import Testing
+
+/// The shared tier (SPEC §14) with several gateways and one real `redis-server` on a free
+/// loopback port: stale answers pooled across replicas, and a tier that is down, killed or
+/// stopped never failing or holding up a request. Skipped when `redis-server` is missing.
+@Suite(.enabled(if: SharedTierRedis.isAvailable, "redis-server is not installed"))
+struct SharedTierGatewayTests {
+  /// A gateway with its own store, a cached route to `backend`, and `shared` on `redis`.
+  static func gateway(backend: UInt16, redis: UInt16, timeoutMs: Int = 50) throws -> GatewayProcess {
+    var config = StoreTests.config(port: backend, cache: ["stale_if_error_s": 3600], answerTimeoutMs: 1000)
+    config["shared"] = ["url": "redis://127.0.0.1:\(redis)/0", "prefix": "test:", "timeout_ms": timeoutMs]
+    return try GatewayProcess(config: config)
+  }
+
+  static func metrics(_ gateway: GatewayProcess) throws -> MetricsPage {
+    try MetricsPage(try gateway.admin(token: TestConfig.adminToken).request("GET", "/metrics").text)
+  }
+
+  static func sharedUp(_ gateway: GatewayProcess) -> Double? {
+    (try? metrics(gateway))?.value("gatehouse_shared_up")
+  }
+
+  @Test func aSecondGatewayServesTheFirstsAnswerStale() throws {
+    let redis = try SharedTierRedis()
+    let backend = try ModalBackend()
+    let first = try Self.gateway(backend: backend.port, redis: redis.port)
+    defer { first.stopExpectingCleanExit() }
+    let second = try Self.gateway(backend: backend.port, redis: redis.port)
+    defer { second.stopExpectingCleanExit() }
+    #expect(waitUntil(timeout: 10) { Self.sharedUp(first) == 1 && Self.sharedUp(second) == 1 })
+
+    let stored = try send("GET", "/items/7", to: first.port)
+    #expect(stored.status == 200 && StoreTests.cacheHeader(stored) == "MISS")
+    // Written behind, after the answer: wait for the SET's reply.
+    #expect(
+      waitUntil(timeout: 10) {
+        (try? Self.metrics(first))?.value("gatehouse_shared_requests_total", ["op": "set", "result": "ok"]) == 1
+      })
+    backend.stop()
+
+    let stale = try send("GET", "/items/7", to: second.port)
+    StoreTests.expectStale(stale, body: stored.text)
+    // Kept in the second gateway's own store: served again without asking the tier.
+    let again = try send("GET", "/items/7", to: second.port)
+    StoreTests.expectStale(again, body: stored.text)
+    let page = try Self.metrics(second)
+    #expect(page.value("gatehouse_shared_requests_total", ["op": "get", "result": "ok"]) == 1)
+    // A key nobody stored: the usual 502 after the tier's miss.
+    let never = try send("GET", "/items/8", to: second.port)
+    #expect(never.status == 502)
+    #expect(
+      try Self.metrics(second).value("gatehouse_shared_requests_total", ["op": "get", "result": "miss"]) == 1)
+
+    let status = try second.admin(token: TestConfig.adminToken).json("/admin/status")
+    let shared = try #require(status["shared"] as? [String: Any])
+    #expect(shared["url"] as? String == "redis://127.0.0.1:\(redis.port)/0")
+    #expect(shared["up"] as? Bool == true)
+  }
+
+  @Test func aStoppedOrKilledTierNeverFailsARequest() throws {
+    let redis = try SharedTierRedis()
+    let backend = try ModalBackend()
+    let gateway = try Self.gateway(backend: backend.port, redis: redis.port)
+    defer { gateway.stopExpectingCleanExit() }
+    #expect(waitUntil(timeout: 10) { Self.sharedUp(gateway) == 1 })
+
+    // SIGSTOP: commands time out; requests get what the backend gives, then the usual 502.
+    redis.signal(SIGSTOP)
+    for index in 0..<5 {
+      #expect(try send("GET", "/up/\(index)", to: gateway.port).status == 200)
+    }
+    backend.stop()
+    for index in 0..<5 {
+      let answer = try send("GET", "/down/\(index)", to: gateway.port, timeout: 5)
+      #expect(answer.status == 502)
+    }
+    #expect(
+      try Self.metrics(gateway).value("gatehouse_shared_requests_total", ["op": "get", "result": "timeout"]) >= 1)
+
+    // Killed: still answered (only gatehouse_shared_up changes).
+    redis.kill()
+    #expect(waitUntil(timeout: 10) { Self.sharedUp(gateway) == 0 })
+    let answer = try send("GET", "/down/9", to: gateway.port, timeout: 5)
+    #expect(answer.status == 502)
+    StoreTests.expectStale(
+      try send("GET", "/up/1", to: gateway.port, timeout: 5), body: #"{"target":"/up/1","version":1,"lang":""}"#)
+  }
+}
+
+/// A `redis-server` without persistence, killed when the test ends.
+final class SharedTierRedis: @unchecked Sendable {
+  static let binary = "/usr/bin/redis-server"
+  static var isAvailable: Bool { access(binary, X_OK) == 0 }
+  let port: UInt16
+  private let process = Process()
+
+  init() throws {
+    port = try TestSocket.unusedPort()
+    process.executableURL = URL(fileURLWithPath: Self.binary)
+    process.arguments = ["--port", "\(port)", "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+    process.standardOutput = FileHandle.nullDevice
+    process.standardError = FileHandle.nullDevice
+    try process.run()
+    let port = self.port
+    guard waitUntil(timeout: 15, { (try? TestSocket.connect(port: port))?.close() != nil }) else {
+      throw TestSocketError.malformed("redis-server did not listen on \(port)")
+    }
+  }
+
+  deinit { kill() }
+
+  func signal(_ number: Int32) {
+    if process.isRunning { Glibc.kill(process.processIdentifier, number) }
+  }
+
+  func kill() {
+    guard process.isRunning else { return }
+    Glibc.kill(process.processIdentifier, SIGCONT)
+    Glibc.kill(process.processIdentifier, SIGKILL)
+    process.waitUntilExit()
+  }
+}
