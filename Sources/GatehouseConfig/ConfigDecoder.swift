@@ -31,6 +31,8 @@ struct ConfigDecoder {
     static let bodyBufferBytes = 64 << 10
     // A quarter of the Kubernetes manifest's 512 Mi memory limit.
     static let bufferedBytes = 128 << 20
+    static let websocketIdleTimeout = Duration.milliseconds(300_000)
+    static let maxWebSockets = 1000
     static let maxUpstreamConnections = 1024
     static let workersLimit = 1024
   }
@@ -247,6 +249,9 @@ struct ConfigDecoder {
       bodyTimeout: object?.field("body_timeout_ms")?.milliseconds() ?? Defaults.bodyTimeout,
       bodyBufferBytes: object?.field("body_buffer_bytes")?.integer(in: 0...(64 << 20)) ?? Defaults.bodyBufferBytes,
       bufferedBytes: object?.field("buffered_bytes")?.integer(in: 0...Int.max) ?? Defaults.bufferedBytes)
+    limits.websocketIdleTimeout =
+      object?.field("websocket_idle_timeout_ms")?.milliseconds() ?? Defaults.websocketIdleTimeout
+    limits.maxWebSockets = object?.field("max_websockets")?.integer(in: 0...(1 << 24)) ?? Defaults.maxWebSockets
     let http2 = object?.field("http2")?.object()
     limits.http2 = HTTP2LimitsConfig(
       // RFC 9113 §6.5.2: windows stop at 2^31 - 1.

@@ -150,6 +150,12 @@ public enum ConfigKeys {
       key(
         "limits.buffered_bytes", "integer ≥ 0", "\(Defaults.bufferedBytes)", .applies,
         "memory for answers held whole, shared by the process"),
+      key(
+        "limits.websocket_idle_timeout_ms", "integer ≥ 1", "300000", .applies,
+        "a WebSocket tunnel silent both ways this long is closed"),
+      key(
+        "limits.max_websockets", "integer 0–16777216", "\(Defaults.maxWebSockets)", .applies,
+        "open WebSocket tunnels, process-wide (503 past it)"),
       key("limits.http2", "object", "{}", .newConnections, "limits of HTTP/2 connections"),
       key(
         "limits.http2.max_concurrent_streams", "integer 1–1048576", "128", .newConnections,
@@ -356,6 +362,9 @@ public enum ConfigKeys {
       key(
         "routes[].jwt.scopes", "array of strings", "[]", .applies,
         "scopes the token must grant (`scope` or `scp`), else 403"),
+      key(
+        "routes[].websocket", "boolean", "false", .applies,
+        "take `Upgrade: websocket` handshakes and tunnel them to the upstream (SPEC §13)"),
       key(
         "routes[].stub", "object", "`{\"mode\": \"off\"}`", .applies,
         "a fixed answer instead of, or behind, the backend"),

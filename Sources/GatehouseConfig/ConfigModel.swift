@@ -164,6 +164,12 @@ public struct LimitsConfig: Sendable, Equatable {
   /// `buffered_bytes`: the most upstream answer bytes all exchanges may hold at once to
   /// wrap them whole (enveloped answers); past it, answers stream wrapped. Default 128 MiB.
   public var bufferedBytes: Int = ConfigDecoder.Defaults.bufferedBytes
+  /// `websocket_idle_timeout_ms`: a tunnel with no byte either way for this long is
+  /// closed (SPEC §13). Default 300 s.
+  public var websocketIdleTimeout: Duration = ConfigDecoder.Defaults.websocketIdleTimeout
+  /// `max_websockets`: open tunnels (and handshakes under way) across the process; past
+  /// it a handshake gets a 503 envelope. Default 1000.
+  public var maxWebSockets: Int = ConfigDecoder.Defaults.maxWebSockets
   /// `http2`: stream, window and header list limits of HTTP/2 connections.
   public var http2 = HTTP2LimitsConfig(maxHeaderListBytes: ConfigDecoder.Defaults.maxHeaderBytes)
 }

@@ -25,6 +25,9 @@ public struct RouteConfig: Sendable, Equatable {
   public let stub: StubConfig
   /// `jwt`: the client's token is verified before anything else (SPEC §15); nil: not.
   public var jwt: RouteJWTConfig?
+  /// `websocket`: `Upgrade: websocket` handshakes are taken and, on `101`, tunnelled (SPEC §13).
+  /// Default false: an upgrade on this route gets a 400.
+  public var websocket = false
 }
 
 /// `match`: a path template and an optional method list.

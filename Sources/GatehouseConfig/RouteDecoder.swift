@@ -102,16 +102,25 @@ struct RouteDecoder {
     let cacheField = object.field("cache")
     let cache = cacheField.flatMap(decodeCache)
     let jwt = object.field("jwt").flatMap { JWTDecoder.decodeRoute($0, providers: references.jwtProviderNames) }
+    let websocketField = object.field("websocket")
+    let websocket = websocketField?.bool() ?? false
     object.finishReading()
+    // A tunnel has no answer to stub, store or wrap: a route that always stubs never reaches
+    // the upstream a handshake needs.
+    if websocket, stub.mode == .always, let websocketField {
+      websocketField.report("has no effect on a route whose stub.mode is \"always\"")
+    }
     if cache?.shared == true, jwt == nil, let cacheField {
       diagnostics.report(cacheField.path.appending(key: "shared"), "has no effect without \"jwt\" in this route")
     }
 
     guard case .string(let routeName)? = name, let match else { return nil }
-    return RouteConfig(
+    var route = RouteConfig(
       name: routeName, match: match, upstream: upstream, upstreamPath: upstreamPath, token: token,
       tokenHeader: tokenHeader, tokenFormat: tokenFormat, invalidToken: invalidToken, headers: headers,
       envelope: envelope, cache: cache, stub: stub, jwt: jwt)
+    route.websocket = websocket
+    return route
   }
 
   static func unknownReference(_ kind: String, _ name: String, among names: [String]) -> String {

@@ -29,6 +29,9 @@ public struct HTTPResponseParser: Sendable {
   @usableFromInline var pendingHead: HTTPResponseHead?
   @usableFromInline var pendingTrailers: HTTPHeaders?
   public var requestWasHEAD = false
+  /// The request asked to switch protocols (`Upgrade: websocket`): a `101` is its final
+  /// head, after which the connection carries no more HTTP. Without it a `101` is an error.
+  public var requestAskedUpgrade = false
   public let limits: HTTPLimits
 
   public init(limits: HTTPLimits = HTTPLimits()) {
@@ -124,8 +127,14 @@ public struct HTTPResponseParser: Sendable {
       let head = try HeadParser.parseResponse(
         taken.section, lines: taken.lines, limits: limits, requestWasHEAD: requestWasHEAD)
       if head.isInformational {
-        // 101 would switch protocols, which Gatehouse never asks for.
-        guard head.status != 101 else { throw .unexpectedInformational }
+        // 101 switches protocols: only an answer to a request that asked for it.
+        if head.status == 101 {
+          guard requestAskedUpgrade else { throw .unexpectedInformational }
+          // What follows is the new protocol's, never parsed here.
+          state = .closed
+          pendingHead = head
+          return (.head, taken.consumed)
+        }
         pendingHead = head
         return (.head, taken.consumed)
       }

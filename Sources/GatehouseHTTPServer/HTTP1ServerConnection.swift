@@ -517,6 +517,28 @@ public final class HTTP1ServerConnection: ConnectionDelegate {
     }
   }
 
+  // MARK: Switching protocols
+
+  /// Gives the connection up after the current request switched protocols (a WebSocket
+  /// handshake the upstream accepted): returns it with the input held behind the request,
+  /// or nil when the request is not whole, an answer has begun, or the connection is gone.
+  /// The layer is then finished: the responder hears nothing more from it (not even
+  /// `serverClosed`), and the caller becomes the connection's delegate.
+  public func handOver() -> (connection: BufferedConnection, input: [UInt8])? {
+    guard let connection, exchangeOpen, requestComplete, !answerStarted, !isClosed, !closing else { return nil }
+    let input = held
+    held = []
+    self.connection = nil
+    isClosed = true
+    exchangeOpen = false
+    closeAfterAnswer = true
+    clearConnectionDeadline()
+    setResponderDeadline(at: 0)
+    deadline = 0
+    pausedReasons = []
+    return (connection, input)
+  }
+
   // MARK: Closing
 
   /// Ends the connection after the current answer, or now when none is being made

@@ -24,7 +24,7 @@ import Testing
       "store": { "path": "var/x.sqlite", "max_bytes": 1000, "secret_key": "" },
       "limits": { "max_connections": 1, "max_header_bytes": 1, "max_body_bytes": 1, "header_timeout_ms": 1,
                   "idle_timeout_ms": 1, "drain_timeout_ms": 1, "body_timeout_ms": 1, "body_buffer_bytes": 1,
-                  "buffered_bytes": 1,
+                  "buffered_bytes": 1, "websocket_idle_timeout_ms": 1, "max_websockets": 1,
                   "http2": { "max_concurrent_streams": 1, "initial_window_bytes": 1, "max_header_list_bytes": 1 } },
       "headers": { "set": { "Accept": "application/json" }, "remove": ["Cookie"], "pass": ["X-Forwarded-Host"],
                    "forwarded": true },
@@ -68,7 +68,8 @@ import Testing
           "cache": { "stale_if_error_s": 1, "fresh_s": 1, "stale_while_revalidate_s": 1, "vary": ["Accept-Language"],
                      "collapse": true, "shared": false },
           "jwt": { "provider": "idp", "required": true, "scopes": ["users:read"] },
-          "stub": { "mode": "fallback", "status": 200, "body": { "user": 1 }, "delay_ms": 0 }
+          "stub": { "mode": "fallback", "status": 200, "body": { "user": 1 }, "delay_ms": 0 },
+          "websocket": true
         }
       ],
       "log": { "level": "info", "access": "stdout", "format": "json", "trusted_proxies": ["10.0.0.0/8"],
@@ -121,6 +122,9 @@ import Testing
       "limits.body_timeout_ms": "\(ms(config.limits.bodyTimeout))",
       "limits.body_buffer_bytes": "\(config.limits.bodyBufferBytes)",
       "limits.buffered_bytes": "\(config.limits.bufferedBytes)",
+      "limits.websocket_idle_timeout_ms": "\(ms(config.limits.websocketIdleTimeout))",
+      "limits.max_websockets": "\(config.limits.maxWebSockets)",
+      "routes[].websocket": "\(route.websocket)",
       "upstreams.*.connect_timeout_ms": "\(ms(upstream.connectTimeout))",
       "upstreams.*.response_timeout_ms": "\(ms(upstream.answerTimeout))",
       "upstreams.*.max_idle_connections": "\(upstream.maxIdleConnections)",

@@ -13,6 +13,8 @@
 ///   client's answer is not begun, streaming, or complete.
 /// - `answeredLocally`: the gateway answered (the store, a stub, an error); the request's
 ///   body may still be arriving, to be read and dropped.
+/// - `tunnel`: the upstream switched protocols on a WebSocket handshake; both connections
+///   carry bytes both ways until one closes, the tunnel falls silent, or the gateway stops.
 /// - `done`.
 ///
 /// The driver feeds `handle` an event and performs the actions it returns, in order. An
@@ -28,7 +30,9 @@
 /// answer; `100 Continue` goes out only when the body is wanted; a client
 /// still waiting for `100 Continue` when the gateway answers gets the connection closed
 /// after the answer; a body is read ahead (`limits.body_buffer_bytes`) before a connection
-/// is leased, after the token and the breakers said yes.
+/// is leased, after the token and the breakers said yes; a WebSocket handshake goes on a
+/// fresh connection that never returns to the pool (it may become a tunnel, or its answer
+/// may have left it in the middle of the upgrade).
 struct ExchangeMachine {
   // MARK: State
 
@@ -71,6 +75,7 @@ struct ExchangeMachine {
     case .forwarding(request: .streaming, _): return .requestUpload
     case .forwarding(request: .complete, _): return .upstreamAnswer
     case .answeredLocally: return requestComplete ? .none : .drainBody
+    case .tunnel: return .tunnelIdle
     }
   }
 
@@ -129,7 +134,7 @@ struct ExchangeMachine {
     case .connectionFree:
       guard phase == .waiting(.queue) else { return ExchangeActions() }
       phase = .waiting(.connection)
-      return ExchangeActions(.lease(fresh: leaseFresh))
+      return ExchangeActions(.lease(fresh: leaseFresh || facts.upgrade))
     case .clientBody(let count):
       return clientBody(count)
     case .clientEnd:
@@ -162,6 +167,14 @@ struct ExchangeMachine {
       return deadlinePassed()
     case .clientGone:
       return clientGone()
+    case .upgraded:
+      guard facts.upgrade, case .forwarding(.complete, .notBegun) = phase else { return ExchangeActions() }
+      phase = .tunnel
+      return ExchangeActions(.openTunnel)
+    case .tunnelEnded:
+      guard phase == .tunnel else { return ExchangeActions() }
+      phase = .done
+      return ExchangeActions(.finishTunnel)
     }
   }
 
@@ -242,7 +255,7 @@ struct ExchangeMachine {
       actions.append(.pauseClientReading)
     }
     phase = .waiting(.connection)
-    actions.append(.lease(fresh: fresh))
+    actions.append(.lease(fresh: fresh || facts.upgrade))
     return actions
   }
 
@@ -324,12 +337,13 @@ struct ExchangeMachine {
     }
     // Every answered request ends here: its actions are built in place, without `+`.
     phase = .done
-    return ExchangeActions(.releaseUpstream(reusable: reusable), .finish)
+    return ExchangeActions(.releaseUpstream(reusable: reusable && !facts.upgrade), .finish)
   }
 
   private mutating func answerReplaced(_ replacement: Replacement, reusable: Bool?) -> ExchangeActions {
     guard case .forwarding = phase else { return ExchangeActions() }
-    let upstream: Action = reusable.map { .releaseUpstream(reusable: $0 && requestComplete) } ?? .discardUpstream
+    let upstream: Action =
+      reusable.map { .releaseUpstream(reusable: $0 && requestComplete && !facts.upgrade) } ?? .discardUpstream
     switch replacement {
     case .stored:
       return ExchangeActions(upstream) + answer(.serveStored(.stale))
@@ -349,7 +363,7 @@ struct ExchangeMachine {
     tokenRetried = true
     tokenInHand = false
     let upstream: Action =
-      reusable.map { .releaseUpstream(reusable: $0 && request == .complete) } ?? .discardUpstream
+      reusable.map { .releaseUpstream(reusable: $0 && request == .complete && !facts.upgrade) } ?? .discardUpstream
     phase = .waiting(.token)
     leaseFresh = false
     return ExchangeActions(upstream, .takeToken)
@@ -419,6 +433,9 @@ struct ExchangeMachine {
     case .drainBody:
       requestComplete = true
       return ExchangeActions(.closeAfterAnswer(drainInput: true)) + finish()
+    case .tunnelIdle:
+      // Both sides close; the tunnel's end (`tunnelEnded`) finishes the exchange.
+      return ExchangeActions(.closeTunnel)
     // Told apart by the driver, which reports them as failures.
     case .collapsedWait, .connectionQueue, .upstreamAnswer:
       return ExchangeActions()
@@ -431,6 +448,10 @@ struct ExchangeMachine {
     case .forwarding: actions.append(.discardUpstream)
     case .waiting(.queue): actions.append(.leaveQueue)
     case .done: return ExchangeActions()
+    // A tunnel's sides close together; its end is counted by `finishTunnel`.
+    case .tunnel:
+      phase = .done
+      return ExchangeActions(.closeTunnel, .finishTunnel)
     case .admitted, .waiting, .answeredLocally: break
     }
     phase = .done

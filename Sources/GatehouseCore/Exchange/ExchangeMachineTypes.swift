@@ -51,6 +51,13 @@ extension ExchangeMachine {
     case scopeInsufficient
     /// The provider has no signing keys at all (503): never "accept" for want of keys.
     case signingKeysUnavailable
+    /// An `Upgrade: websocket` handshake on a route without `websocket` (400), or over
+    /// HTTP/2, whose streams are never tunnelled (SPEC §13).
+    case webSocketNotEnabled
+    /// `Upgrade: websocket` that breaks RFC 6455 §4.1 (not a bodiless GET, no valid key).
+    case webSocketMalformed
+    /// `limits.max_websockets` tunnels are open or opening (503).
+    case webSocketsAtLimit
   }
 
   /// The request as the machine needs it.
@@ -65,6 +72,10 @@ extension ExchangeMachine {
     /// The bearer token waits for its provider's signing keys (the first fetch, or a
     /// refresh for an unknown `kid`): `signingKeysSettled` says how verification ended.
     var awaitsSigningKeys = false
+    /// A WebSocket handshake on a route that takes them: it goes on a fresh upstream
+    /// connection that never returns to the pool, and a `101` turns the exchange into a
+    /// tunnel.
+    var upgrade = false
     /// Nil: no route matched.
     var route: RouteFacts?
   }
@@ -106,6 +117,9 @@ extension ExchangeMachine {
     case waiting(Wait)
     case forwarding(request: RequestProgress, answer: AnswerProgress)
     case answeredLocally
+    /// The upstream switched protocols (`101`): client and upstream are joined as a byte
+    /// tunnel until either closes, it falls silent, or the gateway stops.
+    case tunnel
     case done
   }
 
@@ -189,6 +203,11 @@ extension ExchangeMachine {
     /// answer or a queue place not in time) come as `upstreamFailed` instead.
     case deadlinePassed
     case clientGone
+    /// The upstream answered a handshake with a `101` the driver checked (`Upgrade:
+    /// websocket`, `Sec-WebSocket-Accept`).
+    case upgraded
+    /// Both sides of the tunnel are closed.
+    case tunnelEnded
   }
 
   enum StoredKind: Equatable {
@@ -279,6 +298,13 @@ extension ExchangeMachine {
     case drainBody
     /// The exchange is over: count it, write its line, and let the connection go on.
     case finish
+    /// Pass the `101` to the client and join the two connections as a tunnel.
+    case openTunnel
+    /// Close both sides of the tunnel (it falls silent, or the gateway stops);
+    /// `tunnelEnded` follows once they are closed.
+    case closeTunnel
+    /// The tunnel is over: count it and write its line; its client connection is gone.
+    case finishTunnel
   }
 
   /// The deadline that applies in the current phase.
@@ -293,5 +319,7 @@ extension ExchangeMachine {
     case upstreamAnswer
     /// A local answer is out; the rest of the body has the idle timeout to arrive.
     case drainBody
+    /// `limits.websocket_idle_timeout_ms` since the last byte either way (kept by the tunnel).
+    case tunnelIdle
   }
 }

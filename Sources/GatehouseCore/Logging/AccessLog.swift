@@ -37,6 +37,9 @@ public struct AccessRecord: Sendable {
   /// Why a bearer token was refused on a JWT route (`jwt_error`, written only then): the
   /// verifier's reason, never the token or a claim.
   public var jwtError: String?
+  /// A WebSocket tunnel's bytes (`bytes_in`: client to upstream, `bytes_out`: upstream to
+  /// client, after the handshake), written only for a tunnel.
+  public var tunnelBytes: (in: Int64, out: Int64)?
 
   public init(
     requestID: [UInt8], method: HTTPMethod, version: HTTPVersion = .http1_1, path: ArraySlice<UInt8>,
@@ -116,6 +119,12 @@ public struct AccessLogBuffer {
     if let jwtError = record.jwtError {
       pending.append(contentsOf: #","jwt_error":"#.utf8)
       JSONText.appendString(jwtError, to: &pending)
+    }
+    if let tunnel = record.tunnelBytes {
+      pending.append(contentsOf: #","bytes_in":"#.utf8)
+      HTTPSerializer.appendDecimal(tunnel.in, to: &pending)
+      pending.append(contentsOf: #","bytes_out":"#.utf8)
+      HTTPSerializer.appendDecimal(tunnel.out, to: &pending)
     }
     pending.append(contentsOf: #","cache":"#.utf8)
     if let cache = record.cache { JSONText.appendString(cache, to: &pending) } else { null() }

@@ -34,6 +34,10 @@ public enum LocalAnswerReason: String, Sendable, Hashable, CaseIterable {
   case scopeInsufficient = "jwt_insufficient_scope"
   /// The identity provider had no signing keys to verify with.
   case signingKeysUnavailable = "jwt_keys_unavailable"
+  /// An `Upgrade: websocket` handshake on a route without `websocket`.
+  case webSocketNotEnabled = "websocket_not_enabled"
+  /// `limits.max_websockets` tunnels were open.
+  case webSocketsAtLimit = "websocket_limit"
   case noRoute = "no_route"
   /// The route names no upstream, or its upstream is gone from the config.
   case noUpstream = "no_upstream"

@@ -29,6 +29,11 @@ public enum GatewayAnswer {
     case scopeInsufficient
     /// The route's identity provider has no signing keys to verify with.
     case signingKeysUnavailable
+    /// An `Upgrade: websocket` handshake on a route without `websocket: true`.
+    case webSocketNotEnabled
+    case webSocketMalformed
+    /// `limits.max_websockets` tunnels are open.
+    case webSocketsAtLimit
 
     public var status: Int {
       switch self {
@@ -45,6 +50,8 @@ public enum GatewayAnswer {
       case .bearerMissing, .bearerInvalid: return 401
       case .scopeInsufficient: return 403
       case .signingKeysUnavailable: return 503
+      case .webSocketNotEnabled, .webSocketMalformed: return 400
+      case .webSocketsAtLimit: return 503
       }
     }
 
@@ -67,6 +74,9 @@ public enum GatewayAnswer {
       case .bearerInvalid: return "invalid bearer token"
       case .scopeInsufficient: return "insufficient scope"
       case .signingKeysUnavailable: return "token signing keys unavailable"
+      case .webSocketNotEnabled: return "websocket is not enabled on this route"
+      case .webSocketMalformed: return "invalid websocket handshake"
+      case .webSocketsAtLimit: return "too many websockets"
       }
     }
   }
@@ -136,6 +146,9 @@ public enum GatewayAnswer {
     case .refused(.bearerInvalid): (.bearerInvalid, .bearerInvalid, challenge)
     case .refused(.scopeInsufficient): (.scopeInsufficient, .scopeInsufficient, challenge)
     case .refused(.signingKeysUnavailable): (.signingKeysUnavailable, .signingKeysUnavailable, [])
+    case .refused(.webSocketNotEnabled): (.webSocketNotEnabled, .webSocketNotEnabled, [])
+    case .refused(.webSocketMalformed): (.webSocketMalformed, .badRequest, [])
+    case .refused(.webSocketsAtLimit): (.webSocketsAtLimit, .webSocketsAtLimit, [])
     case .refused(.clientKeyMissing): (.clientKeyMissing, .clientKeyMissing, ForwardingRules.apiKeyChallenge)
     case .refused(.clientKeyInvalid): (.clientKeyInvalid, .clientKeyInvalid, ForwardingRules.apiKeyChallenge)
     case .refused(.rateLimited): (.rateLimited, .rateLimited, Array("Retry-After: \(retryAfterSeconds)\r\n".utf8))

@@ -37,7 +37,8 @@ public enum UpstreamRequestWriter {
     head: HTTPRequestHead, method: HTTPMethod? = nil, target: [UInt8], hostHeader: [UInt8], plan: HeaderPlan,
     token: TokenLine? = nil, acceptsGzip: Bool = false, sharedAnswer: Bool = false, meetsConditions: Bool = false,
     validatorLines: [UInt8] = [], claimLines: [UInt8] = [], clientAddress: [UInt8],
-    forwardedProto: StaticString, requestID: [UInt8], framing: HTTPBodyFraming, into out: inout [UInt8]
+    forwardedProto: StaticString, requestID: [UInt8], framing: HTTPBodyFraming, upgrade: Bool = false,
+    into out: inout [UInt8]
   ) {
     // Names of the common methods are string literals: no allocation, UTF-8 already.
     var methodName = (method ?? head.method).name
@@ -51,6 +52,7 @@ public enum UpstreamRequestWriter {
       + plan.setLines.count + clientAddress.count + requestID.count + validatorLines.count + claimLines.count + 24
     if let token { bound += token.prefix.count + token.value.count + token.suffix.count }
     if plan.writesForwarded { bound += clientAddress.count + 40 }
+    if upgrade { bound += WebSocketHandshake.upstreamLines.utf8CodeUnitCount }
     out.appendBytes(upTo: bound) { out in
       methodName.withUTF8 { out.write($0) }
       out.write(0x20)
@@ -120,6 +122,9 @@ public enum UpstreamRequestWriter {
       out.write("\r\nX-Request-Id: ")
       out.write(requestID)
       out.write("\r\n")
+      // A WebSocket handshake (SPEC §13): the client's `Upgrade` and `Connection` were
+      // dropped as hop-by-hop with the rest; the gateway asks for the upgrade itself.
+      if upgrade { out.write(WebSocketHandshake.upstreamLines) }
       out.writeFramingField(framing)
       out.write("\r\n")
     }

@@ -90,10 +90,16 @@ extension ClientSession {
 
   /// Shutdown: idle connections close now; busy ones after the current answer.
   func drain() {
+    // A tunnel runs on until the drain timeout (`abort`); it has no answer to end after.
+    if exchange?.tunnel != nil { return }
     server.closeAfterCurrentAnswer()
   }
 
   func abort() {
+    if let tunnel = exchange?.tunnel {
+      tunnel.abort()
+      return
+    }
     // Whatever this answer had staged must not go out with the next session's answer.
     answers.discardStaged()
     if let exchange, let upstream = exchange.upstream {

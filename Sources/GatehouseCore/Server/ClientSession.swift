@@ -131,10 +131,18 @@ final class ClientSession: ServerResponder, UpstreamExchangeOwner {
     if let initial, !initial.isEmpty { http1?.connection(connection, didRead: initial) }
   }
 
-  /// The deadline the loop's sweep compares: the connection's or the exchange's.
-  var deadline: UInt64 { http1?.deadline ?? 0 }
+  /// The deadline the loop's sweep compares: the connection's or the exchange's (a
+  /// tunnel's, once the connection is one: `+Tunnel`).
+  var deadline: UInt64 {
+    if let tunnel = exchange?.tunnel { return tunnel.deadline }
+    return http1?.deadline ?? 0
+  }
 
   func checkDeadline(now: UInt64) {
+    if let tunnel = exchange?.tunnel {
+      checkTunnelDeadline(tunnel, now: now)
+      return
+    }
     http1?.checkDeadline(now: now)
   }
 
@@ -308,6 +316,11 @@ final class ClientSession: ServerResponder, UpstreamExchangeOwner {
         facts.awaitsSigningKeys = true
       }
     }
+    // SPEC §13: a WebSocket handshake, on a route that takes them (`+Tunnel`).
+    if facts.refusal == nil {
+      (facts.upgrade, facts.refusal) = webSocketVerdict(
+        head, plan: match.map { snapshot.routePlans[$0.routeIndex] }, exchange: exchange)
+    }
     if let match, facts.refusal == nil {
       let plan = snapshot.routePlans[match.routeIndex]
       var route = ExchangeMachine.RouteFacts()
@@ -327,8 +340,10 @@ final class ClientSession: ServerResponder, UpstreamExchangeOwner {
         exchange.tokenGrant = grant
         route.tokenAtHand = true
       }
-      route.usesStore = plan.cache != nil
-      route.usesSharedTier = context.sharedTier != nil && (plan.cache?.staleIfErrorMs ?? 0) > 0
+      // A handshake's answer is a tunnel or the upstream's refusal: never a stored answer.
+      route.usesStore = plan.cache != nil && !facts.upgrade
+      route.usesSharedTier =
+        !facts.upgrade && context.sharedTier != nil && (plan.cache?.staleIfErrorMs ?? 0) > 0
       route.enveloped = plan.envelope != nil
       if hasBody {
         route.bodyReadAhead = snapshot.bodyBufferBytes
@@ -381,6 +396,7 @@ final class ClientSession: ServerResponder, UpstreamExchangeOwner {
   /// Counts a finished (or abandoned) exchange and writes its access line; its share of
   /// the buffered-answer budget passes to the session.
   func record(_ exchange: Exchange, status: Int) {
+    releaseWebSocketSlot(of: exchange)
     settleBufferCharge(exchange)
     context.record(exchange, status: status, client: clientAddress)
   }

@@ -10,6 +10,14 @@ final class Exchange {
   /// The request's phase and the rules that move it on; this class holds what the session
   /// needs to perform the machine's actions.
   var machine = ExchangeMachine()
+  /// A WebSocket handshake's slot of `limits.max_websockets`, held until the exchange is
+  /// recorded (a tunnel's end, or a refused handshake's answer).
+  var holdsWebSocketSlot = false
+  /// The upstream's `101` and the bytes that came behind it, between the reader and `openTunnel`.
+  var switchingHead: HTTPResponseHead?
+  var upstreamTunnelInput: [UInt8] = []
+  /// The tunnel the exchange became (phase `tunnel`); kept after it closes for the access line.
+  var tunnel: WebSocketTunnel?
   let head: HTTPRequestHead
   let requestID: [UInt8]
   let snapshot: GatewaySnapshot

@@ -152,6 +152,12 @@ final class ExchangeDriver: ClientSessionPart {
       // The connection lingers to read what the client still sends, whether the machine
       // asks for that or not: unread input would reset the answer away.
       server.closeAfterCurrentAnswer()
+    case .openTunnel:
+      session.openTunnel(exchange)
+    case .closeTunnel:
+      exchange.tunnel?.close(now: loop.iterationTime)
+    case .finishTunnel:
+      session.finishTunnel(exchange)
     case .drainBody, .finish:
       // The answer is complete: the connection finishes the exchange once the request is
       // too, reading and dropping what is left of the body within the idle timeout.
@@ -204,6 +210,9 @@ final class ExchangeDriver: ClientSessionPart {
     case .drainBody:
       // The connection's idle timeout bounds the rest of the body.
       session.clearDeadline()
+    case .tunnelIdle:
+      // The tunnel keeps its own (`WebSocketTunnel.deadline`): it moves with every read.
+      session.clearDeadline()
     }
   }
 
@@ -228,7 +237,7 @@ final class ExchangeDriver: ClientSessionPart {
       upstreamFailed(.timedOut)
     case .connectionQueue:
       upstreamFailed(.busy)
-    case .stubDelay, .requestUpload, .drainBody:
+    case .stubDelay, .requestUpload, .drainBody, .tunnelIdle:
       run(.deadlinePassed)
     case .none:
       break
@@ -369,6 +378,7 @@ final class ExchangeDriver: ClientSessionPart {
       (method == .get || method == .head)
       && (plan.envelope != nil || exchange.revalidation != nil || exchange.hasCacheKey)
     exchange.answerParser.requestWasHEAD = upstreamMethod == .head
+    exchange.answerParser.requestAskedUpgrade = exchange.machine.facts.upgrade
     let framing = ForwardingRules.upstreamFraming(exchange.head.bodyFraming)
     exchange.rechunkRequest = framing == .chunked
     context.scratch.removeAll(keepingCapacity: true)
@@ -380,7 +390,7 @@ final class ExchangeDriver: ClientSessionPart {
       validatorLines: exchange.revalidation.map(StoreEntryRules.validatorLines) ?? [],
       claimLines: exchange.bearer?.claimLines ?? [], clientAddress: session.clientAddress,
       forwardedProto: session.secure ? "https" : "http", requestID: exchange.requestID, framing: framing,
-      into: &context.scratch)
+      upgrade: exchange.machine.facts.upgrade, into: &context.scratch)
     if exchange.pipelinedWrite {
       context.scratch.withUnsafeBytes { pool.writePipelined($0, on: upstream) }
     } else {

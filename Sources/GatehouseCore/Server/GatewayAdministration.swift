@@ -291,6 +291,9 @@ final class GatewayAdministration: AdminBackend, @unchecked Sendable {
             ([("side", "upstream")], Double(shared.upstreamConnections.load(ordering: .relaxed))),
           ])
         text.family(
+          "gatehouse_websockets", type: "gauge", help: "Open WebSocket tunnels by route.",
+          samples: shared.tunnelsByRoute.map { ([("route", $0.0)], Double($0.1)) })
+        text.family(
           "gatehouse_buffered_answer_bytes", type: "gauge",
           help: "Answer bytes held whole to be wrapped, against limits.buffered_bytes.",
           samples: [([], Double(shared.bufferedAnswerBytes.load(ordering: .relaxed)))])

@@ -113,6 +113,7 @@ public final class GatewayServer: @unchecked Sendable {
     state = Mutex(State(snapshot: snapshot, loadedAt: RFC3339.now().seconds))
     let shared = GatewayShared(
       logger: logger, maxConnections: config.limits.maxConnections, store: Self.openStore(config.store, logger: logger))
+    shared.maxWebSockets.store(config.limits.maxWebSockets, ordering: .relaxed)
     self.shared = shared
     for message in StartupWarnings.messages(for: config, storeOpen: shared.store != nil) { logger.warn(message) }
     // What `check` finds that works but not as written (a route an earlier one hides, a health
@@ -388,6 +389,7 @@ public final class GatewayServer: @unchecked Sendable {
       $0.loadedAt = RFC3339.now().seconds
     }
     shared.maxConnections.store(next.config.limits.maxConnections, ordering: .relaxed)
+    shared.maxWebSockets.store(next.config.limits.maxWebSockets, ordering: .relaxed)
     tokenManager.apply(tokens: next.config.tokens)
     keyring.apply(next.config.jwt)
     healthChecker.apply(next)

@@ -18,6 +18,13 @@ public final class GatewayShared: Sendable {
   /// Upstream connections open across all loops.
   let upstreamConnections = Atomic<Int>(0)
   let maxConnections: Atomic<Int>
+  /// WebSocket tunnels open or opening across all loops, against `maxWebSockets`
+  /// (`limits.max_websockets`, set again on reload).
+  let webSockets = Atomic<Int>(0)
+  let maxWebSockets = Atomic<Int>(1000)
+  /// Open tunnels by route name, for `gatehouse_websockets{route}`. Behind a lock: touched
+  /// only when a tunnel opens or closes, never per request or per byte.
+  let webSocketsByRoute = Mutex([String: Int]())
   /// Config reloads (SIGHUP or the admin API) applied, and refused (a bad file, draining).
   let reloads = Atomic<Int>(0)
   let refusedReloads = Atomic<Int>(0)

@@ -27,6 +27,8 @@ public final class GatewaySnapshot: Sendable {
   let idleTimeoutNanoseconds: UInt64
   /// `limits.body_timeout_ms`, counted from the request head.
   let bodyTimeoutNanoseconds: UInt64
+  /// `limits.websocket_idle_timeout_ms`: a tunnel silent both ways this long closes.
+  let webSocketIdleNanoseconds: UInt64
   /// `limits.body_buffer_bytes`.
   let bodyBufferBytes: Int
   /// `limits.buffered_bytes`, for the whole process.
@@ -87,6 +89,7 @@ public final class GatewaySnapshot: Sendable {
       maxConcurrentStreams: http2.maxConcurrentStreams, initialWindowBytes: http2.initialWindowBytes,
       maxHeaderListBytes: http2.maxHeaderListBytes)
     bodyTimeoutNanoseconds = EventLoop.nanoseconds(of: config.limits.bodyTimeout)
+    webSocketIdleNanoseconds = EventLoop.nanoseconds(of: config.limits.websocketIdleTimeout)
     bodyBufferBytes = config.limits.bodyBufferBytes
     bufferedBytes = config.limits.bufferedBytes
     drainTimeout = config.limits.drainTimeout
@@ -140,6 +143,8 @@ final class RoutePlan: Sendable {
   let cacheScope: String?
   /// The route's `jwt` block; nil for routes that do not verify tokens.
   let jwt: RouteJWTPlan?
+  /// `websocket`: the route takes WebSocket handshakes (SPEC §13).
+  let websocket: Bool
 
   init(
     _ route: RouteConfig, upstreamIndex: Int?, globalRules: HeaderPlan.Rules, tokenIndex: Int?,
@@ -147,6 +152,7 @@ final class RoutePlan: Sendable {
   ) {
     name = route.name
     self.upstreamIndex = upstreamIndex
+    websocket = route.websocket
     var layers = [globalRules, HeaderPlan.Rules(route.headers)]
     // A route with a token sends it as the only value of its header: what the client sent
     // there, and a top-level `set` of it, give way to the token (a route's own `set` of it

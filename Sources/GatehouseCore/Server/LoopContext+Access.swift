@@ -46,6 +46,7 @@ extension LoopContext {
         forwardedFor: proxies.isEmpty ? nil : head.headers.firstValue(lowercaseName: "x-forwarded-for")),
       userAgent: head.headers.firstValue(lowercaseName: "user-agent"))
     line.jwtError = exchange.bearer?.problem
+    if let tunnel = exchange.tunnel { line.tunnelBytes = (tunnel.bytesIn, tunnel.bytesOut) }
     logAccess(line)
   }
 

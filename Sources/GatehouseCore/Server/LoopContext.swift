@@ -110,6 +110,8 @@ final class LoopContext: @unchecked Sendable {
         verifiedTokens.removeAll(provider: index)
       }
     }
+    // Tunnels whose route or upstream changed close after `drain_timeout_ms` (`+Tunnel`).
+    for case let session as ClientSession in connections.values { session.reloaded(to: next) }
     snapshot = next
     useSharedTier(next.sharedTier)
     pools = next.upstreamPlans.map { kept[$0.name] ?? UpstreamPool(context: self, plan: $0) }

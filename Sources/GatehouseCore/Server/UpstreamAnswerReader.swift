@@ -54,6 +54,11 @@ final class UpstreamAnswerReader: ClientSessionPart {
         return bytes.count
       case .head:
         let head = exchange.answerParser.takeHead()
+        // Only a handshake's answer can be a 101 (the parser refuses it otherwise).
+        if head.status == 101 {
+          upstreamSwitchedProtocols(head, exchange, behind: UnsafeRawBufferPointer(rebasing: bytes[offset...]))
+          return bytes.count
+        }
         if head.isInformational { continue }
         exchange.headAt = loop.iterationTime
         upstream.lastAnswerWasHTTP11 = head.version == .http1_1
@@ -103,6 +108,26 @@ final class UpstreamAnswerReader: ClientSessionPart {
       "upstream sent an invalid answer",
       ["upstream": .string(upstream.pool.plan.name), "error": .string(error.description)])
     driver.upstreamFailed(.invalidAnswer, detail: "invalid answer: \(error.description)")
+  }
+
+  /// The upstream answered a WebSocket handshake with `101`: checked, the machine turns the
+  /// exchange into a tunnel, which takes the bytes that came behind the head; a `101` that
+  /// is no WebSocket upgrade is an invalid answer (502).
+  private func upstreamSwitchedProtocols(
+    _ head: HTTPResponseHead, _ exchange: Exchange, behind rest: UnsafeRawBufferPointer
+  ) {
+    exchange.headAt = loop.iterationTime
+    exchange.upstreamStatus = head.status
+    guard WebSocketHandshake.upstreamSwitched(head) else {
+      driver.upstreamFailed(.invalidAnswer, detail: "101 without a WebSocket upgrade")
+      return
+    }
+    if let pool = exchange.pool {
+      context.recordUpstreamAnswer(pool: pool, status: head.status, route: ForwardingRules.routeName(of: exchange))
+    }
+    exchange.switchingHead = head
+    exchange.upstreamTunnelInput = Array(rest)
+    driver.run(.upgraded, on: exchange)
   }
 
   /// Returns false when the exchange no longer reads this upstream answer.

@@ -319,6 +319,21 @@ final class UpstreamPool {
     offerRoom()
   }
 
+  /// `connection`'s exchange switched protocols (a WebSocket tunnel): it leaves the pool for
+  /// good, its place free for others, and its socket goes to the caller, which counts it
+  /// among the upstream connections until it closes. Nil when the socket is gone already.
+  func handOverForTunnel(_ connection: UpstreamConnection) -> BufferedConnection? {
+    guard let socket = connection.connection, !socket.isClosed else { return nil }
+    connection.owner = nil
+    connection.connection = nil
+    endBatch(connection)
+    state.leasedConnectionClosed()
+    // A handshake is never pipelined, so nothing waits behind it; whatever did goes elsewhere.
+    dropQueued(connection.pipeline.dropAll(), from: connection)
+    offerRoom()
+    return socket
+  }
+
   /// Requests that were written behind an answer that never came (or was the last on its
   /// connection) are sent again, after the current call stack: they were not answered, so
   /// this is not a failure of theirs, and their owners must not run inside another's.
