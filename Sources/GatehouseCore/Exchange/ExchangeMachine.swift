@@ -304,7 +304,7 @@ struct ExchangeMachine {
     case .forwarding(.streaming, _):
       return ExchangeActions(.forwardBody)
     case .admitted, .waiting(.store), .waiting(.stubDelay), .waiting(.collapsed), .waiting(.sharedTier),
-      .forwarding(.complete, _), .answeredLocally, .done:
+      .forwarding(.complete, _), .answeredLocally, .tunnel, .done:
       return ExchangeActions(.dropBody)
     }
   }
@@ -320,7 +320,7 @@ struct ExchangeMachine {
       return ExchangeActions(.endUpstreamBody)
     case .answeredLocally:
       return finish()
-    case .admitted, .waiting, .forwarding(.complete, _), .done:
+    case .admitted, .waiting, .forwarding(.complete, _), .tunnel, .done:
       return ExchangeActions()
     }
   }
@@ -394,7 +394,8 @@ struct ExchangeMachine {
       return ExchangeActions(.leaveQueue) + failOver(.upstream(failure), staleAvailable: staleAvailable)
     case .waiting(.connection), .waiting(.breakers), .waiting(.collapsed):
       return failOver(.upstream(failure), staleAvailable: staleAvailable)
-    case .admitted, .waiting, .answeredLocally, .done:
+    // A tunnel's upstream is the tunnel's: its close ends the tunnel, not an answer.
+    case .admitted, .waiting, .answeredLocally, .tunnel, .done:
       return ExchangeActions()
     }
   }

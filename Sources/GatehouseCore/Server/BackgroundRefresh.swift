@@ -138,6 +138,9 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
     case .awaitSigningKeys, .lookUpStore, .revalidateInBackground, .queueForConnection, .leaveQueue, .sendContinue,
       .pauseClientReading, .forwardBody, .endUpstreamBody, .keepBody, .dropBody, .closeAfterAnswer, .drainBody:
       break
+    // A refresh is a GET of the route's answer, never a handshake (its facts never say `upgrade`).
+    case .openTunnel, .closeTunnel, .finishTunnel:
+      finish()
     }
   }
 
