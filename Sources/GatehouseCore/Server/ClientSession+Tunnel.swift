@@ -69,8 +69,12 @@ extension ClientSession {
 
   /// Both sides of the tunnel are closed: the machine ends the exchange (`finishTunnel`).
   func tunnelClosed() {
-    guard let exchange else { return }
-    driver.run(.tunnelEnded, on: exchange)
+    // The tunnel calls without holding the session, and `finishTunnel` lets the loop drop
+    // it: it is kept alive until the driver's run is over.
+    withExtendedLifetime(self) {
+      guard let exchange else { return }
+      driver.run(.tunnelEnded, on: exchange)
+    }
   }
 
   /// The machine's `finishTunnel`: the access line (status 101, bytes each way, duration)
