@@ -62,7 +62,7 @@ import Testing
 
   @Test func a101EndsTheHTTPPartOnlyForARequestThatAskedForIt() throws {
     let text = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-      + "Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n\u{81}\u{2}hi"
+      + "Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n\u{1}\u{2}hi"
     let (head, consumed) = try answer(text)
     #expect(head.status == 101)
     #expect(consumed == text.utf8.count - 4, "the frame behind the head is the tunnel's")
