@@ -116,6 +116,7 @@ import Testing
     let echoed = try WebSocketWire.readFrame(client.reader, deadline: Deadline(seconds: 60))
     #expect(echoed?.payload.count == message.count)
     #expect(echoed?.payload == message)
+    client.close()
   }
 
   @Test func aHalfCloseIsPassedOnAndTheOtherWayStaysOpen() throws {
@@ -268,6 +269,7 @@ import Testing
     #expect(Self.status(head) == 101)
     #expect(backend.heads.map { $0.value("Authorization") } == ["Bearer \(oauth.token(1))", "Bearer \(oauth.token(2))"])
     #expect(try Self.roundTrip(client, .text, Array("after refresh".utf8))?.payload == Array("after refresh".utf8))
+    client.close()
   }
 
   @Test func upgradesTheGatewayDoesNotTakeAreRefusedOrIgnored() throws {

@@ -134,7 +134,8 @@ final class WebSocketBackend: Sendable {
     }
   }
 
-  /// Reads until the end of stream (or a reset), counting what came.
+  /// Reads until the end of stream (or a reset), counting what came, then closes: the
+  /// backend has nothing more to say once its peer is done.
   private func countToEnd(_ reader: WireReader) {
     var total = 0
     do {
@@ -142,5 +143,6 @@ final class WebSocketBackend: Sendable {
       state.withLock { $0.endsOfStream += 1 }
     } catch {}
     state.withLock { $0.bytesAfterHandshake += total }
+    reader.socket.shutdownBoth()
   }
 }
