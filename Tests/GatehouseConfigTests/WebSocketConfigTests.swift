@@ -14,7 +14,8 @@ import Testing
     #expect(defaults.websocketIdleTimeout == .milliseconds(300_000))
     #expect(defaults.maxWebSockets == 1000)
     let set = try loadConfig(
-      configJSON(extra: #""limits": {"websocket_idle_timeout_ms": 1500, "max_websockets": 0}"#)).limits
+      configJSON(extra: #""limits": {"websocket_idle_timeout_ms": 1500, "max_websockets": 0}"#)
+    ).limits
     #expect(set.websocketIdleTimeout == .milliseconds(1500))
     #expect(set.maxWebSockets == 0)
     #expect(issueLines(configJSON(extra: #""limits": {"websocket_idle_timeout_ms": 0}"#)) != ["loaded"])
@@ -25,6 +26,9 @@ import Testing
     let json = #"{"routes": [{"name": "r", "match": {"path": "/"}, "stub": {"mode": "always"}, "websocket": true}]}"#
     let lines = issueLines(json)
     #expect(lines.contains { $0.contains("routes[0].websocket") && $0.contains("stub.mode") }, "\(lines)")
-    #expect(issueLines(#"{"routes": [{"name": "r", "match": {"path": "/"}, "upstream": "x", "websocket": "yes"}]}"#) != ["loaded"])
+    #expect(
+      issueLines(#"{"routes": [{"name": "r", "match": {"path": "/"}, "upstream": "x", "websocket": "yes"}]}"#) != [
+        "loaded"
+      ])
   }
 }

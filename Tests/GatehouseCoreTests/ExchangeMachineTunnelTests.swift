@@ -9,7 +9,8 @@ import Testing
   typealias Machine = ExchangeMachine
 
   static func handshake(_ route: Machine.RouteFacts = Machine.RouteFacts()) -> Machine.RequestFacts {
-    var facts = Machine.RequestFacts(idempotent: true, isHEAD: false, hasBody: false, expectsContinue: false, route: route)
+    var facts = Machine.RequestFacts(
+      idempotent: true, isHEAD: false, hasBody: false, expectsContinue: false, route: route)
     facts.upgrade = true
     return facts
   }
@@ -109,7 +110,8 @@ import Testing
 
   @Test func anUnreachableUpstreamAnswersTheHandshakeWithAnError() {
     var machine = Self.sentHandshake()
-    let actions = machine.handle(.upstreamFailed(.unavailable, staleAvailable: false, received: false, answerOut: false))
+    let actions = machine.handle(
+      .upstreamFailed(.unavailable, staleAvailable: false, received: false, answerOut: false))
     #expect(actions == [.discardUpstream, .answerLocally(.upstream(.unavailable)), .finish])
   }
 

@@ -41,7 +41,8 @@ import Testing
   @Test func otherUpgradesAndPlainRequestsAreNone() throws {
     #expect(WebSocketHandshake.classify(try request("GET / HTTP/1.1\r\nHost: gw\r\n\r\n")) == .none)
     let h2c = try request(
-      "GET / HTTP/1.1\r\nHost: gw\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABk\r\n\r\n")
+      "GET / HTTP/1.1\r\nHost: gw\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABk\r\n\r\n"
+    )
     #expect(WebSocketHandshake.classify(h2c) == .none)
   }
 
@@ -52,7 +53,8 @@ import Testing
     #expect(WebSocketHandshake.classify(try handshake(extra: "Sec-WebSocket-Key: \(Self.key)\r\n")) == .malformed)
     #expect(WebSocketHandshake.classify(try handshake(extra: "Content-Length: 3\r\n")) == .malformed)
     let noConnection = try request(
-      "GET / HTTP/1.1\r\nHost: gw\r\nUpgrade: websocket\r\nSec-WebSocket-Key: \(Self.key)\r\nSec-WebSocket-Version: 13\r\n\r\n")
+      "GET / HTTP/1.1\r\nHost: gw\r\nUpgrade: websocket\r\nSec-WebSocket-Key: \(Self.key)\r\nSec-WebSocket-Version: 13\r\n\r\n"
+    )
     #expect(WebSocketHandshake.classify(noConnection) == .malformed)
     let http10 = try request(
       "GET / HTTP/1.0\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: \(Self.key)\r\n"
@@ -61,7 +63,8 @@ import Testing
   }
 
   @Test func a101EndsTheHTTPPartOnlyForARequestThatAskedForIt() throws {
-    let text = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+    let text =
+      "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
       + "Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n\u{1}\u{2}hi"
     let (head, consumed) = try answer(text)
     #expect(head.status == 101)
@@ -74,14 +77,16 @@ import Testing
     let noAccept = try answer("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n").0
     #expect(!WebSocketHandshake.upstreamSwitched(noAccept))
     let otherProtocol = try answer(
-      "HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\nSec-WebSocket-Accept: x\r\n\r\n").0
+      "HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\nSec-WebSocket-Accept: x\r\n\r\n"
+    ).0
     #expect(!WebSocketHandshake.upstreamSwitched(otherProtocol))
   }
 
   @Test func theClientsSwitchCarriesTheUpstreamsEndToEndFieldsOnly() throws {
     let head = try answer(
       "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nServer: backend/1.0\r\n"
-        + "X-Powered-By: x\r\nSec-WebSocket-Accept: abc=\r\nSec-WebSocket-Protocol: chat\r\nKeep-Alive: 5\r\n\r\n").0
+        + "X-Powered-By: x\r\nSec-WebSocket-Accept: abc=\r\nSec-WebSocket-Protocol: chat\r\nKeep-Alive: 5\r\n\r\n"
+    ).0
     var out: [UInt8] = []
     WebSocketHandshake.writeSwitchingHead(head, requestID: Array("rid".utf8), into: &out)
     #expect(

@@ -83,7 +83,9 @@ import Testing
     #expect(upstream.value("Sec-WebSocket-Version") == "13")
     #expect(upstream.value("Sec-WebSocket-Protocol") == "chat, superchat")
 
-    #expect(try Self.roundTrip(client, .text, Array("hello".utf8)) == .init(fin: true, opcode: .text, payload: Array("hello".utf8)))
+    #expect(
+      try Self.roundTrip(client, .text, Array("hello".utf8))
+        == .init(fin: true, opcode: .text, payload: Array("hello".utf8)))
     let binary = (0..<300).map { UInt8($0 % 256) }
     #expect(try Self.roundTrip(client, .binary, binary) == .init(fin: true, opcode: .binary, payload: binary))
     #expect(try Self.tunnels(gateway) == 1)
@@ -246,9 +248,11 @@ import Testing
       config: Self.config(backend: backend.port, route: ["envelope": ["enabled": true]]))
     defer { gateway.stopExpectingCleanExit() }
     let client = try RawClient(port: gateway.port)
-    let forbidden = try client.exchange(Array(WebSocketWire.handshake(path: "/ws/forbidden", key: WebSocketWire.makeKey()).utf8))
+    let forbidden = try client.exchange(
+      Array(WebSocketWire.handshake(path: "/ws/forbidden", key: WebSocketWire.makeKey()).utf8))
     #expect(isErrorEnvelope(forbidden, status: 403, message: "not yours"))
-    let unavailable = try client.exchange(Array(WebSocketWire.handshake(path: "/ws/down", key: WebSocketWire.makeKey()).utf8))
+    let unavailable = try client.exchange(
+      Array(WebSocketWire.handshake(path: "/ws/down", key: WebSocketWire.makeKey()).utf8))
     #expect(isErrorEnvelope(unavailable, status: 503))
     let bad = try RawClient(port: gateway.port).exchange(
       Array(WebSocketWire.handshake(path: "/ws/bad", key: WebSocketWire.makeKey()).utf8))
@@ -267,7 +271,8 @@ import Testing
     defer { gateway.stopExpectingCleanExit() }
     let (client, head, _) = try Self.handshake(gateway.port)
     #expect(Self.status(head) == 101)
-    #expect(backend.heads.map { $0.value("Authorization") } == ["Bearer \(oauth.token(1))", "Bearer \(oauth.token(2))"])
+    #expect(
+      backend.heads.map { $0.value("Authorization") } == ["Bearer \(oauth.token(1))", "Bearer \(oauth.token(2))"])
     #expect(try Self.roundTrip(client, .text, Array("after refresh".utf8))?.payload == Array("after refresh".utf8))
     client.close()
   }
@@ -287,11 +292,14 @@ import Testing
     let gateway = try GatewayProcess(config: config)
     defer { gateway.stopExpectingCleanExit() }
     let client = try RawClient(port: gateway.port)
-    let notEnabled = try client.exchange(Array(WebSocketWire.handshake(path: "/chat", key: WebSocketWire.makeKey()).utf8))
+    let notEnabled = try client.exchange(
+      Array(WebSocketWire.handshake(path: "/chat", key: WebSocketWire.makeKey()).utf8))
     #expect(isErrorEnvelope(notEnabled, status: 400, message: "websocket is not enabled on this route"))
     // h2c is never honoured: the request is served as a plain one, without its Upgrade.
     let h2c = try RawClient(port: gateway.port).exchange(
-      Array("GET /h2c HTTP/1.1\r\nHost: gw\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAoAAAAAIAAAAA\r\n\r\n".utf8))
+      Array(
+        "GET /h2c HTTP/1.1\r\nHost: gw\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAoAAAAAIAAAAA\r\n\r\n"
+          .utf8))
     #expect(h2c.status == 200)
     #expect(backend.requests.last.map { !$0.head.has("Upgrade") && !$0.head.has("HTTP2-Settings") } == true)
     // A 101 nobody asked for is no answer.
@@ -299,7 +307,9 @@ import Testing
     #expect(isErrorEnvelope(unasked, status: 502))
     // A handshake that breaks RFC 6455 on a websocket route.
     let malformed = try RawClient(port: gateway.port).exchange(
-      Array("POST /ws/x HTTP/1.1\r\nHost: gw\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nContent-Length: 0\r\n\r\n".utf8))
+      Array(
+        "POST /ws/x HTTP/1.1\r\nHost: gw\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nContent-Length: 0\r\n\r\n".utf8
+      ))
     #expect(isErrorEnvelope(malformed, status: 400, message: "invalid websocket handshake"))
   }
 }

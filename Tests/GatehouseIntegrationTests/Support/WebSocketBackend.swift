@@ -88,7 +88,8 @@ final class WebSocketBackend: Sendable {
           + body
         guard (try? socket.send(Array(text.utf8), deadline: deadline)) != nil else { return }
       case .switchWithoutAccept:
-        _ = try? socket.send(Array("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n".utf8), deadline: deadline)
+        _ = try? socket.send(
+          Array("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n".utf8), deadline: deadline)
         return
       case .accept(let mode):
         let key = head.value("Sec-WebSocket-Key") ?? ""

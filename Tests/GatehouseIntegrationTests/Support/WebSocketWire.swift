@@ -50,7 +50,9 @@ enum WebSocketWire {
       out.append(UInt8(payload.count & 0xFF))
     } else {
       out.append(maskBit | 127)
-      for shift in stride(from: 56, through: 0, by: -8) { out.append(UInt8((UInt64(payload.count) >> UInt64(shift)) & 0xFF)) }
+      for shift in stride(from: 56, through: 0, by: -8) {
+        out.append(UInt8((UInt64(payload.count) >> UInt64(shift)) & 0xFF))
+      }
     }
     guard masked else { return out + payload }
     let key = (0..<4).map { _ in UInt8.random(in: 0...255) }
