@@ -216,6 +216,29 @@ import Testing
     #expect(gateway.waitForExit(timeout: 15) == .success)
   }
 
+  /// A reload closes only the tunnels whose route it changed, `drain_timeout_ms` after it.
+  @Test func aReloadClosesTheTunnelsOfAChangedRouteAfterTheDrainTimeout() throws {
+    let backend = try WebSocketBackend(always: .echo)
+    defer { backend.stop() }
+    var config = Self.config(backend: backend.port, limits: ["drain_timeout_ms": 800])
+    var routes = config["routes"] as! [[String: Any]]
+    routes.insert(TestConfig.route("kept", match: "/kept/*", extra: ["websocket": true]), at: 0)
+    config["routes"] = routes
+    let gateway = try GatewayProcess(config: config)
+    defer { gateway.stopExpectingCleanExit() }
+    let changed = try Self.handshake(gateway.port)
+    let kept = try Self.handshake(gateway.port, path: "/kept/chat")
+    #expect(Self.status(changed.head) == 101 && Self.status(kept.head) == 101)
+    routes[1]["headers"] = ["set": ["X-Route": "ws-2"]]
+    config["routes"] = routes
+    try gateway.rewriteConfig(config)
+    #expect(try gateway.admin().request("POST", "/admin/reload").status == 200)
+    #expect(try Self.roundTrip(changed.client, .text, Array("soon".utf8))?.payload == Array("soon".utf8))
+    #expect(changed.client.waitForEnd(timeout: 10) != .stillOpen)
+    #expect(try Self.roundTrip(kept.client, .text, Array("on".utf8))?.payload == Array("on".utf8))
+    kept.client.close()
+  }
+
   @Test func pastMaxWebSocketsAHandshakeGetsA503() throws {
     let backend = try WebSocketBackend(always: .echo)
     defer { backend.stop() }
