@@ -1,8 +1,8 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Gatehouse memory with many open WebSocket tunnels (SPEC §13).
 
 Usage (from the project root, after `swift build -c release`; needs Debian's
-python3-websockets, which Scripts/install-deps.sh installs):
+python3-websockets, which Scripts/install-deps.sh installs, hence /usr/bin/python3):
     Bench/websocket_many.py [--bin .build/release/gatehouse] [--tunnels 1000]
 
 Starts an echo WebSocket server (python `websockets`) and the gateway in front of it with a
