@@ -300,6 +300,33 @@ import Testing
     client.close()
   }
 
+  /// HTTP/2 clients use HTTP/1.1 for WebSockets: a stream that carries a handshake's
+  /// fields (some forbidden in HTTP/2) is reset or served plainly, never tunnelled.
+  @Test func anHTTP2StreamIsNeverTunnelled() throws {
+    let backend = try WebSocketBackend { head in
+      head.has("Upgrade") ? .accept(.echo) : .refuse(status: 200, body: #"{"plain":true}"#)
+    }
+    defer { backend.stop() }
+    var config = Self.config(backend: backend.port)
+    config["listen"] = [["address": "127.0.0.1:0", "h2c": true]]
+    let gateway = try GatewayProcess(config: config)
+    defer { gateway.stopExpectingCleanExit() }
+    let key = WebSocketWire.makeKey()
+    let fields = [["sec-websocket-key", key], ["sec-websocket-version", "13"]]
+    let report = try HTTP2Client.run(
+      gateway.port, "requests",
+      [
+        "requests": [
+          ["path": "/ws/a", "headers": fields],
+          ["path": "/ws/b", "headers": fields + [["upgrade", "websocket"], ["connection", "upgrade"]]],
+        ]
+      ])
+    let streams = HTTP2Client.streams(report)
+    #expect(streams.first?["status"] as? Int == 200, "\(streams)")
+    #expect(streams.allSatisfy { $0["status"] as? Int != 101 }, "\(streams)")
+    #expect(backend.heads.allSatisfy { !$0.has("Upgrade") })
+  }
+
   @Test func upgradesTheGatewayDoesNotTakeAreRefusedOrIgnored() throws {
     let backend = try TestBackend { request in
       if request.path == "/switch" {
