@@ -116,7 +116,9 @@ import Testing
     #expect(isErrorEnvelope(scope, status: 403, message: "insufficient scope"), "\(scope.text)")
     #expect(scope.head.values("WWW-Authenticate") == [#"Bearer error="insufficient_scope", scope="admin""#])
     #expect(backend.requests.isEmpty)
-    // The reason is logged, never the token.
+    // The reason is logged, never the token (access lines are written in batches: wait for
+    // the last one).
+    #expect(gateway.waitForLogLine { $0["reason"] as? String == "jwt_insufficient_scope" })
     let lines = gateway.accessLines()
     let reasons = lines.compactMap { $0["reason"] as? String }
     #expect(reasons.filter { $0 == "jwt_invalid" }.count == invalid.count)
