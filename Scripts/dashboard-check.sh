@@ -25,6 +25,13 @@ fi
 fixture_tokens='{ "fixed": { "type": "static", "value": "static-value-1" },
   "login": { "type": "oauth2_client_credentials", "token_url": "http://127.0.0.1:9/oauth/token",
              "client_id": "c", "client_secret": "s" } }'
+# Two identity providers: keys in the config (made now), and a jwks_url nobody answers (it
+# shows its fetch error): only the second gets a Refresh button.
+keydir=$(mktemp -d)
+jwk=$(/usr/bin/python3 Tests/Tools/jwtmint.py keys "$keydir" ec256 dash-key)
+rm -rf "$keydir"
+fixture_jwt="{ \"providers\": { \"inline\": { \"keys\": { \"keys\": [$jwk] } },
+  \"remote\": { \"issuer\": \"https://id.example/\", \"jwks_url\": \"http://127.0.0.1:9/jwks.json\" } } }"
 fixture_start
 (umask 077 && printf 'Authorization: Bearer %s\n' "$token" > "$work/auth-header")
 
@@ -78,6 +85,7 @@ curl -fsS -H @"$work/auth-header" "http://$admin/admin/upstreams" > "$work/upstr
 curl -fsS -H @"$work/auth-header" "http://$admin/admin/history" > "$work/history.json"
 curl -sS -H @"$work/auth-header" "http://$admin/admin/tokens" > "$work/tokens.json"
 curl -sS -o /dev/null -w '%{http_code}' -H @"$work/auth-header" "http://$admin/admin/tokens" > "$work/tokens.status"
+curl -sS -H @"$work/auth-header" "http://$admin/admin/jwt" > "$work/jwt.json"
 
 python3 - "$work" <<'PY'
 import json, re, sys
@@ -93,6 +101,7 @@ class Collect(HTMLParser):
         self.by_id, self.upstreams, self.tokens, self.body = {}, [], [], {}
         self.rows = {"route": {}, "upstream": {}}
         self.refresh_buttons, self.row, self.cell = [], None, None
+        self.providers, self.jwt_buttons = [], []
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
         if "id" in a: self.by_id[a["id"]] = a
@@ -100,6 +109,8 @@ class Collect(HTMLParser):
         if tag == "tr" and "data-upstream" in a: self.upstreams.append(a["data-upstream"])
         if tag == "tr" and "data-token" in a: self.tokens.append((a["data-token"], a.get("data-state")))
         if tag == "button" and "data-token-refresh" in a: self.refresh_buttons.append(a["data-token-refresh"])
+        if tag == "tr" and "data-provider" in a: self.providers.append(a["data-provider"])
+        if tag == "button" and "data-jwt-refresh" in a: self.jwt_buttons.append(a["data-jwt-refresh"])
         if tag == "tr":
             self.row = None
             for kind in ("route", "upstream"):
@@ -211,6 +222,10 @@ if tokens_status == "200":
           sorted(t["name"] for t in tokens if t["type"] == "oauth2_client_credentials"))
 else:
     check(f"tokens panel notes the {tokens_status}", dom.by_id.get("tokens-body", {}).get("data-unavailable"), "true")
+providers = json.load(open(f"{work}/jwt.json"))["providers"]
+check("provider rows = /admin/jwt", sorted(dom.providers), sorted(p["name"] for p in providers))
+check("Refresh only on providers with a jwks_url", sorted(dom.jwt_buttons),
+      sorted(p["name"] for p in providers if p["source"] != "config"))
 if failures:
     print(f"dashboard-check: {len(failures)} mismatch(es)")
     sys.exit(1)

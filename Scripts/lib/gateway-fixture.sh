@@ -4,7 +4,7 @@
 #
 # After `fixture_start`: $work (temp dir), $gateway and $admin (host:port), $token (never
 # print it), $upstream_port. Needs $root (the repository) and $bin (the gatehouse binary).
-# $fixture_tokens, when set, is the config's "tokens" object (JSON).
+# $fixture_tokens, when set, is the config's "tokens" object (JSON); $fixture_jwt, its "jwt".
 
 work=""
 gateway_pid=""
@@ -50,6 +50,8 @@ fixture_start() {
   token=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
   tokens_member=""
   if [ -n "${fixture_tokens:-}" ]; then tokens_member="\"tokens\": $fixture_tokens,"; fi
+  jwt_member=""
+  if [ -n "${fixture_jwt:-}" ]; then jwt_member="\"jwt\": $fixture_jwt,"; fi
   cat > "$work/gatehouse.json" <<JSON
 {
   "listen": [{ "address": "127.0.0.1:0" }],
@@ -64,6 +66,7 @@ fixture_start() {
       "cache": { "stale_if_error_s": 3600 } }
   ],
   $tokens_member
+  $jwt_member
   "log": { "level": "info", "access": "off", "format": "json" }
 }
 JSON

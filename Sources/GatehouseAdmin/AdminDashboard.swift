@@ -8,7 +8,7 @@ import GatehouseHTTP
 /// The page asks for the admin token, keeps it in `sessionStorage` only, and every ~2 s reads
 /// `/admin/status`, `/metrics` (request rates are counter deltas computed in the page),
 /// `/admin/history` (the last 15 minutes per route and upstream, drawn as inline SVG charts
-/// by the script), `/admin/cache`, `/admin/tokens` and `/admin/upstreams`. Nothing is
+/// by the script), `/admin/cache`, `/admin/tokens`, `/admin/jwt` and `/admin/upstreams`. Nothing is
 /// requested before a token is entered. For scripted checks it takes a
 /// token from a `#token=...` fragment, stores it and clears the fragment. Values that tests
 /// read carry stable ids with the raw number in `data-value`; `body[data-ready]` turns true
@@ -174,6 +174,15 @@ enum AdminDashboard {
         <table>
           <thead><tr><th>Name</th><th>Type</th><th>State</th><th>Fingerprint</th><th>Expires</th><th>Refreshed</th><th>Last error</th><th></th></tr></thead>
           <tbody id="tokens-body"><tr><td class="empty" colspan="8">loading…</td></tr></tbody>
+        </table>
+      </section>
+
+      <section id="jwt-panel" class="wide">
+        <h2>Identity providers (JWT)</h2>
+        <p class="section-error" id="jwt-error" hidden></p>
+        <table>
+          <thead><tr><th>Name</th><th>Issuer</th><th>Keys from</th><th>Key ids</th><th>Fetched</th><th>Last error</th><th></th></tr></thead>
+          <tbody id="jwt-body"><tr><td class="empty" colspan="7">loading…</td></tr></tbody>
         </table>
       </section>
 

@@ -308,6 +308,28 @@ extension AdminDashboard {
         delete $("tokens-body").dataset.unavailable;
       }
 
+      function renderJWT(list) {
+        const rows = list.providers.map((p) => {
+          const tr = el("tr");
+          tr.dataset.provider = p.name;
+          const ids = p.key_ids.length ? p.key_ids.join(", ") : p.keys + " without kid";
+          const action = el("td");
+          // Keys written in the config have nowhere to be fetched from.
+          if (p.source !== "config") {
+            const button = el("button", "Refresh");
+            button.type = "button";
+            button.dataset.jwtRefresh = p.name;
+            button.addEventListener("click", () => act(button, "POST", "/admin/jwt/" + encodeURIComponent(p.name) + "/refresh",
+              "keys of " + p.name + " fetched"));
+            action.append(button);
+          }
+          tr.append(el("td", p.name), el("td", p.issuer || "–"), el("td", p.source), el("td", ids),
+            el("td", formatTime(p.fetched_at)), el("td", p.last_error || "", "err"), action);
+          return tr;
+        });
+        fillBody($("jwt-body"), rows, 7, "no identity providers configured");
+      }
+
       function renderUpstreams(list) { upstreamList = list; }
 
       function ago(text) {
@@ -391,6 +413,7 @@ extension AdminDashboard {
           ["/admin/history", renderHistory, "history-error"],
           ["/admin/cache", renderCache, "cache-error"],
           ["/admin/tokens", renderTokens, "tokens-error"],
+          ["/admin/jwt", renderJWT, "jwt-error"],
           ["/admin/upstreams", renderUpstreams, "upstreams-error"],
         ];
         const results = await Promise.all(parts.map(([path, render, errorId]) =>
