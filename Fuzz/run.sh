@@ -68,7 +68,7 @@ in_build_order() {
     echo "$module"
   done
 }
-# C modules: only `http2` and `jwt` may use them (`c_allowed`). What each adds to the compile and link
+# C modules: only `config`, `http2` and `jwt` may use them (`c_allowed`). What each adds to the compile and link
 # lines accumulates in these, for the modules built after it and for the executable.
 c_flags=""
 c_objects=""
@@ -136,8 +136,11 @@ for target in $targets; do
     modules=GatehouseJSON
     ;;
   config)
+    # A provider's inline JWKS (`jwt.providers.*.keys`) is checked by GatehouseJWT, whose
+    # keys are OpenSSL's: the one C module this target links.
     checks=ConfigFuzzInvariants.swift
     modules="GatehouseConfig GatehouseJSON"
+    c_allowed="CGatehouseOpenSSL"
     ;;
   http2)
     # The server connection is libnghttp2 driven over a real socket on an EventLoop, so this
