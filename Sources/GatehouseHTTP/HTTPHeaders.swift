@@ -108,6 +108,19 @@ public struct HTTPHeaders: Sendable, Hashable {
     }
   }
 
+  /// Index of the next field named `lowercaseName` after field `index`, as `firstIndex`.
+  public func nextIndex(lowercaseName: StaticString, after index: Int) -> Int? {
+    storage.withUnsafeBufferPointer { bytes in
+      var next = index + 1
+      while next < ranges.count {
+        let r = ranges[next]
+        if ASCII.equalsLowercase(bytes, Int(r.nameStart), Int(r.nameEnd), lowercaseName) { return next }
+        next += 1
+      }
+      return nil
+    }
+  }
+
   /// Whether a field's name starts with `lowercasePrefix` (lowercase ASCII): one pass over
   /// the names, for a family of fields most requests do not carry.
   public func containsName(lowercasePrefix: StaticString) -> Bool {

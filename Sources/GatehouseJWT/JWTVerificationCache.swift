@@ -13,9 +13,10 @@
 /// Why the whole token is kept and compared: a client chooses the token bytes, so equal
 /// hashes must never be enough for a hit (one token would borrow another's identity). The
 /// dictionary is keyed by Swift's `Hasher` (SipHash with a seed drawn at process start, which
-/// a client never sees), so a client cannot aim at another token's bucket; a hit is then
-/// confirmed by comparing every byte. Hashing a 1 KiB token this way costs a fraction of a
-/// cryptographic digest of it, on every request of every signed-in client.
+/// a client never sees) of the token's signature end (`hashedTailBytes`), so a client cannot
+/// aim at another token's bucket; a hit is then confirmed by comparing every byte. This
+/// costs a fraction of a cryptographic digest of the token, on every request of every
+/// signed-in client.
 public final class JWTVerificationCache {
   private struct Entry {
     /// `Self.hash` of the token and provider: the entry's key in `slots`.
@@ -147,10 +148,18 @@ public final class JWTVerificationCache {
     entries[slot].older = -1
   }
 
+  /// The token's end is its signature: bytes no two verified tokens share, which a client
+  /// cannot make another verified token's without the signer's key. Hashing the last 32 of
+  /// them (and the length) finds the entry; the whole token is compared on a hit anyway,
+  /// so a crafted token with a borrowed end only misses.
+  static let hashedTailBytes = 32
+
   private static func hash(_ token: UnsafeRawBufferPointer, provider: Int) -> Int {
     var hasher = Hasher()
     hasher.combine(provider)
-    hasher.combine(bytes: token)
+    hasher.combine(token.count)
+    let tail = max(0, token.count - hashedTailBytes)
+    hasher.combine(bytes: UnsafeRawBufferPointer(rebasing: token[tail...]))
     return hasher.finalize()
   }
 

@@ -16,20 +16,24 @@ enum BearerCredential: Equatable {
   static let maxTokenBytes = 8192
 
   static func find(in headers: HTTPHeaders) -> BearerCredential {
-    var found = BearerCredential.absent
-    var fields = 0
-    for index in 0..<headers.count where headers.nameEquals(at: index, "authorization") {
-      fields += 1
-      if isBearerScheme(headers.valueBytes(at: index)) { found = .token(field: index) }
+    guard let first = headers.firstIndex(lowercaseName: "authorization") else { return .absent }
+    guard var next = headers.nextIndex(lowercaseName: "authorization", after: first) else {
+      guard isBearerScheme(headers.valueBytes(at: first)) else { return .absent }
+      let token = tokenBytes(headers.valueBytes(at: first))
+      // Its bytes are not checked here: the verifier reads base64url strictly, and a token
+      // found in the cache of verified tokens matched a verified one byte for byte. A scan
+      // here would cost every request what only a bad token needs.
+      guard !token.isEmpty, token.count <= maxTokenBytes else { return .malformed }
+      return .token(field: first)
     }
-    if fields > 1 { return found == .absent ? .absent : .malformed }
-    guard case .token(let index) = found else { return found }
-    let token = tokenBytes(headers.valueBytes(at: index))
-    // Its bytes are not checked here: the verifier reads base64url strictly, and a token
-    // found in the cache of verified tokens matched a verified one byte for byte. A scan
-    // here would cost every request what only a bad token needs.
-    guard !token.isEmpty, token.count <= maxTokenBytes else { return .malformed }
-    return found
+    // More than one `Authorization`: ambiguous when any of them is a bearer token.
+    var bearer = isBearerScheme(headers.valueBytes(at: first))
+    while !bearer {
+      bearer = isBearerScheme(headers.valueBytes(at: next))
+      guard let after = headers.nextIndex(lowercaseName: "authorization", after: next) else { break }
+      next = after
+    }
+    return bearer ? .malformed : .absent
   }
 
   /// The token's bytes in the value of `Authorization` (after `Bearer` and its spaces).

@@ -96,12 +96,19 @@ final class LoopMetrics {
     localAnswers[LocalAnswerKey(route: route, reason: reason.rawValue), default: 0] &+= 1
   }
 
-  /// Bearer tokens checked on JWT routes, by provider, then by result (`JWTResult.index`):
-  /// one hash of the provider's name per check, none of the result's.
-  private var jwtTallies: [String: [UInt64]] = [:]
+  /// Bearer tokens checked on JWT routes, by provider, then by result (`JWTResult.index`).
+  /// A config has a handful of providers: a search comparing names (short strings compare
+  /// inline) costs less per check than hashing the name.
+  private var jwtTallies: [(provider: String, counts: [UInt64])] = []
 
   func countJWT(provider: String, result: JWTResult) {
-    jwtTallies[provider, default: [UInt64](repeating: 0, count: JWTResult.allCases.count)][result.index] &+= 1
+    for index in jwtTallies.indices where jwtTallies[index].provider == provider {
+      jwtTallies[index].counts[result.index] &+= 1
+      return
+    }
+    var counts = [UInt64](repeating: 0, count: JWTResult.allCases.count)
+    counts[result.index] = 1
+    jwtTallies.append((provider, counts))
   }
 
   /// `gatehouse_jwt_total`'s samples.
