@@ -239,7 +239,7 @@ final class JWKSServer: Sendable {
     let answers = Shared<[String]>([])
     let group = DispatchGroup()
     for headers in [alice, bob] {
-      nonisolated(unsafe) let headers = headers
+      let headers = headers
       DispatchQueue.global().async(group: group) {
         let text = (try? send("GET", "/kept/both", to: gateway.port, headers: headers, timeout: 20))?.text ?? ""
         answers.value = answers.value + [text]

@@ -53,6 +53,9 @@ public final class RateLimiter: Sendable {
     }
   }
 
+  /// The limit of bucket `index` (nil for an index it does not have).
+  func limit(bucket index: Int) -> Limit? { limits.indices.contains(index) ? limits[index] : nil }
+
   /// Milli-tokens in bucket `index` at `nowMs`.
   private func level(at index: Int, nowMs: UInt32) -> UInt64 {
     let (tokens, last) = Self.unpack(buckets[index].word.load(ordering: .relaxed))

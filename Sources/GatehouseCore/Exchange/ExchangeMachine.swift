@@ -69,8 +69,9 @@ struct ExchangeMachine {
     // The store and the pool answer at once; a token wait is bounded by the token's refresh.
     // A wait for signing keys is bounded by the fetch's own timeouts, as a token's is.
     // The shared tier's connection fails each command after `shared.timeout_ms` on its own.
+    // So is the count of a rate limit in the shared tier.
     case .waiting(.store), .waiting(.token), .waiting(.breakers), .waiting(.connection), .waiting(.signingKeys),
-      .waiting(.sharedTier):
+      .waiting(.sharedTier), .waiting(.rateLimit):
       return .none
     case .forwarding(request: .streaming, _): return .requestUpload
     case .forwarding(request: .complete, _): return .upstreamAnswer
@@ -110,6 +111,10 @@ struct ExchangeMachine {
       guard phase == .waiting(.signingKeys) else { return ExchangeActions() }
       if let refusal { return answer(.answerLocally(.refused(refusal))) }
       return startRoute()
+    case .rateLimitSettled(let limited):
+      guard phase == .waiting(.rateLimit) else { return ExchangeActions() }
+      if limited { return answer(.answerLocally(.refused(.rateLimited))) }
+      return admit()
     case .storeLookedUp(let result):
       return storeLookedUp(result)
     case .tokenGranted:
@@ -186,6 +191,17 @@ struct ExchangeMachine {
     tokenInHand = facts.route?.tokenAtHand ?? false
     requestComplete = !facts.hasBody
     bodyStarted = facts.bodyFollowsHead
+    // The rate limit comes first, as the local bucket does: a client over its limit hears
+    // 429 whatever else is wrong with its request.
+    if facts.awaitsRateLimit {
+      phase = .waiting(.rateLimit)
+      return ExchangeActions(.countRateLimit)
+    }
+    return admit()
+  }
+
+  /// The client checks' verdict, once the rate limit let the request through.
+  private mutating func admit() -> ExchangeActions {
     if let refusal = facts.refusal { return answer(.answerLocally(.refused(refusal))) }
     if facts.awaitsSigningKeys {
       phase = .waiting(.signingKeys)
@@ -287,11 +303,14 @@ struct ExchangeMachine {
         return answer(.answerLocally(.tokenUnavailable), closing: true)
       }
       return ExchangeActions(.keepBody)
-    case .waiting(.signingKeys):
-      // Kept for the upstream, within the bound a token wait has.
+    case .waiting(.signingKeys), .waiting(.rateLimit):
+      // Kept for the upstream, within the bound a token wait has. (A rate-limit wait lasts
+      // `shared.timeout_ms` at most, so it hardly meets the bound; if it does, 503.)
       bodyBytesKept += count
       if bodyBytesKept > facts.route?.pendingLimit ?? Int.max {
-        return answer(.answerLocally(.refused(.signingKeysUnavailable)), closing: true)
+        let refusal: LocalAnswer =
+          phase == .waiting(.rateLimit) ? .overloaded : .refused(.signingKeysUnavailable)
+        return answer(.answerLocally(refusal), closing: true)
       }
       return ExchangeActions(.keepBody)
     case .waiting(.bodyReadAhead):

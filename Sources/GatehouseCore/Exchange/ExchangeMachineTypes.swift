@@ -72,6 +72,10 @@ extension ExchangeMachine {
     /// The bearer token waits for its provider's signing keys (the first fetch, or a
     /// refresh for an unknown `kid`): `signingKeysSettled` says how verification ended.
     var awaitsSigningKeys = false
+    /// The client key's limit is counted in the shared tier (SPEC §14): the request waits
+    /// for the count (`rateLimitSettled`) before anything else, within `shared.timeout_ms`.
+    /// The other checks' verdicts (`refusal`, `awaitsSigningKeys`) apply after it.
+    var awaitsRateLimit = false
     /// A WebSocket handshake on a route that takes them: it goes on a fresh upstream
     /// connection that never returns to the pool, and a `101` turns the exchange into a
     /// tunnel.
@@ -83,6 +87,9 @@ extension ExchangeMachine {
   // MARK: Phases
 
   enum Wait: Equatable {
+    /// For the shared tier's count of the client key's window (a 429 or on); bounded by
+    /// `shared.timeout_ms` (the connection's command timeout), not by a deadline.
+    case rateLimit
     /// For the provider's keys, to verify the client's bearer token.
     case signingKeys
     case store
@@ -160,6 +167,9 @@ extension ExchangeMachine {
     case started(RequestFacts)
     /// The keys the bearer token waited for came (or did not): verified, or refused.
     case signingKeysSettled(refusal: Refusal?)
+    /// The client key's count is in (from the shared tier, or the local bucket when the tier
+    /// did not answer): `limited` answers 429.
+    case rateLimitSettled(limited: Bool)
     case storeLookedUp(StoreResult)
     /// A value of the route's token is at hand.
     case tokenGranted
@@ -242,6 +252,8 @@ extension ExchangeMachine {
     case noConnectionFree
     /// No shared tier to ask after all (not running on this loop, no key).
     case sharedTierMissed
+    /// The rate limit was decided without waiting (the local bucket, no tier to ask).
+    case rateLimitSettled(limited: Bool)
 
     var event: Event {
       switch self {
@@ -251,11 +263,14 @@ extension ExchangeMachine {
       case .leased(let reused): .leased(reused: reused)
       case .noConnectionFree: .noConnectionFree
       case .sharedTierMissed: .sharedTierLookedUp(found: false)
+      case .rateLimitSettled(let limited): .rateLimitSettled(limited: limited)
       }
     }
   }
 
   enum Action: Equatable {
+    /// Count the request in the client key's shared window (`rateLimitSettled` follows).
+    case countRateLimit
     /// Ask the provider for its keys and wait (`signingKeysSettled` follows).
     case awaitSigningKeys
     case lookUpStore

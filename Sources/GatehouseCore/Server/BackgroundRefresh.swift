@@ -134,8 +134,10 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
     case .serveStored, .serveCollapsed, .serveStub, .answerLocally, .abortClient, .finish, .lookUpSharedTier:
       finish()
     // Nothing of these concerns a refresh: no store lookup (it is the store's), no body, no
-    // client connection, no client's token to check (its facts never ask for keys).
-    case .awaitSigningKeys, .lookUpStore, .revalidateInBackground, .queueForConnection, .leaveQueue, .sendContinue,
+    // client connection, no client's token to check or limit to count (its facts never ask
+    // for keys or a count).
+    case .awaitSigningKeys, .countRateLimit, .lookUpStore, .revalidateInBackground, .queueForConnection, .leaveQueue,
+      .sendContinue,
       .pauseClientReading, .forwardBody, .endUpstreamBody, .keepBody, .dropBody, .closeAfterAnswer, .drainBody:
       break
     // A refresh is a GET of the route's answer, never a handshake (its facts never say `upgrade`).

@@ -294,7 +294,12 @@ final class ClientSession: ServerResponder, UpstreamExchangeOwner {
       case .client(let index):
         let client = snapshot.clients.clients[index]
         exchange.clientID = client.id
-        if let bucket = client.bucket,
+        // SPEC §14: with a shared tier the limit is counted there, across replicas; the
+        // machine waits for the count (`ExchangeDriver+RateLimit.swift`).
+        if let bucket = client.bucket, context.sharedTier != nil {
+          exchange.rateLimitBucket = bucket
+          facts.awaitsRateLimit = true
+        } else if let bucket = client.bucket,
           case .limited(let seconds) = snapshot.rateLimiter.take(bucket: bucket, nowMs: RateLimiter.clockMs())
         {
           exchange.retryAfterSeconds = seconds

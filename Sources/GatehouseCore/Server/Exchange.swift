@@ -86,6 +86,9 @@ final class Exchange {
   var clientID: String?
   /// What the bearer token's check left (routes with `jwt` only).
   var bearer: BearerAdmission?
+  /// The client key's local bucket, when its limit is counted in the shared tier: the
+  /// fallback when the tier does not answer.
+  var rateLimitBucket: Int?
   /// When a rate-limited client may ask again (`Retry-After`, seconds).
   var retryAfterSeconds = 0
   /// The serial of the token value sent, reported back if the backend rejects it.

@@ -74,6 +74,8 @@ final class ExchangeDriver: ClientSessionPart {
     switch action {
     case .awaitSigningKeys:
       waitForSigningKeys(exchange)
+    case .countRateLimit:
+      return countRateLimit(exchange)
     case .lookUpStore:
       return .storeLookedUp(routeCache.lookUp(exchange, for: session))
     case .revalidateInBackground:

@@ -45,6 +45,9 @@ public final class GatewayShared: Sendable {
   /// how many were held back since the last one.
   private let upstreamOpenFailures = Mutex(LogThrottle(intervalNanoseconds: 10_000_000_000))
   private let http2Abuses = Mutex(LogThrottle(intervalNanoseconds: 10_000_000_000))
+  /// Rate limits counted by the local buckets because the shared tier did not answer: one
+  /// warning per 10 s from any loop (`GatewayShared+SharedTier.swift`).
+  let sharedRateFallbacks = Mutex(LogThrottle(intervalNanoseconds: 10_000_000_000))
   static let cannotOpenUpstream = "cannot open upstream connection"
   /// When each route last warned that its `key_path` found nothing: one line per route per
   /// 10 s, since a wrong `key_path` misses on every answer.

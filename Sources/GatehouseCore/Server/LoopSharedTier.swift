@@ -78,17 +78,18 @@ final class LoopSharedTier {
 
   // MARK: Rate limits
 
-  /// Counts one request of `keyID` in the window of second `second`: the count so far, or nil
-  /// when the tier did not answer (the caller falls back to its local bucket). `INCR` and
-  /// `PEXPIRE` go in one pipeline; the window key outlives its second by a little, so a slow
-  /// clock on one replica still finds it.
-  func countRequest(keyID: String, second: Int64, completion: @escaping (Int64?) -> Void) {
-    let key = plan.prefix + Array("rl:\(keyID):\(second)".utf8)
+  /// Counts one request of `keyID` in window `window` (`SharedRateWindow`): the count so far,
+  /// or nil when the tier did not answer (the caller falls back to its local bucket), on the
+  /// loop, within `shared.timeout_ms`. `INCR` and `PEXPIRE` go in one pipeline (one round
+  /// trip); the counter outlives its window by `expiryMs`, so a replica whose clock runs a
+  /// little behind still finds it.
+  func countRequest(keyID: String, window: Int64, expiryMs: Int64, completion: @escaping (Int64?) -> Void) {
+    let key = plan.prefix + Array("rl:\(keyID):\(window)".utf8)
     connection.send([Array("INCR".utf8), key]) { [self] reply in
       count(.incr, reply)
       if case .integer(let value) = reply { completion(value) } else { completion(nil) }
     }
-    connection.send([Array("PEXPIRE".utf8), key, Array("2000".utf8)]) { _ in }
+    connection.send([Array("PEXPIRE".utf8), key, Array(String(expiryMs).utf8)]) { _ in }
   }
 
   /// The figures `/metrics` and `/admin/status` read from this loop.
