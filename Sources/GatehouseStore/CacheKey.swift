@@ -114,6 +114,6 @@ public struct CacheKey: Sendable, Hashable, CustomStringConvertible {
 }
 
 /// Checks that a string is a cache id (64 lowercase hex digits) before it reaches SQL.
-func isCacheID(_ value: String) -> Bool {
+package func isCacheID(_ value: String) -> Bool {
   value.utf8.count == 64 && value.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }
 }

@@ -101,9 +101,10 @@ struct CacheAdministration: Sendable {
         }
       }
     case .purgeCacheEntry(let id):
-      purge(completion: completion) {
+      // The shared tier is purged even when this replica had no such entry: a sibling's may be there.
+      purge(completion: completion, shared: { _ in .ids([id]) }) {
         let count = try store.purge(id: id)
-        return count == 0 ? nil : count
+        return (count == 0 ? nil : count, [])
       } notFound: {
         "no cache entry \(id)"
       }
@@ -114,14 +115,17 @@ struct CacheAdministration: Sendable {
         completion(.badParameter("prefix", "prefix is required (DELETE /admin/cache purges everything)"))
         return
       }
-      purge(completion: completion) {
-        try store.purge(prefix: prefix)
+      purge(completion: completion, shared: { .ids($0) }) {
+        // The ids this replica holds under the prefix, for the shared tier (whose keys are
+        // ids, not paths): listed before they go.
+        let ids = try Self.ids(in: store, prefix: prefix) { _ in true }
+        return (try store.purge(prefix: prefix), ids)
       } notFound: {
         ""
       }
     case .purgeCache:
-      purge(completion: completion) {
-        try store.purgeAll()
+      purge(completion: completion, shared: { _ in .all }) {
+        (try store.purgeAll(), [])
       } notFound: {
         ""
       }
@@ -149,34 +153,49 @@ struct CacheAdministration: Sendable {
       completion(answer)
       return
     }
-    purge(completion: completion) {
-      var ids: [String] = []
-      var cursor: String?
-      repeat {
-        let page = try store.list(prefix: prefix, limit: 1000, cursor: cursor)
-        for entry in page.entries
-        where routes.route(upstream: entry.upstream, method: entry.method, path: entry.path) == name {
-          ids.append(entry.id)
-        }
-        cursor = page.nextCursor
-      } while cursor != nil
+    purge(completion: completion, shared: { .ids($0) }) {
+      let ids = try Self.ids(in: store, prefix: prefix) { entry in
+        routes.route(upstream: entry.upstream, method: entry.method, path: entry.path) == name
+      }
       var count = 0
       for id in ids { count += try store.purge(id: id) }
-      return count
+      return (count, ids)
     } notFound: {
       ""
     }
   }
 
+  /// The ids of the entries under `prefix` that `keep` keeps, every page of them.
+  private static func ids(
+    in store: Store, prefix: String, keep: (CacheEntrySummary) -> Bool
+  ) throws(StoreError) -> [String] {
+    var ids: [String] = []
+    var cursor: String?
+    repeat {
+      let page = try store.list(prefix: prefix, limit: 1000, cursor: cursor)
+      for entry in page.entries where keep(entry) { ids.append(entry.id) }
+      cursor = page.nextCursor
+    } while cursor != nil
+    return ids
+  }
+
   /// Runs a purge on the control loop, then makes every loop forget the answers it
-  /// remembered so none is served after it was purged.
+  /// remembered so none is served after it was purged. `body` gives the local count (nil:
+  /// not found) and the ids it found; `shared` turns those into what the shared tier loses,
+  /// sent from the first loop (whose connection it is) without waiting: the answer reports
+  /// the local count, and the tier's deletes are best effort (SPEC §14).
   private func purge(
-    completion: @escaping @Sendable (AdminAnswer) -> Void, _ body: @escaping @Sendable () throws -> Int?,
+    completion: @escaping @Sendable (AdminAnswer) -> Void,
+    shared: @escaping @Sendable ([String]) -> SharedTierPurge,
+    _ body: @escaping @Sendable () throws -> (Int?, [String]),
     notFound: @escaping @Sendable () -> String
   ) {
     server.onControl {
       do {
-        guard let count = try body() else {
+        let (found, ids) = try body()
+        let sharedPurge = shared(ids)
+        server.onFirstLoop { context in context.sharedTier?.purge(sharedPurge) }
+        guard let count = found else {
           var answer = AdminAnswer.error(404, notFound())
           answer.auditFacts = [("purged", .int(0))]
           completion(answer)

@@ -481,6 +481,13 @@ public final class GatewayServer: @unchecked Sendable {
     _ = control.scheduleTimer(after: delay, body)
   }
 
+  /// Runs `body` on the first loop, with its context: for work one loop does for all (the
+  /// shared tier's purges).
+  func onFirstLoop(_ body: @escaping @Sendable (LoopContext) -> Void) {
+    guard let context = contexts.first else { return }
+    context.loop.execute { body(context) }
+  }
+
   /// Runs `body` on every loop and hands the results, in loop order, to `completion` on the
   /// admin loop. Counters stay per loop and are only summed here, when read.
   func gather<T: Sendable>(

@@ -38,7 +38,7 @@ final class LoopSharedTier {
 
   var health: RedisHealth { connection.health }
 
-  private func count(_ operation: Operation, _ reply: RedisReply) {
+  func count(_ operation: Operation, _ reply: RedisReply) {
     let outcome = RedisOutcome.allCases.firstIndex(of: reply.outcome) ?? 0
     counts[operation.rawValue][outcome] &+= 1
   }
@@ -70,11 +70,7 @@ final class LoopSharedTier {
     }
   }
 
-  /// Deletes the entries for `ids` (a purge). Counted; nothing waits.
-  func delete(ids: [String]) {
-    guard !ids.isEmpty else { return }
-    connection.send([Array("DEL".utf8)] + ids.map { plan.key($0) }) { [self] reply in count(.del, reply) }
-  }
+  // Purges: `LoopSharedTier+Purge.swift`.
 
   // MARK: Rate limits
 
