@@ -2,7 +2,11 @@
 # Checks everything in Deploy/ without a Docker engine, a cluster or a running systemd:
 #
 #   hadolint             Deploy/Dockerfile, every finding (style included) is a failure
-#   kubernetes-validate  every Deploy/kubernetes/*.yaml, strict schema for $KUBERNETES_VERSION
+#   kubernetes-validate  every Deploy/kubernetes/*.yaml and optional/*.yaml, strict schema for
+#                        $KUBERNETES_VERSION
+#   shared tier          the ConfigMap's gatehouse.json with optional/shared.json merged in
+#                        passes `gatehouse check`, and its url, password and policy agree with
+#                        optional/80-valkey.yaml
 #   systemd-analyze      `verify` (and an offline `security` score) of Deploy/gatehouse.service
 #   gatehouse check      the ConfigMap's gatehouse.json, and Deploy/gatehouse.json as the
 #                        image runs it, with dummy values for the variables they reference
@@ -114,7 +118,7 @@ else
 fi
 
 # --- kubernetes-validate ---------------------------------------------------------------
-manifests=(Deploy/kubernetes/*.yaml)
+manifests=(Deploy/kubernetes/*.yaml Deploy/kubernetes/optional/*.yaml)
 if [ -x "$venv/bin/kubernetes-validate" ]; then
   if "$venv/bin/kubernetes-validate" --strict -k "$k8s_version" "${manifests[@]}" >"$work/kv.log" 2>&1; then
     result PASS kubernetes-validate \
@@ -184,6 +188,54 @@ if [ "$extracted" = yes ]; then
   run_check "gatehouse check" "ConfigMap gatehouse-config" "$work/configmap.json"
 else
   result FAIL "gatehouse check" "could not extract gatehouse.json from the ConfigMap" "$work/extract.log"
+fi
+# The optional shared tier: the ConfigMap's config with optional/shared.json merged in, as
+# Deploy/README.md tells operators to do, then checked against the Valkey manifest.
+if [ "$extracted" = yes ] && "$py" - "$work/configmap.json" "$work/shared.json" >"$work/shared.log" 2>&1 <<'PY'; then
+import json, sys, yaml
+config = json.load(open(sys.argv[1]))
+config.update(json.load(open("Deploy/kubernetes/optional/shared.json")))
+json.dump(config, open(sys.argv[2], "w"), indent=2)
+
+problems = []
+docs = [d for d in yaml.safe_load_all(open("Deploy/kubernetes/optional/80-valkey.yaml")) if d]
+def one(kind):
+    found = [d for d in docs if d["kind"] == kind]
+    if len(found) != 1:
+        sys.exit(f"optional/80-valkey.yaml: expected one {kind}, found {len(found)}")
+    return found[0]
+service, deploy, policy = one("Service"), one("Deployment"), one("NetworkPolicy")
+shared = config["shared"]
+host_port = shared["url"].split("://", 1)[1].split("/", 1)[0]
+host, port = host_port.rsplit(":", 1)
+meta = service["metadata"]
+if host != f"{meta['name']}.{meta['namespace']}.svc.cluster.local":
+    problems.append(f"shared.url host {host} is not the Service {meta['name']}.{meta['namespace']}")
+if int(port) not in [p["port"] for p in service["spec"]["ports"]]:
+    problems.append(f"shared.url port {port} is not a port of the Service")
+pod = deploy["spec"]["template"]
+if service["spec"]["selector"] != pod["metadata"]["labels"]:
+    problems.append("the Valkey Service does not select the Valkey pods")
+env = {e["name"]: e for e in pod["spec"]["containers"][0].get("env", [])}
+ref = env.get("REDIS_PASSWORD", {}).get("valueFrom", {}).get("secretKeyRef", {})
+if shared.get("password") != "${REDIS_PASSWORD}" or ref != {"name": "gatehouse-secrets", "key": "REDIS_PASSWORD"}:
+    problems.append("Valkey and shared.password must both take REDIS_PASSWORD from gatehouse-secrets")
+secret = [d for d in yaml.safe_load_all(open("Deploy/kubernetes/20-secret.yaml")) if d and d["kind"] == "Secret"][0]
+if "REDIS_PASSWORD" not in secret.get("stringData", {}):
+    problems.append("gatehouse-secrets has no REDIS_PASSWORD")
+gateway = [d for d in yaml.safe_load_all(open("Deploy/kubernetes/30-deployment.yaml")) if d and d["kind"] == "Deployment"][0]
+allowed = [f["podSelector"]["matchLabels"] for rule in policy["spec"]["ingress"] for f in rule.get("from", []) if "podSelector" in f]
+if gateway["spec"]["template"]["metadata"]["labels"] not in allowed:
+    problems.append("the Valkey NetworkPolicy does not let the gateway pods in")
+if policy["spec"]["podSelector"]["matchLabels"] != pod["metadata"]["labels"]:
+    problems.append("the Valkey NetworkPolicy does not select the Valkey pods")
+if problems:
+    sys.exit("\n".join(problems))
+PY
+  run_check "gatehouse check" "ConfigMap + optional/shared.json" "$work/shared.json" REDIS_PASSWORD=dummy-redis-password
+  result PASS "shared tier" "optional/80-valkey.yaml agrees with optional/shared.json (host, port, password, policy)"
+else
+  result FAIL "shared tier" "optional/shared.json or optional/80-valkey.yaml" "$work/shared.log"
 fi
 # Deploy/gatehouse.json as the image runs it (admin on 0.0.0.0, so the token is required).
 run_check "gatehouse check" "Deploy/gatehouse.json (image)" "$repo/Deploy/gatehouse.json" \
