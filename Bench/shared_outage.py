@@ -11,12 +11,12 @@ import http.client
 import http.server
 import json
 import os
+import random
 import socket
 import socketserver
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -26,6 +26,7 @@ ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 ap.add_argument("--bin", default=".build/release/gatehouse")
 ap.add_argument("--keys", type=int, default=100)
 ap.add_argument("--rounds", type=int, default=4, help="outage requests per key")
+ap.add_argument("--serve-backend", type=int, help=argparse.SUPPRESS)
 args = ap.parse_args()
 
 
@@ -55,6 +56,13 @@ class Backend(http.server.BaseHTTPRequestHandler):
 
 class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
     daemon_threads = True
+
+
+if args.serve_backend:
+    # The backend runs as a child process, so that stopping it (SIGTERM) also ends the
+    # keep-alive connections the gateways hold to it: a stopped backend, not a closed listener.
+    Server(("127.0.0.1", args.serve_backend), Backend).serve_forever()
+    sys.exit(0)
 
 
 def get(port, path):
@@ -96,8 +104,10 @@ def gateway(directory, backend_port, redis_port):
 
 def run(with_shared):
     directory = tempfile.mkdtemp(prefix="gh-shared-outage-")
-    backend = Server(("127.0.0.1", 0), Backend)
-    threading.Thread(target=backend.serve_forever, daemon=True).start()
+    backend_port = free_port()
+    backend = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--serve-backend", str(backend_port)])
+    if not wait(backend_port):
+        sys.exit("the backend did not start")
     redis = None
     redis_port = 0
     if with_shared:
@@ -107,7 +117,7 @@ def run(with_shared):
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         if not wait(redis_port):
             sys.exit("redis-server did not start")
-    gateways = [gateway(directory, backend.server_address[1], redis_port) for _ in range(2)]
+    gateways = [gateway(directory, backend_port, redis_port) for _ in range(2)]
     ports = [port for _, port in gateways]
     time.sleep(0.5)  # the shared-tier connections come up
     try:
@@ -117,24 +127,29 @@ def run(with_shared):
             status, _ = get(ports[key % 2], f"/items/{key}")
             assert status == 200, status
         time.sleep(0.5)  # the write-behind SETs land
-        backend.shutdown()
-        backend.server_close()
+        backend.terminate()
+        backend.wait()
         # The outage: the round-robin split alternates requests between the two gateways.
-        served = total = 0
+        # Clients ask for the keys in a shuffled order (seeded, the same for both runs), so a
+        # key's requests land on either gateway, as behind a real balancer; in key order the
+        # alternation would send every key back to the gateway that stored it.
+        order = [key for key in range(args.keys) for _ in range(args.rounds)]
+        random.Random(14).shuffle(order)
+        served = 0
+        total = len(order)
         started = time.time()
-        request = 0
-        for _ in range(args.rounds):
-            for key in range(args.keys):
-                status, cache = get(ports[request % 2], f"/items/{key}")
-                request += 1
-                total += 1
-                served += status == 200 and cache == "STALE"
+        for request, key in enumerate(order):
+            status, cache = get(ports[request % 2], f"/items/{key}")
+            served += status == 200 and cache == "STALE"
         elapsed = time.time() - started
         return served, total, elapsed
     finally:
         for process, _ in gateways:
             process.terminate()
             process.wait()
+        if backend.poll() is None:
+            backend.terminate()
+            backend.wait()
         if redis:
             redis.terminate()
             redis.wait()

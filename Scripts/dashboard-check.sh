@@ -32,6 +32,8 @@ jwk=$(/usr/bin/python3 Tests/Tools/jwtmint.py keys "$keydir" ec256 dash-key)
 rm -rf "$keydir"
 fixture_jwt="{ \"providers\": { \"inline\": { \"keys\": { \"keys\": [$jwk] } },
   \"remote\": { \"issuer\": \"https://id.example/\", \"jwks_url\": \"http://127.0.0.1:9/jwks.json\" } } }"
+# A shared tier nobody answers (port 9), with a password that must never reach the page.
+fixture_shared='{ "url": "redis://:dash-CANARY-pw@127.0.0.1:9/0", "timeout_ms": 50 }'
 fixture_start
 (umask 077 && printf 'Authorization: Bearer %s\n' "$token" > "$work/auth-header")
 
@@ -83,6 +85,7 @@ curl -fsS -H @"$work/auth-header" "http://$admin/admin/cache" > "$work/cache.jso
 curl -fsS -H @"$work/auth-header" "http://$admin/metrics" > "$work/metrics.txt"
 curl -fsS -H @"$work/auth-header" "http://$admin/admin/upstreams" > "$work/upstreams.json"
 curl -fsS -H @"$work/auth-header" "http://$admin/admin/history" > "$work/history.json"
+curl -fsS -H @"$work/auth-header" "http://$admin/admin/status" > "$work/status.json"
 curl -sS -H @"$work/auth-header" "http://$admin/admin/tokens" > "$work/tokens.json"
 curl -sS -o /dev/null -w '%{http_code}' -H @"$work/auth-header" "http://$admin/admin/tokens" > "$work/tokens.status"
 curl -sS -H @"$work/auth-header" "http://$admin/admin/jwt" > "$work/jwt.json"
@@ -158,6 +161,14 @@ for element_id, key in [("cache-entries", "entries"), ("cache-bytes", "bytes"), 
                         ("cache-evictions", "evictions")]:
     check(f"#{element_id} = /admin/cache {key}", value(element_id), str(cache[key]))
 check("#req-total = sum of gatehouse_requests_total", value("req-total"), str(int(requests_total)))
+status = json.load(open(f"{work}/status.json"))
+shared = status.get("shared")
+check("#shared-state = /admin/status shared", dom.by_id.get("shared-state", {}).get("data-state"),
+      "off" if shared is None else ("up" if shared["up"] else "down"))
+dom_text = open(f"{work}/dom.html", encoding="utf-8").read()
+detail = re.search(r'id="shared-detail"[^>]*>([^<]*)<', dom_text)
+check("#shared-detail shows the redacted url", bool(detail and shared and shared["url"] in detail.group(1)), True)
+check("the shared tier's password is nowhere on the page", "dash-CANARY-pw" in dom_text, False)
 check("request total is the traffic sent", int(requests_total), 13)
 
 def newest_latencies(series):

@@ -4,7 +4,8 @@
 #
 # After `fixture_start`: $work (temp dir), $gateway and $admin (host:port), $token (never
 # print it), $upstream_port. Needs $root (the repository) and $bin (the gatehouse binary).
-# $fixture_tokens, when set, is the config's "tokens" object (JSON); $fixture_jwt, its "jwt".
+# $fixture_tokens, when set, is the config's "tokens" object (JSON); $fixture_jwt, its "jwt";
+# $fixture_shared, its "shared".
 
 work=""
 gateway_pid=""
@@ -52,6 +53,8 @@ fixture_start() {
   if [ -n "${fixture_tokens:-}" ]; then tokens_member="\"tokens\": $fixture_tokens,"; fi
   jwt_member=""
   if [ -n "${fixture_jwt:-}" ]; then jwt_member="\"jwt\": $fixture_jwt,"; fi
+  shared_member=""
+  if [ -n "${fixture_shared:-}" ]; then shared_member="\"shared\": $fixture_shared,"; fi
   cat > "$work/gatehouse.json" <<JSON
 {
   "listen": [{ "address": "127.0.0.1:0" }],
@@ -67,6 +70,7 @@ fixture_start() {
   ],
   $tokens_member
   $jwt_member
+  $shared_member
   "log": { "level": "info", "access": "off", "format": "json" }
 }
 JSON

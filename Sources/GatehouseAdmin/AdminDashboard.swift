@@ -68,6 +68,7 @@ enum AdminDashboard {
       .stat .label { color: var(--muted); font-size: 12px; }
       .stat .sub { color: var(--muted); font-size: 11px; margin-top: 2px; }
       .stat .value { font-size: 20px; font-weight: 600; font-variant-numeric: tabular-nums; margin-top: 2px; }
+      .stat .value.bad { color: var(--bad); }
       table { width: 100%; border-collapse: collapse; font-variant-numeric: tabular-nums; }
       th, td { text-align: left; padding: 6px 8px; border-bottom: 1px solid var(--line); vertical-align: top; }
       th { color: var(--muted); font-weight: 500; font-size: 12px; }
@@ -160,6 +161,7 @@ enum AdminDashboard {
           <div class="stat"><div class="label">Writes</div><div class="value" id="cache-writes" data-value="">–</div></div>
           <div class="stat"><div class="label">Evictions</div><div class="value" id="cache-evictions" data-value="">–</div></div>
           <div class="stat"><div class="label">Hit ratio</div><div class="value" id="cache-hit-ratio" data-value="">–</div></div>
+          <div class="stat" title="The shared tier (Redis/Valkey) of /admin/status"><div class="label">Shared tier</div><div class="value" id="shared-state" data-state="">–</div><div class="sub" id="shared-detail"></div></div>
         </div>
         <div class="actions">
           <input type="text" id="purge-prefix" placeholder="upstream path prefix, e.g. /users/" aria-label="Purge prefix">

@@ -258,6 +258,21 @@ extension AdminDashboard {
           " · " + status.workers + " worker" + (status.workers === 1 ? "" : "s") + " · " + status.routes + " routes · config " +
           (status.config_file || "embedded") + " loaded " + formatTime(status.config_loaded_at);
         $("status-line").dataset.version = status.version;
+        renderShared(status.shared);
+      }
+      // The shared tier: off (not configured), up (with the slowest loop's round trip) or
+      // down (with its last problem). The URL comes redacted from the API.
+      function renderShared(shared) {
+        const state = shared ? (shared.up ? "up" : "down") : "off";
+        const node = $("shared-state");
+        node.textContent = state;
+        node.dataset.state = state;
+        node.className = "value" + (state === "down" ? " bad" : "");
+        let detail = "not configured";
+        if (shared) {
+          detail = shared.url + (shared.up ? " · " + formatMs(shared.latency_ms) + " ms" : " · " + (shared.last_problem || "down"));
+        }
+        $("shared-detail").textContent = detail;
       }
       function formatDuration(s) {
         if (s < 60) return s + "s";

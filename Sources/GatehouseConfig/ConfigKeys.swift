@@ -255,10 +255,12 @@ public enum ConfigKeys {
         "SHA-256 of the key (`printf %s KEY \\| sha256sum`)"),
       key(
         "clients.keys[].rate_per_s", "number > 0", "none (no limit)", .applies,
-        "requests per second this key may make (429 past it)"),
+        "requests per second this key may make (429 past it); with `shared`, counted across replicas"
+          + " in fixed windows (`Docs/shared-tier.md`)"),
       key(
         "clients.keys[].burst", "integer ≥ 1", "`rate_per_s` rounded up", .applies,
-        "requests allowed at once above the rate; needs `rate_per_s`"),
+        "requests allowed at once above the rate; needs `rate_per_s`; with `shared`, only when the"
+          + " tier does not answer"),
       key("jwt", "object", "{}", .applies, "identity providers whose JWTs routes verify (SPEC §15)"),
       key("jwt.providers", "object: name → provider", "required in `jwt`", .applies, "the providers, by name"),
       key("jwt.providers.*.issuer", "string", "none (not checked)", .applies, "`iss` a token must carry"),
