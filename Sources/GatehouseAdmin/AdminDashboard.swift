@@ -69,6 +69,7 @@ enum AdminDashboard {
       .stat .sub { color: var(--muted); font-size: 11px; margin-top: 2px; }
       .stat .value { font-size: 20px; font-weight: 600; font-variant-numeric: tabular-nums; margin-top: 2px; }
       .stat .value.bad { color: var(--bad); }
+      #shared-detail { overflow-wrap: anywhere; }
       table { width: 100%; border-collapse: collapse; font-variant-numeric: tabular-nums; }
       th, td { text-align: left; padding: 6px 8px; border-bottom: 1px solid var(--line); vertical-align: top; }
       th { color: var(--muted); font-weight: 500; font-size: 12px; }

@@ -268,11 +268,10 @@ extension AdminDashboard {
         node.textContent = state;
         node.dataset.state = state;
         node.className = "value" + (state === "down" ? " bad" : "");
-        let detail = "not configured";
-        if (shared) {
-          detail = shared.url + (shared.up ? " · " + formatMs(shared.latency_ms) + " ms" : " · " + (shared.last_problem || "down"));
-        }
-        $("shared-detail").textContent = detail;
+        // The problem goes in the tooltip: a connect error is long, and the card stays small.
+        const detail = $("shared-detail");
+        detail.textContent = shared ? shared.url + (shared.up ? " · " + formatMs(shared.latency_ms) + " ms" : "") : "not configured";
+        node.title = shared && !shared.up ? (shared.last_problem || "down") : "";
       }
       function formatDuration(s) {
         if (s < 60) return s + "s";
