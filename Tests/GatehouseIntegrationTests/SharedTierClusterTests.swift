@@ -94,6 +94,8 @@ struct SharedTierClusterTests {
     let admin = try first.admin(token: TestConfig.adminToken)
     let entries = try #require(try admin.json("/admin/cache/entries")["entries"] as? [[String: Any]])
     let one = try #require(entries.first { ($0["path"] as? String)?.hasSuffix("/items/1") == true }?["id"] as? String)
+    let twoPath = try #require(
+      entries.first { ($0["path"] as? String)?.hasSuffix("/items/2") == true }?["path"] as? String)
 
     // By id: the entry goes from the tier too (asynchronously: wait for the DEL's reply).
     #expect(try admin.request("DELETE", "/admin/cache/entries/\(one)").status == 200)
@@ -102,20 +104,28 @@ struct SharedTierClusterTests {
         (try? SharedTierGatewayTests.metrics(first))?.value(
           "gatehouse_shared_requests_total", ["op": "del", "result": "ok"]) == 1
       })
+    // By prefix: the ids this gateway held under it.
+    #expect(try admin.request("DELETE", "/admin/cache/entries?prefix=\(twoPath)").status == 200)
+    #expect(
+      waitUntil(timeout: 10) {
+        (try? SharedTierGatewayTests.metrics(first))?.value(
+          "gatehouse_shared_requests_total", ["op": "del", "result": "ok"]) == 2
+      })
     backend.stop()
-    // A gateway with a fresh store: 502 for the purged key, the tier's answer for the others.
+    // A gateway with a fresh store: 502 for the purged keys, the tier's answer for the other.
     let second = try SharedTierGatewayTests.gateway(backend: backend.port, redis: redis.port)
     defer { second.stopExpectingCleanExit() }
     #expect(waitUntil(timeout: 10) { SharedTierGatewayTests.sharedUp(second) == 1 })
     #expect(try send("GET", "/items/1", to: second.port).status == 502)
-    #expect(StoreTests.cacheHeader(try send("GET", "/items/2", to: second.port)) == "STALE")
+    #expect(try send("GET", "/items/2", to: second.port).status == 502)
+    #expect(StoreTests.cacheHeader(try send("GET", "/items/3", to: second.port)) == "STALE")
 
     // Everything (`DELETE /admin/cache`): SCAN + DEL empties the tier of stored answers.
     #expect(try admin.request("DELETE", "/admin/cache").status == 200)
     #expect(
       waitUntil(timeout: 10) {
         (try? SharedTierGatewayTests.metrics(first))?.value(
-          "gatehouse_shared_requests_total", ["op": "del", "result": "ok"]) ?? 0 >= 2
+          "gatehouse_shared_requests_total", ["op": "del", "result": "ok"]) ?? 0 >= 3
       })
     let third = try SharedTierGatewayTests.gateway(backend: backend.port, redis: redis.port)
     defer { third.stopExpectingCleanExit() }
