@@ -339,7 +339,7 @@ final class ClientSession: ServerResponder, UpstreamExchangeOwner {
       // Usually a value is at hand: taken now, it spares the machine a step. Only for a
       // request that goes straight to the upstream (no store, no body to read ahead): one
       // that may wait first takes the value current when it is sent.
-      if let use = plan.token, plan.cache == nil, !hasBody,
+      if let use = plan.token, plan.cache == nil, !hasBody, !facts.awaitsRateLimit, !facts.awaitsSigningKeys,
         let grant = context.usableToken(use.name, index: use.index)
       {
         exchange.tokenGrant = grant
