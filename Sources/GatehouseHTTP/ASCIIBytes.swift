@@ -12,4 +12,25 @@ package enum ASCIIBytes {
     }
     return true
   }
+
+  /// Whether `match` holds for an element of a comma-separated field value (RFC 9110 §5.6.1),
+  /// each element without its surrounding spaces and tabs; empty elements are skipped. Stops
+  /// at the first match.
+  @inline(__always)
+  package static func anyListElement(
+    _ value: UnsafeBufferPointer<UInt8>, _ match: (UnsafeBufferPointer<UInt8>) -> Bool
+  ) -> Bool {
+    var start = 0
+    while start < value.count {
+      var end = start
+      while end < value.count && value[end] != 0x2C { end += 1 }
+      var low = start
+      var high = end
+      while low < high && (value[low] == 0x20 || value[low] == 0x09) { low += 1 }
+      while high > low && (value[high - 1] == 0x20 || value[high - 1] == 0x09) { high -= 1 }
+      if high > low && match(UnsafeBufferPointer(rebasing: value[low..<high])) { return true }
+      start = end + 1
+    }
+    return false
+  }
 }

@@ -160,23 +160,9 @@ public enum UpstreamRequestWriter {
   /// Whether a Connection value names a field (anything but `close` and `keep-alive`);
   /// checked on bytes so the usual `keep-alive` costs no String.
   static func listsOtherThanCloseOrKeepAlive(_ value: UnsafeBufferPointer<UInt8>) -> Bool {
-    var start = 0
-    while start < value.count {
-      var end = start
-      while end < value.count && value[end] != 0x2C { end += 1 }
-      var tokenStart = start
-      var tokenEnd = end
-      while tokenStart < tokenEnd && (value[tokenStart] == 0x20 || value[tokenStart] == 0x09) { tokenStart += 1 }
-      while tokenEnd > tokenStart && (value[tokenEnd - 1] == 0x20 || value[tokenEnd - 1] == 0x09) { tokenEnd -= 1 }
-      if tokenEnd > tokenStart {
-        let token = UnsafeBufferPointer(rebasing: value[tokenStart..<tokenEnd])
-        if !ASCIIBytes.equalsLowercase(token, "close") && !ASCIIBytes.equalsLowercase(token, "keep-alive") {
-          return true
-        }
-      }
-      start = end + 1
+    ASCIIBytes.anyListElement(value) { token in
+      !ASCIIBytes.equalsLowercase(token, "close") && !ASCIIBytes.equalsLowercase(token, "keep-alive")
     }
-    return false
   }
 
   @inline(__always)

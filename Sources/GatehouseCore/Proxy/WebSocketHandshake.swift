@@ -88,22 +88,7 @@ enum WebSocketHandshake {
 
   /// Whether a comma-separated field value lists `token`, ignoring case and whitespace.
   static func listContains(_ value: UnsafeBufferPointer<UInt8>, _ token: StaticString) -> Bool {
-    var start = 0
-    while start <= value.count {
-      var end = start
-      while end < value.count && value[end] != 0x2C { end += 1 }
-      var low = start
-      var high = end
-      while low < high && (value[low] == 0x20 || value[low] == 0x09) { low += 1 }
-      while high > low && (value[high - 1] == 0x20 || value[high - 1] == 0x09) { high -= 1 }
-      if high - low == token.utf8CodeUnitCount,
-        ASCIIBytes.equalsLowercase(UnsafeBufferPointer(rebasing: value[low..<high]), token)
-      {
-        return true
-      }
-      start = end + 1
-    }
-    return false
+    ASCIIBytes.anyListElement(value) { ASCIIBytes.equalsLowercase($0, token) }
   }
 
   /// RFC 6455 §4.1: the key is 16 random bytes in base64, so 24 characters ending `==`.
