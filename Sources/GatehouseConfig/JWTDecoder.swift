@@ -30,7 +30,14 @@ enum JWTDecoder {
     guard let object = field.object() else { return nil }
     let issuer = object.field("issuer")?.nonEmptyString()
     let urlField = object.field("jwks_url")
-    let url = urlField?.httpURL()
+    var url = urlField?.httpURL()
+    // Keys fetched in clear could be swapped on the way, and whoever swaps them signs in as
+    // anyone: https, except on this machine (a sidecar, a test identity provider).
+    if let fetched = url, fetched.scheme == .http, !Self.isLoopbackHost(fetched.host) {
+      urlField?.report(
+        "must be https: signing keys fetched in clear could be replaced on the way (http only for loopback hosts)")
+      url = nil
+    }
     let keysField = object.field("keys")
     var inlineKeys: [UInt8]?
     if let keysField {
@@ -112,6 +119,13 @@ enum JWTDecoder {
       return nil
     }
     return bytes
+  }
+
+  /// `localhost`, `::1`, or an IPv4 literal in 127.0.0.0/8 (not a name such as
+  /// `127.example.com`).
+  static func isLoopbackHost(_ host: String) -> Bool {
+    if host == "localhost" || host == "::1" { return true }
+    return host.hasPrefix("127.") && host.utf8.allSatisfy { $0 == UInt8(ascii: ".") || (0x30...0x39).contains($0) }
   }
 
   /// Why a claim may not travel in `header`: fields the gateway writes itself, framing, and

@@ -22,6 +22,8 @@ public final class JWTVerificationCache {
     /// `Self.hash` of the token and provider: the entry's key in `slots`.
     var hash: Int
     var provider: Int
+    /// The key set the token was verified with (`keys` of `insert`).
+    var keys: UInt64
     var tokenBytes: [UInt8]
     var token: VerifiedToken
     /// What the caller derived from the token once (see `insert`).
@@ -51,14 +53,18 @@ public final class JWTVerificationCache {
 
   /// The verified token for these bytes and this provider, unless it has expired by `now`.
   public func lookUp(_ token: UnsafeRawBufferPointer, provider: Int, now: Int64) -> VerifiedToken? {
-    lookUpEntry(token, provider: provider, now: now)?.token
+    lookUpEntry(token, provider: provider, keys: 0, now: now)?.token
   }
 
-  /// `lookUp`, with what the caller attached when it inserted the token.
-  public func lookUpEntry(_ token: UnsafeRawBufferPointer, provider: Int, now: Int64) -> (
+  /// `lookUp`, with what the caller attached when it inserted the token. `keys` names the
+  /// key set it must have been verified with (a generation the caller keeps): a token
+  /// verified with keys since replaced is verified again.
+  public func lookUpEntry(_ token: UnsafeRawBufferPointer, provider: Int, keys: UInt64, now: Int64) -> (
     token: VerifiedToken, attachment: AnyObject?
   )? {
-    guard let slot = slots[Self.hash(token, provider: provider)], matches(slot, token, provider) else { return nil }
+    guard let slot = slots[Self.hash(token, provider: provider)], matches(slot, token, provider, keys) else {
+      return nil
+    }
     if now > entries[slot].validUntil {
       remove(slot)
       return nil
@@ -71,7 +77,7 @@ public final class JWTVerificationCache {
   /// `attachment`: what the caller derives from the token and the provider alone (forwarded
   /// claims, say), handed back by `lookUpEntry` so it is derived once per token.
   public func insert(
-    _ token: UnsafeRawBufferPointer, provider: Int, verified: VerifiedToken, leewaySeconds: Int64,
+    _ token: UnsafeRawBufferPointer, provider: Int, keys: UInt64 = 0, verified: VerifiedToken, leewaySeconds: Int64,
     attachment: AnyObject? = nil
   ) {
     guard capacity > 0 else { return }
@@ -81,6 +87,7 @@ public final class JWTVerificationCache {
     if let slot = slots[hash] {
       // The same token again, or (rarely) another one with the same hash: it takes the slot.
       entries[slot].provider = provider
+      entries[slot].keys = keys
       entries[slot].tokenBytes = Array(token)
       entries[slot].token = verified
       entries[slot].attachment = attachment
@@ -90,7 +97,7 @@ public final class JWTVerificationCache {
     }
     if slots.count >= capacity { remove(oldest) }
     let entry = Entry(
-      hash: hash, provider: provider, tokenBytes: Array(token), token: verified, attachment: attachment,
+      hash: hash, provider: provider, keys: keys, tokenBytes: Array(token), token: verified, attachment: attachment,
       validUntil: until, newer: -1, older: -1)
     let slot: Int
     if let free = freeSlots.popLast() {
@@ -102,6 +109,15 @@ public final class JWTVerificationCache {
     }
     slots[hash] = slot
     linkAsNewest(slot)
+  }
+
+  /// Forgets every token.
+  public func removeAll() {
+    slots.removeAll(keepingCapacity: true)
+    entries.removeAll(keepingCapacity: true)
+    freeSlots.removeAll(keepingCapacity: true)
+    newest = -1
+    oldest = -1
   }
 
   /// Forgets every token of `provider` (its keys changed: a removed key must stop vouching).
@@ -164,8 +180,9 @@ public final class JWTVerificationCache {
   }
 
   /// Whether the entry in `slot` is this token's, byte for byte.
-  private func matches(_ slot: Int, _ token: UnsafeRawBufferPointer, _ provider: Int) -> Bool {
-    guard entries[slot].provider == provider, entries[slot].tokenBytes.count == token.count else { return false }
+  private func matches(_ slot: Int, _ token: UnsafeRawBufferPointer, _ provider: Int, _ keys: UInt64) -> Bool {
+    guard entries[slot].provider == provider, entries[slot].keys == keys, entries[slot].tokenBytes.count == token.count
+    else { return false }
     return entries[slot].tokenBytes.withUnsafeBytes { stored in
       token.isEmpty || memcmp(stored.baseAddress!, token.baseAddress!, token.count) == 0
     }

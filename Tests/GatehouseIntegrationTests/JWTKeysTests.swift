@@ -8,6 +8,8 @@ enum JWKSMode: Sendable {
   case redirect
   case huge
   case hanging
+  /// These keys, once the server's gate opens.
+  case held([UInt8])
 }
 
 /// An identity provider's key endpoint for the tests: its answer switched by the test,
@@ -36,6 +38,10 @@ final class JWKSServer: Sendable {
             headers: [("Content-Type", "application/json")], body: .generated(length: 600_000, chunked: false)))
       case .hanging:
         var answer = BackendAnswer(headers: [("Content-Type", "application/json")], body: .bytes(Array("{}".utf8)))
+        answer.holdUntil = gate
+        return .respond(answer)
+      case .held(let document):
+        var answer = BackendAnswer(headers: [("Content-Type", "application/json")], body: .bytes(document))
         answer.holdUntil = gate
         return .respond(answer)
       }
@@ -230,7 +236,8 @@ final class JWKSServer: Sendable {
 
     #expect(try send("GET", "/kept/x", to: gateway.port, headers: alice).text == #"{"user":"alice"}"#)
     #expect(try send("GET", "/kept/x", to: gateway.port, headers: bob).text == #"{"user":"bob"}"#)
-    #expect(try send("GET", "/common/x", to: gateway.port, headers: alice).text == #"{"user":"alice"}"#)
+    // A shared answer is asked for without the user's claims: the backend sees nobody.
+    #expect(try send("GET", "/common/x", to: gateway.port, headers: alice).text == #"{"user":"anonymous"}"#)
     #expect(admin.waitForStoredEntries(3))
     // Two users at once on one path: two upstream requests, each its own answer.
     let gate = Gate()
@@ -256,12 +263,101 @@ final class JWKSServer: Sendable {
     StoreTests.expectStale(try send("GET", "/kept/x", to: gateway.port, headers: bob), body: #"{"user":"bob"}"#)
     #expect(try send("GET", "/kept/x", to: gateway.port, headers: carol).status == 503)
     // `cache.shared`: one answer for everyone.
-    StoreTests.expectStale(try send("GET", "/common/x", to: gateway.port, headers: bob), body: #"{"user":"alice"}"#)
+    StoreTests.expectStale(try send("GET", "/common/x", to: gateway.port, headers: bob), body: #"{"user":"anonymous"}"#)
     let entries = try #require(try admin.json("/admin/cache/entries")["entries"] as? [[String: Any]])
     let users = entries.filter { $0["route"] as? String == "kept" }.compactMap { $0["user"] as? String }
     #expect(users.count == 4 && Set(users).count == 2 && users.allSatisfy { $0.count == 32 }, "\(users)")
     #expect(entries.first { $0["route"] as? String == "common" }?["user"] is NSNull)
     let listing = String(decoding: try JSONSerialization.data(withJSONObject: entries), as: UTF8.self)
     #expect(!listing.contains("alice") && !listing.contains("bob"))
+  }
+
+  /// A request that waits for keys across a reload is verified under the config it came
+  /// with, and what it verified counts for that config only: a token of one provider never
+  /// passes on another provider's route because the reload moved providers around.
+  @Test func aTokenVerifiedAcrossAReloadCountsForItsOwnProviderOnly() throws {
+    let minter = try JWTMinter()
+    let keyA = try minter.key("ec256", kid: "ka")
+    let keyB = try minter.key("ec256", kid: "kb")
+    let keyC = try minter.key("ec256", kid: "kc")
+    let jwks = try JWKSServer(keys: [])
+    jwks.mode.value = .held(try JWKSServer.document([keyA]))
+    let backend = try JWTTests.echoBackend()
+    func provider(_ extra: [String: Any]) -> [String: Any] {
+      extra.merging(["forward_claims": ["sub": "X-User-Id"]]) { $1 }
+    }
+    let first: [String: Any] = [
+      "m": provider(["jwks_url": jwks.url]), "n": provider(["keys": JWTMinter.jwks([keyB])]),
+    ]
+    var config = JWTTests.config(backendPort: backend.port, keys: [keyC])
+    config["jwt"] = ["providers": first]
+    config["routes"] = [
+      TestConfig.route("me", match: "/me", extra: ["jwt": ["provider": "m"]]),
+      TestConfig.route("b", match: "/b", extra: ["jwt": ["provider": "n"]]),
+    ]
+    let gateway = try GatewayProcess(config: config)
+    defer { gateway.stopExpectingCleanExit() }
+    let tokenA = try minter.sign(
+      kid: "ka", alg: "ES256", claims: ["sub": "alice", "exp": Int(Date().timeIntervalSince1970) + 600])
+
+    // The request waits: A's keys are still being fetched.
+    let waited = Shared<Int>(0)
+    let group = DispatchGroup()
+    DispatchQueue.global().async(group: group) {
+      waited.value =
+        (try? send("GET", "/me", to: gateway.port, headers: [("Authorization", "Bearer " + tokenA)], timeout: 30))?
+        .status ?? -1
+    }
+    #expect(waitUntil(timeout: 10) { jwks.fetches >= 1 })
+    Thread.sleep(forTimeInterval: 0.5)
+    // A new provider sorts first and takes position 0, A's position before.
+    var second = first
+    second["a"] = provider(["keys": JWTMinter.jwks([keyC])])
+    config["jwt"] = ["providers": second]
+    config["routes"] =
+      (config["routes"] as! [[String: Any]]) + [
+        TestConfig.route("c", match: "/c", extra: ["jwt": ["provider": "a"]])
+      ]
+    try gateway.rewriteConfig(config)
+    #expect(try gateway.admin().request("POST", "/admin/reload").status == 200)
+    jwks.gate.open()
+    #expect(group.wait(timeout: .now() + 30) == .success)
+    #expect(waited.value == 200)
+
+    let onC = try send("GET", "/c", to: gateway.port, headers: [("Authorization", "Bearer " + tokenA)])
+    let onB = try send("GET", "/b", to: gateway.port, headers: [("Authorization", "Bearer " + tokenA)])
+    #expect(onC.status == 401, "\(onC.text)")
+    #expect(onB.status == 401, "\(onB.text)")
+    #expect(try send("GET", "/me", to: gateway.port, headers: [("Authorization", "Bearer " + tokenA)]).status == 200)
+  }
+
+  /// On a `cache.shared` route the answer is everyone's: the backend is asked without the
+  /// user's claims. On a per-user route it gets them.
+  @Test func aSharedAnswerIsAskedForWithoutTheUsersClaims() throws {
+    let minter = try JWTMinter()
+    let key = try minter.key("ec256", kid: "k1")
+    let backend = try JWTTests.echoBackend()
+    let config = JWTTests.config(
+      backendPort: backend.port, keys: [key],
+      extraRoutes: [
+        TestConfig.route(
+          "common", match: "/common/*",
+          extra: ["jwt": ["provider": "app"], "cache": ["stale_if_error_s": 600, "shared": true]]),
+        TestConfig.route(
+          "kept", match: "/kept/*", extra: ["jwt": ["provider": "app"], "cache": ["stale_if_error_s": 600]]),
+      ])
+    let gateway = try GatewayProcess(config: config)
+    defer { gateway.stopExpectingCleanExit() }
+    let token = try minter.sign(
+      kid: "k1", alg: "ES256", claims: JWTMinter.claims(subject: "alice", extra: Self.profile))
+    let bearer = [("Authorization", "Bearer " + token)]
+
+    #expect(try send("GET", "/common/x", to: gateway.port, headers: bearer).status == 200)
+    #expect(try send("GET", "/kept/x", to: gateway.port, headers: bearer).status == 200)
+
+    let common = try #require(backend.requests.first { $0.target == "/common/x" })
+    let kept = try #require(backend.requests.first { $0.target == "/kept/x" })
+    #expect(common.head.values("X-User-Id").isEmpty && common.head.values("X-User-Email").isEmpty)
+    #expect(kept.head.values("X-User-Id") == ["alice"])
   }
 }

@@ -79,7 +79,9 @@ enum SharedTierRecord {
       return .failure(.seal)
     }
     var reader = Reader(bytes: payload)
-    guard let status = reader.integer(2), (100...599).contains(status), let storedAt = reader.integer(8),
+    // Only what the store keeps (2xx): a 1xx or an error served as a stored answer would break
+    // the client's framing or stand for a good answer.
+    guard let status = reader.integer(2), (200...299).contains(status), let storedAt = reader.integer(8),
       let headerCount = reader.integer(2), headerCount <= maxHeaders
     else { return .failure(.malformed) }
     var headers: StoredHeaders = []

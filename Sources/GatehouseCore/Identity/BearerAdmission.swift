@@ -37,9 +37,9 @@ final class BearerFacts {
   let claimLines: [UInt8]
   /// Why a claim cannot be forwarded (the request is refused), or nil.
   let claimProblem: String?
-  /// The user's part of a cache key: a digest of the provider and `sub` (the admin API lists
-  /// keys, and must not list who asked). A token without `sub` keys by itself, so such
-  /// tokens never share answers with each other.
+  /// The user's part of a cache key: a digest of the provider, `sub` and the forwarded
+  /// claims (the admin API lists keys, and must not list who asked). A token without `sub`
+  /// keys by itself, so such tokens never share answers with each other.
   let userKey: String
 
   init(_ verified: VerifiedToken, token: UnsafeRawBufferPointer, plan: RouteJWTPlan) {
@@ -68,6 +68,10 @@ final class BearerFacts {
       input.append(contentsOf: "token:".utf8)
       input.append(contentsOf: token)
     }
+    // The backend answers for the claims it is sent: one `sub` with another tenant or other
+    // roles is another answer.
+    input.append(0)
+    input.append(contentsOf: lines)
     userKey = String(TokenFingerprint.sha256Hex(input).prefix(32))
   }
 }

@@ -1,5 +1,9 @@
 import GatehouseConfig
 import GatehouseJWT
+import Synchronization
+
+/// Where the next provider scope (`RouteJWTPlan.cacheScope`) starts.
+private let nextCacheScope = Atomic<Int>(1)
 
 /// A route's `jwt` block, compiled against its provider (SPEC §15). A class for the reason
 /// `RoutePlan` is one: it is read on every request of the route.
@@ -13,14 +17,22 @@ final class RouteJWTPlan: Sendable {
   let scopes: [String]
   /// `forward_claims`: each claim and the start of its upstream line (`X-User-Id: `).
   let claims: [(claim: String, linePrefix: [UInt8])]
+  /// The provider's number in the loops' caches of verified tokens, new for every snapshot:
+  /// a token verified under one config's provider (its position, issuer, audiences,
+  /// algorithms, forwarded claims) never counts for another config's, even when a request
+  /// that waited across a reload inserts it late.
+  let cacheScope: Int
   /// Answers are stored per user: the route has a `cache` block without `shared`.
   let keysAnswersPerUser: Bool
   /// The 403's challenge, with the scopes the route asks for (RFC 6750 §3).
   let scopeChallenge: [UInt8]
 
-  init(_ route: RouteJWTConfig, provider: JWTProviderConfig, providerIndex: Int, cache: RouteCacheConfig?) {
+  init(
+    _ route: RouteJWTConfig, provider: JWTProviderConfig, providerIndex: Int, cacheScope: Int, cache: RouteCacheConfig?
+  ) {
     providerName = provider.name
     self.providerIndex = providerIndex
+    self.cacheScope = cacheScope
     policy = provider.policy
     required = route.required
     scopes = route.scopes
@@ -29,6 +41,13 @@ final class RouteJWTPlan: Sendable {
     scopeChallenge = Array(
       "WWW-Authenticate: Bearer error=\"insufficient_scope\", scope=\"\(route.scopes.joined(separator: " "))\"\r\n"
         .utf8)
+  }
+
+  /// One fresh scope per provider of a snapshot being built.
+  static func makeCacheScopes(count: Int) -> [Int] {
+    guard count > 0 else { return [] }
+    let first = nextCacheScope.add(count, ordering: .relaxed).oldValue
+    return Array(first..<(first + count))
   }
 
   /// The upstream header names `forward_claims` writes: a client's own copies are dropped.

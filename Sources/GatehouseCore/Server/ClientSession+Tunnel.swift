@@ -97,18 +97,12 @@ extension ClientSession {
     driver.run(.deadlinePassed)
   }
 
-  /// A reload: a tunnel whose route or upstream the new config changes or removes runs
-  /// until `drain_timeout_ms` from now, then closes; the others go on untouched.
+  /// A reload: open tunnels run on for `drain_timeout_ms` from now, then close (the issue's
+  /// rule, as a drain's), so that none outlives the config it was opened under by more
+  /// than that; clients reconnect under the new one. The upstream it reaches, its headers
+  /// and its token may all have changed, and a tunnel carries no request to check again.
   func reloaded(to next: GatewaySnapshot) {
-    guard let exchange, let tunnel = exchange.tunnel, let routeIndex = exchange.routeIndex else { return }
-    let old = exchange.snapshot.config
-    let name = exchange.snapshot.routePlans[routeIndex].name
-    let oldRoute = old.routes.first { $0.name == name }
-    let newRoute = next.config.routes.first { $0.name == name }
-    let upstreamName = oldRoute?.upstream
-    let sameUpstream =
-      old.upstreams.first { $0.name == upstreamName } == next.config.upstreams.first { $0.name == upstreamName }
-    guard oldRoute != newRoute || !sameUpstream else { return }
+    guard let exchange, let tunnel = exchange.tunnel else { return }
     tunnel.retire(by: loop.iterationTime &+ EventLoop.nanoseconds(of: next.config.limits.drainTimeout))
   }
 }

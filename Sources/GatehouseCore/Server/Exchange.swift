@@ -86,6 +86,14 @@ final class Exchange {
   var clientID: String?
   /// What the bearer token's check left (routes with `jwt` only).
   var bearer: BearerAdmission?
+
+  /// The forwarded claims the upstream request carries: none when its answer may be
+  /// everyone's (a cache key without the user in it: `cache.shared`), since the backend
+  /// would answer for this user and everyone would get that answer.
+  var upstreamClaimLines: [UInt8] {
+    guard let bearer, !hasCacheKey || bearer.userKey != nil else { return [] }
+    return bearer.claimLines
+  }
   /// The client key's local bucket, when its limit is counted in the shared tier: the
   /// fallback when the tier does not answer.
   var rateLimitBucket: Int?

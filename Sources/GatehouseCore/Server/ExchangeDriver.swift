@@ -83,7 +83,7 @@ final class ExchangeDriver: ClientSessionPart {
       context.revalidate(
         key: key, request: exchange.head, target: exchange.upstreamTarget, snapshot: exchange.snapshot,
         routeIndex: routeIndex, clientAddress: session.clientAddress, stored: exchange.revalidation,
-        claimLines: exchange.bearer?.claimLines ?? [])
+        claimLines: exchange.upstreamClaimLines)
     case .takeToken:
       return takeToken(exchange)
     case .askBreakers(let retry):
@@ -390,7 +390,7 @@ final class ExchangeDriver: ClientSessionPart {
       acceptsGzip: ForwardingRules.asksUpstreamForGzip(plan, clientTakesGzip: exchange.acceptsGzip),
       sharedAnswer: exchange.hasCacheKey, meetsConditions: exchange.gatewayMeetsConditions,
       validatorLines: exchange.revalidation.map(StoreEntryRules.validatorLines) ?? [],
-      claimLines: exchange.bearer?.claimLines ?? [], clientAddress: session.clientAddress,
+      claimLines: exchange.upstreamClaimLines, clientAddress: session.clientAddress,
       forwardedProto: session.secure ? "https" : "http", requestID: exchange.requestID, framing: framing,
       upgrade: exchange.machine.facts.upgrade, into: &context.scratch)
     if exchange.pipelinedWrite {

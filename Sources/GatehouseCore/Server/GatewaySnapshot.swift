@@ -66,12 +66,13 @@ public final class GatewaySnapshot: Sendable {
     let globalRules = HeaderPlan.Rules(config.headers)
     // Client keys identify callers to the gateway only; they never reach a backend.
     let clientKeyHeaders = config.clients.keys.isEmpty && !config.clients.required ? [] : ["X-Api-Key"]
+    let cacheScopes = RouteJWTPlan.makeCacheScopes(count: config.jwt.providers.count)
     routePlans = config.routes.map { route in
       RoutePlan(
         route, upstreamIndex: route.upstream.flatMap { name in upstreams.firstIndex { $0.name == name } },
         globalRules: globalRules,
         tokenIndex: route.token.flatMap { name in config.tokens.firstIndex { $0.name == name } },
-        alsoDropped: clientKeyHeaders, providers: config.jwt.providers)
+        alsoDropped: clientKeyHeaders, providers: config.jwt.providers, cacheScopes: cacheScopes)
     }
     limits = HTTPLimits(
       maxHeaderBytes: config.limits.maxHeaderBytes, maxHeaderCount: 100,
@@ -148,7 +149,7 @@ final class RoutePlan: Sendable {
 
   init(
     _ route: RouteConfig, upstreamIndex: Int?, globalRules: HeaderPlan.Rules, tokenIndex: Int?,
-    alsoDropped: [String], providers: [JWTProviderConfig] = []
+    alsoDropped: [String], providers: [JWTProviderConfig] = [], cacheScopes: [Int] = []
   ) {
     name = route.name
     self.upstreamIndex = upstreamIndex
@@ -163,7 +164,10 @@ final class RoutePlan: Sendable {
     // are dropped too); the claims' lines are added per request.
     if let jwtRoute = route.jwt, let index = providers.firstIndex(where: { $0.name == jwtRoute.provider }) {
       let provider = providers[index]
-      jwt = RouteJWTPlan(jwtRoute, provider: provider, providerIndex: index, cache: route.cache)
+      jwt = RouteJWTPlan(
+        jwtRoute, provider: provider, providerIndex: index,
+        cacheScope: index < cacheScopes.count ? cacheScopes[index] : RouteJWTPlan.makeCacheScopes(count: 1)[0],
+        cache: route.cache)
       layers.append(HeaderPlan.Rules(remove: ["Authorization"] + RouteJWTPlan.claimHeaders(provider)))
     } else {
       jwt = nil

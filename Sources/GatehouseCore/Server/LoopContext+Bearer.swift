@@ -27,13 +27,13 @@ extension LoopContext {
     let token = BearerCredential.tokenBytes(head.headers.valueBytes(at: field))
     let now = RFC3339.nowMilliseconds() / 1000
     return token.withUnsafeBytes { bytes in
-      if let hit = verifiedTokens.lookUpEntry(bytes, provider: plan.providerIndex, now: now),
+      guard let provider = jwtKeys.provider(plan.providerName, index: plan.providerIndex) else {
+        return refuse(.noKeys, "no such provider", plan, admission)
+      }
+      if let hit = verifiedTokens.lookUpEntry(bytes, provider: plan.cacheScope, keys: provider.generation, now: now),
         let facts = hit.attachment as? BearerFacts
       {
         return admit(hit.token, facts: facts, plan: plan, admission: admission)
-      }
-      guard let provider = jwtKeys.provider(plan.providerName, index: plan.providerIndex) else {
-        return refuse(.noKeys, "no such provider", plan, admission)
       }
       guard let keys = provider.keys else {
         // A fetch under way, or one the keyring may start: worth the wait (bounded by the
@@ -47,8 +47,8 @@ extension LoopContext {
       case .success(let verified):
         let facts = BearerFacts(verified, token: bytes, plan: plan)
         verifiedTokens.insert(
-          bytes, provider: plan.providerIndex, verified: verified, leewaySeconds: plan.policy.leewaySeconds,
-          attachment: facts)
+          bytes, provider: plan.cacheScope, keys: provider.generation, verified: verified,
+          leewaySeconds: plan.policy.leewaySeconds, attachment: facts)
         return admit(verified, facts: facts, plan: plan, admission: admission)
       case .failure(.unknownKey):
         // A key the provider added since the last fetch: worth one refresh, at most one per

@@ -42,12 +42,10 @@ final class LoopContext: @unchecked Sendable {
   /// loop verified under keys that changed since are verified again.
   var jwtKeys = JWTKeyValues.empty {
     didSet {
-      for (index, provider) in jwtKeys.providers.enumerated()
-      where index >= oldValue.providers.count || oldValue.providers[index].generation != provider.generation
-        || oldValue.providers[index].name != provider.name
-      {
-        verifiedTokens.removeAll(provider: index)
-      }
+      // Entries are keyed by key generation and never match again once it changed; the
+      // cache is emptied of them at once rather than as they age out.
+      let changed = zip(jwtKeys.providers, oldValue.providers).contains { $0.generation != $1.generation }
+      if changed || jwtKeys.providers.count != oldValue.providers.count { verifiedTokens.removeAll() }
     }
   }
   /// Bearer tokens verified on this loop, until they expire (bounded): a client sends the
@@ -104,13 +102,10 @@ final class LoopContext: @unchecked Sendable {
         pool.retire()
       }
     }
-    if next.config.jwt != snapshot.config.jwt {
-      // Provider numbers and their rules may have changed: nothing verified before counts.
-      for index in 0..<max(next.config.jwt.providers.count, snapshot.config.jwt.providers.count) {
-        verifiedTokens.removeAll(provider: index)
-      }
-    }
-    // Tunnels whose route or upstream changed close after `drain_timeout_ms` (`+Tunnel`).
+    // Verified tokens are keyed by the snapshot's provider scopes (`RouteJWTPlan.cacheScope`):
+    // those of the old snapshot never match again.
+    if next.config.jwt != snapshot.config.jwt { verifiedTokens.removeAll() }
+    // Open tunnels close `drain_timeout_ms` after a reload (`ClientSession+Tunnel`).
     for case let session as ClientSession in connections.values { session.reloaded(to: next) }
     snapshot = next
     useSharedTier(next.sharedTier)

@@ -83,7 +83,10 @@ final class LoopSharedTier {
     let key = plan.prefix + Array("rl:\(keyID):\(window)".utf8)
     connection.send([Array("INCR".utf8), key]) { [self] reply in
       count(.incr, reply)
-      if case .integer(let value) = reply { completion(value) } else { completion(nil) }
+      // INCR's answer counts this request, so it is at least 1: anything less is a counter
+      // someone else wrote (a negative one would let every request through), and the local
+      // bucket decides instead.
+      if case .integer(let value) = reply, value >= 1 { completion(value) } else { completion(nil) }
     }
     connection.send([Array("PEXPIRE".utf8), key, Array(String(expiryMs).utf8)]) { _ in }
   }
