@@ -87,6 +87,60 @@ struct SharedTierGatewayTests {
     StoreTests.expectStale(
       try send("GET", "/up/1", to: gateway.port, timeout: 5), body: #"{"target":"/up/1","version":1,"lang":""}"#)
   }
+
+  /// Flushed, full (every write refused for want of memory) and restarted under load: the
+  /// gateway answers every request as it would without the tier, and counts the errors.
+  @Test func aFlushedFullOrRestartedTierNeverFailsARequest() throws {
+    let redis = try SharedTierRedis()
+    let backend = try ModalBackend()
+    let first = try Self.gateway(backend: backend.port, redis: redis.port)
+    defer { first.stopExpectingCleanExit() }
+    #expect(waitUntil(timeout: 10) { Self.sharedUp(first) == 1 })
+    func load(_ gateway: GatewayProcess, _ prefix: String, _ count: Int) throws -> [Int] {
+      try (0..<count).map { try send("GET", "/\(prefix)/\($0)", to: gateway.port, timeout: 5).status }
+    }
+
+    #expect(try load(first, "a", 10).allSatisfy { $0 == 200 })
+    #expect(
+      waitUntil(timeout: 10) {
+        (try? Self.metrics(first))?.value("gatehouse_shared_requests_total", ["op": "set", "result": "ok"]) == 10
+      })
+    // Flushed: what it held is gone, nothing else changes.
+    try redis.command(["FLUSHALL"])
+    #expect(try load(first, "b", 10).allSatisfy { $0 == 200 })
+    // Full: every write is refused (an error reply), every request still answered.
+    try redis.command(["CONFIG", "SET", "maxmemory-policy", "noeviction"])
+    try redis.command(["CONFIG", "SET", "maxmemory", "1"])
+    #expect(try load(first, "c", 10).allSatisfy { $0 == 200 })
+    #expect(
+      waitUntil(timeout: 10) {
+        ((try? Self.metrics(first))?.value("gatehouse_shared_requests_total", ["op": "set", "result": "error"]) ?? 0)
+          >= 10
+      })
+    // Restarted on its port while requests come: each is answered, and the tier is back.
+    redis.kill()
+    #expect(try load(first, "d", 10).allSatisfy { $0 == 200 })
+    let restarted = try SharedTierRedis(port: redis.port)
+    #expect(try load(first, "e", 10).allSatisfy { $0 == 200 })
+    #expect(waitUntil(timeout: 30) { Self.sharedUp(first) == 1 })
+    #expect(try load(first, "f", 5).allSatisfy { $0 == 200 })
+    #expect(
+      waitUntil(timeout: 10) {
+        ((try? Self.metrics(first))?.value("gatehouse_shared_requests_total", ["op": "set", "result": "ok"]) ?? 0)
+          >= 15
+      })
+
+    // A sibling after the flush: the tier no longer has `/a/…` (a miss, then the usual 502);
+    // `/f/…`, written after the restart, is there.
+    backend.stop()
+    let second = try Self.gateway(backend: backend.port, redis: restarted.port)
+    defer { second.stopExpectingCleanExit() }
+    #expect(waitUntil(timeout: 10) { Self.sharedUp(second) == 1 })
+    #expect(try send("GET", "/a/1", to: second.port, timeout: 5).status == 502)
+    #expect(StoreTests.cacheHeader(try send("GET", "/f/1", to: second.port, timeout: 5)) == "STALE")
+    // The first gateway's own store still has everything it answered.
+    #expect(StoreTests.cacheHeader(try send("GET", "/c/1", to: first.port, timeout: 5)) == "STALE")
+  }
 }
 
 /// A `redis-server` without persistence, killed when the test ends.
@@ -96,10 +150,12 @@ final class SharedTierRedis: @unchecked Sendable {
   let port: UInt16
   private let process = Process()
 
-  init() throws {
-    port = try TestSocket.unusedPort()
+  /// `arguments` are added to the server's (a memory limit, say); `port` reuses a port (a
+  /// restart of a server the gateways know).
+  init(arguments: [String] = [], port reused: UInt16? = nil) throws {
+    port = try reused ?? TestSocket.unusedPort()
     process.executableURL = URL(fileURLWithPath: Self.binary)
-    process.arguments = ["--port", "\(port)", "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+    process.arguments = ["--port", "\(port)", "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"] + arguments
     process.standardOutput = FileHandle.nullDevice
     process.standardError = FileHandle.nullDevice
     try process.run()
@@ -113,6 +169,13 @@ final class SharedTierRedis: @unchecked Sendable {
 
   func signal(_ number: Int32) {
     if process.isRunning { Glibc.kill(process.processIdentifier, number) }
+  }
+
+  /// Runs `redis-cli` against this server (FLUSHALL, CONFIG SET…); its output.
+  @discardableResult
+  func command(_ arguments: [String]) throws -> String {
+    String(
+      decoding: try ExternalTool.run("/usr/bin/redis-cli", ["-p", "\(port)"] + arguments, input: []), as: UTF8.self)
   }
 
   func kill() {
