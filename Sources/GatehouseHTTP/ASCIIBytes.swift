@@ -33,4 +33,17 @@ package enum ASCIIBytes {
     }
     return false
   }
+
+  /// `bytes` start with `lowercase` (lowercase ASCII) in any case: an auth scheme and its
+  /// space (`bearer `, `apikey `). No array is made per call.
+  @inline(__always)
+  package static func startsWithLowercase(_ bytes: some Collection<UInt8>, _ lowercase: StaticString) -> Bool {
+    guard bytes.count >= lowercase.utf8CodeUnitCount else { return false }
+    var offset = 0
+    for byte in bytes.prefix(lowercase.utf8CodeUnitCount) {
+      if (byte &- 0x41 < 26 ? byte | 0x20 : byte) != lowercase.utf8Start[offset] { return false }
+      offset += 1
+    }
+    return true
+  }
 }

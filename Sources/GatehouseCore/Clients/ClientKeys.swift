@@ -78,12 +78,8 @@ public struct ClientKeys: Sendable {
 
   /// `ApiKey ` (scheme names are case-insensitive).
   public static func isAPIKeyScheme(_ value: some Collection<UInt8>) -> Bool {
-    let scheme = Array("apikey ".utf8)
-    guard value.count > scheme.count else { return false }
-    for (byte, expected) in zip(value, scheme) where (byte &- 0x41 < 26 ? byte | 0x20 : byte) != expected {
-      return false
-    }
-    return true
+    // A key follows the scheme: `ApiKey ` alone carries none.
+    value.count > 7 && ASCIIBytes.startsWithLowercase(value, "apikey ")
   }
 
   static func bytes(hex: String) -> [UInt8] {

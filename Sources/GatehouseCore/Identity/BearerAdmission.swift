@@ -13,10 +13,8 @@ final class BearerAdmission {
   var challenge: [UInt8] = []
   /// Why the token was refused, for the access line (never the token or a claim).
   var problem: String?
-  /// A refresh for an unknown `kid` was waited for already: the next unknown is final.
-  var waitedForKeys = false
-  /// The wait under way is for a refresh because of an unknown `kid` (else for any keys).
-  var refreshForUnknownKey = false
+  /// The wait for keys is for a refresh because of an unknown `kid` (else for any keys).
+  var awaitsUnknownKey = false
 }
 
 /// How a request's bearer token fares at the door.
@@ -24,8 +22,8 @@ enum BearerVerdict {
   /// Let through (verified, or none on a route that does not require one).
   case admitted
   case refused(ExchangeMachine.Refusal)
-  /// The provider's keys are being fetched: wait, then check again.
-  case awaitKeys(unknownKey: Bool)
+  /// The provider's keys are being fetched: wait, then check again (once).
+  case awaitKeys
 }
 
 /// What a verified token means for its provider's routes, worked out once per token and kept

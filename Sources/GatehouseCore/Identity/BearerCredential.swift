@@ -41,17 +41,8 @@ enum BearerCredential: Equatable {
     value.dropFirst(6).drop { $0 == 0x20 }
   }
 
-  /// `Bearer ` (scheme names are case-insensitive, RFC 7235 §2.1). Compared with a literal's
-  /// bytes: no array is made per request.
+  /// `Bearer ` (scheme names are case-insensitive, RFC 7235 §2.1).
   static func isBearerScheme(_ value: ArraySlice<UInt8>) -> Bool {
-    let scheme: StaticString = "bearer "
-    guard value.count >= scheme.utf8CodeUnitCount else { return false }
-    var index = value.startIndex
-    for offset in 0..<scheme.utf8CodeUnitCount {
-      let byte = value[index]
-      if (byte &- 0x41 < 26 ? byte | 0x20 : byte) != scheme.utf8Start[offset] { return false }
-      index += 1
-    }
-    return true
+    ASCIIBytes.startsWithLowercase(value, "bearer ")
   }
 }

@@ -316,8 +316,7 @@ final class ClientSession: ServerResponder, UpstreamExchangeOwner {
         break
       case .refused(let refusal):
         facts.refusal = refusal
-      case .awaitKeys(let unknownKey):
-        admission.refreshForUnknownKey = unknownKey
+      case .awaitKeys:
         facts.awaitsSigningKeys = true
       }
     }

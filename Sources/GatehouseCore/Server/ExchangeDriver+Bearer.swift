@@ -10,7 +10,7 @@ extension ExchangeDriver {
       return
     }
     // The reply holds the session (which owns this driver): the client may be gone by then.
-    broker.waitForKeys(provider: plan.providerName, unknownKey: admission.refreshForUnknownKey, replyOn: loop) {
+    broker.waitForKeys(provider: plan.providerName, unknownKey: admission.awaitsUnknownKey, replyOn: loop) {
       [session] in
       guard session.exchange === exchange, exchange.machine.phase == .waiting(.signingKeys), !session.closed else {
         return

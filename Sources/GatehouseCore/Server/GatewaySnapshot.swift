@@ -166,7 +166,7 @@ final class RoutePlan: Sendable {
       let provider = providers[index]
       jwt = RouteJWTPlan(
         jwtRoute, provider: provider, providerIndex: index,
-        cacheScope: index < cacheScopes.count ? cacheScopes[index] : RouteJWTPlan.makeCacheScopes(count: 1)[0],
+        cacheScope: cacheScopes[index],
         cache: route.cache)
       layers.append(HeaderPlan.Rules(remove: ["Authorization"] + RouteJWTPlan.claimHeaders(provider)))
     } else {

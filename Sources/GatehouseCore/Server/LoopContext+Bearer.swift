@@ -25,7 +25,8 @@ extension LoopContext {
       return .refused(.bearerMissing)
     }
     let token = BearerCredential.tokenBytes(head.headers.valueBytes(at: field))
-    let now = RFC3339.nowMilliseconds() / 1000
+    let nowMs = RFC3339.nowMilliseconds()
+    let now = nowMs / 1000
     return token.withUnsafeBytes { bytes in
       guard let provider = jwtKeys.provider(plan.providerName, index: plan.providerIndex) else {
         return refuse(.noKeys, "no such provider", plan, admission)
@@ -38,9 +39,7 @@ extension LoopContext {
       guard let keys = provider.keys else {
         // A fetch under way, or one the keyring may start: worth the wait (bounded by the
         // fetch's timeouts); else no keys, and never "accept" for want of them.
-        if mayWait && (provider.fetching || RFC3339.nowMilliseconds() >= provider.unknownKeyRefreshAfterMs) {
-          return .awaitKeys(unknownKey: false)
-        }
+        if mayWait && (provider.fetching || nowMs >= provider.unknownKeyRefreshAfterMs) { return .awaitKeys }
         return refuse(.noKeys, "no signing keys", plan, admission)
       }
       switch JWTVerifier.verify(bytes, keys: keys, policy: plan.policy, now: now) {
@@ -52,12 +51,10 @@ extension LoopContext {
         return admit(verified, facts: facts, plan: plan, admission: admission)
       case .failure(.unknownKey):
         // A key the provider added since the last fetch: worth one refresh, at most one per
-        // 10 s for everyone, and one wait per request.
-        if mayWait && !admission.waitedForKeys
-          && (provider.fetching || RFC3339.nowMilliseconds() >= provider.unknownKeyRefreshAfterMs)
-        {
-          admission.waitedForKeys = true
-          return .awaitKeys(unknownKey: true)
+        // 10 s for everyone, and one wait per request (`mayWait`).
+        if mayWait && (provider.fetching || nowMs >= provider.unknownKeyRefreshAfterMs) {
+          admission.awaitsUnknownKey = true
+          return .awaitKeys
         }
         return refuse(.invalid, JWTRefusal.unknownKey.reason, plan, admission)
       case .failure(.noKeys):
