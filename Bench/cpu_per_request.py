@@ -3,7 +3,15 @@
 
 Usage (from the project root, after `swift build -c release`):
     Bench/cpu_per_request.py [--bin .build/release/gatehouse] [--rounds 5] [--seconds 4]
-                             [--pipeline-depth N]
+                             [--pipeline-depth N] [--scenario pass|envelope]
+
+Scenarios:
+  pass      (default) the proxy adds Accept and a bearer token, the body passes through;
+            Gatehouse, nginx and HAProxy
+  envelope  an enveloped, stored route with 1 s freshness (`fresh_s: 1`, `stale_if_error_s`),
+            against nginx's `proxy_cache` with `proxy_cache_valid 200 1s` and
+            `proxy_cache_use_stale`: both answer most requests from their cache and ask the
+            backend about once a second. HAProxy has no comparable cache, so it sits out.
 
 `--pipeline-depth` sets the upstream's `pipeline_depth` (default: none, so the product's
 default, off); the side-by-side benchmark uses the default too.
@@ -44,7 +52,8 @@ def wait_port(port, timeout=10.0):
 
 
 class Setup:
-    def __init__(self, binary, pipeline_depth=None):
+    def __init__(self, binary, pipeline_depth=None, scenario="pass"):
+        self.scenario = scenario
         self.dir = tempfile.mkdtemp(prefix="gh-cpu-")
         os.chmod(self.dir, 0o755)
         self.binary = binary
@@ -73,11 +82,16 @@ http {{ access_log off; {body} }}""")
         b = PORTS["backend"]
         self.start("backend", self.nginx("backend", f"""server {{ listen 127.0.0.1:{b}; keepalive_requests 1000000;
   location / {{ default_type application/json; return 200 '{BODY}'; }} }}"""), b)
+        os.makedirs(f"{self.dir}/nginx-cache", mode=0o777, exist_ok=True)
+        os.chmod(f"{self.dir}/nginx-cache", 0o777)
         self.start("nginx", self.nginx("nginx", f"""upstream api {{ server 127.0.0.1:{b}; keepalive 128; }}
+proxy_cache_path {self.dir}/nginx-cache levels=1:2 keys_zone=c:10m max_size=100m;
 server {{ listen 127.0.0.1:{PORTS['nginx']}; keepalive_requests 1000000;
   proxy_http_version 1.1; proxy_set_header Connection "";
   proxy_set_header Authorization "Bearer bench-token"; proxy_set_header Accept "application/json";
-  location /pass/ {{ proxy_pass http://api/; }} }}"""), PORTS["nginx"])
+  location /pass/ {{ proxy_pass http://api/; }}
+  location /users {{ proxy_pass http://api; proxy_cache c; proxy_cache_valid 200 1s;
+    proxy_cache_use_stale error timeout http_502 http_503 http_504; }} }}"""), PORTS["nginx"])
         haproxy = self.write("haproxy.cfg", f"""global
   maxconn 8192
   nbthread 1
@@ -110,7 +124,9 @@ backend be
             "upstreams": {"api": upstream},
             "tokens": {"bench": {"type": "static", "value": "bench-token"}},
             "routes": [{"name": "pass", "match": {"path": "/pass/*"}, "upstream": "api", "path": "/*",
-                        "token": "bench", "envelope": {"enabled": False}}],
+                        "token": "bench", "envelope": {"enabled": False}},
+                       {"name": "users", "match": {"path": "/users"}, "upstream": "api", "token": "bench",
+                        "envelope": {"enabled": True}, "cache": {"fresh_s": 1, "stale_if_error_s": 86400}}],
             "log": {"level": "warn", "access": "off"},
         }))
         self.start("gatehouse", [self.binary, "serve", "--config", config], PORTS["gatehouse"])
@@ -143,7 +159,8 @@ def cpu_times():
 def measure(setup, name, seconds):
     """Runs wrk for `seconds` + 2 and perf over the middle `seconds`; returns (rps, proxy µs per
     request, backend µs per request, machine busy µs per request, idle %, wrk µs per request)."""
-    url = f"http://127.0.0.1:{PORTS[name]}/pass/users"
+    path = "/users" if setup.scenario == "envelope" else "/pass/users"
+    url = f"http://127.0.0.1:{PORTS[name]}{path}"
     wrk = subprocess.Popen(["wrk", "-t1", "-c64", f"-d{seconds + 2}s", url], stdout=subprocess.PIPE, text=True)
     time.sleep(1)
     outs = {who: os.path.join(setup.dir, f"perf-{who}.txt") for who in ("proxy", "backend", "wrk")}
@@ -175,12 +192,13 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--seconds", type=int, default=4)
     ap.add_argument("--pipeline-depth", type=int, default=None)
+    ap.add_argument("--scenario", choices=("pass", "envelope"), default="pass")
     args = ap.parse_args()
     missing = [t for t in ("nginx", "haproxy", "wrk", "perf") if not shutil.which(t) and not os.path.exists("/usr/sbin/" + t)]
     if missing:
         raise SystemExit("missing tools: " + ", ".join(missing) + " (apt-get install nginx-light haproxy wrk linux-perf)")
-    setup = Setup(os.path.abspath(args.bin), args.pipeline_depth)
-    names = ("gatehouse", "nginx", "haproxy")
+    setup = Setup(os.path.abspath(args.bin), args.pipeline_depth, args.scenario)
+    names = ("gatehouse", "nginx") if args.scenario == "envelope" else ("gatehouse", "nginx", "haproxy")
     results = {n: [] for n in names}
     try:
         setup.start_all()
@@ -198,8 +216,9 @@ def main():
               f"backend {backend:.2f} µs  wrk {wrk:.2f} µs  machine busy {busy:.2f} µs/request, idle {idle:.1f} %  "
               f"bound {bound:.0f} rps ({'proxy' if medians[name] > backend + wrk else 'wrk + backend'}), "
               f"of bound {100 * rps / bound:.0f} %")
-    for peer in ("nginx", "haproxy"):
-        print(f"ratio cpu {peer}/gatehouse = {medians[peer] / medians['gatehouse']:.3f}")
+    for peer in names[1:]:
+        print(f"ratio cpu {peer}/gatehouse = {medians[peer] / medians['gatehouse']:.3f}  "
+              f"(gatehouse/{peer} = {medians['gatehouse'] / medians[peer]:.3f})")
 
 
 if __name__ == "__main__":

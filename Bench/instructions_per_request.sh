@@ -4,6 +4,9 @@
 #   pass      a pass-through GET with a static token and a header rule (the default)
 #   envelope  the answer wrapped in the envelope and kept in the store (stale_if_error)
 #   stale     the same route with the backend stopped: answers from the store
+#   fresh     the envelope route with 1 s freshness (`fresh_s: 1`): answers from the store
+#             while fresh, the backend asked about once a second (cpu_per_request.py's
+#             `--scenario envelope`)
 #   h2        the pass route over HTTP/2 (h2c prior knowledge), h2load -c16 -m10 as the load
 #   jwt       the pass route verifying ES256 client JWTs (64 tokens, one per simulated client,
 #             round-robin: verified once each, then found in the loop's cache), `sub` forwarded
@@ -16,7 +19,7 @@
 # Unlike CPU time, the count does not move with the machine's load, so two builds can be
 # compared on a busy machine and a 1% difference is real.
 #
-# Usage: [SCENARIO=pass|envelope|stale|collapsed|h2|jwt|jwtpass] [PROFILES=dir] Bench/instructions_per_request.sh BIN [BIN ...]
+# Usage: [SCENARIO=pass|envelope|stale|fresh|collapsed|h2|jwt|jwtpass] [PROFILES=dir] Bench/instructions_per_request.sh BIN [BIN ...]
 # With PROFILES, each run's callgrind profile is kept there (for callgrind_annotate).
 # Needs valgrind, nginx, wrk, curl (h2load for h2). Debug info is stripped from a copy of each binary
 # first (valgrind 3.19 cannot read Swift's DWARF 5).
@@ -27,6 +30,7 @@ case "$SCENARIO" in
 pass | h2 | jwtpass) ROUTE='"token":"t","envelope":{"enabled":false}' ;;
 jwt) ROUTE='"token":"t","envelope":{"enabled":false},"jwt":{"provider":"app"}' ;;
 envelope | stale | collapsed) ROUTE='"envelope":{"enabled":true},"cache":{"stale_if_error_s":86400}' ;;
+fresh) ROUTE='"envelope":{"enabled":true},"cache":{"fresh_s":1,"stale_if_error_s":86400}' ;;
 *) echo "unknown scenario $SCENARIO" >&2; exit 2 ;;
 esac
 BODY='{"id":1,"name":"hoge","users":[{"id":1,"name":"hoge"},{"id":2,"name":"foo"}]}'

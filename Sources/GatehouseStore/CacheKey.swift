@@ -8,20 +8,53 @@
 ///
 ///     gatehouse-cache-v1 3:GET 3:api 8:/users/1 7:a=1&b=2 vary=1 15:accept-language 2:en client=-
 public struct CacheKey: Sendable, Hashable, CustomStringConvertible {
+  /// The parts, in one immutable object: a key is copied on every lookup (the loop's memo
+  /// hands it out, the exchange keeps it), and one reference costs one retain where seven
+  /// strings cost seven.
+  private final class Parts: Sendable {
+    let method: String
+    let upstream: String
+    let path: String
+    let sortedQuery: String
+    let varyPart: String
+    let canonical: String
+    let id: String
+
+    init(method: String, upstream: String, path: String, sortedQuery: String, varyPart: String, canonical: String) {
+      self.method = method
+      self.upstream = upstream
+      self.path = path
+      self.sortedQuery = sortedQuery
+      self.varyPart = varyPart
+      self.canonical = canonical
+      id = StoreCrypto.hex(StoreCrypto.sha256(canonical.utf8))
+    }
+  }
+
+  private let parts: Parts
+
   /// Request method as given (HTTP methods are case-sensitive).
-  public let method: String
+  public var method: String { parts.method }
   /// Upstream name from the config.
-  public let upstream: String
+  public var upstream: String { parts.upstream }
   /// Upstream path (after route rewriting), without the query.
-  public let path: String
+  public var path: String { parts.path }
   /// The query with its `&`-separated pairs sorted byte-wise, encoding kept as received.
-  public let sortedQuery: String
+  public var sortedQuery: String { parts.sortedQuery }
   /// The vary headers and client id part of the canonical key (stored for the admin API).
-  public let varyPart: String
+  public var varyPart: String { parts.varyPart }
   /// The full canonical key.
-  public let canonical: String
+  public var canonical: String { parts.canonical }
   /// Lowercase hex SHA-256 of `canonical` (64 characters).
-  public let id: String
+  public var id: String { parts.id }
+
+  // Every part is written into the canonical form, length-prefixed: equal canonical forms
+  // are equal keys.
+  public static func == (lhs: CacheKey, rhs: CacheKey) -> Bool {
+    lhs.parts === rhs.parts || lhs.parts.canonical == rhs.parts.canonical
+  }
+
+  public func hash(into hasher: inout Hasher) { hasher.combine(parts.canonical) }
 
   /// Builds the key.
   /// - Parameters:
@@ -43,10 +76,7 @@ public struct CacheKey: Sendable, Hashable, CustomStringConvertible {
     method: String, upstream: String, path: String, query: String, vary: [(name: String, value: String)] = [],
     clientID: String? = nil, host: String? = nil, scope: String? = nil, gzip: Bool = false, user: String? = nil
   ) {
-    self.method = method
-    self.upstream = upstream
-    self.path = path
-    self.sortedQuery = Self.sortQuery(query)
+    let sortedQuery = Self.sortQuery(query)
 
     var varyPart = "vary=\(vary.count)"
     let sortedVary = vary.map { (name: Self.asciiLowercased($0.name), value: $0.value) }.sorted { lhs, rhs in
@@ -61,12 +91,12 @@ public struct CacheKey: Sendable, Hashable, CustomStringConvertible {
     if let scope { varyPart += " scope=" + Self.field(scope) }
     if gzip { varyPart += " coding=gzip" }
     if let user { varyPart += " user=" + Self.field(user) }
-    self.varyPart = varyPart
-
-    canonical =
+    let canonical =
       "gatehouse-cache-v1 " + Self.field(method) + " " + Self.field(upstream) + " " + Self.field(path) + " "
       + Self.field(sortedQuery) + " " + varyPart
-    id = StoreCrypto.hex(StoreCrypto.sha256(canonical.utf8))
+    parts = Parts(
+      method: method, upstream: upstream, path: path, sortedQuery: sortedQuery, varyPart: varyPart,
+      canonical: canonical)
   }
 
   public var description: String { canonical }

@@ -207,6 +207,7 @@ enum StoreEntryRules {
     }
   }
 
+  private static let ageLinePrefix = Array("Age: ".utf8)
   private static let staleWarningLine = Array("Warning: 110 - \"Response is Stale\"\r\n".utf8)
 
   /// A stored answer as it is served at `nowMs`: its head, and the lines the gateway adds
@@ -214,11 +215,23 @@ enum StoreEntryRules {
   static func servedForm(_ stored: StoredAnswer, result: CacheResult, nowMs: Int64) -> (
     head: HTTPResponseHead, extra: [UInt8]
   ) {
+    let served = servedHead(stored)
+    return (
+      served.head,
+      servedLines(result: result, initialAge: served.initialAge, storedAtMs: stored.storedAtMs, nowMs: nowMs)
+    )
+  }
+
+  /// The part of a stored answer's served form that does not change while it is stored:
+  /// its head without the upstream's `Age` and `Warning`, and the age it had when stored.
+  /// Depends on the status, the headers and the body's length only (`RouteCache` keeps the
+  /// last one made).
+  static func servedHead(_ stored: StoredAnswer) -> (head: HTTPResponseHead, initialAge: Int64) {
     // The gateway says how old the answer is now: the Age and Warning the upstream sent
     // with it (from a cache in front of it) described it then. That Age is where the
     // answer's age started (RFC 9111 §4.2.3), so it is added to the time spent in the store.
     var initialAge: Int64 = 0
-    // Built in one pass, its room reserved: a stored answer is served this way on every hit.
+    // Built in one pass, its room reserved.
     var headers = HTTPHeaders()
     var bytes = 0
     for field in stored.headers { bytes += field.name.utf8.count + field.value.utf8.count }
@@ -240,16 +253,23 @@ enum StoreEntryRules {
     }
     let head = HTTPResponseHead(
       status: stored.status, headers: headers, bodyFraming: .contentLength(Int64(stored.body.count)))
+    return (head, initialAge)
+  }
+
+  /// The lines the gateway adds to a stored answer served at `nowMs` (`X-Gatehouse-Cache`,
+  /// `Age`, and `Warning` when it is stale).
+  static func servedLines(result: CacheResult, initialAge: Int64, storedAtMs: Int64, nowMs: Int64) -> [UInt8] {
     let cacheLine = cacheLines(result)
     var extra: [UInt8] = []
     extra.reserveCapacity(cacheLine.count + 32 + (result == .stale ? staleWarningLine.count : 0))
     extra.append(contentsOf: cacheLine)
     // RFC 9111 §5.1: every answer from the store says how old it is.
-    let age = initialAge + max(0, (nowMs - stored.storedAtMs) / 1000)
-    extra.append(contentsOf: "Age: ".utf8)
+    let age = initialAge + max(0, (nowMs - storedAtMs) / 1000)
+    extra.append(contentsOf: ageLinePrefix)
     HTTPSerializer.appendDecimal(age, to: &extra)
-    extra.append(contentsOf: "\r\n".utf8)
+    extra.append(UInt8(ascii: "\r"))
+    extra.append(UInt8(ascii: "\n"))
     if result == .stale { extra.append(contentsOf: staleWarningLine) }
-    return (head, extra)
+    return extra
   }
 }

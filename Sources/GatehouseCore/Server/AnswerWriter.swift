@@ -369,12 +369,13 @@ final class AnswerWriter {
   }
 }
 
-extension Array where Element == UInt8 {
-  /// Whether `other` is these very bytes: the same buffer, the same count. Held, an array
-  /// pins its buffer and a shared buffer is copied before it is written, so a memo that
-  /// keeps the array it was made from can tell by this that a body is unchanged, without
-  /// reading it (`AnswerWriter.lastTagged`, `RouteCache.envelopeOutcome`).
-  func sharesBuffer(with other: [UInt8]) -> Bool {
+extension Array {
+  /// Whether `other` is these very elements: the same buffer, the same count. Held, an
+  /// array pins its buffer and a shared buffer is copied before it is written, so a memo
+  /// that keeps the array it was made from can tell by this that a body (or a stored
+  /// answer's headers) is unchanged, without reading it (`AnswerWriter.lastTagged`,
+  /// `RouteCache.envelopeOutcome`, `RouteCache.servedForm`).
+  func sharesBuffer(with other: [Element]) -> Bool {
     count == other.count
       && withUnsafeBufferPointer { kept in other.withUnsafeBufferPointer { kept.baseAddress == $0.baseAddress } }
   }

@@ -30,7 +30,7 @@ extension ClientSession {
   func serveStored(_ stored: StoredAnswer, result: CacheResult) {
     guard let exchange else { return }
     exchange.cacheResult = result
-    let (head, extra) = StoreEntryRules.servedForm(stored, result: result, nowMs: RFC3339.nowMilliseconds())
+    let (head, extra) = routeCache.servedForm(stored, result: result, nowMs: RFC3339.nowMilliseconds())
     writeKeptAnswer(
       head: head, body: stored.body,
       outcome: routeCache.envelopeOutcome(of: stored, head: head, policy: exchange.envelope), extra: extra)

@@ -37,6 +37,18 @@ final class LoopStore {
     let gzip: Bool
     /// On a JWT route, the signed-in user's digest (`BearerAdmission.userKey`).
     var user: String? = nil
+
+    // Only what differs from request to request is hashed: the upstream, vary names, host
+    // and scope are the route's and the same for most entries of the memo, and hashing
+    // strings is most of a lookup's cost. Equality still compares every field.
+    func hash(into hasher: inout Hasher) {
+      target.withUnsafeBytes { hasher.combine(bytes: $0) }
+      hasher.combine(vary.count)
+      for value in vary { hasher.combine(value) }
+      hasher.combine(clientID)
+      hasher.combine(user)
+      hasher.combine(gzip)
+    }
   }
 
   struct WrittenEntry {

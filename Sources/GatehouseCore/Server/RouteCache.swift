@@ -18,14 +18,49 @@ final class RouteCache {
   /// The last stored answer put through an envelope and what that gave (see
   /// `envelopeOutcome`).
   private var lastRendered: RenderedStoredAnswer?
+  /// The served head of the last stored answer served (see `servedForm`).
+  private var lastServed: ServedStoredHead?
 
-  private struct RenderedStoredAnswer {
+  private final class ServedStoredHead {
+    /// Held so that its buffer stays the one compared (see `Array.sharesBuffer`).
+    let headers: StoredHeaders
+    let status: Int
+    let bodyCount: Int
+    let head: HTTPResponseHead
+    let initialAge: Int64
+
+    init(headers: StoredHeaders, status: Int, bodyCount: Int, head: HTTPResponseHead, initialAge: Int64) {
+      self.headers = headers
+      self.status = status
+      self.bodyCount = bodyCount
+      self.head = head
+      self.initialAge = initialAge
+    }
+  }
+
+  // Classes, not structs: looking a memo up then costs one retain, not one per field.
+  private final class RenderedStoredAnswer {
     let body: [UInt8]
+    /// The stored headers it was rendered with: the same buffer has the same type and coding.
+    let headers: StoredHeaders
     let status: Int
     let contentType: ArraySlice<UInt8>?
     let contentEncoding: ArraySlice<UInt8>?
     let policy: EnvelopePolicy
     let outcome: EnvelopeOutcome
+
+    init(
+      body: [UInt8], headers: StoredHeaders, status: Int, contentType: ArraySlice<UInt8>?,
+      contentEncoding: ArraySlice<UInt8>?, policy: EnvelopePolicy, outcome: EnvelopeOutcome
+    ) {
+      self.body = body
+      self.headers = headers
+      self.status = status
+      self.contentType = contentType
+      self.contentEncoding = contentEncoding
+      self.policy = policy
+      self.outcome = outcome
+    }
   }
 
   /// Stored bodies up to this size have their envelope remembered (the recent answers keep
@@ -86,18 +121,50 @@ final class RouteCache {
     return joinCollapsed(exchange, of: session, cache: cache, routeIndex: routeIndex) ? .joinedCollapsed : .miss
   }
 
+  /// A stored answer as it is served at `nowMs` (`StoreEntryRules.servedForm`). Its head
+  /// depends on the stored status, headers and body length only, so a stored answer served
+  /// over and over (a hot entry, an outage) has it made once while it is the last one
+  /// served: the same headers buffer, status and length give the same head. The lines that
+  /// change with time (`Age`) are made for each answer.
+  func servedForm(_ stored: StoredAnswer, result: CacheResult, nowMs: Int64) -> (
+    head: HTTPResponseHead, extra: [UInt8]
+  ) {
+    let head: HTTPResponseHead
+    let initialAge: Int64
+    if let last = lastServed, last.status == stored.status, last.bodyCount == stored.body.count,
+      last.headers.sharesBuffer(with: stored.headers)
+    {
+      (head, initialAge) = (last.head, last.initialAge)
+    } else {
+      (head, initialAge) = StoreEntryRules.servedHead(stored)
+      lastServed = ServedStoredHead(
+        headers: stored.headers, status: stored.status, bodyCount: stored.body.count, head: head,
+        initialAge: initialAge)
+    }
+    let extra = StoreEntryRules.servedLines(
+      result: result, initialAge: initialAge, storedAtMs: stored.storedAtMs, nowMs: nowMs)
+    return (head, extra)
+  }
+
   /// A stored answer through the route's envelope (`passThrough` without one); `head`: its
   /// served form. A stored answer served over and over (a hot entry, an outage) is checked
   /// and wrapped once while it is the last one: the remembered body array pins its buffer
   /// (a shared buffer is copied before it is written), so a body in that same buffer, with
-  /// the same status, type, coding and envelope settings, renders the same.
+  /// the same status, type, coding and envelope settings, renders the same. The same stored
+  /// headers buffer has the same type and coding, so they are only looked up when it differs.
   func envelopeOutcome(of stored: StoredAnswer, head: HTTPResponseHead, policy: EnvelopePolicy?)
     -> EnvelopeOutcome
   {
     guard let policy else { return .passThrough }
+    let last = lastRendered
+    if let last, last.status == stored.status, last.body.sharesBuffer(with: stored.body),
+      last.headers.sharesBuffer(with: stored.headers), last.policy == policy
+    {
+      return last.outcome
+    }
     let contentType = ForwardingRules.field(head.headers, "content-type")
     let contentEncoding = ForwardingRules.field(head.headers, "content-encoding")
-    if let last = lastRendered, last.status == stored.status, last.body.sharesBuffer(with: stored.body),
+    if let last, last.status == stored.status, last.body.sharesBuffer(with: stored.body),
       last.contentType == contentType, last.contentEncoding == contentEncoding, last.policy == policy
     {
       return last.outcome
@@ -108,7 +175,8 @@ final class RouteCache {
     lastRendered =
       stored.body.count <= Self.rememberedRenderBytes
       ? RenderedStoredAnswer(
-        body: stored.body, status: stored.status, contentType: contentType, contentEncoding: contentEncoding,
+        body: stored.body, headers: stored.headers, status: stored.status, contentType: contentType,
+        contentEncoding: contentEncoding,
         policy: policy, outcome: outcome)
       : nil
     return outcome
