@@ -1,14 +1,24 @@
 /// AES-256-GCM for shared-tier records (SPEC §14) when `store.secret_key` is set: what one
 /// replica writes to Redis, only a replica with the same secret can read, and a record moved
 /// to another key (the additional data is the key's id) fails to open.
+///
+/// It seals the purge index's members too (`Docs/shared-tier.md`, "The purge index"), with
+/// keys of their own, so the tier never holds an upstream path in the clear.
 package struct SharedRecordSealer: Sendable {
   private let key: [UInt8]
+  private let indexKey: [UInt8]
+  private let indexNonceKey: [UInt8]
 
   /// Its own HKDF purpose label, so the key is unrelated to the token key from the same secret.
   package init(secret: String) {
-    key = StoreCrypto.hkdfSHA256(
-      ikm: Array(secret.utf8), salt: Array("gatehouse-store".utf8), info: Array("shared/aes-256-gcm/v1".utf8),
-      length: StoreCrypto.keyLength)
+    func derive(_ purpose: String) -> [UInt8] {
+      StoreCrypto.hkdfSHA256(
+        ikm: Array(secret.utf8), salt: Array("gatehouse-store".utf8), info: Array(purpose.utf8),
+        length: StoreCrypto.keyLength)
+    }
+    key = derive("shared/aes-256-gcm/v1")
+    indexKey = derive("shared-index/aes-256-gcm/v1")
+    indexNonceKey = derive("shared-index/nonce/hmac-sha256/v1")
   }
 
   /// Bytes that overhead adds: nonce and tag.
@@ -22,7 +32,30 @@ package struct SharedRecordSealer: Sendable {
 
   /// The plaintext, or nil for anything that does not verify (never a crash).
   package func open(_ bytes: [UInt8], id: String) -> [UInt8]? {
-    guard bytes.count >= Self.overhead else { return nil }
+    Self.open(bytes, key: key, id: id)
+  }
+
+  /// An index member's sealed part: the same bytes for the same `id` and `plaintext` on every
+  /// replica (the index is a set: one member per entry, whoever wrote it), so the nonce is
+  /// derived from `id` (HMAC under a key of its own) instead of drawn. Safe for GCM because
+  /// an id is the hash of a cache key that holds the plaintext (path, upstream, method): one
+  /// nonce never seals two different plaintexts. Equal members show only what equal ids
+  /// already do. nil only when OpenSSL fails.
+  package func sealIndexEntry(_ plaintext: [UInt8], id: String) -> [UInt8]? {
+    let nonce = Array(StoreCrypto.hmacSHA256(key: indexNonceKey, data: Array(id.utf8)).prefix(StoreCrypto.nonceLength))
+    guard let sealed = try? StoreCrypto.seal(plaintext, key: indexKey, aad: Array(id.utf8), nonce: nonce) else {
+      return nil
+    }
+    return sealed.nonce + sealed.ciphertext + sealed.tag
+  }
+
+  /// What `sealIndexEntry` sealed, or nil for anything that does not verify.
+  package func openIndexEntry(_ bytes: [UInt8], id: String) -> [UInt8]? {
+    Self.open(bytes, key: indexKey, id: id)
+  }
+
+  private static func open(_ bytes: [UInt8], key: [UInt8], id: String) -> [UInt8]? {
+    guard bytes.count >= overhead else { return nil }
     let nonceEnd = StoreCrypto.nonceLength
     let tagStart = bytes.count - StoreCrypto.tagLength
     let sealed = StoreCrypto.Sealed(

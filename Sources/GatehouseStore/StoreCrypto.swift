@@ -85,9 +85,14 @@ enum StoreCrypto {
     var tag: [UInt8]
   }
 
-  /// AES-256-GCM encryption with a fresh random 96-bit nonce.
-  static func seal(_ plaintext: [UInt8], key: [UInt8], aad: [UInt8]) throws(StoreError) -> Sealed {
-    let nonce = try randomBytes(nonceLength)
+  /// AES-256-GCM encryption with a fresh random 96-bit nonce, or with `nonce` when the caller
+  /// derives one (it must never repeat under one key for another plaintext).
+  static func seal(_ plaintext: [UInt8], key: [UInt8], aad: [UInt8], nonce given: [UInt8]? = nil) throws(StoreError)
+    -> Sealed
+  {
+    let nonce: [UInt8]
+    if let given { nonce = given } else { nonce = try randomBytes(nonceLength) }
+    guard nonce.count == nonceLength else { throw StoreError(kind: .crypto, message: "a nonce is 12 bytes") }
     guard let ctx = EVP_CIPHER_CTX_new() else { throw StoreError(kind: .crypto, message: "EVP_CIPHER_CTX_new failed") }
     defer { EVP_CIPHER_CTX_free(ctx) }
     var ciphertext = [UInt8](repeating: 0, count: plaintext.count + 16)
