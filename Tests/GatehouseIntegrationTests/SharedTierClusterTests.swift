@@ -104,7 +104,7 @@ struct SharedTierClusterTests {
         (try? SharedTierGatewayTests.metrics(first))?.value(
           "gatehouse_shared_requests_total", ["op": "del", "result": "ok"]) == 1
       })
-    // By prefix: the ids this gateway held under it.
+    // By prefix: what the purge index names under it (one `DEL`).
     #expect(try admin.request("DELETE", "/admin/cache/entries?prefix=\(twoPath)").status == 200)
     #expect(
       waitUntil(timeout: 10) {

@@ -115,9 +115,10 @@ struct CacheAdministration: Sendable {
         completion(.badParameter("prefix", "prefix is required (DELETE /admin/cache purges everything)"))
         return
       }
-      purge(completion: completion, shared: { .ids($0) }) {
-        // The ids this replica holds under the prefix, for the shared tier (whose keys are
-        // ids, not paths): listed before they go.
+      // In the shared tier: every replica's entries under the prefix, as its purge index names
+      // them, and the ids this replica holds there (listed before they go), should the index
+      // lack some.
+      purge(completion: completion, shared: { .selected(.prefix(prefix), heldHere: $0) }) {
         let ids = try Self.ids(in: store, prefix: prefix) { _ in true }
         return (try store.purge(prefix: prefix), ids)
       } notFound: {
@@ -153,7 +154,10 @@ struct CacheAdministration: Sendable {
       completion(answer)
       return
     }
-    purge(completion: completion, shared: { .ids($0) }) {
+    // The index's entries are matched with the same config and the same rule, so the tier
+    // loses what the local store loses, whichever replica wrote it.
+    let selection = SharedTierPurgeSelection.route(name, routes: routes)
+    purge(completion: completion, shared: { ids in selection.map { .selected($0, heldHere: ids) } ?? .ids(ids) }) {
       let ids = try Self.ids(in: store, prefix: prefix) { entry in
         routes.route(upstream: entry.upstream, method: entry.method, path: entry.path) == name
       }

@@ -24,6 +24,6 @@ extension LoopContext {
     guard let tier = sharedTier else { return }
     let ttlMs = max(policy.staleIfErrorMs, policy.freshMs + policy.staleWhileRevalidateMs)
     guard ttlMs > 0 else { return }
-    loop.executeLater { [weak tier] in tier?.write(answer, id: key.id, ttlMs: ttlMs) }
+    loop.executeLater { [weak tier] in tier?.write(answer, key: key, ttlMs: ttlMs) }
   }
 }

@@ -8,7 +8,9 @@ import GatehouseStore
 /// `gatehouse_shared_requests_total{op,result}`. Confined to its loop, like the connection.
 final class LoopSharedTier {
   enum Operation: Int, CaseIterable {
-    case get, set, del, incr
+    /// `index`: the purge index's commands (`ZADD` with each write, its upkeep, and a purge's
+    /// `ZSCAN`/`ZREM`/`DEL` of the index); `del` stays the deletes of stored answers.
+    case get, set, del, incr, index
 
     var label: String {
       switch self {
@@ -16,6 +18,7 @@ final class LoopSharedTier {
       case .set: "set"
       case .del: "del"
       case .incr: "incr"
+      case .index: "index"
       }
     }
   }
@@ -26,6 +29,8 @@ final class LoopSharedTier {
   /// By operation, then by `RedisOutcome` (in `allCases` order).
   var counts: [[UInt64]] = Array(
     repeating: Array(repeating: 0, count: RedisOutcome.allCases.count), count: Operation.allCases.count)
+  /// When this loop's writes trim the purge index and push its expiry out.
+  var indexUpkeep = SharedTierIndexUpkeep()
 
   init(plan: SharedTierPlan, loop: EventLoop, logger: Logger) {
     self.plan = plan
@@ -45,15 +50,40 @@ final class LoopSharedTier {
 
   // MARK: Stored answers
 
-  /// Writes `answer` under `id` for `ttlMs`, unless its record is over `max_entry_bytes`.
-  /// Fire and forget: nothing waits for the reply.
-  func write(_ answer: StoredAnswer, id: String, ttlMs: Int64) {
+  /// Writes `answer` under `key`'s id for `ttlMs`, unless its record is over
+  /// `max_entry_bytes`, and names it in the purge index (`SharedTierIndex`) in the same
+  /// pipeline: one more command per write, no extra round trip. Fire and forget: nothing
+  /// waits for the replies.
+  func write(_ answer: StoredAnswer, key: CacheKey, ttlMs: Int64) {
+    let id = key.id
     guard ttlMs > 0, answer.body.count <= plan.config.maxEntryBytes,
       let record = SharedTierRecord.encode(answer, id: id, sealer: plan.sealer),
       record.count <= plan.config.maxEntryBytes
     else { return }
     connection.send([Array("SET".utf8), plan.key(id), record, Array("PX".utf8), Array(String(ttlMs).utf8)]) {
       [self] reply in count(.set, reply)
+    }
+    let entry = SharedTierIndex.Entry(path: key.path, upstream: key.upstream, method: key.method, id: id)
+    guard let member = SharedTierIndex.member(entry, sealer: plan.sealer) else { return }
+    let nowMs = RFC3339.nowMilliseconds()
+    let expiresAtMs = nowMs + ttlMs
+    // Scored by expiry, so expired members are trimmed by score. A rewrite of the entry (same
+    // id, so the same member) only moves its score.
+    connection.send([Array("ZADD".utf8), plan.indexKey, Array(String(expiresAtMs).utf8), member]) {
+      [self] reply in count(.index, reply)
+    }
+    guard let work = indexUpkeep.afterWrite(nowMs: nowMs, entryExpiresAtMs: expiresAtMs) else { return }
+    connection.send([
+      Array("ZREMRANGEBYSCORE".utf8), plan.indexKey, Array("-inf".utf8), Array(String(work.trimThroughMs).utf8),
+    ]) { [self] reply in count(.index, reply) }
+    // `GT` alone never sets an expiry on a key that has none (it counts as infinite), and
+    // `ZADD` makes the key without one; `NX` covers that. Together: the later of the two,
+    // whichever replica asked first. Relative (`PEXPIRE`), so the server's clock decides.
+    let expiry = Array(String(work.keyExpiryMs).utf8)
+    for option in ["NX", "GT"] {
+      connection.send([Array("PEXPIRE".utf8), plan.indexKey, expiry, Array(option.utf8)]) {
+        [self] reply in count(.index, reply)
+      }
     }
   }
 

@@ -43,4 +43,7 @@ final class SharedTierPlan: Sendable {
 
   /// `prefix` + `id`, as the command argument.
   func key(_ id: String) -> [UInt8] { prefix + Array(id.utf8) }
+
+  /// The purge index's key (`SharedTierIndex`).
+  var indexKey: [UInt8] { prefix + SharedTierIndex.keySuffix }
 }
