@@ -36,6 +36,21 @@ enum ASCII {
     (byte >= 0x20 && byte != 0x7F) || byte == tab
   }
 
+  /// Whether each of the eight bytes of `word` is a field-value byte other than HTAB
+  /// (0x20–0x7E or 0x80–0xFF): the bulk of a value, eight bytes a step. No byte below 0x20
+  /// means the subtraction borrows nowhere, so the test is exact: a byte below 0x20 or a
+  /// 0x7F (zero after the XOR) sets its top bit in one of the two terms (Bit Twiddling
+  /// Hacks' "has less than" and "has zero byte").
+  @inlinable @inline(__always)
+  static func allPlainValueBytes(_ word: UInt64) -> Bool {
+    let ones: UInt64 = 0x0101_0101_0101_0101
+    let tops: UInt64 = 0x8080_8080_8080_8080
+    let belowSpace = (word &- ones &* 0x20) & ~word & tops
+    let flipped = word ^ (ones &* 0x7F)
+    let delete = (flipped &- ones) & ~flipped & tops
+    return belowSpace | delete == 0
+  }
+
   /// RFC 3986 `pchar` without `%` (checked with the two hex digits after it): unreserved,
   /// sub-delims, ":" and "@". Not `` "<>[\]^`{|} ``, which no URI may hold unencoded: `\` is a
   /// path separator to some servers, and the rest only ever show up in probes.

@@ -129,6 +129,13 @@ enum HeadParser {
       i += 1
       while ASCII.isWhitespace(p[i]) { i += 1 }
       let valueStart = i
+      // Eight bytes a step while all are plain value bytes (most of a value); the byte loop
+      // then finds the end (CR) or a byte that does not belong, as before.
+      if let base = p.baseAddress {
+        while i &+ 8 <= p.count, ASCII.allPlainValueBytes(UnsafeRawPointer(base + i).loadUnaligned(as: UInt64.self)) {
+          i &+= 8
+        }
+      }
       while ASCII.isFieldValueByte(p[i]) { i += 1 }
       guard p[i] == ASCII.cr else { throw p[i] == ASCII.lf ? .bareLF : .invalidHeaderValue }
       guard p[i + 1] == ASCII.lf else { throw .bareCR }
