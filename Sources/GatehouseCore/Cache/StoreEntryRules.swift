@@ -216,10 +216,8 @@ enum StoreEntryRules {
     head: HTTPResponseHead, extra: [UInt8]
   ) {
     let served = servedHead(stored)
-    return (
-      served.head,
-      servedLines(result: result, initialAge: served.initialAge, storedAtMs: stored.storedAtMs, nowMs: nowMs)
-    )
+    let age = servedAge(initialAge: served.initialAge, storedAtMs: stored.storedAtMs, nowMs: nowMs)
+    return (served.head, servedLines(result: result, age: age))
   }
 
   /// The part of a stored answer's served form that does not change while it is stored:
@@ -256,15 +254,20 @@ enum StoreEntryRules {
     return (head, initialAge)
   }
 
-  /// The lines the gateway adds to a stored answer served at `nowMs` (`X-Gatehouse-Cache`,
+  /// How old a stored answer is at `nowMs`, in whole seconds (RFC 9111 §4.2.3): the age it
+  /// had when stored plus the time it has spent in the store.
+  static func servedAge(initialAge: Int64, storedAtMs: Int64, nowMs: Int64) -> Int64 {
+    initialAge + max(0, (nowMs - storedAtMs) / 1000)
+  }
+
+  /// The lines the gateway adds to a stored answer `age` seconds old (`X-Gatehouse-Cache`,
   /// `Age`, and `Warning` when it is stale).
-  static func servedLines(result: CacheResult, initialAge: Int64, storedAtMs: Int64, nowMs: Int64) -> [UInt8] {
+  static func servedLines(result: CacheResult, age: Int64) -> [UInt8] {
     let cacheLine = cacheLines(result)
     var extra: [UInt8] = []
     extra.reserveCapacity(cacheLine.count + 32 + (result == .stale ? staleWarningLine.count : 0))
     extra.append(contentsOf: cacheLine)
     // RFC 9111 §5.1: every answer from the store says how old it is.
-    let age = initialAge + max(0, (nowMs - storedAtMs) / 1000)
     extra.append(contentsOf: ageLinePrefix)
     HTTPSerializer.appendDecimal(age, to: &extra)
     extra.append(UInt8(ascii: "\r"))

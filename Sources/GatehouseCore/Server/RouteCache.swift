@@ -20,6 +20,9 @@ final class RouteCache {
   private var lastRendered: RenderedStoredAnswer?
   /// The served head of the last stored answer served (see `servedForm`).
   private var lastServed: ServedStoredHead?
+  /// The lines added to the last stored answer served, and what they say: most answers
+  /// from the store in a second say the same (`HIT`, the same age).
+  private var lastLines: (result: CacheResult, age: Int64, lines: [UInt8])?
 
   private final class ServedStoredHead {
     /// Held so that its buffer stays the one compared (see `Array.sharesBuffer`).
@@ -141,9 +144,11 @@ final class RouteCache {
         headers: stored.headers, status: stored.status, bodyCount: stored.body.count, head: head,
         initialAge: initialAge)
     }
-    let extra = StoreEntryRules.servedLines(
-      result: result, initialAge: initialAge, storedAtMs: stored.storedAtMs, nowMs: nowMs)
-    return (head, extra)
+    let age = StoreEntryRules.servedAge(initialAge: initialAge, storedAtMs: stored.storedAtMs, nowMs: nowMs)
+    if let last = lastLines, last.result == result, last.age == age { return (head, last.lines) }
+    let lines = StoreEntryRules.servedLines(result: result, age: age)
+    lastLines = (result, age, lines)
+    return (head, lines)
   }
 
   /// A stored answer through the route's envelope (`passThrough` without one); `head`: its
