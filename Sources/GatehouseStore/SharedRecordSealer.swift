@@ -37,16 +37,25 @@ package struct SharedRecordSealer: Sendable {
 
   /// An index member's sealed part: the same bytes for the same `id` and `plaintext` on every
   /// replica (the index is a set: one member per entry, whoever wrote it), so the nonce is
-  /// derived from `id` (HMAC under a key of its own) instead of drawn. Safe for GCM because
-  /// an id is the hash of a cache key that holds the plaintext (path, upstream, method): one
-  /// nonce never seals two different plaintexts. Equal members show only what equal ids
-  /// already do. nil only when OpenSSL fails.
+  /// derived, not drawn: the first 12 bytes of HMAC-SHA256 under a key of its own over
+  /// `id ‖ 0x00 ‖ plaintext`. Two different plaintexts get different nonces (but for a
+  /// 96-bit collision), whatever ids they come with, so GCM's one rule holds without
+  /// resting on one id naming one plaintext. Equal members show only what equal ids and
+  /// equal plaintexts already do. nil only when OpenSSL fails.
   package func sealIndexEntry(_ plaintext: [UInt8], id: String) -> [UInt8]? {
-    let nonce = Array(StoreCrypto.hmacSHA256(key: indexNonceKey, data: Array(id.utf8)).prefix(StoreCrypto.nonceLength))
+    let nonce = Self.indexNonce(key: indexNonceKey, id: id, plaintext: plaintext)
     guard let sealed = try? StoreCrypto.seal(plaintext, key: indexKey, aad: Array(id.utf8), nonce: nonce) else {
       return nil
     }
     return sealed.nonce + sealed.ciphertext + sealed.tag
+  }
+
+  private static func indexNonce(key: [UInt8], id: String, plaintext: [UInt8]) -> [UInt8] {
+    var data = Array(id.utf8)
+    data.reserveCapacity(data.count + 1 + plaintext.count)
+    data.append(0)
+    data += plaintext
+    return Array(StoreCrypto.hmacSHA256(key: key, data: data).prefix(StoreCrypto.nonceLength))
   }
 
   /// What `sealIndexEntry` sealed, or nil for anything that does not verify.

@@ -44,6 +44,36 @@ import Testing
     }
   }
 
+  @Test func theMembersNonceDependsOnThePlaintextAsWellAsTheId() throws {
+    let first = try #require(Self.sealer.sealIndexEntry(Array("/a\0api\0GET".utf8), id: Self.id))
+    let second = try #require(Self.sealer.sealIndexEntry(Array("/b\0api\0GET".utf8), id: Self.id))
+    // One id, two plaintexts: two nonces, so GCM never reuses one, whatever maps ids to
+    // plaintexts.
+    #expect(first.prefix(12) != second.prefix(12))
+    // The same id and plaintext: the same bytes, on every replica.
+    #expect(Self.sealer.sealIndexEntry(Array("/a\0api\0GET".utf8), id: Self.id) == first)
+    let other = String(repeating: "cd", count: 32)
+    #expect(
+      try #require(Self.sealer.sealIndexEntry(Array("/a\0api\0GET".utf8), id: other)).prefix(12) != first.prefix(12))
+  }
+
+  @Test func sealedMembersShowThePathsLengthOnlyTo32Bytes() throws {
+    var lengths: Set<Int> = []
+    for length in 1...100 {
+      var entry = Self.entry
+      entry.path = "/" + String(repeating: "p", count: length - 1)
+      let member = try #require(SharedTierIndex.member(entry, sealer: Self.sealer))
+      let plaintext = member.count - 65 - SharedRecordSealer.overhead
+      #expect(plaintext % SharedTierIndex.sealedPaddingBlock == 0)
+      #expect(SharedTierIndex.entry(member: member, sealer: Self.sealer) == entry)
+      lengths.insert(member.count)
+    }
+    #expect(lengths.count == 4, "100 path lengths, 4 member lengths")
+    // A member sealed without padding (written before it was padded) still opens.
+    let unpadded = try #require(Self.sealer.sealIndexEntry(Array("/api/v1/users/42\0api\0GET".utf8), id: Self.id))
+    #expect(SharedTierIndex.entry(member: Array("\(Self.id)\0".utf8) + unpadded, sealer: Self.sealer) == Self.entry)
+  }
+
   @Test func entriesOverABoundOrWithABadByteAreNotIndexed() {
     var entry = Self.entry
     entry.path = "/" + String(repeating: "a", count: SharedTierIndex.maxPathBytes - 1)
@@ -141,26 +171,89 @@ import Testing
     var upkeep = SharedTierIndexUpkeep()
     let hour: Int64 = 3_600_000
     let slack = SharedTierIndexUpkeep.expirySlackMs
+    let allowance = SharedTierIndexUpkeep.clockAllowanceMs
     // The first write of a loop: trim, and an expiry past its entry's.
     #expect(
       upkeep.afterWrite(nowMs: 10_000, entryExpiresAtMs: 10_000 + hour)
-        == .init(trimThroughMs: 9_000, keyExpiryMs: hour + slack))
+        == .init(trimThroughMs: 10_000 - allowance, keyExpiryMs: hour + slack))
     // Within the second, an entry the index key outlives: nothing.
     #expect(upkeep.afterWrite(nowMs: 10_500, entryExpiresAtMs: 10_500 + hour) == nil)
     #expect(upkeep.afterWrite(nowMs: 10_999, entryExpiresAtMs: 10_999 + 1000) == nil)
     // A second later: trimmed again; the expiry stays where it was (it covers the entry).
     #expect(
       upkeep.afterWrite(nowMs: 11_000, entryExpiresAtMs: 11_000 + hour)
-        == .init(trimThroughMs: 10_000, keyExpiryMs: hour + slack - 1000))
+        == .init(trimThroughMs: 11_000 - allowance, keyExpiryMs: hour + slack - 1000))
     // An entry that would outlive the key: at once, with a later expiry.
     #expect(
       upkeep.afterWrite(nowMs: 11_100, entryExpiresAtMs: 11_100 + 2 * hour)
-        == .init(trimThroughMs: 10_100, keyExpiryMs: 2 * hour + slack))
+        == .init(trimThroughMs: 11_100 - allowance, keyExpiryMs: 2 * hour + slack))
     // Never cut short by a shorter-lived entry.
     #expect(upkeep.keyExpiresAtMs == 11_100 + 2 * hour + slack)
     #expect(upkeep.afterWrite(nowMs: 12_200, entryExpiresAtMs: 12_200 + 1000)?.keyExpiryMs == 2 * hour + slack - 1100)
     // The clock went back: due again rather than never.
     #expect(upkeep.afterWrite(nowMs: 5_000, entryExpiresAtMs: 5_000 + 1000) != nil)
+  }
+
+  @Test func membersAreTrimmedOnlyAMinutePastTheirScore() {
+    // The server starts an entry's TTL when it runs the `SET`, after the writer scored it: a
+    // second's allowance would trim members of entries that still live.
+    #expect(SharedTierIndexUpkeep.clockAllowanceMs >= 60_000)
+    var upkeep = SharedTierIndexUpkeep()
+    #expect(upkeep.afterWrite(nowMs: 100_000, entryExpiresAtMs: 200_000)?.trimThroughMs == 40_000)
+  }
+
+  @Test func aPurgeOfEverythingMakesTheNextWritesUpkeepDueAtOnce() {
+    var upkeep = SharedTierIndexUpkeep()
+    let hour: Int64 = 3_600_000
+    #expect(upkeep.afterWrite(nowMs: 10_000, entryExpiresAtMs: 10_000 + hour) != nil)
+    #expect(upkeep.afterWrite(nowMs: 10_100, entryExpiresAtMs: 10_100 + hour) == nil)
+    // The index was dropped: the next write makes a key without an expiry, so it gets one now.
+    upkeep.indexDropped()
+    let work = upkeep.afterWrite(nowMs: 10_200, entryExpiresAtMs: 10_200 + hour)
+    #expect(work?.keyExpiryMs == hour + SharedTierIndexUpkeep.expirySlackMs)
+  }
+
+  @Test func anUpkeepTrimsCapsAndGivesTheKeyAnExpiryEveryTime() {
+    let work = SharedTierIndexUpkeep.Work(trimThroughMs: 1234, keyExpiryMs: 5678)
+    let commands = work.commands(key: Array("p:ix".utf8)).map { $0.map { String(decoding: $0, as: UTF8.self) } }
+    #expect(
+      commands == [
+        ["ZREMRANGEBYSCORE", "p:ix", "-inf", "1234"],
+        // Ranks 0 … card − max − 1: the members beyond the cap, soonest to expire first.
+        ["ZREMRANGEBYRANK", "p:ix", "0", "-\(SharedTierIndexUpkeep.maxMembers + 1)"],
+        ["PEXPIRE", "p:ix", "5678", "NX"],
+        ["PEXPIRE", "p:ix", "5678", "GT"],
+      ])
+    #expect(SharedTierIndexUpkeep.maxMembers == 1_000_000)
+    #expect(
+      SharedTierIndexUpkeep.maxMembers <= SharedTierPurge.maxScanRounds * SharedTierPurge.batch / 4,
+      "a capped index is scanned well within the round cap")
+    var small = SharedTierIndexUpkeep(maxMembers: 5)
+    #expect(small.afterWrite(nowMs: 0, entryExpiresAtMs: 1)?.commands(key: [0x6B])[1].last == Array("-6".utf8))
+  }
+
+  @Test func aRoundsMembersGoBeforeTheirEntriesInBatches() {
+    let keys = (0..<1001).map { Array("p:k\($0)".utf8) }
+    let members = (0..<1001).map { Array("m\($0)".utf8) }
+    let commands = SharedTierPurge.selectedDeletes(keys: keys, members: members, indexKey: Array("p:ix".utf8))
+    // Each command: its name, first and last argument, and length.
+    let outline = commands.map { command in
+      [command[0], command[1], command[command.count - 1]].map { String(decoding: $0, as: UTF8.self) } + [
+        "\(command.count)"
+      ]
+    }
+    #expect(
+      outline == [
+        ["ZREM", "p:ix", "m499", "502"], ["DEL", "p:k0", "p:k499", "501"],
+        ["ZREM", "p:ix", "m999", "502"], ["DEL", "p:k500", "p:k999", "501"],
+        ["ZREM", "p:ix", "m1000", "3"], ["DEL", "p:k1000", "p:k1000", "2"],
+      ])
+    #expect(commands.first?[2] == members[0])
+    #expect(SharedTierPurge.selectedDeletes(keys: [], members: [], indexKey: Array("p:ix".utf8)).isEmpty)
+  }
+
+  @Test func purgingEverythingUnlinksTheIndex() {
+    #expect(SharedTierPurge.dropIndex(Array("p:ix".utf8)) == [Array("UNLINK".utf8), Array("p:ix".utf8)])
   }
 
   @Test func theFullPurgesPatternSkipsTheIndex() {

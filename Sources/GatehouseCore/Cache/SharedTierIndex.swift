@@ -22,6 +22,10 @@ enum SharedTierIndex {
   static let maxPathBytes = 1024
   static let maxUpstreamBytes = 128
   static let maxMethodBytes = 16
+  /// A sealed member's plaintext is padded with ␀ to a multiple of this, so the member's
+  /// length tells a reader of the tier the path's length only to within 32 bytes. The
+  /// plaintext ends with the method, never ␀, so the padding comes off unambiguously.
+  static let sealedPaddingBlock = 32
 
   /// What one member names.
   struct Entry: Sendable, Equatable {
@@ -36,8 +40,9 @@ enum SharedTierIndex {
   ///
   /// Plain: `path ␀ upstream ␀ method ␀ id`; the path comes first so a purge's `MATCH` glob
   /// narrows the scan in the server. With `store.secret_key`: `id ␀ sealed(path ␀ upstream ␀
-  /// method)`, so the tier holds no path in the clear (the records are sealed too); such an
-  /// index is filtered here, after opening each member, since no glob can see inside.
+  /// method ␀…)`, padded (`sealedPaddingBlock`), so the tier holds no path in the clear (the
+  /// records are sealed too); such an index is filtered here, after opening each member,
+  /// since no glob can see inside.
   static func member(_ entry: Entry, sealer: SharedRecordSealer?) -> [UInt8]? {
     guard isCacheID(entry.id), validPath(entry.path.utf8), validUpstream(entry.upstream.utf8),
       validMethod(entry.method.utf8)
@@ -51,6 +56,8 @@ enum SharedTierIndex {
       fields.append(separator)
       return fields + entry.id.utf8
     }
+    let padding = (sealedPaddingBlock - fields.count % sealedPaddingBlock) % sealedPaddingBlock
+    fields += repeatElement(separator, count: padding)
     guard let sealed = sealer.sealIndexEntry(fields, id: entry.id) else { return nil }
     return Array(entry.id.utf8) + [separator] + sealed
   }
@@ -70,7 +77,9 @@ enum SharedTierIndex {
     guard isCacheID(id), let opened = sealer.openIndexEntry(Array(member[(idLength + 1)...]), id: id) else {
       return nil
     }
-    let fields = opened.split(separator: separator, omittingEmptySubsequences: false)
+    // Without the padding (a member written before it was padded has none).
+    let unpadded = opened[..<(opened.lastIndex { $0 != separator }.map { $0 + 1 } ?? 0)]
+    let fields = unpadded.split(separator: separator, omittingEmptySubsequences: false)
     guard fields.count == 3 else { return nil }
     return entry(fields: fields[...], id: id)
   }
@@ -167,31 +176,62 @@ struct SharedTierPurgeSelection: Sendable {
 }
 
 /// When a loop's write also tends the index, so it neither grows without bound nor outlives
-/// its entries: members whose entries expired are trimmed (`ZREMRANGEBYSCORE`) at most once a
-/// second per loop, and the index key's own expiry is pushed past the longest-lived entry this
-/// loop wrote. Each loop does this for what it writes; the server takes the largest expiry
-/// (`PEXPIRE … GT`), so one replica never cuts short another's longer-lived members.
+/// its entries: members whose entries expired are trimmed (`ZREMRANGEBYSCORE`), and members
+/// over `maxMembers` dropped, soonest to expire first (`ZREMRANGEBYRANK`), at most once a
+/// second per loop, and the index key's own expiry is pushed past the longest-lived entry
+/// this loop wrote. Each loop does this for what it writes; the server takes the largest
+/// expiry (`PEXPIRE … GT`), so one replica never cuts short another's longer-lived members.
 struct SharedTierIndexUpkeep: Sendable {
   /// Trims run at most this often per loop.
   static let intervalMs: Int64 = 1000
   /// The index outlives its longest-lived member by this much, so the expiry is pushed about
   /// once a minute per loop, not on every write.
   static let expirySlackMs: Int64 = 60_000
-  /// Scores are the writers' wall clocks (kept in step by NTP, as for rate windows); a member
-  /// is trimmed only this long after its expiry, so a replica whose clock runs a little ahead
-  /// does not drop members whose entries still live.
-  static let clockAllowanceMs: Int64 = 1000
+  /// Scores are the writers' wall clocks at queue time, while the server starts an entry's
+  /// TTL when it runs the `SET` (later, after a backed-up pipeline) and replicas' clocks
+  /// differ a little (NTP). A member is trimmed only this long after its score, so none goes
+  /// while its entry lives; one kept too long costs a purge a `DEL` of a missing key.
+  static let clockAllowanceMs: Int64 = 60_000
+  /// The most members the index keeps (`Docs/shared-tier.md`, "The purge index": about
+  /// 200–250 bytes of the server's memory each for a 20-byte path). Cache-busting query
+  /// strings make entries the server's `maxmemory` policy evicts while their members, in a
+  /// set every write touches, stay; past this the soonest to expire go first. It also keeps
+  /// a purge's scan well within `SharedTierPurge.maxScanRounds`.
+  static let maxMembers = 1_000_000
 
-  /// The commands one upkeep sends: trim scores up to `trimThroughMs`, and make the key
-  /// expire in `keyExpiryMs` unless it already expires later.
+  /// The commands one upkeep sends: trim scores up to `trimThroughMs` and members over
+  /// `maxMembers`, and make the key expire in `keyExpiryMs` unless it already expires later.
   struct Work: Sendable, Equatable {
     let trimThroughMs: Int64
     let keyExpiryMs: Int64
+    var maxMembers = SharedTierIndexUpkeep.maxMembers
+
+    /// In order, for the index at `key`. `ZREMRANGEBYRANK key 0 -(max+1)` removes the
+    /// lowest-scored members beyond the `max` highest, nothing while there are `max` or
+    /// fewer: the cap in one command, no `ZCARD` round trip (and two replicas capping at once
+    /// do not both take the excess). `PEXPIRE … GT` alone never sets an expiry on a key that
+    /// has none (it counts as infinite), and `ZADD` makes the key without one; `NX` covers
+    /// that, on every upkeep, so an index recreated by a write (after a purge of everything,
+    /// a flush, an eviction) gets an expiry at the next upkeep. Together: the later of the
+    /// two, whichever replica asked first. Relative, so the server's clock decides.
+    func commands(key: [UInt8]) -> [[[UInt8]]] {
+      let expiry = Array(String(keyExpiryMs).utf8)
+      return [
+        [Array("ZREMRANGEBYSCORE".utf8), key, Array("-inf".utf8), Array(String(trimThroughMs).utf8)],
+        [Array("ZREMRANGEBYRANK".utf8), key, Array("0".utf8), Array(String(-(maxMembers + 1)).utf8)],
+        [Array("PEXPIRE".utf8), key, expiry, Array("NX".utf8)],
+        [Array("PEXPIRE".utf8), key, expiry, Array("GT".utf8)],
+      ]
+    }
   }
 
+  /// `maxMembers`, unless a test asks for fewer.
+  let maxMembers: Int
   private var lastUpkeepMs: Int64?
   /// The index key's expiry this loop last asked for (Unix ms).
   private(set) var keyExpiresAtMs: Int64 = .min
+
+  init(maxMembers: Int = Self.maxMembers) { self.maxMembers = maxMembers }
 
   /// After a member expiring at `entryExpiresAtMs` was added at `nowMs`: the upkeep due, if any.
   /// Due a second after the last one (or when the clock went back), or at once when the
@@ -202,6 +242,13 @@ struct SharedTierIndexUpkeep: Sendable {
     guard due || outlives else { return nil }
     if outlives { keyExpiresAtMs = entryExpiresAtMs + Self.expirySlackMs }
     lastUpkeepMs = nowMs
-    return Work(trimThroughMs: nowMs - Self.clockAllowanceMs, keyExpiryMs: max(1, keyExpiresAtMs - nowMs))
+    return Work(
+      trimThroughMs: nowMs - Self.clockAllowanceMs, keyExpiryMs: max(1, keyExpiresAtMs - nowMs), maxMembers: maxMembers)
+  }
+
+  /// This loop dropped the index (a purge of everything): the next write starts a new key,
+  /// which has no expiry, so its upkeep is due at once rather than up to a second later.
+  mutating func indexDropped() {
+    keyExpiresAtMs = .min
   }
 }

@@ -48,6 +48,8 @@ public final class GatewayShared: Sendable {
   /// Rate limits counted by the local buckets because the shared tier did not answer: one
   /// warning per 10 s from any loop (`GatewayShared+SharedTier.swift`).
   let sharedRateFallbacks = Mutex(LogThrottle(intervalNanoseconds: 10_000_000_000))
+  /// The shared tier's purge-index warnings (throttled the same way), for every loop's tier.
+  let sharedTierWarnings: SharedTierWarnings
   static let cannotOpenUpstream = "cannot open upstream connection"
   /// When each route last warned that its `key_path` found nothing: one line per route per
   /// 10 s, since a wrong `key_path` misses on every answer.
@@ -57,6 +59,7 @@ public final class GatewayShared: Sendable {
   init(logger: Logger, maxConnections: Int, store: Store?) {
     self.logger = logger
     self.store = store
+    sharedTierWarnings = SharedTierWarnings(logger: logger)
     self.maxConnections = Atomic(maxConnections)
   }
 

@@ -11,7 +11,7 @@ extension LoopContext {
     previous?.stop()
     sharedTier = nil
     guard let plan else { return }
-    let tier = LoopSharedTier(plan: plan, loop: loop, logger: shared.logger)
+    let tier = LoopSharedTier(plan: plan, loop: loop, warnings: shared.sharedTierWarnings)
     // The counters go on across a reload (Prometheus counters only grow).
     if let previous { tier.counts = previous.counts }
     sharedTier = tier

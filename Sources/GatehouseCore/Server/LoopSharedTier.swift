@@ -9,7 +9,7 @@ import GatehouseStore
 final class LoopSharedTier {
   enum Operation: Int, CaseIterable {
     /// `index`: the purge index's commands (`ZADD` with each write, its upkeep, and a purge's
-    /// `ZSCAN`/`ZREM`/`DEL` of the index); `del` stays the deletes of stored answers.
+    /// `ZSCAN`/`ZREM` and the `UNLINK` of the index); `del` stays the deletes of stored answers.
     case get, set, del, incr, index
 
     var label: String {
@@ -25,16 +25,22 @@ final class LoopSharedTier {
 
   let plan: SharedTierPlan
   let connection: RedisConnection
-  private let logger: Logger
+  /// Throttled warnings, shared by every loop of the process.
+  let warnings: SharedTierWarnings
   /// By operation, then by `RedisOutcome` (in `allCases` order).
   var counts: [[UInt64]] = Array(
     repeating: Array(repeating: 0, count: RedisOutcome.allCases.count), count: Operation.allCases.count)
   /// When this loop's writes trim the purge index and push its expiry out.
   var indexUpkeep = SharedTierIndexUpkeep()
 
-  init(plan: SharedTierPlan, loop: EventLoop, logger: Logger) {
+  /// How many members or keys one scan round asks for, and the most rounds a purge's scan
+  /// runs (`SharedTierPurge`'s values; tests make them small).
+  var scanCount = SharedTierPurge.batch
+  var maxScanRounds = SharedTierPurge.maxScanRounds
+
+  init(plan: SharedTierPlan, loop: EventLoop, warnings: SharedTierWarnings) {
     self.plan = plan
-    self.logger = logger
+    self.warnings = warnings
     connection = RedisConnection(configuration: plan.connection, loop: loop)
   }
 
@@ -68,22 +74,23 @@ final class LoopSharedTier {
     let nowMs = RFC3339.nowMilliseconds()
     let expiresAtMs = nowMs + ttlMs
     // Scored by expiry, so expired members are trimmed by score. A rewrite of the entry (same
-    // id, so the same member) only moves its score.
-    connection.send([Array("ZADD".utf8), plan.indexKey, Array(String(expiresAtMs).utf8), member]) {
+    // id, so the same member) only moves its score, and only later (`GT`; a new member is
+    // added all the same): a rewrite with a shorter TTL, or two replicas' `SET`s and `ZADD`s
+    // interleaved, never leave a member that would be trimmed while its entry lives.
+    connection.send([Array("ZADD".utf8), plan.indexKey, Array("GT".utf8), Array(String(expiresAtMs).utf8), member]) {
       [self] reply in count(.index, reply)
     }
     guard let work = indexUpkeep.afterWrite(nowMs: nowMs, entryExpiresAtMs: expiresAtMs) else { return }
-    connection.send([
-      Array("ZREMRANGEBYSCORE".utf8), plan.indexKey, Array("-inf".utf8), Array(String(work.trimThroughMs).utf8),
-    ]) { [self] reply in count(.index, reply) }
-    // `GT` alone never sets an expiry on a key that has none (it counts as infinite), and
-    // `ZADD` makes the key without one; `NX` covers that. Together: the later of the two,
-    // whichever replica asked first. Relative (`PEXPIRE`), so the server's clock decides.
-    let expiry = Array(String(work.keyExpiryMs).utf8)
-    for option in ["NX", "GT"] {
-      connection.send([Array("PEXPIRE".utf8), plan.indexKey, expiry, Array(option.utf8)]) {
-        [self] reply in count(.index, reply)
-      }
+    for command in work.commands(key: plan.indexKey) {
+      connection.send(command) { [self] reply in upkept(command, reply) }
+    }
+  }
+
+  /// Counts an upkeep command's reply; members dropped over the cap are logged (throttled).
+  private func upkept(_ command: [[UInt8]], _ reply: RedisReply) {
+    count(.index, reply)
+    if command.first == Array("ZREMRANGEBYRANK".utf8), case .integer(let dropped) = reply, dropped > 0 {
+      warnings.indexCapped(dropped: Int(dropped), maxMembers: indexUpkeep.maxMembers)
     }
   }
 

@@ -1,0 +1,55 @@
+import GatehouseLogging
+import GatehouseNet
+import Synchronization
+
+/// The shared tier's purge-index warnings, one line per kind per 10 s at most from any loop
+/// (as the gateway's other throttled warnings), each with what happened since the last line,
+/// so a misbehaving index is seen without flooding the log.
+final class SharedTierWarnings: Sendable {
+  private struct Throttled {
+    var throttle = LogThrottle(intervalNanoseconds: 10_000_000_000)
+    /// Members dropped since the last line (the cap's warning).
+    var dropped = 0
+  }
+
+  let logger: Logger
+  private let capped = Mutex(Throttled())
+  private let stopped = Mutex(Throttled())
+
+  static let indexCapped = "shared tier purge index over its cap; the members expiring soonest were dropped"
+  static let scanStopped = "shared tier purge stopped at its scan round cap; what it did not reach stays until its TTL"
+
+  init(logger: Logger) { self.logger = logger }
+
+  /// An upkeep dropped `dropped` members over `maxMembers` (`SharedTierIndexUpkeep`):
+  /// purges no longer reach those entries through the index. The line counts them all since
+  /// the last one.
+  func indexCapped(dropped: Int, maxMembers: Int) {
+    let now = EventLoop.monotonicNanoseconds()
+    let line: (Int, Int)? = capped.withLock { state in
+      state.dropped += dropped
+      guard let earlier = state.throttle.admit(now: now) else { return nil }
+      defer { state.dropped = 0 }
+      return (state.dropped, earlier)
+    }
+    guard let (total, earlier) = line else { return }
+    logger.warn(
+      Self.indexCapped,
+      [
+        "dropped": .int(total), "max_members": .int(maxMembers),
+        "suppressed_before": .int(earlier),
+      ])
+  }
+
+  /// A purge's scan (`scan`: `keys` for everything, `index` for a prefix or a route) ran
+  /// `rounds` rounds and stopped with the cursor not back at 0, having deleted `deleted`
+  /// keys; `heldLeft`: ids this replica held that the index had not named yet (still deleted).
+  func scanStopped(scan: String, rounds: Int, deleted: Int, heldLeft: Int? = nil) {
+    let now = EventLoop.monotonicNanoseconds()
+    guard let earlier = stopped.withLock({ $0.throttle.admit(now: now) }) else { return }
+    var fields: [LogField] = [("scan", .string(scan)), ("rounds", .int(rounds)), ("deleted", .int(deleted))]
+    if let heldLeft { fields.append(("held_left", .int(heldLeft))) }
+    fields.append(("suppressed_before", .int(earlier)))
+    logger.log(.warn, Self.scanStopped, fields: fields)
+  }
+}
