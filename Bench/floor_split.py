@@ -12,23 +12,14 @@ share is the sockets' work (a proxy cannot do less than the byte copy's system c
 user share is the proxy's own code. With clock ticks of 10 ms, a 5 s round at about 50,000
 requests per second measures each share to about 1 %. Medians over interleaved rounds.
 """
-import argparse, json, os, re, signal, socket, statistics, subprocess, tempfile, time
+import argparse, json, os, re, signal, statistics, subprocess, tempfile
+
+from benchlib import wait
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SHARED = os.path.join(HERE, "..", "..", "shared", "bench")
 P = dict(backend=19721, null=19722, nginx=19723, gatehouse=19724, admin=19725)
 BODY = '{"id":1,"name":"hoge","users":[{"id":1,"name":"hoge"},{"id":2,"name":"foo"}]}'
-
-
-def wait_port(port, timeout=10.0):
-    end = time.time() + timeout
-    while time.time() < end:
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            return True
-        except OSError:
-            time.sleep(0.05)
-    return False
 
 
 def ticks(pid):
@@ -75,7 +66,7 @@ proxy_set_header Accept application/json; proxy_set_header Authorization "Bearer
     def start(name, argv, port):
         procs[name] = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                        start_new_session=True)
-        if not wait_port(port):
+        if not wait(port):
             raise SystemExit(f"{name} did not start")
 
     hz = os.sysconf("SC_CLK_TCK")

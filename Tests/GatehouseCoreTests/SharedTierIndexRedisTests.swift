@@ -312,7 +312,7 @@ final class IndexTestRedis: @unchecked Sendable {
     process.standardError = FileHandle.nullDevice
     try process.run()
     let port = port
-    guard waitFor(timeout: .seconds(10), { Self.accepts(port: port) }) else {
+    guard waitFor(timeout: .seconds(10), { loopbackAccepts(port: port) }) else {
       kill()
       throw IndexTestFailure("redis-server did not listen on \(port)")
     }
@@ -324,20 +324,5 @@ final class IndexTestRedis: @unchecked Sendable {
     guard process.isRunning else { return }
     Glibc.kill(process.processIdentifier, SIGKILL)
     process.waitUntilExit()
-  }
-
-  static func accepts(port: UInt16) -> Bool {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard fd >= 0 else { return false }
-    defer { close(fd) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_port = port.bigEndian
-    address.sin_addr.s_addr = UInt32(0x7f00_0001).bigEndian
-    return withUnsafePointer(to: &address) {
-      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-        connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
-      }
-    }
   }
 }

@@ -145,7 +145,7 @@ final class RedisServerProcess: @unchecked Sendable {
       let log = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
       return log.contains("Ready to accept connections")
     }
-    guard ready, process.isRunning, Self.accepts(port: port) else {
+    guard ready, process.isRunning, loopbackAccepts(port: port) else {
       let log = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
       kill()
       throw TestFailure(description: "redis-server did not listen on \(port): \(log.suffix(600))")
@@ -165,21 +165,6 @@ final class RedisServerProcess: @unchecked Sendable {
     Glibc.kill(process.processIdentifier, SIGKILL)
     process.waitUntilExit()
     unlink(logPath)
-  }
-
-  static func accepts(port: UInt16) -> Bool {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard fd >= 0 else { return false }
-    defer { close(fd) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_port = port.bigEndian
-    address.sin_addr.s_addr = UInt32(0x7f00_0001).bigEndian
-    return withUnsafePointer(to: &address) {
-      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-        connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
-      }
-    }
   }
 }
 
