@@ -98,7 +98,7 @@ import Testing
     guard case .head(let head) = events[0] else { return }
     var out: [UInt8] = []
     UpstreamRequestWriter.write(
-      head: head, target: Array("/".utf8), hostHeader: Array("b".utf8),
+      head: head, target: Array("/".utf8)[...], hostHeader: Array("b".utf8),
       plan: HeaderPlan(layers: [], alsoDropped: ["X-Api-Key"], dropsAPIKeyAuthorization: true),
       clientAddress: Array("1.2.3.4".utf8), forwardedProto: "http", requestID: Array("r".utf8), framing: .none,
       into: &out)

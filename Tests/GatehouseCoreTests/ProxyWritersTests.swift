@@ -20,7 +20,7 @@ import Testing
     var out: [UInt8] = []
     UpstreamRequestWriter.write(
       head: head,
-      target: Array("/api/v1".utf8) + Array(head.path) + (head.query.map { [0x3F] + Array($0) } ?? []),
+      target: (Array("/api/v1".utf8) + Array(head.path) + (head.query.map { [0x3F] + Array($0) } ?? []))[...],
       hostHeader: Array("backend:3000".utf8), plan: plan, clientAddress: Array("10.1.2.3".utf8),
       forwardedProto: "http", requestID: Array("rid-1".utf8), framing: framing, into: &out)
     return String(decoding: out, as: UTF8.self)
@@ -104,7 +104,7 @@ import Testing
     let head = try parse(request)
     var out: [UInt8] = []
     UpstreamRequestWriter.write(
-      head: head, target: Array(head.target), hostHeader: Array("backend:3000".utf8), plan: plan.headerPlan,
+      head: head, target: head.target, hostHeader: Array("backend:3000".utf8), plan: plan.headerPlan,
       token: token, clientAddress: Array("10.1.2.3".utf8), forwardedProto: "http", requestID: Array("rid".utf8),
       framing: .none, into: &out)
     return String(decoding: out, as: UTF8.self)
@@ -312,7 +312,7 @@ import Testing
     guard case .head(let head) = events[0] else { return }
     var out: [UInt8] = []
     UpstreamRequestWriter.write(
-      head: head, target: Array("/".utf8), hostHeader: Array("b".utf8), plan: HeaderPlan(layers: []),
+      head: head, target: Array("/".utf8)[...], hostHeader: Array("b".utf8), plan: HeaderPlan(layers: []),
       clientAddress: Array("1.2.3.4".utf8), forwardedProto: "http", requestID: Array("r".utf8), framing: .none,
       into: &out)
     let text = String(decoding: out, as: UTF8.self)

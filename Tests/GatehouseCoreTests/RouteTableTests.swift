@@ -235,6 +235,21 @@ private func upstreamTarget(_ table: RouteTable, _ target: String, method: Strin
     #expect(upstreamTarget(table, "/users/1") == "/api/u/1")
   }
 
+  /// Only a route with neither a base path nor a rewrite sends the request's own target (the
+  /// session then uses its bytes without a copy): its upstream path is the target itself.
+  @Test func onlyARouteWithoutBasePathOrRewriteSendsTheTargetUnchanged() throws {
+    let plain = try routeTable([#"{"match": {"path": "/users/*"}}"#])
+    let plainMatch = try #require(plain.match(method: "GET", path: "/users/1"))
+    #expect(plain.sendsTargetUnchanged(plainMatch))
+    for target in ["/users/1", "/users/1?b=2&a=%20&a", "/users/1?", "/users/a%2Fb"] {
+      #expect(upstreamTarget(plain, target) == target)
+    }
+    let rewritten = try routeTable([#"{"match": {"path": "/pass/*"}, "path": "/*"}"#])
+    #expect(!rewritten.sendsTargetUnchanged(try #require(rewritten.match(method: "GET", path: "/pass/x"))))
+    let based = try routeTable([#"{"match": {"path": "/users/*"}}"#], base: "/api")
+    #expect(!based.sendsTargetUnchanged(try #require(based.match(method: "GET", path: "/users/1"))))
+  }
+
   @Test func stubRouteWithoutUpstreamHasNoBasePath() throws {
     let config = try loadConfig(minimalConfigJSON)
     let table = RouteTable(config: config)

@@ -99,7 +99,7 @@ import Testing
     let head = try handshake(extra: "Sec-WebSocket-Protocol: chat\r\nSec-WebSocket-Extensions: permessage-deflate\r\n")
     var out: [UInt8] = []
     UpstreamRequestWriter.write(
-      head: head, target: Array("/chat".utf8), hostHeader: Array("backend".utf8), plan: HeaderPlan(layers: []),
+      head: head, target: Array("/chat".utf8)[...], hostHeader: Array("backend".utf8), plan: HeaderPlan(layers: []),
       clientAddress: Array("10.0.0.1".utf8), forwardedProto: "http", requestID: Array("rid".utf8), framing: .none,
       upgrade: true, into: &out)
     let text = String(decoding: out, as: UTF8.self)

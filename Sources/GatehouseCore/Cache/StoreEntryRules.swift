@@ -69,7 +69,7 @@ enum StoreEntryRules {
     // a large body takes to inflate, on every hit. Enveloped routes decode anyway to wrap.
     let gzip = isGzipEntry(exchange)
     return LoopStore.KeyInputs(
-      upstream: upstream, target: exchange.upstreamTarget, varyNames: vary, vary: values, clientID: client,
+      upstream: upstream, target: Array(exchange.upstreamTarget), varyNames: vary, vary: values, clientID: client,
       host: plan?.headerPlan.host, scope: plan?.cacheScope, gzip: gzip, user: exchange.bearer?.userKey)
   }
 

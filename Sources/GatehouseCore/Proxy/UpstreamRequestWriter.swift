@@ -34,7 +34,7 @@ public enum UpstreamRequestWriter {
   ///     revalidates (`StoreEntryRules.validatorLines`).
   ///   - claimLines: a verified JWT's forwarded claims (`BearerAdmission.claimLines`).
   public static func write(
-    head: HTTPRequestHead, method: HTTPMethod? = nil, target: [UInt8], hostHeader: [UInt8], plan: HeaderPlan,
+    head: HTTPRequestHead, method: HTTPMethod? = nil, target: ArraySlice<UInt8>, hostHeader: [UInt8], plan: HeaderPlan,
     token: TokenLine? = nil, acceptsGzip: Bool = false, sharedAnswer: Bool = false, meetsConditions: Bool = false,
     validatorLines: [UInt8] = [], claimLines: [UInt8] = [], clientAddress: [UInt8],
     forwardedProto: StaticString, requestID: [UInt8], framing: HTTPBodyFraming, upgrade: Bool = false,

@@ -222,6 +222,13 @@ public struct RouteTable: Sendable {
   /// The path and query to send upstream (SPEC §2): the upstream url's base path, then the
   /// route's rewritten path (or the request path as is), then `?` and `query` unchanged when
   /// the request had a query (`query` is nil when the target had no `?`).
+  /// Whether the matched route sends the request's path and query as they came: no base
+  /// path on its upstream, no rewrite (`upstreamPath` would copy them unchanged).
+  public func sendsTargetUnchanged(_ match: RouteMatch) -> Bool {
+    let route = compiledRoutes[match.routeIndex]
+    return route.upstreamBasePath.isEmpty && route.rewrite == nil
+  }
+
   public func upstreamPath(
     for match: RouteMatch, requestPath: UnsafeRawBufferPointer, query: UnsafeRawBufferPointer?
   ) -> [UInt8] {

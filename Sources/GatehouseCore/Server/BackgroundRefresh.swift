@@ -181,7 +181,7 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
     }
     var out: [UInt8] = []
     UpstreamRequestWriter.write(
-      head: request, method: .get, target: target, hostHeader: pool.plan.hostHeader, plan: plan.headerPlan,
+      head: request, method: .get, target: target[...], hostHeader: pool.plan.hostHeader, plan: plan.headerPlan,
       token: token,
       acceptsGzip: ForwardingRules.asksUpstreamForGzip(plan, clientTakesGzip: clientTakesGzip),
       sharedAnswer: true, meetsConditions: true, validatorLines: stored.map(StoreEntryRules.validatorLines) ?? [],

@@ -363,8 +363,19 @@ final class ClientSession: ServerResponder, UpstreamExchangeOwner {
       }
       if route.hasUpstream, plan.stubMode != .always {
         route.badTarget = snapshot.routeTable.rewriteCarriesEncodedDelimiter(for: match, requestPath: head.path)
-        exchange.upstreamTarget = snapshot.routeTable.upstreamPath(
-          for: match, requestPath: head.path, query: head.query)
+        // A route without a base path or a rewrite sends the request's own target: its
+        // bytes are used as they are, without a copy, when they are exactly the path and
+        // the query (origin form). A route with a store builds its own array: the loop's key
+        // memo keeps the target, and a slice would keep the whole request head alive.
+        if plan.cache == nil, snapshot.routeTable.sendsTargetUnchanged(match), !head.path.isEmpty,
+          head.target.count == head.path.count + (head.query.map { $0.count + 1 } ?? 0)
+        {
+          exchange.upstreamTarget = head.target
+        } else {
+          exchange.upstreamTarget =
+            snapshot.routeTable.upstreamPath(
+              for: match, requestPath: head.path, query: head.query)[...]
+        }
       }
       if hasBody { exchange.bodyDeadline = loop.iterationTime &+ snapshot.bodyTimeoutNanoseconds }
       if plan.token != nil && hasBody { exchange.requestBodyCopy = [] }

@@ -23,7 +23,9 @@ final class Exchange {
   let snapshot: GatewaySnapshot
   let routeIndex: Int?
   let startedAt: UInt64
-  var upstreamTarget: [UInt8] = []
+  /// The target the upstream is asked for: the request's own bytes when the route sends
+  /// them unchanged (no copy), else the rewritten target.
+  var upstreamTarget: ArraySlice<UInt8> = []
   var pool: UpstreamPool?
   var upstream: UpstreamConnection?
   /// This answer leaves its connection in doubt, or follows one that did (`UpstreamAnswerDoubt`).

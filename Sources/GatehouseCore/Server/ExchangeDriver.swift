@@ -81,7 +81,7 @@ final class ExchangeDriver: ClientSessionPart {
     case .revalidateInBackground:
       guard let key = exchange.cacheKey, let routeIndex = exchange.routeIndex else { return nil }
       context.revalidate(
-        key: key, request: exchange.head, target: exchange.upstreamTarget, snapshot: exchange.snapshot,
+        key: key, request: exchange.head, target: Array(exchange.upstreamTarget), snapshot: exchange.snapshot,
         routeIndex: routeIndex, clientAddress: session.clientAddress, stored: exchange.revalidation,
         claimLines: exchange.upstreamClaimLines)
     case .takeToken:
