@@ -139,17 +139,7 @@ public struct HTTPResponseParser: Sendable {
         return (.head, taken.consumed)
       }
       keepAlive = head.keepAlive
-      switch head.bodyFraming {
-      case .none, .contentLength(0):
-        state = .endPending
-      case .contentLength(let length):
-        state = .body(remaining: length)
-      case .chunked:
-        chunked = HTTPChunkedDecoder(limits: limits)
-        state = .chunked
-      case .untilClose:
-        state = .untilClose
-      }
+      enterBody(head.bodyFraming)
       pendingHead = head
       pendingTrailers = nil
       return (.head, taken.consumed)
@@ -176,6 +166,22 @@ public struct HTTPResponseParser: Sendable {
     case .endPending:
       messageEnded()
       return (.end, 0)
+    }
+  }
+
+  /// The head is read: what follows is its body, framed by `framing`.
+  @usableFromInline
+  mutating func enterBody(_ framing: HTTPBodyFraming) {
+    switch framing {
+    case .none, .contentLength(0):
+      state = .endPending
+    case .contentLength(let length):
+      state = .body(remaining: length)
+    case .chunked:
+      chunked = HTTPChunkedDecoder(limits: limits)
+      state = .chunked
+    case .untilClose:
+      state = .untilClose
     }
   }
 

@@ -305,16 +305,25 @@ struct ResponseFraming {
       guard version.minor >= 1 else { throw .transferEncodingInHTTP10 }
       guard fields.contentLength == nil else { throw .contentLengthWithTransferEncoding }
     }
-    if status < 200 || status == 204 || status == 304 || requestWasHEAD {
-      body = .none
-    } else if fields.sawTransferEncoding {
-      body = .chunked
-    } else if let length = fields.contentLength {
+    body = Self.body(
+      status: status, requestWasHEAD: requestWasHEAD, chunked: fields.sawTransferEncoding,
+      contentLength: fields.contentLength)
+    switch body {
+    case .contentLength(let length):
       if let max = limits.maxBodyBytes, length > max { throw .bodyTooLarge }
-      body = .contentLength(length)
-    } else {
-      body = .untilClose
+    case .untilClose:
       keepAlive = false
+    case .none, .chunked:
+      break
     }
+  }
+
+  /// How an answer's body is framed (RFC 9112 §6.3): none for 1xx, 204, 304 and answers
+  /// to HEAD; else chunked, a length, or until the connection closes.
+  static func body(status: Int, requestWasHEAD: Bool, chunked: Bool, contentLength: Int64?) -> HTTPBodyFraming {
+    if status < 200 || status == 204 || status == 304 || requestWasHEAD { return .none }
+    if chunked { return .chunked }
+    if let length = contentLength { return .contentLength(length) }
+    return .untilClose
   }
 }

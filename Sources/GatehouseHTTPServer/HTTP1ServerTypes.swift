@@ -31,6 +31,10 @@ public protocol ServerResponder: AnyObject {
   func serverClientFellBehind()
   /// The client's write queue drained below its low watermark after falling behind.
   func serverClientCaughtUp()
+  /// An HTTP/2 stream whose exchange finished is over, and the responder will answer a
+  /// later stream of the same connection (`HTTP2ServerConnection` keeps a few for reuse):
+  /// what it held for the client of the stream's answer is let go, as at `serverClosed`.
+  func serverStreamEnded()
   /// The connection is closed. `answerStarted` tells whether a request was open and part of
   /// its answer had been written (else it ended unanswered).
   func serverClosed(reason: ConnectionCloseReason, answerStarted: Bool)
@@ -42,6 +46,7 @@ extension ServerResponder {
   public func serverResponderDeadlinePassed() {}
   public func serverClientFellBehind() {}
   public func serverClientCaughtUp() {}
+  public func serverStreamEnded() {}
 }
 
 /// The timeouts an `HTTP1ServerConnection` runs under. Settable on a live connection (a

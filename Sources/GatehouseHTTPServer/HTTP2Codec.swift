@@ -257,33 +257,50 @@ public final class HTTP2Codec {
     _ stream: Int32, status: Int, fields: HTTPHeaders, except: (UnsafeBufferPointer<UInt8>) -> Bool,
     endOfStream: Bool
   ) {
-    guard let session, let state = state(stream) else { return }
-    // ":status" then the fields, back to back in one buffer kept between answers, with each
-    // pair's lengths; nghttp2 copies them when the answer is submitted.
+    beginHead(status: status, capacity: fields.serializedFieldsLength)
+    fields.withEachField { name, value in
+      if !except(name) { addHeadField(name: name, value: value) }
+    }
+    submitHead(stream, endOfStream: endOfStream)
+  }
+
+  /// Starts an answer head, made field by field (`addHeadField`) and sent by `submitHead`
+  /// before any other stream's head is begun: one set of buffers, kept between answers,
+  /// holds the head being made, so a head costs no allocation. ":status" comes first, then
+  /// the fields, back to back, with each pair's lengths; nghttp2 copies them when the
+  /// answer is submitted.
+  public func beginHead(status: Int, capacity: Int = 0) {
     headText.removeAll(keepingCapacity: true)
     headLengths.removeAll(keepingCapacity: true)
-    headText.reserveCapacity(fields.serializedFieldsLength + 16)
+    headText.reserveCapacity(capacity + 16)
     HTTP2Codec.append(":status", to: &headText)
     headText.append(UInt8(48 + status / 100 % 10))
     headText.append(UInt8(48 + status / 10 % 10))
     headText.append(UInt8(48 + status % 10))
     headLengths.append((7, 3, false))
-    fields.withEachField { name, value in
-      guard !except(name) else { return }
-      let start = headText.count
-      headText.append(contentsOf: name)
-      headText.withUnsafeMutableBufferPointer { text in
-        for index in start..<text.count where text[index] &- 0x41 < 26 { text[index] |= 0x20 }
-      }
-      headText.append(contentsOf: value)
-      // A field whose value differs in every answer is sent without indexing: entering it
-      // in the HPACK table would only push out entries a later answer could reuse.
-      let unique = headText.withUnsafeBufferPointer { text in
-        let lowered = UnsafeBufferPointer(rebasing: text[start..<(start + name.count)])
-        return Self.equals(lowered, "x-request-id") || Self.equals(lowered, "etag") || Self.equals(lowered, "date")
-      }
-      headLengths.append((name.count, value.count, unique))
+  }
+
+  /// A field of the head begun last, its name lowercased (HTTP/2 carries no others).
+  public func addHeadField(name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) {
+    let start = headText.count
+    headText.append(contentsOf: name)
+    headText.withUnsafeMutableBufferPointer { text in
+      for index in start..<text.count where text[index] &- 0x41 < 26 { text[index] |= 0x20 }
     }
+    headText.append(contentsOf: value)
+    // A field whose value differs in every answer is sent without indexing: entering it
+    // in the HPACK table would only push out entries a later answer could reuse.
+    let unique = headText.withUnsafeBufferPointer { text in
+      let lowered = UnsafeBufferPointer(rebasing: text[start..<(start + name.count)])
+      return Self.equals(lowered, "x-request-id") || Self.equals(lowered, "etag") || Self.equals(lowered, "date")
+    }
+    headLengths.append((name.count, value.count, unique))
+  }
+
+  /// Sends the head begun last as `stream`'s answer head; its body follows with `sendBody`
+  /// and `endBody`, unless `endOfStream`.
+  public func submitHead(_ stream: Int32, endOfStream: Bool) {
+    guard let session, let state = state(stream) else { return }
     headFields.removeAll(keepingCapacity: true)
     let result = headText.withUnsafeMutableBufferPointer { bytes in
       var offset = 0

@@ -43,6 +43,12 @@ public final class HTTP2ServerConnection: ConnectionDelegate, HTTP2CodecDelegate
   /// Made in `init` (it needs `self`); never nil after.
   public private(set) var codec: HTTP2Codec!
   private var channels: [Int32: HTTP2StreamChannel] = [:]
+  /// Channels of streams whose exchange finished, kept with their responders for the
+  /// connection's next streams: a stream then costs no new channel, session, driver or
+  /// reader (four objects made and freed per request showed in profiles). A few only, so
+  /// an idle connection holds little.
+  private var spare: [HTTP2StreamChannel] = []
+  static let spareLimit = 16
   /// Channels whose client fell behind, watched until they catch up.
   private var behind: [HTTP2StreamChannel] = []
   private var flushScheduled = false
@@ -187,7 +193,20 @@ public final class HTTP2ServerConnection: ConnectionDelegate, HTTP2CodecDelegate
     channels = [:]
     behind = []
     for channel in open { channel.connectionClosed(reason: reason) }
+    releaseSpares()
     owner.http2ConnectionClosed(self)
+  }
+
+  deinit {
+    releaseSpares()
+  }
+
+  /// The kept channels' responders hear that the connection is closed, as they would have
+  /// when their streams closed, and let go of their channels.
+  private func releaseSpares() {
+    let kept = spare
+    spare = []
+    for channel in kept { channel.releaseResponder() }
   }
 
   // MARK: Output
@@ -250,10 +269,16 @@ public final class HTTP2ServerConnection: ConnectionDelegate, HTTP2CodecDelegate
   public func streamReceivedHead(
     _ stream: Int32, head: Result<HTTPRequestHead, HTTP2RequestProblem>, endOfStream: Bool
   ) {
-    let channel = HTTP2StreamChannel(stream: stream, connection: self)
+    let channel: HTTP2StreamChannel
+    if let kept = spare.popLast() {
+      kept.reuse(for: stream)
+      channel = kept
+    } else {
+      channel = HTTP2StreamChannel(stream: stream, connection: self)
+      channel.responder = owner.responder(for: channel)
+    }
     channels[stream] = channel
     if !socketFull { connectionDue = 0 }
-    channel.responder = owner.responder(for: channel)
     channel.receivedHead(head, endOfStream: endOfStream)
   }
 
@@ -268,7 +293,13 @@ public final class HTTP2ServerConnection: ConnectionDelegate, HTTP2CodecDelegate
   public func streamClosed(_ stream: Int32, errorCode: UInt32) {
     guard let channel = channels.removeValue(forKey: stream) else { return }
     if channels.isEmpty && !socketFull { armIdleDeadline() }
-    channel.streamClosed(errorCode: errorCode)
+    if errorCode == 0, channel.canServeAgain, spare.count < Self.spareLimit, !draining, !closing, !isClosed {
+      if channel.isBehind { behind.removeAll { $0 === channel } }
+      channel.streamEnded()
+      spare.append(channel)
+    } else {
+      channel.streamClosed(errorCode: errorCode)
+    }
   }
 
   public func connectionAbused(_ abuse: HTTP2Abuse) {
@@ -298,7 +329,9 @@ public final class HTTP2ServerConnection: ConnectionDelegate, HTTP2CodecDelegate
 /// The request body is handed over as it comes; while the responder has reading paused it
 /// is held here (at most the stream's window, which is not reopened meanwhile).
 public final class HTTP2StreamChannel: ExchangeChannel {
-  public let stream: Int32
+  /// The stream it serves now: a channel whose exchange finished may serve a later stream
+  /// of its connection (`reuse(for:)`).
+  public private(set) var stream: Int32
   /// unowned(unsafe): a channel outlives its connection only closed (`isClosed`), and then
   /// touches nothing of it.
   unowned(unsafe) let connection: HTTP2ServerConnection
@@ -306,9 +339,10 @@ public final class HTTP2StreamChannel: ExchangeChannel {
   /// The exchange's responder; the stream holds it for as long as it lives.
   var responder: (any ServerResponder)!
   private var parser: HTTPResponseParser
-  /// A head read from the answer, not yet sent: sent with END_STREAM when the answer ends
-  /// in the same write, else on its own at the end of the write.
-  private var heldHead: HTTPResponseHead?
+  /// A head read from the answer and made in the codec (`HTTP2Codec.beginHead`), not yet
+  /// sent: sent with END_STREAM when the answer ends in the same write, else on its own at
+  /// the end of the write (no other stream's head is made meanwhile).
+  private var headPending = false
   private var headSent = false
   private var answerStarted = false
   /// The parser reached the answer's end (END_STREAM is queued).
@@ -331,7 +365,7 @@ public final class HTTP2StreamChannel: ExchangeChannel {
   /// While the client is behind: when its queue must have shrunk, and by how much it stood.
   private var stallDue: UInt64 = 0
   private var queuedAtStallCheck = 0
-  private var isBehind = false
+  private(set) var isBehind = false
 
   /// Answer bytes queued for the stream past which its client counts as not reading, and
   /// below which it has caught up (the socket's watermarks).
@@ -436,9 +470,23 @@ public final class HTTP2StreamChannel: ExchangeChannel {
   @discardableResult
   public func write(_ bytes: UnsafeRawBufferPointer) -> Bool {
     guard !isClosed, !answerSent else { return false }
+    let codec = connection.codec!
     var offset = 0
+    if !headSent && !headPending {
+      // The usual head, whole in this write, goes straight into HEADERS; any other is read
+      // by the parser below with every check.
+      let read = parser.readWrittenHead(
+        bytes, begin: { codec.beginHead(status: $0, capacity: bytes.count) },
+        field: { name, value in
+          if !Self.isConnectionField(name) { codec.addHeadField(name: name, value: value) }
+        })
+      if let read {
+        offset = read.consumed
+        headPending = true
+      }
+    }
     do throws(HTTPParseError) {
-      while offset < bytes.count || heldHead != nil {
+      while offset < bytes.count || headPending {
         let input = UnsafeRawBufferPointer(rebasing: bytes[offset...])
         let (event, consumed) = try parser.parse(input)
         offset += consumed
@@ -446,16 +494,22 @@ public final class HTTP2StreamChannel: ExchangeChannel {
         switch event {
         case .head(let head):
           // `100 Continue` is never asked for on HTTP/2; other 1xx heads are not passed on.
-          if head.status >= 200 { heldHead = head }
+          if head.status >= 200 {
+            codec.beginHead(status: head.status, capacity: head.headers.serializedFieldsLength)
+            head.headers.withEachField { name, value in
+              if !Self.isConnectionField(name) { codec.addHeadField(name: name, value: value) }
+            }
+            headPending = true
+          }
         case .body(let range):
-          sendHeldHead(endOfStream: false)
-          connection.codec.sendBody(stream, UnsafeRawBufferPointer(rebasing: input[range]))
+          sendPendingHead(endOfStream: false)
+          codec.sendBody(stream, UnsafeRawBufferPointer(rebasing: input[range]))
         case .end:
           answerSent = true
-          if heldHead != nil {
-            sendHeldHead(endOfStream: true)
+          if headPending {
+            sendPendingHead(endOfStream: true)
           } else {
-            connection.codec.endBody(stream)
+            codec.endBody(stream)
           }
         }
         if answerSent { break }
@@ -465,7 +519,7 @@ public final class HTTP2StreamChannel: ExchangeChannel {
       abort()
       return false
     }
-    sendHeldHead(endOfStream: false)
+    sendPendingHead(endOfStream: false)
     connection.scheduleFlush()
     if !isBehind && isAboveHighWatermark {
       isBehind = true
@@ -489,13 +543,11 @@ public final class HTTP2StreamChannel: ExchangeChannel {
     }
   }
 
-  private func sendHeldHead(endOfStream: Bool) {
-    guard let head = heldHead else { return }
-    heldHead = nil
+  private func sendPendingHead(endOfStream: Bool) {
+    guard headPending else { return }
+    headPending = false
     headSent = true
-    connection.codec.sendHead(
-      stream, status: head.status, fields: head.headers, except: Self.isConnectionField,
-      endOfStream: endOfStream)
+    connection.codec.submitHead(stream, endOfStream: endOfStream)
   }
 
   @discardableResult
@@ -505,9 +557,9 @@ public final class HTTP2StreamChannel: ExchangeChannel {
     guard !isClosed, !answerEnded else { return }
     answerEnded = true
     if !answerSent {
-      if headSent || heldHead != nil {
+      if headSent || headPending {
         // A body whose framing never ended (read until the upstream closed): it ends here.
-        sendHeldHead(endOfStream: false)
+        sendPendingHead(endOfStream: false)
         connection.codec.endBody(stream)
         answerSent = true
         connection.scheduleFlush()
@@ -609,6 +661,51 @@ public final class HTTP2StreamChannel: ExchangeChannel {
     responder.serverClosed(
       reason: finished || refused || errorCode == 0 ? .closedByOwner : .hangup, answerStarted: answerCut)
     responder = nil
+  }
+
+  /// Whether the stream ended with its exchange finished in full: its responder may serve
+  /// another stream.
+  var canServeAgain: Bool { finished && !refused && !isClosed && responder != nil }
+
+  /// The stream closed after its exchange finished, and the channel is kept for another:
+  /// the responder lets go of what it held for this one.
+  func streamEnded() {
+    isClosed = true
+    heldBody = []
+    responder.serverStreamEnded()
+  }
+
+  /// Serves `stream` from its start, with the same responder: every fact of the stream
+  /// before is cleared.
+  func reuse(for stream: Int32) {
+    self.stream = stream
+    parser = HTTPResponseParser()
+    headPending = false
+    headSent = false
+    answerStarted = false
+    answerSent = false
+    answerEnded = false
+    requestComplete = false
+    discardingBody = false
+    refused = false
+    finished = false
+    isClosed = false
+    pausedReasons = []
+    heldBody = []
+    endHeld = false
+    bodyBytes = 0
+    responderDeadline = 0
+    stallDue = 0
+    queuedAtStallCheck = 0
+    isBehind = false
+  }
+
+  /// A kept channel's connection closed: its responder hears it, as it would have when
+  /// the stream it last served closed, and the two let go of each other.
+  func releaseResponder() {
+    guard let kept = responder else { return }
+    responder = nil
+    kept.serverClosed(reason: .closedByOwner, answerStarted: false)
   }
 
   func connectionClosed(reason: ConnectionCloseReason) {

@@ -182,6 +182,44 @@ enum HTTP2Client {
     gateway.stopExpectingCleanExit()
   }
 
+  /// Streams of one connection that follow one another: the channel and session of a
+  /// stream whose exchange finished serve the next stream (`HTTP2ServerConnection` keeps a
+  /// few), and nothing of one stream reaches the next. A HEAD, a refused request, an upload,
+  /// a 2 MB answer and plain GETs each get their own answer and request id, and each
+  /// exchange is counted once.
+  @Test func streamsThatFollowOneAnotherEachGetTheirOwnAnswer() throws {
+    let backend = try Self.backend()
+    let gateway = try Self.gateway(backend)
+    let requests: [[String: Any]] = [
+      ["path": "/first"],
+      ["path": "/head", "method": "HEAD"],
+      // A dot segment: refused at the door with a 400, its session not kept.
+      ["path": "/a/../b"],
+      ["path": "/echo/1", "method": "POST", "body": "hello"],
+      ["path": "/second"],
+      ["path": "/big/chunked"],
+      ["path": "/third"],
+    ]
+    let report = try HTTP2Client.run(gateway.port, "requests", ["requests": requests, "one_at_a_time": true])
+    #expect(report["outcome"] as? String == "done", "\(report)")
+    let streams = HTTP2Client.streams(report)
+    try #require(streams.count == requests.count)
+    #expect(streams.map { $0["status"] as? Int } == [200, 200, 400, 200, 200, 200, 200])
+    #expect(streams[0]["body"] as? String == #"{"path":"/first"}"#)
+    #expect(streams[1]["length"] as? Int == 0)
+    #expect((streams[2]["body"] as? String)?.contains(#""code":400"#) == true, "\(streams[2])")
+    #expect(streams[3]["body"] as? String == "hello")
+    #expect(streams[4]["body"] as? String == #"{"path":"/second"}"#)
+    #expect(streams[5]["length"] as? Int == 2_000_000)
+    #expect(streams[6]["body"] as? String == #"{"path":"/third"}"#)
+    let ids = streams.compactMap { ($0["headers"] as? [String: Any])?["x-request-id"] as? String }
+    #expect(ids.count == requests.count && Set(ids).count == ids.count, "\(ids)")
+    #expect(backend.requests.map(\.path) == ["/first", "/head", "/echo/1", "/second", "/big/chunked", "/third"])
+    let page = try MetricsPage(try gateway.admin().request("GET", "/metrics").text)
+    #expect(page.value("gatehouse_requests_total", ["route": "all", "code": "200", "protocol": "HTTP/2"]) == 6)
+    gateway.stopExpectingCleanExit()
+  }
+
   @Test func nghttpFetchesSeveralResourcesOnOneConnection() throws {
     let backend = try Self.backend()
     let gateway = try Self.gateway(backend)

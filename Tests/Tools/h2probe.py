@@ -120,11 +120,27 @@ def request_headers(port, req):
 
 def mode_requests(port, tls, spec):
     """Sends every request of spec["requests"] at once on one connection (bodies as DATA,
-    trailers if asked), reads every answer."""
+    trailers if asked), reads every answer. With spec["one_at_a_time"], each request is sent
+    once the answer before it has ended: the connection's streams follow one another."""
     sock, conn = connect(port, tls)
     streams = Streams()
+    batches = [[req] for req in spec["requests"]] if spec.get("one_at_a_time") else [spec["requests"]]
+    wanted = []
+    outcome = None
+    for batch in batches:
+        outcome, ids = send_and_read(port, sock, conn, streams, batch)
+        wanted += ids
+        if outcome != "done":
+            break
+    sock.close()
+    return {"outcome": outcome, "goaway": streams.goaway, "streams": streams.report(wanted)}
+
+
+def send_and_read(port, sock, conn, streams, requests):
+    """Sends `requests` at once and reads until each one's answer has ended or was reset;
+    the outcome and the stream ids."""
     ids = []
-    for req in spec["requests"]:
+    for req in requests:
         sid = conn.get_next_available_stream_id()
         body = req.get("body")
         if body is None and "body_bytes" in req:
@@ -169,8 +185,7 @@ def mode_requests(port, tls, spec):
             break
         if outcome in ("closed", "reset") or (outcome and outcome.startswith("protocol-error")):
             break
-    sock.close()
-    return {"outcome": outcome, "goaway": streams.goaway, "streams": streams.report(wanted)}
+    return outcome, wanted
 
 
 def mode_cancel(port, tls, spec):

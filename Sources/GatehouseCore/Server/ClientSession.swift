@@ -216,6 +216,14 @@ final class ClientSession: ServerResponder, UpstreamExchangeOwner {
     self.exchange = nil
   }
 
+  /// The HTTP/2 stream whose exchange finished is over; the session will serve another
+  /// stream of the connection. The exchange was recorded when it finished: only the
+  /// answer's hold on the buffer budget is left to let go.
+  func serverStreamEnded() {
+    releaseHeldBufferCharge()
+    stalledSince = 0
+  }
+
   func serverClosed(reason: ConnectionCloseReason, answerStarted: Bool) {
     closed = true
     if let exchange {
