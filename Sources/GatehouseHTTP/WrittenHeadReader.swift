@@ -5,8 +5,8 @@ extension HTTPResponseParser {
   /// a reason, `name: value` lines with token names and values of field-value bytes, framed
   /// by `Content-Length` digits or `Transfer-Encoding: chunked`. Each field goes to `field`
   /// as it is read (names as written, values trimmed), with no copy and no `HTTPHeaders`
-  /// made, after the status goes to `begin`; the parser then expects the head's body
-  /// exactly as after a `.head` from `parse`.
+  /// made, after the status goes to `begin`; the parser then reads the head's body as after
+  /// a `.head` from `parse`, and is closed at its end (one answer only).
   ///
   /// Returns the status and the bytes the head took; or nil, with the parser untouched,
   /// when it is not between messages or the head is not whole or not of that form (an
@@ -39,8 +39,10 @@ extension HTTPResponseParser {
     var contentLength: Int64?
     var chunked = false
     var count = 0
+    // The strict parser's size limits, a little tighter: a head near them takes its way.
+    guard i < limits.maxLineLength else { return nil }
     while true {
-      guard i + 1 < p.count else { return nil }
+      guard i + 1 < p.count, i < limits.maxHeaderBytes else { return nil }
       if p[i] == ASCII.cr {
         guard p[i + 1] == ASCII.lf else { return nil }
         i += 2
@@ -58,7 +60,9 @@ extension HTTPResponseParser {
         i &+= 8
       }
       while i < p.count, ASCII.isFieldValueByte(p[i]) { i += 1 }
-      guard i + 1 < p.count, p[i] == ASCII.cr, p[i + 1] == ASCII.lf else { return nil }
+      guard i + 1 < p.count, p[i] == ASCII.cr, p[i + 1] == ASCII.lf, i - nameStart < limits.maxLineLength else {
+        return nil
+      }
       var valueEnd = i
       while valueEnd > valueStart, ASCII.isWhitespace(p[valueEnd - 1]) { valueEnd -= 1 }
       i += 2
@@ -78,11 +82,14 @@ extension HTTPResponseParser {
       }
       field(name, value)
     }
-    guard !chunked || contentLength == nil else { return nil }
+    guard !chunked || contentLength == nil, i <= limits.maxHeaderBytes else { return nil }
     let framing = ResponseFraming.body(
       status: status, requestWasHEAD: requestWasHEAD, chunked: chunked, contentLength: contentLength)
     if case .contentLength(let length) = framing, let max = limits.maxBodyBytes, length > max { return nil }
-    keepAlive = framing != .untilClose
+    // What follows the body on a connection is not read here (a stream carries one
+    // answer): the parser stops at its end.
+    keepAlive = false
+    pendingTrailers = nil
     enterBody(framing)
     return (status, i)
   }

@@ -132,6 +132,8 @@ public final class HTTP2Codec {
   /// A kept state's queue buffer is kept up to this size: small answers reuse it, and an
   /// idle connection holds little.
   static let keptQueueBytes = 2048
+  /// The head buffer is kept between answers up to this size.
+  static let keptHeadBytes = 16 * 1024
 
   public init(
     settings: HTTP2Settings, parserLimits: HTTPLimits, delegate: HTTP2CodecDelegate, now: @escaping () -> UInt64
@@ -293,7 +295,12 @@ public final class HTTP2Codec {
   /// the fields, back to back, with each pair's lengths; nghttp2 copies them when the
   /// answer is submitted.
   public func beginHead(status: Int, capacity: Int = 0) {
-    headText.removeAll(keepingCapacity: true)
+    if headText.capacity > Self.keptHeadBytes {
+      // A rare large head does not keep its buffer for the connection's life.
+      headText = []
+    } else {
+      headText.removeAll(keepingCapacity: true)
+    }
     headLengths.removeAll(keepingCapacity: true)
     headText.reserveCapacity(capacity + 16)
     HTTP2Codec.append(":status", to: &headText)

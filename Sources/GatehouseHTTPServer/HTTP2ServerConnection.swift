@@ -198,7 +198,9 @@ public final class HTTP2ServerConnection: ConnectionDelegate, HTTP2CodecDelegate
   }
 
   deinit {
-    releaseSpares()
+    // Closed connections have let their kept channels go (`didCloseWith`); one dropped
+    // without closing only breaks the channels' hold on their sessions.
+    for channel in spare { channel.responder = nil }
   }
 
   /// The kept channels' responders hear that the connection is closed, as they would have
@@ -370,13 +372,18 @@ public final class HTTP2StreamChannel: ExchangeChannel {
   /// Answer bytes queued for the stream past which its client counts as not reading, and
   /// below which it has caught up (the socket's watermarks).
   static let highWatermark = 64 * 1024
+  /// What the gateway's own answer may hold when read back: an upstream head as large as
+  /// the upstream answer's parser takes (64 KiB, 100 fields) with the gateway's lines
+  /// added, so an answer an HTTP/1.1 client gets is never cut on a stream for its size
+  /// (nghttp2 still refuses a header block past 64 KiB: the stream is then reset).
+  static let answerLimits = HTTPLimits(maxHeaderBytes: 72 * 1024, maxHeaderCount: 128, maxLineLength: 64 * 1024)
   static let lowWatermark = 16 * 1024
 
   init(stream: Int32, connection: HTTP2ServerConnection) {
     self.stream = stream
     self.connection = connection
     loop = connection.loop
-    parser = HTTPResponseParser()
+    parser = HTTPResponseParser(limits: Self.answerLimits)
   }
 
   var deadline: UInt64 {
@@ -476,7 +483,7 @@ public final class HTTP2StreamChannel: ExchangeChannel {
       // The usual head, whole in this write, goes straight into HEADERS; any other is read
       // by the parser below with every check.
       let read = parser.readWrittenHead(
-        bytes, begin: { codec.beginHead(status: $0, capacity: bytes.count) },
+        bytes, begin: { codec.beginHead(status: $0, capacity: min(bytes.count, 1024)) },
         field: { name, value in
           if !Self.isConnectionField(name) { codec.addHeadField(name: name, value: value) }
         })
@@ -515,7 +522,10 @@ public final class HTTP2StreamChannel: ExchangeChannel {
         if answerSent { break }
       }
     } catch {
-      // The gateway's own answer did not read back: the stream is cut, never garbled.
+      // The gateway's own answer did not read back: the stream is cut, never garbled, and
+      // nothing of it is sent later (a head made in the codec's buffers is dropped).
+      headPending = false
+      answerSent = true
       abort()
       return false
     }
@@ -613,6 +623,7 @@ public final class HTTP2StreamChannel: ExchangeChannel {
 
   public func abort() {
     guard !isClosed else { return }
+    headPending = false
     connection.codec.reset(stream)
     connection.scheduleFlush()
   }
@@ -679,7 +690,7 @@ public final class HTTP2StreamChannel: ExchangeChannel {
   /// before is cleared.
   func reuse(for stream: Int32) {
     self.stream = stream
-    parser = HTTPResponseParser()
+    parser = HTTPResponseParser(limits: Self.answerLimits)
     headPending = false
     headSent = false
     answerStarted = false

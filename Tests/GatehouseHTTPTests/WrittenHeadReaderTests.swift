@@ -134,6 +134,24 @@ import Testing
     #expect(quick(raw, parser: &parser).consumed == nil)
   }
 
+  /// A head past the strict parser's byte or line limits is left to it (which refuses it).
+  @Test func headsNearTheSizeLimitsAreLeftToTheStrictParser() throws {
+    var limits = HTTPLimits()
+    limits.maxHeaderBytes = 200
+    limits.maxLineLength = 100
+    let long = String(repeating: "a", count: 120)
+    let many = (0..<12).map { "X-\($0): 0123456789\r\n" }.joined()
+    for text in ["HTTP/1.1 200 OK\r\nX-Long: \(long)\r\n\r\n", "HTTP/1.1 200 OK\r\n\(many)\r\n"] {
+      var parser = HTTPResponseParser(limits: limits)
+      #expect(quick(bytes(text), parser: &parser).consumed == nil, "\(text)")
+      var strict = HTTPResponseParser(limits: limits)
+      #expect(throws: HTTPParseError.self) { try strict.parseAll(bytes(text)) }
+    }
+    // Within them, the same head is read the quick way.
+    var parser = HTTPResponseParser()
+    #expect(quick(bytes("HTTP/1.1 200 OK\r\n\(many)\r\n"), parser: &parser).consumed != nil)
+  }
+
   /// Random heads of the written form: the quick reading hands over exactly the strict
   /// parser's fields, status, consumed length and body.
   @Test func randomHeadsReadAsTheStrictParserReadsThem() throws {

@@ -220,6 +220,26 @@ enum HTTP2Client {
     gateway.stopExpectingCleanExit()
   }
 
+  /// An upstream head as large as the gateway takes from an upstream (here 40 KiB of
+  /// fields, past the 16 KiB a client's head may have) reaches an HTTP/2 client whole, as
+  /// it reaches an HTTP/1.1 one: reading the answer back for HEADERS does not cut it.
+  @Test func aLargeUpstreamHeadReachesTheStream() throws {
+    let big = String(repeating: "v", count: 4000)
+    let backend = try TestBackend(options: .init(noDelay: true)) { _ in
+      .respond(
+        BackendAnswer(
+          headers: [("Content-Type", "application/json")] + (0..<10).map { ("X-Big-\($0)", big) },
+          body: .bytes(Array("{}".utf8))))
+    }
+    let gateway = try Self.gateway(backend)
+    let report = try HTTP2Client.run(gateway.port, "requests", ["requests": [["path": "/large"]]])
+    let stream = try #require(HTTP2Client.streams(report).first)
+    #expect(stream["status"] as? Int == 200 && stream["body"] as? String == "{}", "\(stream)")
+    let headers = stream["headers"] as? [String: Any] ?? [:]
+    #expect((0..<10).allSatisfy { headers["x-big-\($0)"] as? String == big })
+    gateway.stopExpectingCleanExit()
+  }
+
   @Test func nghttpFetchesSeveralResourcesOnOneConnection() throws {
     let backend = try Self.backend()
     let gateway = try Self.gateway(backend)
