@@ -286,7 +286,8 @@ final class HTTP2FuzzRun {
       }
       if HTTP2FuzzDriver.traces {
         print(
-          "http2: \(reads.count) reads, \(log.responders) streams (\(log.finished) finished), "
+          "http2: \(reads.count) reads, \(log.responders) responders (\(log.finished) finished, "
+            + "\(log.reuses) kept for another stream), "
             + "\(log.abuses) abuses, \(log.clientBytes) bytes to the client, ending \(control.ending)")
       }
       done()
@@ -342,6 +343,8 @@ final class HTTP2FuzzLog {
   var connectionClosedCalls = 0
   var abuses = 0
   var finished = 0
+  /// Responders kept by the connection for a later stream.
+  var reuses = 0
   var clientBytes = 0
   private var all: [Weak] = []
 
@@ -417,10 +420,15 @@ enum HTTP2FuzzAnswer: Int, CaseIterable {
 }
 
 /// One stream's responder: answers as its `HTTP2FuzzAnswer` says and checks the order of what
-/// the channel tells it.
+/// the channel tells it. When its stream's exchange finished, the connection may keep it for
+/// a later stream (`serverStreamEnded`): it then starts over, and its steps still pending for
+/// the stream before are dropped, as the gateway's sessions drop the work of an exchange that
+/// is over.
 final class HTTP2FuzzResponder: ServerResponder {
   let channel: HTTP2StreamChannel
-  let stream: Int32
+  private(set) var stream: Int32
+  /// Bumped at each new stream it serves; a pending step runs only for its own stream.
+  private var generation = 0
   let loop: EventLoop
   let log: HTTP2FuzzLog
   let byStream: Bool
@@ -466,6 +474,7 @@ final class HTTP2FuzzResponder: ServerResponder {
   func serverReceivedHead(_ head: HTTPRequestHead) {
     expectOpen("serverReceivedHead")
     expect(!heardHead && !refused, "a second head or refusal")
+    stream = channel.stream
     heardHead = true
     isHEAD = head.method == .head
     let chooser = byStream ? Int(stream >> 1) : Int((head.target.last ?? 0x30) &- 0x30)
@@ -538,6 +547,7 @@ final class HTTP2FuzzResponder: ServerResponder {
 
   func serverRefusedRequest(_ error: HTTPParseError) {
     expectOpen("serverRefusedRequest")
+    stream = channel.stream
     expect(!heardHead && !refused, "a refusal after a head or refusal")
     refused = true
     // One refusal in ten goes unanswered (the channel resets the stream).
@@ -570,6 +580,21 @@ final class HTTP2FuzzResponder: ServerResponder {
     expect(behind, "caught up without falling behind")
     behind = false
     channel.setReadingPaused(false, reason: .backpressure)
+  }
+
+  func serverStreamEnded() {
+    expectOpen("serverStreamEnded")
+    expect(finished && !refused && !aborted, "kept for another stream without finishing this one")
+    generation += 1
+    log.reuses += 1
+    isHEAD = false
+    heardHead = false
+    requestEnded = false
+    answerEnded = false
+    finished = false
+    behind = false
+    written = 0
+    body = []
   }
 
   func serverClosed(reason: ConnectionCloseReason, answerStarted: Bool) {
@@ -611,10 +636,15 @@ final class HTTP2FuzzResponder: ServerResponder {
   /// `step` after `turns` loop turns, whether or not the stream is still open then: a
   /// gateway's upstream may answer after the client has gone.
   private func later(_ turns: Int, _ step: @escaping (HTTP2FuzzResponder) -> Void) {
+    later(turns, of: generation, step)
+  }
+
+  private func later(_ turns: Int, of generation: Int, _ step: @escaping (HTTP2FuzzResponder) -> Void) {
+    guard generation == self.generation else { return }
     if turns == 0 {
       step(self)
     } else {
-      loop.executeLater { [self] in later(turns - 1, step) }
+      loop.executeLater { [self] in later(turns - 1, of: generation, step) }
     }
   }
 }
