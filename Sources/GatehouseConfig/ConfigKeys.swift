@@ -177,7 +177,8 @@ public enum ConfigKeys {
         "upstreams.*.response_timeout_ms", "integer ≥ 1", "10000", .applies,
         "time for the answer's head after the request was sent (504 past it)"),
       key(
-        "upstreams.*.max_idle_connections", "integer 0–100000", "64", .applies, "kept-alive connections per event loop"),
+        "upstreams.*.max_idle_connections", "integer 0–100000", "64", .applies,
+        "idle connections kept per event loop; more stay up to 1 s after a busy moment, 0 keeps none"),
       key(
         "upstreams.*.pipeline_depth", "integer 0–64", "1", .applies,
         "requests written together on one connection (1: no pipelining)"),

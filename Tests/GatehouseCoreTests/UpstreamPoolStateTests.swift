@@ -8,30 +8,87 @@ import Testing
     #expect(pool.lease() == .connect)
     pool.connectSucceeded()
     #expect(pool.openCount == 1)
-    #expect(pool.release(1, reusable: true) == .keepIdle)
+    #expect(pool.release(1, reusable: true, now: 0) == .keepIdle)
     #expect(pool.idle == [1])
     #expect(pool.lease() == .reuse(1))
     #expect(pool.idle.isEmpty)
     #expect(pool.leased == 1)
   }
 
-  @Test func idleConnectionsBeyondTheLimitAreClosed() {
+  @Test func connectionsBeyondTheIdleLimitStayUntilTheyHaveBeenIdleLongEnough() {
+    let grace = UpstreamPoolState<Int>.surplusIdleNanoseconds
     var pool = UpstreamPoolState<Int>(maxIdle: 1)
     for _ in 0..<3 {
       #expect(pool.lease() == .connect)
       pool.connectSucceeded()
     }
-    #expect(pool.release(1, reusable: true) == .keepIdle)
-    #expect(pool.release(2, reusable: true) == .close)
-    #expect(pool.release(3, reusable: true) == .close)
+    // Released at 10, 20 and 30: all kept, the two beyond the limit as surplus.
+    #expect(pool.release(1, reusable: true, now: 10) == .keepIdle)
+    #expect(!pool.hasSurplus)
+    #expect(pool.release(2, reusable: true, now: 20) == .keepIdle)
+    #expect(pool.release(3, reusable: true, now: 30) == .keepIdle)
+    #expect(pool.hasSurplus)
+    #expect(pool.openCount == 3)
+    // Nothing has been idle long enough yet.
+    #expect(pool.trimSurplus(now: 10 + grace - 1) == [])
+    // The coldest goes first, and only what has been idle for the whole grace.
+    #expect(pool.trimSurplus(now: 20 + grace - 1) == [1])
+    #expect(pool.idle == [2, 3])
+    // Never below the limit, however long the rest have been idle.
+    #expect(pool.trimSurplus(now: 30 + grace * 10) == [2])
+    #expect(pool.idle == [3])
+    #expect(!pool.hasSurplus)
+    #expect(pool.trimSurplus(now: 30 + grace * 20) == [])
     #expect(pool.openCount == 1)
+  }
+
+  @Test func aSurplusConnectionReusedBeforeItsGraceEndsIsNotTrimmed() {
+    let grace = UpstreamPoolState<Int>.surplusIdleNanoseconds
+    var pool = UpstreamPoolState<Int>(maxIdle: 1)
+    for _ in 0..<2 {
+      _ = pool.lease()
+      pool.connectSucceeded()
+    }
+    _ = pool.release(1, reusable: true, now: 0)
+    _ = pool.release(2, reusable: true, now: 0)
+    // The warmest is reused and released again later: it went idle anew.
+    #expect(pool.lease() == .reuse(2))
+    #expect(pool.release(2, reusable: true, now: grace) == .keepIdle)
+    #expect(pool.trimSurplus(now: grace + 1) == [1])
+    #expect(pool.trimSurplus(now: grace * 3) == [])
+    #expect(pool.idle == [2])
+  }
+
+  @Test func noIdleLimitMeansNoConnectionIsKept() {
+    var pool = UpstreamPoolState<Int>(maxIdle: 0)
+    _ = pool.lease()
+    pool.connectSucceeded()
+    #expect(pool.release(1, reusable: true, now: 0) == .close)
+    #expect(pool.openCount == 0)
+    #expect(!pool.hasSurplus)
+  }
+
+  @Test func theColdestIdleConnectionCanBeTakenToMakeRoom() {
+    var pool = UpstreamPoolState<Int>(maxIdle: 4)
+    for _ in 0..<3 {
+      _ = pool.lease()
+      pool.connectSucceeded()
+    }
+    for id in [1, 2, 3] { _ = pool.release(id, reusable: true, now: UInt64(id)) }
+    #expect(pool.takeColdest() == 1)
+    #expect(pool.idle == [2, 3])
+    #expect(pool.openCount == 2)
+    pool.idleConnectionClosed(3)
+    #expect(pool.takeColdest() == 2)
+    #expect(pool.takeColdest() == nil)
+    #expect(pool.openCount == 0)
   }
 
   @Test func unreusableConnectionsAreClosed() {
     var pool = UpstreamPoolState<Int>(maxIdle: 4)
     _ = pool.lease()
     pool.connectSucceeded()
-    #expect(pool.release(9, reusable: false) == .close)
+    #expect(pool.release(9, reusable: false, now: 0) == .close)
     #expect(pool.openCount == 0)
   }
 
@@ -41,7 +98,7 @@ import Testing
       _ = pool.lease()
       pool.connectSucceeded()
     }
-    for id in [1, 2, 3] { _ = pool.release(id, reusable: true) }
+    for id in [1, 2, 3] { _ = pool.release(id, reusable: true, now: 0) }
     #expect(pool.lease() == .reuse(3))
     #expect(pool.lease() == .reuse(2))
   }
@@ -53,7 +110,7 @@ import Testing
     #expect(pool.openCount == 0)
     _ = pool.lease()
     pool.connectSucceeded()
-    _ = pool.release(5, reusable: true)
+    _ = pool.release(5, reusable: true, now: 0)
     pool.idleConnectionClosed(5)
     #expect(pool.openCount == 0)
     #expect(pool.lease() == .connect)
@@ -66,7 +123,7 @@ import Testing
     var pool = UpstreamPoolState<Int>(maxIdle: 4)
     _ = pool.lease()
     pool.connectSucceeded()
-    _ = pool.release(1, reusable: true)
+    _ = pool.release(1, reusable: true, now: 0)
     #expect(pool.leaseNew() == .connect)
     pool.connectSucceeded()
     #expect(pool.idle == [1])
@@ -79,8 +136,8 @@ import Testing
       _ = pool.lease()
       pool.connectSucceeded()
     }
-    _ = pool.release(1, reusable: true)
-    _ = pool.release(2, reusable: true)
+    _ = pool.release(1, reusable: true, now: 0)
+    _ = pool.release(2, reusable: true, now: 0)
     #expect(pool.drainIdle() == [1, 2])
     #expect(pool.openCount == 0)
   }

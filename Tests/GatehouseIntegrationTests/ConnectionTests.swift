@@ -118,6 +118,43 @@ import Testing
     #expect(backend.connectionCount >= 1)
   }
 
+  /// `max_idle_connections` bounds what stays idle for long, not what a busy moment reuses:
+  /// a wave of concurrent requests past the limit finds the previous wave's connections
+  /// still open, and those beyond the limit close about a second after they went idle.
+  @Test func connectionsBeyondTheIdleLimitServeTheNextWaveThenClose() throws {
+    let wave = 5
+    // Each answer waits, so a wave's requests are all at the backend at once.
+    let backend = try TestBackend(
+      always: .respond(BackendAnswer(body: .bytes(Array("ok".utf8)), delay: .milliseconds(300))))
+    defer { backend.stop() }
+    var config = TestConfig.passThrough(to: backend.port)
+    var upstreams = config["upstreams"] as? [String: Any] ?? [:]
+    var api = upstreams["api"] as? [String: Any] ?? [:]
+    api["max_idle_connections"] = 1
+    upstreams["api"] = api
+    config["upstreams"] = upstreams
+    let gateway = try GatewayProcess(config: config)
+    defer { gateway.stopExpectingCleanExit() }
+
+    func sendWave(_ name: String) throws -> [Int] {
+      let clients = try (0..<wave).map { _ in try RawClient(port: gateway.port) }
+      defer { for client in clients { client.close() } }
+      for (index, client) in clients.enumerated() { try client.send(httpRequest("GET", "/\(name)/\(index)")) }
+      return try clients.map { try $0.readAnswer().status }
+    }
+
+    #expect(try sendWave("first") == Array(repeating: 200, count: wave))
+    #expect(backend.connectionCount == wave)
+    #expect(try sendWave("second") == Array(repeating: 200, count: wave))
+    // The second wave went out on the first wave's connections: none was opened for it.
+    #expect(backend.connectionCount == wave)
+    #expect(backend.requests.count == wave * 2)
+    // Then all but one close, once idle past the grace (about a second, checked every 100 ms).
+    #expect(waitUntil(timeout: 10) { backend.openConnectionCount == 1 })
+    #expect(try send("GET", "/after", to: gateway.port).status == 200)
+    #expect(backend.connectionCount == wave)
+  }
+
   /// The backend answers the first request of each connection and closes the connection
   /// when a second one arrives on it, as a server does whose keep-alive timer just fired.
   static func backendClosingReusedConnections() throws -> TestBackend {

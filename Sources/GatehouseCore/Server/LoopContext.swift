@@ -310,7 +310,10 @@ final class LoopContext: @unchecked Sendable {
       let deadline = connection.deadline
       if deadline != 0 && deadline <= now { connection.checkDeadline(now: now) }
     }
-    for pool in pools where pool.queuedCount > 0 { pool.evictStalledReaderIfDue(now: now) }
+    for pool in pools {
+      if pool.queuedCount > 0 { pool.evictStalledReaderIfDue(now: now) }
+      if pool.hasSurplusIdle { pool.closeSurplusIdle(now: now) }
+    }
   }
 
   func stopSweeping() {

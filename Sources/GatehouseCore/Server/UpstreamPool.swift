@@ -117,9 +117,10 @@ final class UpstreamPool {
   /// This loop's share of the upstream's `max_connections` (at least one).
   var maxOpen: Int { max(1, plan.maxConnections / context.loopCount) }
 
-  /// Whether a lease can be had now: an idle connection (unless `fresh`), or room for a new one.
+  /// Whether a lease can be had now: an idle connection, or room for a new one. A `fresh`
+  /// lease at the cap makes its room by closing the coldest idle connection.
   func hasRoom(fresh: Bool) -> Bool {
-    (!fresh && !idleConnections.isEmpty) || state.openCount < maxOpen
+    !idleConnections.isEmpty || state.openCount < maxOpen
   }
 
   /// `session` waits for `hasRoom`; it is offered room with `connectionRoomAvailable`.
@@ -203,6 +204,13 @@ final class UpstreamPool {
         break
       }
       break
+    }
+    // Only a fresh lease gets here with idle connections left (`leaseNew`); at the cap,
+    // the coldest makes way (see `hasRoom`).
+    if state.openCount > maxOpen, let id = state.takeColdest() {
+      let coldest = idleConnections.removeFirst()
+      assert(ObjectIdentifier(coldest) == id, "idle list out of step with the pool state")
+      coldest.connection?.close()
     }
     do {
       let upstream = UpstreamConnection(pool: self)
@@ -292,7 +300,8 @@ final class UpstreamPool {
     endBatch(connection)
     let reuseSuspended = reuseSuspendedUntil != 0 && context.loop.iterationTime < reuseSuspendedUntil
     switch state.release(
-      ObjectIdentifier(connection), reusable: reusable && !retired && !connection.pipeline.spoiled && !reuseSuspended)
+      ObjectIdentifier(connection), reusable: reusable && !retired && !connection.pipeline.spoiled && !reuseSuspended,
+      now: context.loop.iterationTime)
     {
     case .keepIdle:
       idleConnections.append(connection)
@@ -406,6 +415,21 @@ final class UpstreamPool {
     for connection in idle { connection.connection?.close() }
     // Waiters go to the running config's pool for their upstream.
     offerRoom()
+  }
+
+  /// Whether more connections are idle than `max_idle_connections` keeps for long.
+  var hasSurplusIdle: Bool { state.hasSurplus }
+
+  /// Closes the surplus idle connections that have been idle long enough (the loop's sweep).
+  func closeSurplusIdle(now: UInt64) {
+    let trimmed = state.trimSurplus(now: now)
+    guard !trimmed.isEmpty else { return }
+    let closing = idleConnections.prefix(trimmed.count)
+    idleConnections.removeFirst(trimmed.count)
+    for (connection, id) in zip(closing, trimmed) {
+      assert(ObjectIdentifier(connection) == id, "idle list out of step with the pool state")
+      connection.connection?.close()
+    }
   }
 
   var idleCount: Int { idleConnections.count }

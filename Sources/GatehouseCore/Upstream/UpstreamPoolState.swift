@@ -3,6 +3,16 @@
 ///
 /// Idle connections are reused last-in first-out, so the warmest socket goes first and the
 /// coldest ones age out when the upstream closes them.
+///
+/// `maxIdle` bounds the idle connections kept for long, not at every moment: one released
+/// while `maxIdle` are already idle (the surplus) stays idle until it has been so for
+/// `surplusIdleNanoseconds`, and the owner's sweep then closes it (`trimSurplus`). Why: under
+/// a load whose concurrency swings above `maxIdle`, closing each surplus connection at once
+/// only to open another for the next request a few milliseconds later costs a connect, a
+/// close and the upstream's accept per swing, which on a fast upstream is most of a proxied
+/// request's cost (HAProxy purges its idle connections gradually for the same reason). The
+/// surplus were all open a moment before, so the open total never grows past what the
+/// load already needed, and `max_connections` still bounds it.
 public struct UpstreamPoolState<ConnectionID: Hashable & Sendable>: Sendable {
   public enum LeaseDecision: Equatable, Sendable {
     case reuse(ConnectionID)
@@ -14,8 +24,16 @@ public struct UpstreamPoolState<ConnectionID: Hashable & Sendable>: Sendable {
     case close
   }
 
+  /// How long a surplus connection may stay idle: far above the gaps of a busy load (its
+  /// next request comes within milliseconds), short enough that a burst's connections are
+  /// gone a second after it.
+  public static var surplusIdleNanoseconds: UInt64 { 1_000_000_000 }
+
   public let maxIdle: Int
+  /// Idle connections, coldest first (reuse takes the last).
   public private(set) var idle: [ConnectionID] = []
+  /// When each of `idle` went idle (same positions), so in increasing order.
+  private var idleSince: [UInt64] = []
   public private(set) var leased = 0
   public private(set) var connecting = 0
 
@@ -29,6 +47,7 @@ public struct UpstreamPoolState<ConnectionID: Hashable & Sendable>: Sendable {
   /// A request needs a connection.
   public mutating func lease() -> LeaseDecision {
     if let id = idle.popLast() {
+      idleSince.removeLast()
       leased += 1
       return .reuse(id)
     }
@@ -54,14 +73,42 @@ public struct UpstreamPoolState<ConnectionID: Hashable & Sendable>: Sendable {
     connecting -= 1
   }
 
-  /// A leased connection finished its exchange. `reusable` is false when the answer said
-  /// close, was close-delimited, failed, or left unread bytes behind.
-  public mutating func release(_ id: ConnectionID, reusable: Bool) -> ReleaseDecision {
+  /// A leased connection finished its exchange at `now` (nanoseconds). `reusable` is false
+  /// when the answer said close, was close-delimited, failed, or left unread bytes behind.
+  /// A `maxIdle` of 0 keeps nothing; otherwise a connection beyond `maxIdle` is kept as
+  /// surplus (see the type's comment).
+  public mutating func release(_ id: ConnectionID, reusable: Bool, now: UInt64) -> ReleaseDecision {
     precondition(leased > 0, "release without a lease")
     leased -= 1
-    guard reusable, idle.count < maxIdle else { return .close }
+    guard reusable, maxIdle > 0 else { return .close }
     idle.append(id)
+    idleSince.append(now)
     return .keepIdle
+  }
+
+  /// Whether more than `maxIdle` connections are idle.
+  public var hasSurplus: Bool { idle.count > maxIdle }
+
+  /// Takes off the idle list the surplus connections idle for `surplusIdleNanoseconds` by
+  /// `now`, coldest first, never leaving fewer than `maxIdle`; the owner closes them. They
+  /// are the first ones of `idle`.
+  public mutating func trimSurplus(now: UInt64) -> [ConnectionID] {
+    let excess = idle.count - maxIdle
+    var count = 0
+    while count < excess && now &- idleSince[count] >= Self.surplusIdleNanoseconds { count += 1 }
+    guard count > 0 else { return [] }
+    let trimmed = Array(idle[..<count])
+    idle.removeFirst(count)
+    idleSince.removeFirst(count)
+    return trimmed
+  }
+
+  /// Takes the coldest idle connection off the list, for the owner to close so a new one
+  /// fits under its cap of open connections.
+  public mutating func takeColdest() -> ConnectionID? {
+    guard !idle.isEmpty else { return nil }
+    idleSince.removeFirst()
+    return idle.removeFirst()
   }
 
   /// A leased connection failed or was closed while in use.
@@ -72,12 +119,18 @@ public struct UpstreamPoolState<ConnectionID: Hashable & Sendable>: Sendable {
 
   /// The upstream closed (or sent garbage on) an idle connection.
   public mutating func idleConnectionClosed(_ id: ConnectionID) {
-    if let index = idle.firstIndex(of: id) { idle.remove(at: index) }
+    if let index = idle.firstIndex(of: id) {
+      idle.remove(at: index)
+      idleSince.remove(at: index)
+    }
   }
 
   /// Empties the idle list (shutdown, reload of the upstream); the owner closes them.
   public mutating func drainIdle() -> [ConnectionID] {
-    defer { idle.removeAll() }
+    defer {
+      idle.removeAll()
+      idleSince.removeAll()
+    }
     return idle
   }
 }
