@@ -306,6 +306,48 @@ import Testing
     client.close()
   }
 
+  /// A real client (Python `websockets`) over a TLS listener: the handshake and the tunnel
+  /// run on TLS both ways, a message larger than TLS records and socket buffers included,
+  /// and the upstream is told the client came over https.
+  @Test func aTunnelWorksOverATLSListener() throws {
+    let certificates = try TLSGatewayTests.Certificates()
+    let backend = try WebSocketBackend(always: .echo)
+    defer { backend.stop() }
+    var config = Self.config(backend: backend.port)
+    config["listen"] = [
+      [
+        "address": "127.0.0.1:0",
+        "tls": ["cert": certificates.path + "/server.pem", "key": certificates.path + "/server.key"],
+      ]
+    ]
+    let gateway = try GatewayProcess(config: config)
+    defer { gateway.stopExpectingCleanExit() }
+
+    let script = """
+      import asyncio, ssl, sys, websockets
+      async def main():
+          context = ssl.create_default_context(cafile=sys.argv[2])
+          uri = "wss://localhost:%s/ws/chat" % sys.argv[1]
+          async with websockets.connect(uri, ssl=context, max_size=None, compression=None) as ws:
+              await ws.send("hello over tls")
+              text = await ws.recv()
+              big = bytes(i % 251 for i in range(3 << 20))
+              await ws.send(big)
+              echoed = await ws.recv()
+              print(text, len(echoed), echoed == big)
+      asyncio.run(main())
+      """
+    let output = try ExternalTool.run(
+      "/usr/bin/python3", ["-c", script, String(gateway.port), certificates.path + "/ca.pem"], input: [], timeout: 60)
+    #expect(String(decoding: output, as: UTF8.self) == "hello over tls \(3 << 20) True\n")
+
+    let upstream = try #require(backend.heads.first)
+    #expect(upstream.value("X-Forwarded-Proto") == "https")
+    #expect(upstream.value("X-Route") == "ws")
+    #expect(gateway.waitForLogLine { $0["msg"] as? String == "access" && $0["status"] as? Int == 101 })
+    #expect(waitUntil(timeout: 5) { (try? Self.tunnels(gateway)) == 0 })
+  }
+
   /// HTTP/2 clients use HTTP/1.1 for WebSockets: a stream that carries a handshake's
   /// fields (some forbidden in HTTP/2) is reset or served plainly, never tunnelled.
   @Test func anHTTP2StreamIsNeverTunnelled() throws {

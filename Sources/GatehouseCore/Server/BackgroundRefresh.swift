@@ -153,7 +153,7 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
 
   private func lease(fresh: Bool) {
     // Nobody waits for a refresh: it never queues for a connection.
-    guard let pool = upstreamPool(), pool.hasRoom(fresh: fresh) else {
+    guard let pool = upstreamPool(), pool.hasRoom else {
       finish()
       return
     }

@@ -315,7 +315,7 @@ final class ExchangeDriver: ClientSessionPart {
       upstreamFailed(.unhealthy)
       return nil
     }
-    if !pool.hasRoom(fresh: fresh) {
+    if !pool.hasRoom {
       exchange.pool = pool
       return .noConnectionFree
     }

@@ -117,9 +117,10 @@ final class UpstreamPool {
   /// This loop's share of the upstream's `max_connections` (at least one).
   var maxOpen: Int { max(1, plan.maxConnections / context.loopCount) }
 
-  /// Whether a lease can be had now: an idle connection, or room for a new one. A `fresh`
-  /// lease at the cap makes its room by closing the coldest idle connection.
-  func hasRoom(fresh: Bool) -> Bool {
+  /// Whether a lease can be had now: an idle connection, or room for a new one. A fresh
+  /// lease (a retry, a WebSocket handshake) finding idle connections at the cap makes its
+  /// room by closing the coldest, so it needs no other test.
+  var hasRoom: Bool {
     !idleConnections.isEmpty || state.openCount < maxOpen
   }
 
@@ -173,7 +174,7 @@ final class UpstreamPool {
       admitScheduled = false
       // Each pass takes one waiter off; one that no longer wants the room leaves it for
       // the next.
-      while !queue.isEmpty && (retired || hasRoom(fresh: false)) {
+      while !queue.isEmpty && (retired || hasRoom) {
         queue.removeFirst().connectionRoomAvailable(on: self)
       }
     }
