@@ -3,6 +3,16 @@ import Testing
 @testable import GatehouseCore
 
 @Suite struct UpstreamPoolStateTests {
+  /// A pool whose first `count` leases each connected and are now leased.
+  static func leasing(_ count: Int, maxIdle: Int) -> UpstreamPoolState<Int> {
+    var pool = UpstreamPoolState<Int>(maxIdle: maxIdle)
+    for _ in 0..<count {
+      #expect(pool.lease() == .connect)
+      pool.connectSucceeded()
+    }
+    return pool
+  }
+
   @Test func firstLeaseConnectsThenReleasedConnectionIsReused() {
     var pool = UpstreamPoolState<Int>(maxIdle: 2)
     #expect(pool.lease() == .connect)
@@ -17,11 +27,7 @@ import Testing
 
   @Test func connectionsBeyondTheIdleLimitStayUntilTheyHaveBeenIdleLongEnough() {
     let grace = UpstreamPoolState<Int>.surplusIdleNanoseconds
-    var pool = UpstreamPoolState<Int>(maxIdle: 1)
-    for _ in 0..<3 {
-      #expect(pool.lease() == .connect)
-      pool.connectSucceeded()
-    }
+    var pool = Self.leasing(3, maxIdle: 1)
     // Released at 10, 20 and 30: all kept, the two beyond the limit as surplus.
     #expect(pool.release(1, reusable: true, now: 10) == .keepIdle)
     #expect(!pool.hasSurplus)
@@ -44,11 +50,7 @@ import Testing
 
   @Test func aSurplusConnectionReusedBeforeItsGraceEndsIsNotTrimmed() {
     let grace = UpstreamPoolState<Int>.surplusIdleNanoseconds
-    var pool = UpstreamPoolState<Int>(maxIdle: 1)
-    for _ in 0..<2 {
-      _ = pool.lease()
-      pool.connectSucceeded()
-    }
+    var pool = Self.leasing(2, maxIdle: 1)
     _ = pool.release(1, reusable: true, now: 0)
     _ = pool.release(2, reusable: true, now: 0)
     // The warmest is reused and released again later: it went idle anew.
@@ -69,11 +71,7 @@ import Testing
   }
 
   @Test func theColdestIdleConnectionCanBeTakenToMakeRoom() {
-    var pool = UpstreamPoolState<Int>(maxIdle: 4)
-    for _ in 0..<3 {
-      _ = pool.lease()
-      pool.connectSucceeded()
-    }
+    var pool = Self.leasing(3, maxIdle: 4)
     for id in [1, 2, 3] { _ = pool.release(id, reusable: true, now: UInt64(id)) }
     #expect(pool.takeColdest() == 1)
     #expect(pool.idle == [2, 3])
@@ -93,11 +91,7 @@ import Testing
   }
 
   @Test func reuseIsLastInFirstOut() {
-    var pool = UpstreamPoolState<Int>(maxIdle: 4)
-    for _ in 0..<3 {
-      _ = pool.lease()
-      pool.connectSucceeded()
-    }
+    var pool = Self.leasing(3, maxIdle: 4)
     for id in [1, 2, 3] { _ = pool.release(id, reusable: true, now: 0) }
     #expect(pool.lease() == .reuse(3))
     #expect(pool.lease() == .reuse(2))
@@ -131,11 +125,7 @@ import Testing
   }
 
   @Test func drainIdleEmptiesTheList() {
-    var pool = UpstreamPoolState<Int>(maxIdle: 4)
-    for _ in 0..<2 {
-      _ = pool.lease()
-      pool.connectSucceeded()
-    }
+    var pool = Self.leasing(2, maxIdle: 4)
     _ = pool.release(1, reusable: true, now: 0)
     _ = pool.release(2, reusable: true, now: 0)
     #expect(pool.drainIdle() == [1, 2])

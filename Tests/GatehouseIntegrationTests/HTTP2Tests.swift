@@ -125,12 +125,7 @@ enum HTTP2Client {
     for http2 in [true, false] {
       var config = TestConfig.make(
         routes: [TestConfig.route("all", match: "/*")], upstreams: ["api": TestConfig.upstream(port: backend.port)])
-      config["listen"] = [
-        [
-          "address": "127.0.0.1:0", "http2": http2,
-          "tls": ["cert": certificates.path + "/server.pem", "key": certificates.path + "/server.key"],
-        ]
-      ]
+      config["listen"] = certificates.tlsListen(["http2": http2])
       let gateway = try GatewayProcess(config: config)
       let out = try HTTP2Client.curl([
         "--http2", "--cacert", certificates.path + "/ca.pem", "-w", "\n%{http_version}",

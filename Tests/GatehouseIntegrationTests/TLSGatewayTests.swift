@@ -38,6 +38,18 @@ import Testing
 
     deinit { try? FileManager.default.removeItem(at: directory) }
 
+    /// The `tls` member of a listener serving the localhost certificate.
+    var serverTLS: [String: String] {
+      ["cert": path + "/server.pem", "key": path + "/server.key"]
+    }
+
+    /// A `listen` list of one TLS listener on a free port, with `extra` members.
+    func tlsListen(_ extra: [String: Any] = [:]) -> [[String: Any]] {
+      var listener: [String: Any] = ["address": "127.0.0.1:0", "tls": serverTLS]
+      for (key, value) in extra { listener[key] = value }
+      return [listener]
+    }
+
     func run(_ arguments: String...) throws {
       let process = Process()
       process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
@@ -83,7 +95,7 @@ import Testing
       let result = try LifecycleTests.runCheck(["--config", "config.json"], config: text)
       return (result.status, result.err)
     }
-    let good = ["cert": certificates.path + "/server.pem", "key": certificates.path + "/server.key"]
+    let good = certificates.serverTLS
 
     let valid = try check(listenTLS: good, upstreamCA: certificates.path + "/ca.pem")
     let missing = try check(listenTLS: ["cert": certificates.path + "/none.pem", "key": good["key"]!])
@@ -127,12 +139,7 @@ import Testing
     let backend = try TestBackend(always: .respond(.text("hello over tls")))
     defer { backend.stop() }
     var config = TestConfig.passThrough(to: backend.port)
-    config["listen"] = [
-      [
-        "address": "127.0.0.1:0",
-        "tls": ["cert": certificates.path + "/server.pem", "key": certificates.path + "/server.key"],
-      ]
-    ]
+    config["listen"] = certificates.tlsListen()
     let gateway = try GatewayProcess(config: config)
     defer { gateway.stopExpectingCleanExit() }
 
@@ -187,12 +194,7 @@ import Testing
     var config = TestConfig.make(routes: [
       ["name": "hello", "match": ["path": "/*"], "stub": ["mode": "always", "body": ["over": "tls"]]]
     ])
-    config["listen"] = [
-      [
-        "address": "127.0.0.1:0",
-        "tls": ["cert": certificates.path + "/server.pem", "key": certificates.path + "/server.key"],
-      ]
-    ]
+    config["listen"] = certificates.tlsListen()
     return try GatewayProcess(config: config)
   }
 

@@ -314,12 +314,7 @@ import Testing
     let backend = try WebSocketBackend(always: .echo)
     defer { backend.stop() }
     var config = Self.config(backend: backend.port)
-    config["listen"] = [
-      [
-        "address": "127.0.0.1:0",
-        "tls": ["cert": certificates.path + "/server.pem", "key": certificates.path + "/server.key"],
-      ]
-    ]
+    config["listen"] = certificates.tlsListen()
     let gateway = try GatewayProcess(config: config)
     defer { gateway.stopExpectingCleanExit() }
 
