@@ -136,23 +136,41 @@ import Testing
     let gateway = try GatewayProcess(config: config)
     defer { gateway.stopExpectingCleanExit() }
 
-    func sendWave(_ name: String) throws -> [Int] {
+    /// Sends a wave of concurrent requests; their statuses and when the last answer came.
+    func sendWave(_ name: String) throws -> ([Int], ContinuousClock.Instant) {
       let clients = try (0..<wave).map { _ in try RawClient(port: gateway.port) }
       defer { for client in clients { client.close() } }
       for (index, client) in clients.enumerated() { try client.send(httpRequest("GET", "/\(name)/\(index)")) }
-      return try clients.map { try $0.readAnswer().status }
+      return (try clients.map { try $0.readAnswer().status }, .now)
     }
 
-    #expect(try sendWave("first") == Array(repeating: 200, count: wave))
-    #expect(backend.connectionCount == wave)
-    #expect(try sendWave("second") == Array(repeating: 200, count: wave))
-    // The second wave went out on the first wave's connections: none was opened for it.
-    #expect(backend.connectionCount == wave)
-    #expect(backend.requests.count == wave * 2)
+    let allAnswered = Array(repeating: 200, count: wave)
+    // A pair of waves shows the reuse only if the second follows the first well within the
+    // grace: a machine stalled past it starts the pair over (bounded), it never passes.
+    var shown = false
+    for attempt in 0..<3 where !shown {
+      // Each pair starts with what the limit keeps: none at first, then one.
+      #expect(waitUntil(timeout: 10) { backend.openConnectionCount == min(attempt, 1) })
+      let before = backend.connectionCount
+      let (first, firstEnded) = try sendWave("first-\(attempt)")
+      #expect(first == allAnswered)
+      let opened = backend.connectionCount
+      // The wave needed a connection per request; at most the one kept was reused.
+      #expect(opened - before >= wave - 1)
+      let secondStarts = ContinuousClock.now
+      let (second, _) = try sendWave("second-\(attempt)")
+      #expect(second == allAnswered)
+      guard secondStarts - firstEnded < .milliseconds(500) else { continue }
+      // The second wave went out on the first wave's connections: none was opened for it.
+      #expect(backend.connectionCount == opened)
+      shown = true
+    }
+    #expect(shown, "three pairs of waves were each more than 0.5 s apart")
     // Then all but one close, once idle past the grace (about a second, checked every 100 ms).
     #expect(waitUntil(timeout: 10) { backend.openConnectionCount == 1 })
+    let settled = backend.connectionCount
     #expect(try send("GET", "/after", to: gateway.port).status == 200)
-    #expect(backend.connectionCount == wave)
+    #expect(backend.connectionCount == settled)
   }
 
   /// The backend answers the first request of each connection and closes the connection
