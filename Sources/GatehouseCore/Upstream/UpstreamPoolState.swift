@@ -30,10 +30,10 @@ public struct UpstreamPoolState<ConnectionID: Hashable & Sendable>: Sendable {
   public static var surplusIdleNanoseconds: UInt64 { 1_000_000_000 }
 
   public let maxIdle: Int
-  /// Idle connections, coldest first (reuse takes the last).
-  public private(set) var idle: [ConnectionID] = []
-  /// When each of `idle` went idle (same positions), so in increasing order.
-  private var idleSince: [UInt64] = []
+  /// Idle connections with the time each went idle, coldest first (reuse takes the last).
+  private var idleEntries: [(id: ConnectionID, since: UInt64)] = []
+  /// The idle connections, coldest first.
+  public var idle: [ConnectionID] { idleEntries.map(\.id) }
   public private(set) var leased = 0
   public private(set) var connecting = 0
 
@@ -42,14 +42,13 @@ public struct UpstreamPoolState<ConnectionID: Hashable & Sendable>: Sendable {
   }
 
   /// Open connections: idle, leased and still connecting.
-  public var openCount: Int { idle.count + leased + connecting }
+  public var openCount: Int { idleEntries.count + leased + connecting }
 
   /// A request needs a connection.
   public mutating func lease() -> LeaseDecision {
-    if let id = idle.popLast() {
-      idleSince.removeLast()
+    if let entry = idleEntries.popLast() {
       leased += 1
-      return .reuse(id)
+      return .reuse(entry.id)
     }
     connecting += 1
     return .connect
@@ -81,34 +80,31 @@ public struct UpstreamPoolState<ConnectionID: Hashable & Sendable>: Sendable {
     precondition(leased > 0, "release without a lease")
     leased -= 1
     guard reusable, maxIdle > 0 else { return .close }
-    idle.append(id)
-    idleSince.append(now)
+    idleEntries.append((id, now))
     return .keepIdle
   }
 
   /// Whether more than `maxIdle` connections are idle.
-  public var hasSurplus: Bool { idle.count > maxIdle }
+  public var hasSurplus: Bool { idleEntries.count > maxIdle }
 
   /// Takes off the idle list the surplus connections idle for `surplusIdleNanoseconds` by
   /// `now`, coldest first, never leaving fewer than `maxIdle`; the owner closes them. They
   /// are the first ones of `idle`.
   public mutating func trimSurplus(now: UInt64) -> [ConnectionID] {
-    let excess = idle.count - maxIdle
+    let excess = idleEntries.count - maxIdle
     var count = 0
-    while count < excess && now &- idleSince[count] >= Self.surplusIdleNanoseconds { count += 1 }
+    while count < excess && now &- idleEntries[count].since >= Self.surplusIdleNanoseconds { count += 1 }
     guard count > 0 else { return [] }
-    let trimmed = Array(idle[..<count])
-    idle.removeFirst(count)
-    idleSince.removeFirst(count)
+    let trimmed = idleEntries[..<count].map(\.id)
+    idleEntries.removeFirst(count)
     return trimmed
   }
 
   /// Takes the coldest idle connection off the list, for the owner to close so a new one
   /// fits under its cap of open connections.
   public mutating func takeColdest() -> ConnectionID? {
-    guard !idle.isEmpty else { return nil }
-    idleSince.removeFirst()
-    return idle.removeFirst()
+    guard !idleEntries.isEmpty else { return nil }
+    return idleEntries.removeFirst().id
   }
 
   /// A leased connection failed or was closed while in use.
@@ -119,18 +115,12 @@ public struct UpstreamPoolState<ConnectionID: Hashable & Sendable>: Sendable {
 
   /// The upstream closed (or sent garbage on) an idle connection.
   public mutating func idleConnectionClosed(_ id: ConnectionID) {
-    if let index = idle.firstIndex(of: id) {
-      idle.remove(at: index)
-      idleSince.remove(at: index)
-    }
+    if let index = idleEntries.firstIndex(where: { $0.id == id }) { idleEntries.remove(at: index) }
   }
 
   /// Empties the idle list (shutdown, reload of the upstream); the owner closes them.
   public mutating func drainIdle() -> [ConnectionID] {
-    defer {
-      idle.removeAll()
-      idleSince.removeAll()
-    }
+    defer { idleEntries.removeAll() }
     return idle
   }
 }
