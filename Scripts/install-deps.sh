@@ -1,7 +1,7 @@
 #!/bin/sh
 # Installs the Debian packages Gatehouse builds and tests with, skipping what is already there.
 set -eu
-packages="libssl-dev libsqlite3-dev zlib1g-dev libnghttp2-dev libhiredis-dev redis-server nghttp2-client python3-h2 python3-jwt python3-cryptography python3-websockets openssl curl ca-certificates $*"
+packages="libssl-dev libsqlite3-dev zlib1g-dev libnghttp2-dev libhiredis-dev libc-ares-dev redis-server dnsmasq-base nghttp2-client python3-h2 python3-jwt python3-cryptography python3-websockets openssl curl ca-certificates $*"
 missing=""
 for p in $packages; do
   dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

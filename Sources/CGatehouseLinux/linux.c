@@ -104,3 +104,5 @@ void gh_set_thread_name(const char *name) {
 }
 
 int gh_return_free_heap(void) { return malloc_trim(0); }
+
+int gh_fix_mmap_threshold(int bytes) { return mallopt(M_MMAP_THRESHOLD, bytes); }

@@ -62,4 +62,8 @@ extern const int GH_MSG_PEEK;
 /// Asks glibc to hand freed heap pages back to the kernel (malloc_trim(0)); returns
 /// whether any were.
 int gh_return_free_heap(void);
+
+/// Fixes glibc's mmap threshold at `bytes` (mallopt M_MMAP_THRESHOLD), which also turns off
+/// its dynamic raising; returns whether glibc took it.
+int gh_fix_mmap_threshold(int bytes);
 #endif

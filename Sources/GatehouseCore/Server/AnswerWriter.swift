@@ -24,7 +24,7 @@ final class AnswerWriter {
   private var lastTagged: (body: [UInt8], tag: GatewayETag)?
 
   init() {
-    output.reserveCapacity(64 * 1024)
+    output.reserveCapacity(Self.keptOutputBytes)
   }
 
   static let rangeFields = HeaderNameSet(["accept-ranges"])
@@ -44,8 +44,18 @@ final class AnswerWriter {
     guard !output.isEmpty else { return }
     if let exchange, exchange.machine.answerBegan { exchange.answerFlushed = true }
     output.withUnsafeBytes { _ = server.write($0) }
-    output.removeAll(keepingCapacity: true)
+    // The loop's buffer stays as large as a usual step's output; one grown by a large
+    // answer (an envelope of megabytes) is let go rather than held for the loop's life.
+    if output.capacity > Self.keptOutputBytes {
+      output = []
+      output.reserveCapacity(Self.keptOutputBytes)
+    } else {
+      output.removeAll(keepingCapacity: true)
+    }
   }
+
+  /// The output buffer's capacity kept between steps.
+  static let keptOutputBytes = 64 * 1024
 
   /// Drops what is staged: an answer cut or replaced before any of it left. Nothing it
   /// had gathered may go out with the next session's answer.

@@ -121,6 +121,8 @@ public final class GatewayServer: @unchecked Sendable {
     for warning in ConfigLint.warnings(for: config) {
       logger.warn("config warning", ["path": .string(warning.path), "warning": .string(warning.problem)])
     }
+    // Before any loop allocates: answers held for clients leave no pages behind them.
+    Heap.keepLargeBuffersOffTheHeap()
     control = try EventLoop()
     group = try EventLoopGroup(loopCount: config.workers)
     contexts = group.loops.map { LoopContext(loop: $0, shared: shared, snapshot: snapshot) }

@@ -20,11 +20,12 @@ extension UpstreamAnswerReader {
       ForwardingRules.field(head.headers, "content-encoding") == nil
     {
       // Too large to wrap whole, or the budget for answers held whole is spent: a stream
-      // holds no more than the client's connection queue at a time.
+      // holds no more than the client's connection queue at a time. What was kept so far
+      // goes to that queue at once, so its charge stays with the exchange (and then the
+      // session) until the client has taken it: released here, a client that does not read
+      // would hold those bytes uncounted while the freed budget filled again elsewhere.
       let kept = exchange.bufferedBody
       exchange.bufferedBody = []
-      context.shared.releaseBufferedAnswer(exchange.bufferCharge)
-      exchange.bufferCharge = 0
       beginWrappedStream(head, policy: policy)
       guard exchange.bodyPlan == .streamWrapped else { return }
       for piece in [kept, Array(bytes)] {
