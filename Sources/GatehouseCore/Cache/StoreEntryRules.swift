@@ -196,7 +196,8 @@ enum StoreEntryRules {
     case .buffer:
       guard let head = exchange.bufferedHead, !exchange.bufferedTruncated,
         !exchange.answerParser.requestWasHEAD,
-        CacheStorability.isStorable(status: status, headers: head.headers, keyed: keyedNames(exchange))
+        CacheStorability.isStorable(
+          status: status, headers: head.headers, keyed: keyedNames(exchange), enveloped: exchange.envelope != nil)
       else { return nil }
       return (head, exchange.bufferedBody)
     case .passThrough:
