@@ -122,7 +122,9 @@ public enum JWTVerifier {
     if !policy.audiences.isEmpty && !audiences.contains(where: policy.audiences.contains) { throw .wrongAudience }
 
     var subject: [UInt8]?
-    if case .string(let sub)? = payload["sub"] { subject = Array(sub.utf8) }
+    // An empty or blank `sub` names nobody: taken as a `sub` it would make every token that
+    // carries it one user (one per-user cache entry, one forwarded identity).
+    if case .string(let sub)? = payload["sub"], !VerifiedToken.namesNobody(sub) { subject = Array(sub.utf8) }
     let scopes: [String]
     if let scope = payload["scope"] {
       scopes = try scopeList(scope, name: "scope")

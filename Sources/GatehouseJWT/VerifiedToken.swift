@@ -3,7 +3,8 @@ import GatehouseJSON
 /// What the gateway learned from a token that passed every check: who (`sub`), until when
 /// (`exp`), allowed to do what (`scope` / `scp`, RFC 8693 §4.2), and the claims to forward.
 public struct VerifiedToken: Sendable {
-  /// `sub` (RFC 7519 §4.1.2) as UTF-8, when it is a string.
+  /// `sub` (RFC 7519 §4.1.2) as UTF-8, when it is a string that names someone: an empty or
+  /// blank one (`namesNobody`) counts as no `sub`.
   public var subject: [UInt8]?
   /// `exp` (RFC 7519 §4.1.4), required; a fraction is rounded down.
   public var expiresAt: Int64
@@ -26,17 +27,26 @@ public struct VerifiedToken: Sendable {
     required.allSatisfy(scopes.contains)
   }
 
+  /// Whether a `sub` value names nobody: empty, or white space only (any Unicode white
+  /// space, as a provider's form field left blank or padded may carry). Such a token is
+  /// treated as one without `sub`: two of them are not one user.
+  public static func namesNobody(_ subject: String) -> Bool {
+    subject.allSatisfy(\.isWhitespace)
+  }
+
   /// The longest claim text forwarded as a header value.
   public static let maxClaimTextBytes = 1024
 
   /// A claim as an upstream header value: a string's bytes; a number or boolean as its JSON
   /// literal; an array or object as compact JSON. `null` counts as absent. Refused when the
   /// text has a control byte (CR or LF would split the header: request smuggling) or is over
-  /// `maxClaimTextBytes`.
+  /// `maxClaimTextBytes`. A `sub` that names nobody is absent too, as in `subject`: the
+  /// backend is not told of a user the gateway does not count as one.
   public func claimText(_ name: String) -> ClaimText {
     let text: [UInt8]
     switch claims[name] {
     case nil, .null?: return .absent
+    case .string(let string)? where name == "sub" && Self.namesNobody(string): return .absent
     case .string(let string)?: text = Array(string.utf8)
     case let value?: text = value.serializedBytes()
     }

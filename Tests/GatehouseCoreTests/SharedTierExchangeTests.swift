@@ -116,6 +116,35 @@ import Testing
     #expect(Self.refusal(SharedTierRecord.decode(plain, id: "k1", sealer: nil, maxBytes: 8)) == .notARecord)
   }
 
+  /// A plain record names the key it was written under: copied to another key it is refused,
+  /// as a sealed one is (the seal's additional data is the id too). A record of the format
+  /// before the id (version 1) is another version: a miss, never read as if it had one.
+  @Test func aRecordIsBoundToItsKey() throws {
+    let id = String(repeating: "a", count: 64)
+    let other = String(repeating: "b", count: 64)
+    let plain = try #require(SharedTierRecord.encode(Self.answer, id: id, sealer: nil))
+    #expect(Self.same(try SharedTierRecord.decode(plain, id: id, sealer: nil, maxBytes: 1 << 20).get(), Self.answer))
+    #expect(Self.refusal(SharedTierRecord.decode(plain, id: other, sealer: nil, maxBytes: 1 << 20)) == .otherKey)
+    // A prefix or an extension of the id is another id.
+    #expect(
+      Self.refusal(SharedTierRecord.decode(plain, id: String(id.dropLast()), sealer: nil, maxBytes: 1 << 20))
+        == .otherKey)
+    #expect(Self.refusal(SharedTierRecord.decode(plain, id: id + "a", sealer: nil, maxBytes: 1 << 20)) == .otherKey)
+    let sealer = SharedRecordSealer(secret: "a-secret-of-some-length-0123456789")
+    let sealed = try #require(SharedTierRecord.encode(Self.answer, id: id, sealer: sealer))
+    #expect(Self.refusal(SharedTierRecord.decode(sealed, id: other, sealer: sealer, maxBytes: 1 << 20)) == .seal)
+    #expect(
+      Self.same(try SharedTierRecord.decode(sealed, id: id, sealer: sealer, maxBytes: 1 << 20).get(), Self.answer))
+
+    // Version 1, as written before records named their key: status first, no id.
+    var old: [UInt8] = [0x47, 0x48, 1, 0, 0, 200]
+    old += [0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 2] + Array("{}".utf8)
+    #expect(Self.refusal(SharedTierRecord.decode(old, id: id, sealer: nil, maxBytes: 1 << 20)) == .unknownVersion)
+    #expect(SharedTierRecord.Refusal.unknownVersion.label == "version")
+    #expect(SharedTierRecord.Refusal.otherKey.label == "key")
+    #expect(SharedTierRecord.encode(Self.answer, id: String(repeating: "x", count: 256), sealer: nil) == nil)
+  }
+
   @Test func garbageIsRefusedNeverTrusted() throws {
     let plain = try #require(SharedTierRecord.encode(Self.answer, id: "k", sealer: nil))
     // Every truncation.
@@ -137,7 +166,12 @@ import Testing
       var bytes: [UInt8]
       if round % 2 == 0 {
         bytes = (0..<Int(random.next() % 200)).map { _ in UInt8(truncatingIfNeeded: random.next()) }
-        if round % 4 == 0, bytes.count >= 4 { bytes[0] = 0x47; bytes[1] = 0x48; bytes[2] = 1; bytes[3] = 0 }
+        if round % 4 == 0, bytes.count >= 4 {
+          bytes[0] = 0x47
+          bytes[1] = 0x48
+          bytes[2] = SharedTierRecord.version
+          bytes[3] = 0
+        }
       } else {
         bytes = plain
         for _ in 0..<(1 + Int(random.next() % 4)) {

@@ -6,7 +6,7 @@ import Testing
 /// its length and every other byte.
 @Suite struct StreamingSecretMaskerTests {
   static func run(_ body: [UInt8], secrets: [[UInt8]], cuts: [Int]) -> [UInt8] {
-    var masker = StreamingSecretMasker(secrets: secrets)!
+    var masker = StreamingSecretMasker(secrets: secrets.map(SecretSpellings.init))!
     var out: [UInt8] = []
     var start = 0
     for cut in cuts + [body.count] where cut >= start {
@@ -77,6 +77,6 @@ import Testing
   }
 
   @Test func secretsTooShortToLookForMakeNoMasker() {
-    #expect(StreamingSecretMasker(secrets: [Array("abc".utf8)]) == nil)
+    #expect(StreamingSecretMasker(secrets: [SecretSpellings(Array("abc".utf8))]) == nil)
   }
 }

@@ -261,6 +261,50 @@ import Testing
     #expect(metrics.value("gatehouse_jwt_total", ["provider": "app", "result": "insufficient_scope"]) == 1)
   }
 
+  /// An empty or white-space-only `sub` names nobody: on a route that keeps answers per
+  /// user, two such tokens are two users (each keys by itself, as a token without `sub`
+  /// does), never one, and the backend is sent no `X-User-Id` for them.
+  @Test func tokensWithAnEmptySubDoNotShareAStoredAnswer() throws {
+    let minter = try JWTMinter()
+    let key = try minter.key("ec256", kid: "k1")
+    let served = Shared(0)
+    let backend = try TestBackend { request in
+      let count = served.update { value -> Int in
+        value += 1
+        return value
+      }
+      let user = request.head.values("X-User-Id").map { "[\($0)]" }.joined()
+      return jsonAnswer(#"{"n":\#(count),"user":"\#(user)"}"#)
+    }
+    let gateway = try GatewayProcess(
+      config: Self.config(
+        backendPort: backend.port, keys: [key],
+        extraRoutes: [
+          TestConfig.route("kept", match: "/kept/*", extra: ["jwt": ["provider": "app"], "cache": ["fresh_s": 600]])
+        ]))
+    defer { gateway.stopExpectingCleanExit() }
+    // The same claims but `jti`, which is not forwarded: only `sub` could tell them apart.
+    func bearer(_ subject: String, _ id: String) throws -> [(String, String)] {
+      let claims = JWTMinter.claims(subject: subject, extra: ["jti": id])
+      return [("Authorization", "Bearer " + (try minter.sign(kid: "k1", alg: "ES256", claims: claims)))]
+    }
+    let first = try bearer("", "a")
+    let second = try bearer("", "b")
+    let blank = try bearer("  ", "c")
+
+    let one = try send("GET", "/kept/x", to: gateway.port, headers: first)
+    #expect(one.text == #"{"n":1,"user":""}"# && StoreTests.cacheHeader(one) == "MISS", "\(one.text)")
+    // Its own entry serves it again: the route does keep answers.
+    let again = try send("GET", "/kept/x", to: gateway.port, headers: first)
+    #expect(again.text == #"{"n":1,"user":""}"# && StoreTests.cacheHeader(again) == "HIT", "\(again.text)")
+    let two = try send("GET", "/kept/x", to: gateway.port, headers: second)
+    #expect(two.text == #"{"n":2,"user":""}"# && StoreTests.cacheHeader(two) == "MISS", "\(two.text)")
+    let three = try send("GET", "/kept/x", to: gateway.port, headers: blank)
+    #expect(three.text == #"{"n":3,"user":""}"# && StoreTests.cacheHeader(three) == "MISS", "\(three.text)")
+    #expect(backend.requests.count == 3)
+    #expect(backend.requests.allSatisfy { $0.head.values("X-User-Id").isEmpty })
+  }
+
   /// HTTP/2 streams are checked the same way: verified, claims forwarded, refusals with
   /// their challenge.
   @Test func streamsOfAnHTTP2ConnectionAreVerifiedToo() throws {

@@ -179,4 +179,84 @@ import Testing
     #expect(zipped.text == "<a href='/sso?t=<redacted>'>here</a>")
     #expect(backend.requests.allSatisfy { $0.head.value("Authorization") == "Bearer \(token)" })
   }
+
+  /// The token the backend echoes encoded: base64 (standard and URL-safe, padded or not, and
+  /// the whole `Authorization` line base64-encoded), another case, hex in either case, HTML
+  /// numeric references (decimal and hex). None reaches the client: on a pass-through route
+  /// the body streams masked byte for byte (its length stays true) however the chunks split
+  /// it, on an enveloped route the message is masked whole, and a header carrying an
+  /// encoded form is left out.
+  /// `sent` encoded as a backend may echo it: base64 and base64url, padded and not, lower and
+  /// upper case, hex in either case, HTML decimal and hex references.
+  static func encodedForms(_ sent: String) -> [String] {
+    let bytes = Array(sent.utf8)
+    let base64 = Data(bytes).base64EncodedString()
+    let urlSafe = base64.replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+    return [
+      base64, String(base64.prefix { $0 != "=" }), urlSafe, String(urlSafe.prefix { $0 != "=" }),
+      sent.lowercased(), sent.uppercased(),
+      bytes.map { String(format: "%02x", $0) }.joined(), bytes.map { String(format: "%02X", $0) }.joined(),
+      bytes.map { "&#\($0);" }.joined(), bytes.map { String(format: "&#x%x;", $0) }.joined(),
+    ]
+  }
+
+  @Test func encodedEchoesOfTheTokenAreMaskedToo() throws {
+    let token = "api>SECRET?~7d3b91aa55"
+    let line = Data(Array("Bearer \(token)".utf8)).base64EncodedString()
+    let backend = try TestBackend { request in
+      let authorization = request.head.value("Authorization") ?? ""
+      let sent = String(authorization.dropFirst(7))
+      let echoed = Self.encodedForms(sent) + [Data(Array(authorization.utf8)).base64EncodedString()]
+      let message = "refused " + echoed.joined(separator: " ")
+      let body =
+        Array(#"{"message":"\#(message)","seen":[""#.utf8) + Array(echoed.joined(separator: #"",""#).utf8)
+        + Array(#""]}"#.utf8)
+      let chunked = request.path.hasSuffix("/chunked")
+      // Pieces of 7 bytes: every form is split across reads, most more than once.
+      let pieces = stride(from: 0, to: body.count, by: 7).map { Array(body[$0..<min($0 + 7, body.count)]) }
+      return .respond(
+        BackendAnswer(
+          status: 403, reason: "Forbidden",
+          headers: [
+            ("Content-Type", "application/json"), ("X-Debug-Token", echoed[0]), ("X-Debug-Hex", echoed[6]),
+            ("X-Other", "kept"),
+          ],
+          body: chunked ? .chunked(pieces) : .bytes(body)))
+    }
+    defer { backend.stop() }
+    let config = TestConfig.withTokens(
+      upstreamPort: backend.port, tokens: ["api": ["type": "static", "value": token]],
+      routes: [
+        TestConfig.tokenRoute("wrapped", match: "/e/*", token: "api", extra: ["envelope": ["enabled": true]]),
+        TestConfig.tokenRoute("raw", match: "/*", token: "api"),
+      ])
+    let gateway = try GatewayProcess(config: config)
+    defer { gateway.stopExpectingCleanExit() }
+    let everyForm = Self.encodedForms(token) + [line]
+
+    for path in ["/r/plain", "/r/chunked"] {
+      let answer = try send("GET", path, to: gateway.port)
+      #expect(answer.status == 403, "\(path)")
+      let seen = try #require(try answer.jsonObject()["seen"] as? [String], "\(path): \(answer.text)")
+      #expect(seen.count == everyForm.count, "\(path)")
+      for (form, masked) in zip(everyForm, seen) where form != line {
+        #expect(masked == String(repeating: "*", count: form.utf8.count), "\(path): \(form) became \(masked)")
+      }
+      // The Authorization line's base64: the characters that hold the token's bits alone are
+      // masked (the first and last few also hold bits of "Bearer " and of nothing).
+      let lineMasked = try #require(seen.last)
+      #expect(lineMasked.count == line.count && lineMasked.hasPrefix("QmVhcmVyI"), "\(lineMasked)")
+      #expect(lineMasked.filter { $0 == "*" }.count >= token.utf8.count * 4 / 3 - 2, "\(lineMasked)")
+      for form in everyForm { #expect(!answer.text.contains(form), "\(path): \(form) in \(answer.text)") }
+      #expect(answer.head.value("X-Debug-Token") == nil && answer.head.value("X-Debug-Hex") == nil, "\(path)")
+      #expect(answer.head.value("X-Other") == "kept", "\(path)")
+    }
+    let wrapped = try send("GET", "/e/x", to: gateway.port)
+    #expect(wrapped.status == 403)
+    let message = try #require(try wrapped.jsonObject()["message"] as? String, "\(wrapped.text)")
+    #expect(message.hasPrefix("refused <redacted> <redacted>"), "\(message)")
+    for form in everyForm { #expect(!wrapped.text.contains(form), "\(form) in \(wrapped.text)") }
+    #expect(wrapped.head.value("X-Debug-Token") == nil)
+    #expect(backend.requests.allSatisfy { $0.head.value("Authorization") == "Bearer \(token)" })
+  }
 }

@@ -106,6 +106,23 @@ import Testing
     #expect(Self.check(#"{"exp":\#(exp),"scp":[1]}"#).refusal == .malformed("scp has a non-string element"))
   }
 
+  /// An empty or white-space-only `sub` names nobody: no subject (so the per-user cache key
+  /// falls back to the token itself) and nothing forwarded; padding around a name keeps it.
+  @Test func anEmptyOrBlankSubIsNoSubject() throws {
+    let exp = testNow + 60
+    for blank in ["", " ", "   ", #"\t"#, #"\n "#, #"\u00a0"#, #"\u3000\u2003"#] {
+      let token = try #require(Self.check(#"{"exp":\#(exp),"sub":"\#(blank)"}"#).token, "\(blank)")
+      #expect(token.subject == nil, "\(blank)")
+      #expect(token.claimText("sub") == .absent, "\(blank)")
+    }
+    let padded = try #require(Self.check(#"{"exp":\#(exp),"sub":" alice "}"#).token)
+    #expect(padded.subject == Array(" alice ".utf8))
+    #expect(padded.claimText("sub") == .value(Array(" alice ".utf8)))
+    // Only `sub` is read this way: another claim's empty string is forwarded as it is.
+    let other = try #require(Self.check(#"{"exp":\#(exp),"sub":"","team":""}"#).token)
+    #expect(other.claimText("team") == .value([]))
+  }
+
   @Test func claimText() throws {
     let long = String(repeating: "y", count: 1024)
     let payload = #"""

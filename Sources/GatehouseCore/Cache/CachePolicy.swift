@@ -121,31 +121,59 @@ public struct CacheResultCounts: Sendable, Equatable {
   }
 }
 
-/// Which upstream answers may be remembered and shared (SPEC §5, RFC 9111): 2xx answers to
-/// GET, never those the upstream marked `no-store`, `private` or `no-cache` (the last may
-/// not be reused without a revalidation the gateway does not make), nor those setting
-/// cookies, nor those whose `Vary` names a request field the route's key does not hold
-/// (`Vary: *` never matches): another client's request could differ there, and the answer
-/// would be theirs. `Accept-Encoding` is covered: the gateway gives each client the coding it
-/// accepts (gzip or none), so only gzip or unencoded answers are kept.
+/// Which upstream answers may be remembered and shared (RFC 9111): 2xx answers to GET, never
+/// those the upstream marked `no-store`, `private` or `no-cache` (the last may not be reused
+/// without a revalidation the gateway does not make), nor those setting cookies, nor those
+/// whose `Vary` names a request field the route's key does not hold (`Vary: *` never
+/// matches): another client's request could differ there, and the answer would be theirs.
+/// `Accept-Encoding` is covered: the gateway gives each client the coding it accepts (gzip or
+/// none), so only gzip or unencoded answers are kept. Nor those with a `Location`: on a 2xx
+/// it names what this request made or must poll (a 201's new resource, a 202's job), which
+/// is no other client's. Nor, on an enveloped route, an HTML page: the route's clients take
+/// JSON, and a 2xx page from behind an API is a login or maintenance page put in front of it
+/// (passed to the client who got it, kept for nobody).
+///
+/// The same rules decide what an answer read from the shared tier may be
+/// (`StoreEntryRules.refusal(ofShared:)`): what a gateway would not store, it does not serve.
 public enum CacheStorability {
   /// - Parameter keyed: the lowercased names of the route's `vary` list.
-  public static func isStorable(status: Int, headers: HTTPHeaders, keyed: [String]) -> Bool {
-    guard (200..<300).contains(status), status != 206 else { return false }
-    var storable = true
+  /// - Parameter enveloped: the route wraps answers in the envelope.
+  public static func isStorable(status: Int, headers: HTTPHeaders, keyed: [String], enveloped: Bool) -> Bool {
+    refusal(status: status, headers: headers, keyed: keyed, enveloped: enveloped) == nil
+  }
+
+  /// The rule an answer breaks (a short name for logs: `status`, or the field's), nil when it
+  /// may be stored.
+  static func refusal(status: Int, headers: HTTPHeaders, keyed: [String], enveloped: Bool) -> String? {
+    guard (200..<300).contains(status), status != 206 else { return "status" }
+    var refusal: String?
     headers.withEachField { name, value in
-      guard storable else { return }
+      guard refusal == nil else { return }
       if ASCIIBytes.equalsLowercase(name, "set-cookie") {
-        storable = false
+        refusal = "set-cookie"
+      } else if ASCIIBytes.equalsLowercase(name, "location") {
+        refusal = "location"
       } else if ASCIIBytes.equalsLowercase(name, "cache-control") {
-        storable = !directives(value).contains { $0 == "no-store" || $0 == "private" || $0 == "no-cache" }
+        if directives(value).contains(where: { $0 == "no-store" || $0 == "private" || $0 == "no-cache" }) {
+          refusal = "cache-control"
+        }
       } else if ASCIIBytes.equalsLowercase(name, "vary") {
-        storable = directives(value).allSatisfy { $0 == "accept-encoding" || keyed.contains($0) }
+        if !directives(value).allSatisfy({ $0 == "accept-encoding" || keyed.contains($0) }) { refusal = "vary" }
       } else if ASCIIBytes.equalsLowercase(name, "content-encoding") {
-        storable = directives(value).allSatisfy { $0 == "gzip" || $0 == "identity" }
+        if !directives(value).allSatisfy({ $0 == "gzip" || $0 == "identity" }) { refusal = "content-encoding" }
+      } else if enveloped && ASCIIBytes.equalsLowercase(name, "content-type") && isMarkup(value) {
+        refusal = "content-type"
       }
     }
-    return storable
+    return refusal
+  }
+
+  /// Whether a `Content-Type` names an HTML page (`text/html`, `application/xhtml+xml`),
+  /// parameters aside, in any case.
+  static func isMarkup(_ value: some Collection<UInt8>) -> Bool {
+    let text = String(decoding: value, as: UTF8.self).lowercased()
+    let type = text.prefix { $0 != ";" }.trimmingASCIIWhitespace()
+    return type == "text/html" || type == "application/xhtml+xml"
   }
 
   /// Whether a stored answer may be served once it is no longer fresh (`stale_if_error_s`,

@@ -1,27 +1,40 @@
 import GatehouseStore
 
-/// A stored answer as the shared tier keeps it (SPEC §14): a small versioned binary record,
-/// written by one replica and read by any other, so the parser treats every byte as hostile
-/// (another program may write under the prefix, a server may hand back garbage).
+/// A stored answer as the shared tier keeps it: a small versioned binary record, written by
+/// one replica and read by any other, so the parser treats every byte as hostile (another
+/// program may write under the prefix, a server may hand back garbage). What it decodes is
+/// then held to the store's own rules (`StoreEntryRules.refusal(ofShared:)`).
 ///
-/// Layout, big-endian: `"GH"`, version `1`, flags (bit 0: sealed with `store.secret_key`), then
-/// the payload, sealed or not: status (u16), stored_at in ms since the epoch (i64), header
-/// count (u16), each header as name length (u16), name, value length (u32), value, then body
-/// length (u32) and body. Nothing may follow. Why not JSON: bodies are bytes, and the read
-/// path must be bounded and cheap.
+/// Layout, big-endian: `"GH"`, version `2`, flags (bit 0: sealed with `store.secret_key`), then
+/// the payload, sealed or not: the cache key id it was written under (length u8, id), status
+/// (u16), stored_at in ms since the epoch (i64), header count (u16), each header as name length
+/// (u16), name, value length (u32), value, then body length (u32) and body. Nothing may
+/// follow. Why not JSON: bodies are bytes, and the read path must be bounded and cheap.
+///
+/// The id binds a record to its key: one copied or renamed to another key (another path,
+/// another user's entry) is refused. A sealed record was bound already (the id is the
+/// seal's additional data) and carries it all the same, so one layout serves both. Version
+/// 1 records (no id) are refused as `unknownVersion`: a miss, written again by the next
+/// answer stored.
 enum SharedTierRecord {
   static let magic: [UInt8] = [0x47, 0x48]
-  static let version: UInt8 = 1
+  static let version: UInt8 = 2
   static let sealedFlag: UInt8 = 1
   /// Bounds the parser holds whatever the record claims.
   static let maxHeaders = 256
   static let maxNameBytes = 256
   static let maxValueBytes = 64 << 10
+  /// Cache key ids are 64 hex digits; anything up to a length byte's worth is read.
+  static let maxIDBytes = 255
 
-  /// The record for `answer`; nil when sealing fails.
+  /// The record for `answer` under `id`; nil when sealing fails or the id is too long.
   static func encode(_ answer: StoredAnswer, id: String, sealer: SharedRecordSealer?) -> [UInt8]? {
+    let idBytes = Array(id.utf8)
+    guard idBytes.count <= maxIDBytes else { return nil }
     var payload: [UInt8] = []
-    payload.reserveCapacity(answer.body.count + 64 + answer.headers.count * 32)
+    payload.reserveCapacity(answer.body.count + 64 + idBytes.count + answer.headers.count * 32)
+    payload.append(UInt8(idBytes.count))
+    payload += idBytes
     append(UInt64(UInt16(clamping: answer.status)), bytes: 2, to: &payload)
     append(UInt64(bitPattern: answer.storedAtMs), bytes: 8, to: &payload)
     let headers = answer.headers.prefix(maxHeaders)
@@ -52,7 +65,19 @@ enum SharedTierRecord {
     case unknownVersion
     /// Sealed and no key, not sealed and a key is set, or the seal does not verify.
     case seal
+    /// Written under another key (copied or renamed here).
+    case otherKey
     case malformed
+
+    /// The `reason` label of `gatehouse_shared_records_refused_total` and of the log line.
+    var label: String {
+      switch self {
+      case .notARecord, .malformed: "record"
+      case .unknownVersion: "version"
+      case .seal: "seal"
+      case .otherKey: "key"
+      }
+    }
   }
 
   /// The answer in `bytes`, or why not. Bounded: at most `maxBytes` are looked at, every
@@ -79,8 +104,11 @@ enum SharedTierRecord {
       return .failure(.seal)
     }
     var reader = Reader(bytes: payload)
+    guard let idLength = reader.integer(1), let writtenID = reader.bytes(idLength) else { return .failure(.malformed) }
+    guard writtenID.elementsEqual(id.utf8) else { return .failure(.otherKey) }
     // Only what the store keeps (2xx): a 1xx or an error served as a stored answer would break
-    // the client's framing or stand for a good answer.
+    // the client's framing or stand for a good answer. (The rest of the store's rules are
+    // `StoreEntryRules.refusal(ofShared:)`'s, which know the route.)
     guard let status = reader.integer(2), (200...299).contains(status), let storedAt = reader.integer(8),
       let headerCount = reader.integer(2), headerCount <= maxHeaders
     else { return .failure(.malformed) }

@@ -196,7 +196,8 @@ enum StoreEntryRules {
     case .buffer:
       guard let head = exchange.bufferedHead, !exchange.bufferedTruncated,
         !exchange.answerParser.requestWasHEAD,
-        CacheStorability.isStorable(status: status, headers: head.headers, keyed: keyedNames(exchange))
+        CacheStorability.isStorable(
+          status: status, headers: head.headers, keyed: keyedNames(exchange), enveloped: exchange.envelope != nil)
       else { return nil }
       return (head, exchange.bufferedBody)
     case .passThrough:
@@ -205,6 +206,58 @@ enum StoreEntryRules {
     case .streamWrapped:
       return nil
     }
+  }
+
+  // MARK: Answers from the shared tier
+
+  /// Why `answer`, read from the shared tier for an entry of the route `plan` (`gzipEntry`:
+  /// the entry that keeps gzip as it came, `isGzipEntry`), is not an answer this gateway would
+  /// have stored there: the rule's name, for the log line, or nil. Whoever can write to the
+  /// tier can write any record, so a record is held to the rules an upstream answer meets on
+  /// its way into the store, the same functions: what `CacheStorability` refuses (statuses,
+  /// `Set-Cookie`, `Location`, `Cache-Control`, `Vary`, codings, an HTML page on an
+  /// enveloped route); the fields the store never keeps (`LoopStore.remember` leaves out the
+  /// hop-by-hop and framing fields and the gateway's own); no body where the status allows
+  /// none; the size bounds of an upstream answer's head and of a stored body; no gzip coding
+  /// on an entry kept decoded (`keptForm`); a body that does not say the token was rejected;
+  /// and on an enveloped route an answer the envelope can use (what a client's exchange and
+  /// a background refresh refuse to store, neither is served from the tier).
+  static func refusal(ofShared answer: StoredAnswer, gzipEntry: Bool, plan: RoutePlan) -> String? {
+    let limits = Exchange.upstreamAnswerLimits
+    guard answer.headers.count <= limits.maxHeaderCount, answer.body.count <= maxStoredBody else { return "size" }
+    var headers = HTTPHeaders()
+    var headBytes = 0
+    for field in answer.headers {
+      headBytes += field.name.utf8.count + field.value.utf8.count + 4
+      headers.add(name: field.name, value: field.value)
+    }
+    guard headBytes <= limits.maxHeaderBytes else { return "size" }
+    var neverKept: String?
+    headers.withEachField { name, _ in
+      guard neverKept == nil, HopByHop.isHopByHop(name) || HopByHop.gatewayAnswerFields.contains(name) else { return }
+      neverKept = String(decoding: name, as: UTF8.self).lowercased()
+    }
+    if let neverKept { return neverKept }
+    if let rule = CacheStorability.refusal(
+      status: answer.status, headers: headers, keyed: plan.cache?.vary ?? [], enveloped: plan.envelope != nil)
+    {
+      return rule
+    }
+    // A 204 that brought bytes would send them after a head that says there are none: the
+    // client would read them as the next answer.
+    if !HTTPSerializer.statusAllowsBody(answer.status) && !answer.body.isEmpty { return "body" }
+    if !gzipEntry, let coding = ForwardingRules.field(headers, "content-encoding"), EnvelopeRenderer.isGzip(coding) {
+      return "content-encoding"
+    }
+    let head = HTTPResponseHead(
+      status: answer.status, headers: headers, bodyFraming: .contentLength(Int64(answer.body.count)))
+    if let use = plan.token, use.answerRejects(head, body: answer.body) { return "token-rejected" }
+    if let policy = plan.envelope,
+      case .unusable = EnvelopeRenderer.render(answer: head, body: answer.body, truncated: false, policy: policy)
+    {
+      return "envelope"
+    }
+    return nil
   }
 
   private static let ageLinePrefix = Array("Age: ".utf8)

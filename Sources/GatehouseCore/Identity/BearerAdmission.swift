@@ -37,7 +37,8 @@ final class BearerFacts {
   let claimProblem: String?
   /// The user's part of a cache key: a digest of the provider, `sub` and the forwarded
   /// claims (the admin API lists keys, and must not list who asked). A token without `sub`
-  /// keys by itself, so such tokens never share answers with each other.
+  /// (an empty or blank one counts as none, `VerifiedToken.namesNobody`) keys by itself, so
+  /// such tokens never share answers with each other.
   let userKey: String
 
   init(_ verified: VerifiedToken, token: UnsafeRawBufferPointer, plan: RouteJWTPlan) {

@@ -7,7 +7,8 @@ public enum ClientAnswerWriter {
   /// Fields whose value contains `hiding` (the token sent, on an error answer) are left out.
   public static func write(
     head: HTTPResponseHead, requestID: [UInt8], framing: HTTPBodyFraming, headContentLength: Int64?,
-    closeConnection: Bool, extraLines: [UInt8] = [], except: HeaderNameSet? = nil, hiding secret: [UInt8]? = nil,
+    closeConnection: Bool, extraLines: [UInt8] = [], except: HeaderNameSet? = nil,
+    hiding secret: SecretSpellings? = nil,
     etag: GatewayETag? = nil, into out: inout [UInt8]
   ) {
     var phrase = head.reason.isEmpty ? HTTPStatusPhrase.reason(for: head.status) : ""
@@ -63,7 +64,8 @@ public enum ClientAnswerWriter {
   /// `variesByCoding` (it would have been compressed for a client taking gzip).
   public static func writeEnveloped(
     status: Int, upstream: HTTPResponseHead, requestID: [UInt8], framing: HTTPBodyFraming, gzip: Bool,
-    variesByCoding: Bool = false, closeConnection: Bool, extraLines: [UInt8] = [], hiding secret: [UInt8]? = nil,
+    variesByCoding: Bool = false, closeConnection: Bool, extraLines: [UInt8] = [],
+    hiding secret: SecretSpellings? = nil,
     etag: GatewayETag? = nil, into out: inout [UInt8]
   ) {
     var phrase = HTTPStatusPhrase.reason(for: status)
@@ -138,7 +140,7 @@ public enum ClientAnswerWriter {
   /// Connection field lists, the fields the gateway sets itself, `except`, and those whose
   /// value contains `secret`.
   static func writeForwardedFields(
-    _ headers: HTTPHeaders, except: HeaderNameSet?, hiding secret: [UInt8]? = nil, into out: inout ByteCursor
+    _ headers: HTTPHeaders, except: HeaderNameSet?, hiding secret: SecretSpellings? = nil, into out: inout ByteCursor
   ) {
     let connectionNamed = UpstreamRequestWriter.connectionListedNames(headers)
     headers.withEachField { name, value in

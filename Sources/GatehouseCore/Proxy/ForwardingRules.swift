@@ -47,7 +47,7 @@ enum ForwardingRules {
   /// The token value to keep out of an answer: an error answer may echo the credential it was
   /// refused with ("token … is not allowed"), and clients never hold backend credentials. A
   /// 2xx answer is the backend's data and passes as it is.
-  static func tokenToHide(_ exchange: Exchange, upstreamStatus: Int) -> [UInt8]? {
+  static func tokenToHide(_ exchange: Exchange, upstreamStatus: Int) -> SecretSpellings? {
     (200..<300).contains(upstreamStatus) ? nil : exchange.sentToken
   }
 

@@ -193,7 +193,7 @@ final class AnswerWriter {
   /// A whole enveloped answer (gzip when the client takes it and it pays off).
   private func writeEnveloped(
     status: Int, body: [UInt8], upstream head: HTTPResponseHead, exchange: Exchange, close: Bool, headOnly: Bool,
-    extra: [UInt8], hiding secret: [UInt8]? = nil
+    extra: [UInt8], hiding secret: SecretSpellings? = nil
   ) {
     exchange.status = status
     var body = body

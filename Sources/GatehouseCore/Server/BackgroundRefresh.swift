@@ -284,7 +284,8 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
     }
     if let head, (200..<300).contains(head.status), !overBudget {
       if tooBig
-        || !CacheStorability.isStorable(status: head.status, headers: head.headers, keyed: plan?.cache?.vary ?? [])
+        || !CacheStorability.isStorable(
+          status: head.status, headers: head.headers, keyed: plan?.cache?.vary ?? [], enveloped: plan?.envelope != nil)
       {
         // Superseded by an answer the store may not keep (see `LoopStore.forget`).
         context.store?.forget(key: key)

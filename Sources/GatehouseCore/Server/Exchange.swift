@@ -103,8 +103,9 @@ final class Exchange {
   var retryAfterSeconds = 0
   /// The serial of the token value sent, reported back if the backend rejects it.
   var tokenSerial: UInt64?
-  /// The token value sent (shared storage, not a copy): masked in error answers that echo it.
-  var sentToken: [UInt8]?
+  /// The token value sent, with the forms it is masked in when an error answer echoes it
+  /// (made once per value, shared, not a copy).
+  var sentToken: SecretSpellings?
   /// A value handed over by a token refresh, used for the next send.
   var tokenGrant: TokenGrant?
   /// After a rejection: the next token is the one a refresh brings, not the one at hand

@@ -12,7 +12,9 @@ extension ExchangeDriver {
     guard let tier = context.sharedTier, let key = exchange.cacheKey, let routeIndex = exchange.routeIndex,
       let policy = exchange.snapshot.routePlans[routeIndex].cache
     else { return .sharedTierMissed }
-    tier.read(id: key.id) { [weak self, weak exchange] answer in
+    let route = exchange.snapshot.routePlans[routeIndex]
+    tier.read(id: key.id, route: route, gzipEntry: StoreEntryRules.isGzipEntry(exchange)) {
+      [weak self, weak exchange] answer in
       guard let self, let exchange, self.exchange === exchange else { return }
       var found = false
       let now = RFC3339.nowMilliseconds()

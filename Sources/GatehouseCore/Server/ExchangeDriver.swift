@@ -366,7 +366,7 @@ final class ExchangeDriver: ClientSessionPart {
     if let use = plan.token, let grant = exchange.tokenGrant {
       exchange.tokenGrant = nil
       exchange.tokenSerial = grant.serial
-      exchange.sentToken = grant.bytes
+      exchange.sentToken = grant.spellings
       token = UpstreamRequestWriter.TokenLine(prefix: use.linePrefix, value: grant.bytes, suffix: use.lineSuffix)
     }
     exchange.sentAt = loop.iterationTime

@@ -29,7 +29,8 @@ extension GatewayAdministration {
     }
   }
 
-  /// `gatehouse_shared_up` and `gatehouse_shared_requests_total{op,result}`, summed over loops.
+  /// `gatehouse_shared_up`, `gatehouse_shared_requests_total{op,result}` and
+  /// `gatehouse_shared_records_refused_total{reason}`, summed over loops.
   static func appendSharedTier(_ perLoop: [LoopSharedTier.Figures], configured: Bool, to text: inout PrometheusText) {
     guard configured else { return }
     let up = !perLoop.isEmpty && perLoop.allSatisfy(\.health.isUp)
@@ -47,5 +48,11 @@ extension GatewayAdministration {
       "gatehouse_shared_requests_total", type: "counter",
       help: "Commands sent to the shared tier by operation and result.",
       samples: samples)
+    text.family(
+      "gatehouse_shared_records_refused_total", type: "counter",
+      help: "Records read from the shared tier and refused (served as misses), by reason.",
+      samples: LoopSharedTier.refusalReasons.enumerated().map { index, reason in
+        ([("reason", reason)], Double(perLoop.reduce(UInt64(0)) { $0 &+ $1.refused[index] }))
+      })
   }
 }

@@ -13,7 +13,10 @@ extension LoopContext {
     guard let plan else { return }
     let tier = LoopSharedTier(plan: plan, loop: loop, warnings: shared.sharedTierWarnings)
     // The counters go on across a reload (Prometheus counters only grow).
-    if let previous { tier.counts = previous.counts }
+    if let previous {
+      tier.counts = previous.counts
+      tier.refused = previous.refused
+    }
     sharedTier = tier
     tier.start()
   }

@@ -30,7 +30,7 @@ extension LoopContext {
       value = entry.value(at: TokenInstant(millisecondsSinceEpoch: RFC3339.nowMilliseconds()))
     }
     guard let value else { return nil }
-    return TokenGrant(bytes: value, serial: entry.serial)
+    return TokenGrant(bytes: value, serial: entry.serial, spellings: entry.spellings)
   }
 
   /// The published entry of token `name`. The route's index into the values is tried first

@@ -30,6 +30,12 @@ final class LoopSharedTier {
   /// By operation, then by `RedisOutcome` (in `allCases` order).
   var counts: [[UInt64]] = Array(
     repeating: Array(repeating: 0, count: RedisOutcome.allCases.count), count: Operation.allCases.count)
+  /// Why a record read was refused, the `reason` of `gatehouse_shared_records_refused_total`:
+  /// not a record or malformed, another format version, the seal, written under another key,
+  /// or an answer the store's rules refuse.
+  static let refusalReasons = ["record", "version", "seal", "key", "rules"]
+  /// Records refused, by `refusalReasons`.
+  var refused: [UInt64] = Array(repeating: 0, count: LoopSharedTier.refusalReasons.count)
   /// When this loop's writes trim the purge index and push its expiry out.
   var indexUpkeep = SharedTierIndexUpkeep()
 
@@ -94,17 +100,34 @@ final class LoopSharedTier {
     }
   }
 
-  /// The answer stored under `id`, or nil (a miss, a record refused, a failure or timeout),
-  /// on the loop, within `shared.timeout_ms`.
-  func read(id: String, completion: @escaping (StoredAnswer?) -> Void) {
+  /// The answer stored under `id` for an entry of `route` (`gzipEntry`: see
+  /// `StoreEntryRules.isGzipEntry`), or nil (a miss, a record refused, a failure or timeout),
+  /// on the loop, within `shared.timeout_ms`. The tier is trusted to keep records, not to vouch
+  /// for them: a record must be one this gateway would have written there (its format, its
+  /// seal when `store.secret_key` is set, the key it was written under, and the store's rules
+  /// for the route, `StoreEntryRules.refusal(ofShared:)`), else it is a miss, counted in
+  /// `refused` and logged (throttled).
+  func read(id: String, route: RoutePlan, gzipEntry: Bool, completion: @escaping (StoredAnswer?) -> Void) {
     connection.send([Array("GET".utf8), plan.key(id)]) { [self] reply in
       count(.get, reply)
       guard let bytes = reply.bytes else { return completion(nil) }
       switch SharedTierRecord.decode(bytes, id: id, sealer: plan.sealer, maxBytes: plan.config.maxEntryBytes) {
-      case .success(let answer): completion(answer)
-      case .failure: completion(nil)
+      case .success(let answer):
+        if let rule = StoreEntryRules.refusal(ofShared: answer, gzipEntry: gzipEntry, plan: route) {
+          refuse("rules", rule: rule, route: route.name)
+          return completion(nil)
+        }
+        completion(answer)
+      case .failure(let refusal):
+        refuse(refusal.label, rule: nil, route: route.name)
+        completion(nil)
       }
     }
+  }
+
+  private func refuse(_ reason: String, rule: String?, route: String) {
+    if let index = Self.refusalReasons.firstIndex(of: reason) { refused[index] &+= 1 }
+    warnings.recordRefused(reason: reason, rule: rule, route: route)
   }
 
   // Purges: `LoopSharedTier+Purge.swift`.
@@ -131,8 +154,9 @@ final class LoopSharedTier {
   /// The figures `/metrics` and `/admin/status` read from this loop.
   struct Figures: Sendable {
     let counts: [[UInt64]]
+    let refused: [UInt64]
     let health: RedisHealth.Snapshot
   }
 
-  var figures: Figures { Figures(counts: counts, health: health.snapshot) }
+  var figures: Figures { Figures(counts: counts, refused: refused, health: health.snapshot) }
 }

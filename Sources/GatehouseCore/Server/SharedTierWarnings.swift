@@ -2,9 +2,10 @@ import GatehouseLogging
 import GatehouseNet
 import Synchronization
 
-/// The shared tier's purge-index warnings, one line per kind per 10 s at most from any loop
-/// (as the gateway's other throttled warnings), each with what happened since the last line,
-/// so a misbehaving index is seen without flooding the log.
+/// The shared tier's warnings (the purge index's, records refused on read), one line per kind
+/// per 10 s at most from any loop (as the gateway's other throttled warnings), each with what
+/// happened since the last line, so a misbehaving index or a tier holding records this
+/// gateway did not write is seen without flooding the log.
 final class SharedTierWarnings: Sendable {
   private struct Throttled {
     var throttle = LogThrottle(intervalNanoseconds: 10_000_000_000)
@@ -15,9 +16,11 @@ final class SharedTierWarnings: Sendable {
   let logger: Logger
   private let capped = Mutex(Throttled())
   private let stopped = Mutex(Throttled())
+  private let refused = Mutex(Throttled())
 
   static let indexCapped = "shared tier purge index over its cap; the members expiring soonest were dropped"
   static let scanStopped = "shared tier purge stopped at its scan round cap; what it did not reach stays until its TTL"
+  static let recordRefused = "shared tier record refused; served as a miss"
 
   init(logger: Logger) { self.logger = logger }
 
@@ -51,5 +54,19 @@ final class SharedTierWarnings: Sendable {
     if let heldLeft { fields.append(("held_left", .int(heldLeft))) }
     fields.append(("suppressed_before", .int(earlier)))
     logger.log(.warn, Self.scanStopped, fields: fields)
+  }
+
+  /// A record read for `route` was refused (`reason`: `LoopSharedTier.refusalReasons`; `rule`:
+  /// for `rules`, the store's rule it breaks) and served as a miss. The line names the last
+  /// refusal; `suppressed_before` counts those since the line before. Never the record's
+  /// bytes, nor the key's id.
+  func recordRefused(reason: String, rule: String?, route: String) {
+    let now = EventLoop.monotonicNanoseconds()
+    guard let earlier = refused.withLock({ $0.throttle.admit(now: now) }) else { return }
+    var fields: [LogField] = [("reason", .string(reason))]
+    if let rule { fields.append(("rule", .string(rule))) }
+    fields.append(("route", .string(route)))
+    fields.append(("suppressed_before", .int(earlier)))
+    logger.log(.warn, Self.recordRefused, fields: fields)
   }
 }

@@ -173,7 +173,8 @@ final class UpstreamAnswerReader: ClientSessionPart {
     }
     if exchange.hasCacheKey && !exchange.answerParser.requestWasHEAD
       && CacheStorability.isStorable(
-        status: head.status, headers: head.headers, keyed: StoreEntryRules.keyedNames(exchange))
+        status: head.status, headers: head.headers, keyed: StoreEntryRules.keyedNames(exchange),
+        enveloped: exchange.envelope != nil)
     {
       exchange.teeBody = []
       exchange.storableHead = head

@@ -1,12 +1,13 @@
 /// Masks secrets in a body that streams by in pieces of any size, however the pieces split
-/// an occurrence: each byte of an occurrence (in any spelling `SecretMasking` finds, escapes
-/// included) becomes `*`, so the body keeps its length (a `Content-Length` already sent stays
-/// true). Holds back less than the longest spelling of the longest secret between pieces, and
+/// an occurrence: each byte of an occurrence (in any form and spelling `SecretMasking`
+/// finds, encodings and escapes included) becomes `*`, so the body keeps its length (a
+/// `Content-Length` already sent stays true). Holds back less than the longest occurrence
+/// between pieces (the longest form, hex, with every byte escaped: `SecretSpellings`), and
 /// only while a body is masked (error answers that pass through on a route that injects a
 /// token).
 struct StreamingSecretMasker {
-  private let secrets: [[UInt8]]
-  /// The longest an occurrence can be: every byte of the longest secret escaped.
+  private let secrets: [SecretSpellings]
+  /// The longest an occurrence can be (`SecretSpellings.longestOccurrence`).
   private let longest: Int
   /// The end of the last piece, which may start an occurrence the next piece completes.
   private var carry: [UInt8] = []
@@ -14,11 +15,11 @@ struct StreamingSecretMasker {
   static let maskByte: UInt8 = 0x2A  // "*"
 
   /// Nil when no secret is long enough to be looked for (`SecretMasking.minimumLength`).
-  init?(secrets: [[UInt8]]) {
-    let candidates = secrets.filter { $0.count >= SecretMasking.minimumLength }.sorted { $0.count > $1.count }
+  init?(secrets: [SecretSpellings]) {
+    let candidates = secrets.filter(\.isSearched).sorted { $0.longestOccurrence > $1.longestOccurrence }
     guard let first = candidates.first else { return nil }
     self.secrets = candidates
-    longest = first.count * SecretMasking.maximumEscapeLength
+    longest = first.longestOccurrence
   }
 
   /// The bytes of `piece` (after what was held back) that can go out now, masked.

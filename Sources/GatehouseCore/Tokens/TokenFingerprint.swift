@@ -42,6 +42,7 @@ struct SecretRedactor {
   static let maxLength = 300
 
   private var secrets: [String] = []
+  private var spellings: [SecretSpellings] = []
 
   init(_ secrets: [String] = []) {
     for secret in secrets { add(secret) }
@@ -52,6 +53,7 @@ struct SecretRedactor {
     guard !secret.isEmpty else { return }
     for form in [secret, FormURLEncoding.encode(secret)] where !secrets.contains(form) {
       secrets.append(form)
+      spellings.append(SecretSpellings(Array(form.utf8)))
     }
   }
 
@@ -61,7 +63,7 @@ struct SecretRedactor {
   /// spaces, and cut to `maxLength`.
   func redact(_ text: String) -> String {
     var result = text
-    if let masked = SecretMasking.masked(secrets.map { Array($0.utf8) }, in: Array(text.utf8)) {
+    if let masked = SecretMasking.masked(spellings, in: Array(text.utf8)) {
       result = String(decoding: masked, as: UTF8.self)
     }
     var cleaned = String(

@@ -79,6 +79,9 @@ public struct TokenLifecycle: Sendable {
   /// The current value with its times.
   struct Credential: Sendable {
     var value: SecretValue
+    /// The value's bytes and the forms answers echoing it are masked in: made once, here,
+    /// when the value is set, rather than for every answer that masks it.
+    var spellings: SecretSpellings
     var serial: UInt64
     var refreshedAt: TokenInstant
     var expiresAt: TokenInstant?
@@ -195,7 +198,7 @@ public struct TokenLifecycle: Sendable {
   public func usableGrant(at now: TokenInstant) -> TokenGrant? {
     guard let credential, !credential.rejected else { return nil }
     if let expiresAt = credential.expiresAt, now >= expiresAt { return nil }
-    return TokenGrant(bytes: Array(credential.value.value.utf8), serial: credential.serial)
+    return TokenGrant(bytes: credential.spellings.value, serial: credential.serial, spellings: credential.spellings)
   }
 
   /// The public state at `now`. A refresh in flight wins, then a failure, then the value's own condition.
@@ -500,7 +503,8 @@ public struct TokenLifecycle: Sendable {
       refreshAt = max(expiresAt - margin, now + Self.minimumRefreshInterval)
     }
     credential = Credential(
-      value: value, serial: lastSerial, refreshedAt: now, expiresAt: expiresAt, refreshAt: refreshAt,
+      value: value, spellings: SecretSpellings(Array(value.value.utf8)), serial: lastSerial, refreshedAt: now,
+      expiresAt: expiresAt, refreshAt: refreshAt,
       persistsValue: persistsValue)
   }
 

@@ -534,7 +534,7 @@ public final class TokenManager {
           state: slot.lifecycle.state(at: now), expiresAt: grant == nil ? nil : slot.lifecycle.expiresAt,
           refreshable: slot.lifecycle.isRefreshable, rejectionsIgnoredUntil: slot.lifecycle.rejectionsIgnoredUntil,
           refreshSuccesses: slot.counts.success, refreshFailures: slot.counts.failure,
-          ownAnswerEndpoints: slot.lifecycle.ownAnswerEndpoints)
+          ownAnswerEndpoints: slot.lifecycle.ownAnswerEndpoints, spellings: grant?.spellings)
       })
   }
 

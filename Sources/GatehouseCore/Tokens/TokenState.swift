@@ -65,10 +65,19 @@ public struct TokenGrant: Sendable, Equatable, CustomStringConvertible, CustomDe
   public let bytes: [UInt8]
   /// Increases by one each time the token gets a new value.
   public let serial: UInt64
+  /// The forms an answer echoing the value is masked in, made when the value was set and
+  /// shared by every grant of it (made here only when the caller has none).
+  public let spellings: SecretSpellings
 
-  public init(bytes: [UInt8], serial: UInt64) {
+  public init(bytes: [UInt8], serial: UInt64, spellings: SecretSpellings? = nil) {
     self.bytes = bytes
     self.serial = serial
+    self.spellings = spellings ?? SecretSpellings(bytes)
+  }
+
+  /// The value and its serial: the spellings follow from the value.
+  public static func == (left: TokenGrant, right: TokenGrant) -> Bool {
+    left.bytes == right.bytes && left.serial == right.serial
   }
 
   public var description: String { "TokenGrant(serial: \(serial), bytes: <redacted>)" }

@@ -10,6 +10,8 @@ public struct TokenValues: Sendable, CustomStringConvertible, CustomDebugStringC
     /// The position in `entries`, stable for the lifetime of a token configuration.
     public let index: Int
     public let value: [UInt8]?
+    /// `value`'s masking forms (`SecretSpellings`), made when the value was set.
+    public let spellings: SecretSpellings?
     /// Identifies `value`; pass it to `TokenManager.reportRejected` so a late rejection of an older value
     /// does not invalidate a newer one.
     public let serial: UInt64
@@ -30,11 +32,14 @@ public struct TokenValues: Sendable, CustomStringConvertible, CustomDebugStringC
     public init(
       name: String, index: Int, value: [UInt8]?, serial: UInt64, state: TokenState, expiresAt: TokenInstant?,
       refreshable: Bool, rejectionsIgnoredUntil: TokenInstant?, refreshSuccesses: Int, refreshFailures: Int,
-      ownAnswerEndpoints: Set<String> = []
+      ownAnswerEndpoints: Set<String> = [], spellings: SecretSpellings? = nil
     ) {
       self.name = name
       self.index = index
       self.value = value
+      // The manager hands over the spellings made with the value; only a caller without
+      // them (tests) has them made here.
+      self.spellings = spellings ?? value.map(SecretSpellings.init)
       self.serial = serial
       self.state = state
       self.expiresAt = expiresAt
@@ -51,7 +56,7 @@ public struct TokenValues: Sendable, CustomStringConvertible, CustomDebugStringC
       return value
     }
 
-    public var grant: TokenGrant? { value.map { TokenGrant(bytes: $0, serial: serial) } }
+    public var grant: TokenGrant? { value.map { TokenGrant(bytes: $0, serial: serial, spellings: spellings) } }
 
     public var description: String {
       "\(name)#\(index) \(state.rawValue) value: \(value == nil ? "nil" : "<redacted>") serial: \(serial)"

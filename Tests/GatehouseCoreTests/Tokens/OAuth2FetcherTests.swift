@@ -302,9 +302,9 @@ import Testing
   }
 
   @Test func maskingFindsEveryOccurrenceOnceAndCopiesNothingWithoutOne() {
-    let secret = Array("tok-123".utf8)
+    let secret = SecretSpellings(Array("tok-123".utf8))
     #expect(SecretMasking.masked([secret], in: Array("no secret here".utf8)) == nil)
-    let slashed = Array("s3cr3t/tok+en".utf8)
+    let slashed = SecretSpellings(Array("s3cr3t/tok+en".utf8))
     let echoed = SecretMasking.masked([slashed], in: Array(#"{"m":"s3cr3t\/tok+en"}"#.utf8))
     #expect(echoed.map { String(decoding: $0, as: UTF8.self) } == #"{"m":"<redacted>"}"#)
     // JSON `\u` escapes in either case and percent-encoding in any case, mixed too.
@@ -313,11 +313,11 @@ import Testing
     #expect(escaped.map { String(decoding: $0, as: UTF8.self) } == #"{"m":"<redacted>","u":"/x?t=<redacted>"}"#)
     let masked = SecretMasking.masked([secret], in: Array("tok-123,tok-123tok-123!".utf8))
     #expect(masked.map { String(decoding: $0, as: UTF8.self) } == "<redacted>,<redacted><redacted>!")
-    func occurs(_ secret: [UInt8], in text: String) -> Bool {
+    func occurs(_ secret: SecretSpellings, in text: String) -> Bool {
       Array(text.utf8).withUnsafeBufferPointer { SecretMasking.occurs(secret, in: $0) }
     }
     #expect(occurs(secret, in: "Bearer tok-123"))
     #expect(!occurs(secret, in: "Bearer tok-12"))
-    #expect(!occurs(Array("abc".utf8), in: "abc"))
+    #expect(!occurs(SecretSpellings(Array("abc".utf8)), in: "abc"))
   }
 }
