@@ -59,6 +59,55 @@ struct SharedTierGatewayTests {
     #expect(shared["up"] as? Bool == true)
   }
 
+  /// The tier's records carry the stored headers, so a sibling serves a pass-through answer
+  /// with the backend's `ETag` and meets a client's `If-None-Match` with it, as the gateway
+  /// that stored it does; a body that gateway kept decoded (gzip sent unasked) keeps the
+  /// gateway's tag on the sibling too, the store's note on it travelling in the record.
+  @Test func aSiblingServesAPassThroughAnswerWithTheBackendsTag() throws {
+    let redis = try SharedTierRedis()
+    let item = Array(#"{"id":7}"#.utf8)
+    let plain = Array(#"{"note":"zipped"}"#.utf8)
+    let zipped = try ExternalTool.gzip(plain)
+    let backend = try TestBackend { request in
+      let json = ("Content-Type", "application/json")
+      if request.target.hasPrefix("/zipped") {
+        return .respond(
+          BackendAnswer(headers: [json, ("Content-Encoding", "gzip"), ("ETag", "\"z1\"")], body: .bytes(zipped)))
+      }
+      return .respond(BackendAnswer(headers: [json, ("ETag", "\"v1\"")], body: .bytes(item)))
+    }
+    defer { backend.stop() }
+    func gateway() throws -> GatewayProcess {
+      var config = StoreTests.config(
+        port: backend.port, cache: ["stale_if_error_s": 3600], envelope: ["enabled": false], answerTimeoutMs: 1000)
+      config["shared"] = ["url": "redis://127.0.0.1:\(redis.port)/0", "prefix": "test:", "timeout_ms": 50]
+      return try GatewayProcess(config: config)
+    }
+    let first = try gateway()
+    defer { first.stopExpectingCleanExit() }
+    let second = try gateway()
+    defer { second.stopExpectingCleanExit() }
+    #expect(waitUntil(timeout: 10) { Self.sharedUp(first) == 1 && Self.sharedUp(second) == 1 })
+
+    let miss = try send("GET", "/items/7", to: first.port)
+    _ = try send("GET", "/zipped", to: first.port)
+    #expect(
+      waitUntil(timeout: 10) {
+        (try? Self.metrics(first))?.value("gatehouse_shared_requests_total", ["op": "set", "result": "ok"]) == 2
+      })
+    backend.stop()
+
+    let stale = try send("GET", "/items/7", to: second.port)
+    let notModified = try send("GET", "/items/7", to: second.port, headers: [("If-None-Match", "\"v1\"")])
+    let zippedStale = try send("GET", "/zipped", to: second.port)
+    #expect(miss.head.value("ETag") == "\"v1\"")
+    #expect(StoreTests.cacheHeader(stale) == "STALE" && stale.body == item && stale.head.values("ETag") == ["\"v1\""])
+    #expect(notModified.status == 304 && notModified.head.value("ETag") == "\"v1\"")
+    #expect(StoreTests.cacheHeader(zippedStale) == "STALE" && zippedStale.body == plain)
+    #expect(ConditionalRequestTests.isGatewayTag(zippedStale.head.value("ETag")))
+    #expect(zippedStale.head.value("X-Gatehouse-Decoded") == nil)
+  }
+
   @Test func aStoppedOrKilledTierNeverFailsARequest() throws {
     let redis = try SharedTierRedis()
     let backend = try ModalBackend()
