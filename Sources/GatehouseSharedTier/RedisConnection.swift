@@ -44,6 +44,8 @@ public final class RedisConnection: ConnectionDelegate {
     /// See `RedisLinkMachine.Settings`.
     public var stableAfter: Duration = .seconds(5)
     public var unresponsiveAfter: Duration = .seconds(2)
+    /// See `RedisLinkMachine.Settings.downAfterTimeouts`.
+    public var downAfterTimeouts = 3
 
     public init(
       address: SocketAddress, serverName: String, tls: TLSContext? = nil, username: String? = nil,
@@ -78,7 +80,7 @@ public final class RedisConnection: ConnectionDelegate {
     var linkSettings: RedisLinkMachine.Settings {
       RedisLinkMachine.Settings(
         initialBackoff: initialBackoff, maxBackoff: maxBackoff, stableAfter: stableAfter,
-        unresponsiveAfter: unresponsiveAfter)
+        unresponsiveAfter: unresponsiveAfter, downAfterTimeouts: downAfterTimeouts, commandTimeout: commandTimeout)
     }
   }
 
@@ -86,6 +88,9 @@ public final class RedisConnection: ConnectionDelegate {
   public let configuration: Configuration
   /// Up/down, last round trip and counters, for status pages and metrics (any thread).
   public let health = RedisHealth()
+  /// Called on the loop when `isUp` changes, with `lastProblem` (nil when up): for the
+  /// owner's log. Not when `stop()` takes the link down: that is the owner's own doing.
+  public var onUpChange: ((_ isUp: Bool, _ problem: String?) -> Void)?
 
   private var machine: RedisLinkMachine
   private var connection: BufferedConnection?
@@ -98,6 +103,8 @@ public final class RedisConnection: ConnectionDelegate {
   private var deadlineTimerAt: UInt64 = 0
   private var reconnectTimer: TimerHandle?
   private var lastReplyAt: UInt64 = 0
+  /// `isUp` as last reported to `health` and `onUpChange`.
+  private var reportedUp = false
   /// Bumped whenever the transport is opened or dropped, so that a loop over replies notices
   /// that a completion it called reset the connection.
   private var generation: UInt64 = 0
@@ -129,7 +136,9 @@ public final class RedisConnection: ConnectionDelegate {
     perform(machine.handle(.stop))
   }
 
-  /// True once `AUTH`, `SELECT` and a `PING` succeeded, until the connection is lost.
+  /// True once `AUTH`, `SELECT` and a `PING` succeeded, until the connection is lost or its
+  /// commands time out too many times in a row (`downAfterTimeouts`; commands are still sent
+  /// then, and one answered in time makes it true again).
   public var isUp: Bool { machine.isUp }
   /// Why the link last went down; nil while it is up.
   public var lastProblem: String? { machine.lastProblem }
@@ -140,7 +149,7 @@ public final class RedisConnection: ConnectionDelegate {
   /// never from inside this call.
   public func send(_ arguments: [[UInt8]], completion: @escaping (RedisReply) -> Void) {
     loop.assertInEventLoop()
-    guard machine.isUp else {
+    guard machine.isConnected else {
       failSoon(completion, machine.phase == .stopped ? .stopped : .down)
       return
     }
@@ -253,7 +262,7 @@ public final class RedisConnection: ConnectionDelegate {
         return
       }
     }
-    guard generation == startGeneration, machine.isUp else { return }
+    guard generation == startGeneration, machine.isConnected else { return }
     if callerTimedOut {
       let oldest = pending.first?.sentAt ?? now
       perform(machine.handle(.commandTimedOut(now: now, silentSince: max(lastReplyAt, oldest))))
@@ -297,9 +306,12 @@ public final class RedisConnection: ConnectionDelegate {
     }
     switch entry.purpose {
     case .caller:
-      // Nil: the command timed out before; its late reply is dropped.
+      // Nil: the command timed out before; its late reply is dropped (and says nothing
+      // about the link: a server that answers everything late is of no use either).
       guard let completion = entry.completion else { return }
       health.recordRoundTrip(nanoseconds: now &- entry.sentAt)
+      // Before the completion, which may stop the connection.
+      perform(machine.handle(.commandAnswered))
       completion(reply)
     case .auth, .select, .ping:
       if case .error(let message) = reply {
@@ -339,9 +351,17 @@ public final class RedisConnection: ConnectionDelegate {
           reconnectTimer = nil
           perform(machine.handle(.backoffElapsed))
         }
+      case .markUnanswered(let problem):
+        health.setProblem(problem)
+      case .markAnswered:
+        health.setProblem(nil)
       }
     }
-    health.setUp(machine.isUp)
+    let up = machine.isUp
+    guard up != reportedUp else { return }
+    reportedUp = up
+    health.setUp(up)
+    if machine.phase != .stopped { onUpChange?(up, machine.lastProblem) }
   }
 
   private func openTransport() {

@@ -11,6 +11,12 @@
 /// - `backingOff`: waiting to reconnect; commands fail at once.
 /// - `stopped`: the owner stopped it; nothing leaves this phase.
 ///
+/// A link that is `up` can still read as down (`isUp` false, `isConnected` true): when
+/// commands time out `downAfterTimeouts` times in a row with none answered in time between
+/// them, the server is taken for hung (stopped, partitioned, swamped). Commands still go
+/// out, each giving up after its own timeout as before, and the first one answered in time
+/// makes the link read as up again. See `Settings.downAfterTimeouts` for the count.
+///
 /// Backoff: after the n-th failure in a row the wait is `initialBackoff × 2^(n-1)`, capped at
 /// `maxBackoff`, of which a random half is taken off (so replicas that lost the same server do
 /// not come back in step). A link that was up for `stableAfter` starts counting again from one
@@ -25,6 +31,23 @@ struct RedisLinkMachine {
     /// for unresponsive (stopped, partitioned) and the connection is reset, so that commands
     /// fail at once instead of each waiting out its timeout.
     var unresponsiveAfter: Duration = .seconds(2)
+    /// Timeouts in a row (`commandTimedOut` events, with no `commandAnswered` between them)
+    /// after which a link that is up reads as down, before `unresponsiveAfter` resets it:
+    /// without this a hung server read as up for as long as its silence was shorter than
+    /// that (a few requests' commands, then none), and for good when no command came later.
+    ///
+    /// Why 3: one timeout is a single slow command (a big value, a server busy for a moment,
+    /// a lost packet on its way to being resent), and two can be that and the next one sent
+    /// behind it; three in a row, with nothing answered in time between them, is a server
+    /// that does not answer within `timeout_ms` at all, which is what the gateway then gets
+    /// from it. Larger counts keep the tier reading as up through more requests that each
+    /// wait out `timeout_ms` for nothing. An event covers every command whose deadline passed
+    /// together (one deadline sweep), since a write's `SET` and `ZADD`, or a rate limit's
+    /// `INCR` and `PEXPIRE`, go out in one pipeline and one slow reply fails all of them: that
+    /// is one piece of evidence, not two.
+    var downAfterTimeouts = 3
+    /// Each command's timeout, only for what `lastProblem` says.
+    var commandTimeout: Duration = .milliseconds(50)
   }
 
   enum Phase: Equatable {
@@ -46,9 +69,13 @@ struct RedisLinkMachine {
     /// The connection failed, closed, or has to be reset (a refused `AUTH`, a protocol
     /// error, an oversized reply); `problem` says why, without secrets.
     case lost(problem: String, now: UInt64)
-    /// A caller's command timed out; `silentSince` is when the oldest reply still owed was
-    /// asked for, or the last reply arrived, whichever is later.
+    /// Callers' commands timed out (one or more, in one deadline sweep); `silentSince` is
+    /// when the oldest reply still owed was asked for, or the last reply arrived, whichever
+    /// is later.
     case commandTimedOut(now: UInt64, silentSince: UInt64)
+    /// A caller's command was answered within its timeout (an error reply too: the server
+    /// answers). A late reply to a command that already timed out is not one.
+    case commandAnswered
     case backoffElapsed
     case stop
   }
@@ -65,6 +92,11 @@ struct RedisLinkMachine {
     case failPending(RedisFailure)
     /// Feed `backoffElapsed` after this long.
     case scheduleReconnect(after: Duration)
+    /// The link is up but its commands time out (`downAfterTimeouts`): it reads as down, for
+    /// `problem`, until a command is answered in time.
+    case markUnanswered(problem: String)
+    /// A command was answered in time again: the link reads as up.
+    case markAnswered
   }
 
   let settings: Settings
@@ -73,6 +105,10 @@ struct RedisLinkMachine {
   private(set) var failures = 0
   /// Why the link last went down, for status pages; cleared when it comes up.
   private(set) var lastProblem: String?
+  /// `commandTimedOut` events since a command was last answered in time, on this connection.
+  private(set) var timeoutsInARow = 0
+  /// Up, but `downAfterTimeouts` timeouts came in a row: reads as down.
+  private(set) var unanswered = false
   private var random: SplitMix64
 
   init(settings: Settings, seed: UInt64) {
@@ -80,10 +116,14 @@ struct RedisLinkMachine {
     random = SplitMix64(seed: seed)
   }
 
-  var isUp: Bool {
+  /// Handshaken and not lost: commands are sent.
+  var isConnected: Bool {
     if case .up = phase { return true }
     return false
   }
+
+  /// Connected and answering: what status pages and metrics call up.
+  var isUp: Bool { isConnected && !unanswered }
 
   mutating func handle(_ event: Event) -> [Action] {
     switch event {
@@ -104,9 +144,25 @@ struct RedisLinkMachine {
       return lose(problem, now: now)
     case .commandTimedOut(let now, let silentSince):
       guard case .up = phase else { return [] }
+      timeoutsInARow += 1
       let silence = now >= silentSince ? now - silentSince : 0
-      guard silence >= Self.nanoseconds(settings.unresponsiveAfter) else { return [] }
-      return lose("no reply for \(silence / 1_000_000) ms", now: now)
+      if silence >= Self.nanoseconds(settings.unresponsiveAfter) {
+        return lose("no reply for \(silence / 1_000_000) ms", now: now)
+      }
+      guard !unanswered, timeoutsInARow >= settings.downAfterTimeouts else { return [] }
+      unanswered = true
+      let times = timeoutsInARow == 1 ? "once" : "\(timeoutsInARow) times in a row"
+      let problem =
+        "commands timed out \(times) (no reply within \(Self.nanoseconds(settings.commandTimeout) / 1_000_000) ms)"
+      lastProblem = problem
+      return [.markUnanswered(problem: problem)]
+    case .commandAnswered:
+      guard case .up = phase else { return [] }
+      timeoutsInARow = 0
+      guard unanswered else { return [] }
+      unanswered = false
+      lastProblem = nil
+      return [.markAnswered]
     case .backoffElapsed:
       guard phase == .backingOff else { return [] }
       phase = .connecting
@@ -136,6 +192,9 @@ struct RedisLinkMachine {
     }
     phase = .backingOff
     lastProblem = problem
+    // A new connection starts with a clean record.
+    timeoutsInARow = 0
+    unanswered = false
     return [.closeTransport, .failPending(.disconnected(problem)), .scheduleReconnect(after: backoff())]
   }
 

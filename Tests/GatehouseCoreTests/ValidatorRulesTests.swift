@@ -58,6 +58,34 @@ import Testing
     #expect(StoreEntryRules.renewedHeaders(stored, notModified: HTTPHeaders([("Content-Length", "0")])).count == 5)
   }
 
+  /// An answer from the store made of the backend's bytes carries the backend's tag, weak as
+  /// it came; a body kept decoded (the store's note), or no valid tag, leaves the gateway's.
+  @Test func keptAnswersOfTheBackendsBytesKeepItsTag() throws {
+    func head(_ fields: [(String, String)]) -> HTTPResponseHead {
+      HTTPResponseHead(status: 200, headers: HTTPHeaders(fields), bodyFraming: .contentLength(2))
+    }
+    #expect(
+      StoreEntryRules.backendTag(head([("ETag", #""v1""#)])) == EntityTag(isWeak: false, opaque: Array(#""v1""#.utf8)))
+    #expect(
+      StoreEntryRules.backendTag(head([("etag", #"W/"v1""#)])) == EntityTag(isWeak: true, opaque: Array(#""v1""#.utf8)))
+    #expect(StoreEntryRules.backendTag(head([("ETag", #""v1""#), (StoreEntryRules.decodedMarkerName, "gzip")])) == nil)
+    #expect(StoreEntryRules.backendTag(head([("ETag", "v1")])) == nil)
+    #expect(StoreEntryRules.backendTag(head([("Content-Type", "application/json")])) == nil)
+
+    // Kept decoded: the form says so; kept as it came, it does not.
+    let plain = Array("{}".utf8)
+    let coded = head([("Content-Encoding", "gzip"), ("ETag", #""z1""#)])
+    // `{}` as gzip (Python's `gzip.compress(b"{}", mtime=0)`).
+    let zipped: [UInt8] = [
+      0x1F, 0x8B, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x03, 0xAB, 0xAE, 0x05, 0x00, 0x43, 0xBF, 0xA6, 0xA3, 0x02,
+      0x00, 0x00, 0x00,
+    ]
+    let decoded = try #require(StoreEntryRules.keptForm(coded, body: zipped, gzipEntry: false))
+    #expect(decoded.decoded && decoded.body == plain && decoded.head.headers.firstValue(lowercaseName: "etag") != nil)
+    #expect(StoreEntryRules.keptForm(coded, body: zipped, gzipEntry: true)?.decoded == false)
+    #expect(StoreEntryRules.keptForm(head([("ETag", #""v1""#)]), body: plain, gzipEntry: false)?.decoded == false)
+  }
+
   @Test func aConfirmationNamingAnotherRepresentationConfirmsNothing() {
     let stored = Self.stored([("ETag", #""v1""#)])
     #expect(StoreEntryRules.confirms(HTTPHeaders([("ETag", #""v1""#)]), stored))

@@ -2,7 +2,8 @@ import Foundation
 import Synchronization
 import Testing
 
-/// A backend with validators: a JSON list at every path (`/image…`: bytes of an image) with `ETag: "v<version>"`, a fixed
+/// A backend with validators: a JSON list at every path (`/image…`: bytes of an image) with `ETag: "v<version>"`
+/// (`W/"v<version>"` when `weakTag`), a fixed
 /// `Last-Modified`, `Cache-Control: max-age=60` and `Accept-Ranges: bytes`; a request whose
 /// `If-None-Match` names the current tag gets `304`. It counts the body bytes it sends.
 final class ValidatingBackend: Sendable {
@@ -14,13 +15,13 @@ final class ValidatingBackend: Sendable {
   let server: TestBackend
 
   /// `items` entries of about 45 bytes each.
-  init(items: Int = 8) throws {
+  init(items: Int = 8, weakTag: Bool = false) throws {
     let version = self.version
     let sent = self.bodyBytesSent
     let hold = self.holdNotModified
     server = try TestBackend { request in
       let current = version.value
-      let tag = "\"v\(current)\""
+      let tag = (weakTag ? "W/" : "") + "\"v\(current)\""
       var headers = [
         ("ETag", tag), ("Last-Modified", Self.lastModified), ("Cache-Control", "max-age=60"),
         ("Accept-Ranges", "bytes"),
@@ -167,9 +168,9 @@ final class ValidatingBackend: Sendable {
     #expect(crossed.status == 200, "the gzip tag does not name the identity answer")
   }
 
-  /// Answers from the store carry the gateway's tag of the bytes served, not the backend's,
-  /// and no `Accept-Ranges`: a range request gets the whole answer. A 304 from the store
-  /// repeats `X-Gatehouse-Cache` and `Age`.
+  /// Answers from the store of a pass-through route carry the backend's tag (their bytes are
+  /// the backend's) and no `Accept-Ranges`: a range request gets the whole answer. A 304 from
+  /// the store repeats `X-Gatehouse-Cache` and `Age`.
   @Test func storedAnswersMeetConditionsAndAdvertiseNoRanges() throws {
     let backend = try ValidatingBackend()
     let gateway = try Self.gateway(backend: backend, envelope: false, cache: ["fresh_s": 60])
@@ -181,7 +182,7 @@ final class ValidatingBackend: Sendable {
     let ranged = try send("GET", "/list", to: gateway.port, headers: [("Range", "bytes=0-4")])
 
     #expect(miss.head.value("X-Gatehouse-Cache") == "MISS" && miss.head.value("ETag") == "\"v1\"")
-    #expect(hit.head.value("X-Gatehouse-Cache") == "HIT" && Self.isGatewayTag(etag))
+    #expect(hit.head.value("X-Gatehouse-Cache") == "HIT" && etag == "\"v1\"")
     #expect(hit.head.values("Accept-Ranges").isEmpty)
     #expect(hit.head.value("Last-Modified") == ValidatingBackend.lastModified)
     #expect(notModified.status == 304 && notModified.body.isEmpty)
@@ -189,6 +190,113 @@ final class ValidatingBackend: Sendable {
     #expect(notModified.head.value("ETag") == etag && notModified.head.value("Cache-Control") == "max-age=60")
     #expect(ranged.status == 200 && ranged.body == hit.body && ranged.head.values("Accept-Ranges").isEmpty)
     #expect(backend.requests.count == 1)
+  }
+
+  /// A gateway with two pass-through routes to `backend`: `/fresh/…` stored for a minute,
+  /// `/aging/…` fresh for a second (then revalidated) and served stale when the backend fails.
+  static func agingGateway(backend: ValidatingBackend) throws -> GatewayProcess {
+    let envelope: [String: Any] = ["enabled": false]
+    var config = TestConfig.make(
+      routes: [
+        TestConfig.route("fresh", match: "/fresh/*", extra: ["envelope": envelope, "cache": ["fresh_s": 60]]),
+        TestConfig.route(
+          "aging", match: "/aging/*",
+          extra: ["envelope": envelope, "cache": ["fresh_s": 1, "stale_if_error_s": 3600]]),
+      ],
+      upstreams: ["api": TestConfig.upstream(port: backend.port)])
+    config["store"] = ["path": "var/store.sqlite"]
+    return try GatewayProcess(config: config)
+  }
+
+  /// Requests `path` every 100 ms (15 s at most) until an answer says `result` in
+  /// `X-Gatehouse-Cache`; that answer.
+  static func firstAnswer(_ result: String, _ path: String, port: UInt16, headers: [(String, String)] = [])
+    -> ReceivedAnswer?
+  {
+    var found: ReceivedAnswer?
+    _ = waitUntil(timeout: 15, interval: .milliseconds(100)) {
+      guard let answer = try? send("GET", path, to: port, headers: headers) else { return false }
+      if answer.head.value("X-Gatehouse-Cache") == result { found = answer }
+      return found != nil
+    }
+    return found
+  }
+
+  /// On a route without an envelope the store keeps the backend's bytes, and every answer made
+  /// of them carries the backend's own `ETag`, strong or weak as it came: the `MISS` that
+  /// stored it, a `HIT`, a `REVALIDATED` and a `STALE` one alike. A client's copy from any of
+  /// them is current against the others (`If-None-Match` gets 304), and `If-Match` compares
+  /// strongly against the same tag (a weak one never matches).
+  @Test(arguments: [false, true]) func passThroughAnswersFromTheStoreKeepTheBackendsTag(weak: Bool) throws {
+    let backend = try ValidatingBackend(weakTag: weak)
+    let gateway = try Self.agingGateway(backend: backend)
+    defer { gateway.stopExpectingCleanExit() }
+    let tag = (weak ? "W/" : "") + "\"v1\""
+
+    let miss = try send("GET", "/fresh/list", to: gateway.port)
+    let hit = try #require(Self.firstAnswer("HIT", "/fresh/list", port: gateway.port))
+    let client = try RawClient(port: gateway.port)
+    let headHit = try client.exchange(httpRequest("HEAD", "/fresh/list"), requestWasHEAD: true)
+    let notModified = try send("GET", "/fresh/list", to: gateway.port, headers: [("If-None-Match", tag)])
+    let matched = try send("GET", "/fresh/list", to: gateway.port, headers: [("If-Match", "\"v1\"")])
+    let unmatched = try send("GET", "/fresh/list", to: gateway.port, headers: [("If-Match", "\"v0\"")])
+    #expect(miss.status == 200 && miss.head.value("X-Gatehouse-Cache") == "MISS" && miss.head.value("ETag") == tag)
+    #expect(hit.body == miss.body && hit.head.values("ETag") == [tag])
+    #expect(headHit.status == 200 && headHit.head.value("X-Gatehouse-Cache") == "HIT")
+    #expect(headHit.head.values("ETag") == [tag])
+    #expect(notModified.status == 304 && notModified.body.isEmpty)
+    #expect(notModified.head.value("X-Gatehouse-Cache") == "HIT" && notModified.head.value("ETag") == tag)
+    #expect(matched.status == (weak ? 412 : 200) && unmatched.status == 412)
+    #expect(backend.requests.count == 1)
+
+    // Past `fresh_s` the backend confirms the entry with a 304 (asked with the stored tag).
+    _ = try send("GET", "/aging/list", to: gateway.port)
+    let revalidated = try #require(Self.firstAnswer("REVALIDATED", "/aging/list", port: gateway.port))
+    #expect(revalidated.body == miss.body && revalidated.head.values("ETag") == [tag])
+    #expect(backend.requests.last?.head.value("If-None-Match") == tag)
+    // The backend gone, the entry past `fresh_s` again is served stale, with the same tag.
+    backend.server.stop()
+    let stale = try #require(Self.firstAnswer("STALE", "/aging/list", port: gateway.port))
+    let staleNotModified = try send("GET", "/aging/list", to: gateway.port, headers: [("If-None-Match", tag)])
+    #expect(stale.body == miss.body && stale.head.values("ETag") == [tag])
+    #expect(staleNotModified.status == 304 && staleNotModified.head.value("ETag") == tag)
+  }
+
+  /// A gzip body the backend sent unasked is kept decoded for clients without gzip: those
+  /// bytes are the gateway's, so answers made of them carry its tag of them, not the
+  /// backend's (which names the gzip bytes), and the store's note that says so never
+  /// reaches a client. A client that takes gzip has its own entry, the backend's bytes:
+  /// the backend's tag.
+  @Test func aBodyKeptDecodedCarriesTheGatewaysTag() throws {
+    let plain = Array(#"{"items":[1,2,3],"note":"kept decoded"}"#.utf8)
+    let backend = try TestBackend(
+      always: .respond(
+        BackendAnswer(
+          headers: [("Content-Type", "application/json"), ("Content-Encoding", "gzip"), ("ETag", "\"z1\"")],
+          body: .bytes(try ExternalTool.gzip(plain)))))
+    defer { backend.stop() }
+    let config = StoreTests.config(port: backend.port, cache: ["fresh_s": 60], envelope: ["enabled": false])
+    let gateway = try GatewayProcess(config: config)
+    defer { gateway.stopExpectingCleanExit() }
+    let admin = try gateway.admin(token: TestConfig.adminToken)
+
+    let miss = try send("GET", "/unasked", to: gateway.port)
+    #expect(admin.waitForStoredEntries(1))
+    let hit = try send("GET", "/unasked", to: gateway.port)
+    let etag = try #require(hit.head.value("ETag"))
+    let crossed = try send("GET", "/unasked", to: gateway.port, headers: [("If-None-Match", "\"z1\"")])
+    let current = try send("GET", "/unasked", to: gateway.port, headers: [("If-None-Match", etag)])
+    let gzipMiss = try send("GET", "/unasked", to: gateway.port, headers: [("Accept-Encoding", "gzip")])
+    let gzipHit = try #require(
+      Self.firstAnswer("HIT", "/unasked", port: gateway.port, headers: [("Accept-Encoding", "gzip")]))
+
+    // The MISS passes the backend's answer on as it came.
+    #expect(miss.head.value("Content-Encoding") == "gzip" && miss.head.value("ETag") == "\"z1\"")
+    #expect(StoreTests.cacheHeader(hit) == "HIT" && hit.body == plain && Self.isGatewayTag(etag))
+    #expect(hit.head.values("ETag").count == 1 && hit.head.value("X-Gatehouse-Decoded") == nil)
+    #expect(crossed.status == 200 && current.status == 304 && current.head.value("ETag") == etag)
+    #expect(StoreTests.cacheHeader(gzipMiss) == "MISS" && gzipMiss.head.value("ETag") == "\"z1\"")
+    #expect(gzipHit.head.value("Content-Encoding") == "gzip" && gzipHit.head.value("ETag") == "\"z1\"")
   }
 
   /// A non-JSON success on an enveloped route passes through with the backend's validators;

@@ -59,6 +59,55 @@ struct SharedTierGatewayTests {
     #expect(shared["up"] as? Bool == true)
   }
 
+  /// The tier's records carry the stored headers, so a sibling serves a pass-through answer
+  /// with the backend's `ETag` and meets a client's `If-None-Match` with it, as the gateway
+  /// that stored it does; a body that gateway kept decoded (gzip sent unasked) keeps the
+  /// gateway's tag on the sibling too, the store's note on it travelling in the record.
+  @Test func aSiblingServesAPassThroughAnswerWithTheBackendsTag() throws {
+    let redis = try SharedTierRedis()
+    let item = Array(#"{"id":7}"#.utf8)
+    let plain = Array(#"{"note":"zipped"}"#.utf8)
+    let zipped = try ExternalTool.gzip(plain)
+    let backend = try TestBackend { request in
+      let json = ("Content-Type", "application/json")
+      if request.target.hasPrefix("/zipped") {
+        return .respond(
+          BackendAnswer(headers: [json, ("Content-Encoding", "gzip"), ("ETag", "\"z1\"")], body: .bytes(zipped)))
+      }
+      return .respond(BackendAnswer(headers: [json, ("ETag", "\"v1\"")], body: .bytes(item)))
+    }
+    defer { backend.stop() }
+    func gateway() throws -> GatewayProcess {
+      var config = StoreTests.config(
+        port: backend.port, cache: ["stale_if_error_s": 3600], envelope: ["enabled": false], answerTimeoutMs: 1000)
+      config["shared"] = ["url": "redis://127.0.0.1:\(redis.port)/0", "prefix": "test:", "timeout_ms": 50]
+      return try GatewayProcess(config: config)
+    }
+    let first = try gateway()
+    defer { first.stopExpectingCleanExit() }
+    let second = try gateway()
+    defer { second.stopExpectingCleanExit() }
+    #expect(waitUntil(timeout: 10) { Self.sharedUp(first) == 1 && Self.sharedUp(second) == 1 })
+
+    let miss = try send("GET", "/items/7", to: first.port)
+    _ = try send("GET", "/zipped", to: first.port)
+    #expect(
+      waitUntil(timeout: 10) {
+        (try? Self.metrics(first))?.value("gatehouse_shared_requests_total", ["op": "set", "result": "ok"]) == 2
+      })
+    backend.stop()
+
+    let stale = try send("GET", "/items/7", to: second.port)
+    let notModified = try send("GET", "/items/7", to: second.port, headers: [("If-None-Match", "\"v1\"")])
+    let zippedStale = try send("GET", "/zipped", to: second.port)
+    #expect(miss.head.value("ETag") == "\"v1\"")
+    #expect(StoreTests.cacheHeader(stale) == "STALE" && stale.body == item && stale.head.values("ETag") == ["\"v1\""])
+    #expect(notModified.status == 304 && notModified.head.value("ETag") == "\"v1\"")
+    #expect(StoreTests.cacheHeader(zippedStale) == "STALE" && zippedStale.body == plain)
+    #expect(ConditionalRequestTests.isGatewayTag(zippedStale.head.value("ETag")))
+    #expect(zippedStale.head.value("X-Gatehouse-Decoded") == nil)
+  }
+
   @Test func aStoppedOrKilledTierNeverFailsARequest() throws {
     let redis = try SharedTierRedis()
     let backend = try ModalBackend()
@@ -87,6 +136,67 @@ struct SharedTierGatewayTests {
     StoreTests.expectStale(
       try send("GET", "/up/1", to: gateway.port, timeout: 5), body: #"{"target":"/up/1","version":1,"lang":""}"#)
   }
+
+  /// How many commands of `op` ended with `result` so far, on `gateway`.
+  static func commands(_ gateway: GatewayProcess, op: String, result: String) -> Double {
+    (try? metrics(gateway))?.value("gatehouse_shared_requests_total", ["op": op, "result": result]) ?? 0
+  }
+
+  /// A hung tier (`SIGSTOP`): the link is not lost, each command just times out. After three
+  /// timeouts in a row — here the writes behind three requests, all well within the two
+  /// seconds of silence that reset a connection, and nothing after them — the tier reads as
+  /// down: `gatehouse_shared_up 0`, `/admin/status` `up: false` with a `last_problem` about
+  /// the replies that did not come, and one warning. After `SIGCONT` the first command
+  /// answered in time makes it up again, with an info line.
+  @Test func aHungTierReadsAsDownAndUpAgainWhenItAnswers() throws {
+    let redis = try SharedTierRedis()
+    // SIGCONT, then SIGKILL, however the test ends.
+    defer { redis.kill() }
+    let backend = try ModalBackend()
+    let gateway = try Self.gateway(backend: backend.port, redis: redis.port)
+    defer { gateway.stopExpectingCleanExit() }
+    let admin = try gateway.admin(token: TestConfig.adminToken)
+    #expect(waitUntil(timeout: 10) { Self.sharedUp(gateway) == 1 })
+    func shared() throws -> [String: Any] {
+      try #require(try admin.json("/admin/status")["shared"] as? [String: Any])
+    }
+    func lines(_ message: String) -> Int {
+      gateway.logLines().filter { $0["msg"] as? String == message }.count
+    }
+
+    redis.signal(SIGSTOP)
+    // Each stored answer's `SET` (with its `ZADD`) times out before the next request.
+    for index in 1...3 {
+      #expect(try send("GET", "/hung/\(index)", to: gateway.port).status == 200)
+      #expect(waitUntil(timeout: 10) { Self.commands(gateway, op: "set", result: "timeout") >= Double(index) })
+    }
+    #expect(waitUntil(timeout: 10) { Self.sharedUp(gateway) == 0 })
+    let down = try shared()
+    #expect(down["up"] as? Bool == false)
+    let problem = try #require(down["last_problem"] as? String)
+    #expect(problem.contains("no reply"), "\(problem)")
+    print("a hung tier's last_problem: \(problem)")
+    #expect(gateway.waitForLogLine { $0["level"] as? String == "warn" && $0["msg"] as? String == Self.tierDown })
+    // Requests are still answered meanwhile.
+    #expect(try send("GET", "/hung/4", to: gateway.port).status == 200)
+
+    redis.signal(SIGCONT)
+    // Up at the first command answered in time: requests give the tier commands to answer.
+    var next = 4
+    let backUp = waitUntil(timeout: 30, interval: .milliseconds(100)) {
+      next += 1
+      _ = try? send("GET", "/hung/\(next)", to: gateway.port)
+      return Self.sharedUp(gateway) == 1
+    }
+    #expect(backUp)
+    let up = try shared()
+    #expect(up["up"] as? Bool == true && up["last_problem"] == nil)
+    #expect(gateway.waitForLogLine { $0["level"] as? String == "info" && $0["msg"] as? String == Self.tierUp })
+    #expect(lines(Self.tierDown) == 1 && lines(Self.tierUp) == 1)
+  }
+
+  static let tierDown = "shared tier down; lookups miss and rate limits use the local buckets until it answers"
+  static let tierUp = "shared tier up again"
 
   /// Flushed, full (every write refused for want of memory) and restarted under load: the
   /// gateway answers every request as it would without the tier, and counts the errors.

@@ -108,6 +108,83 @@ import Testing
     #expect(machine.handle(.commandTimedOut(now: 9_000 * ms, silentSince: 0)) == [])
   }
 
+  private func upMachine() -> RedisLinkMachine {
+    var machine = RedisLinkMachine(settings: settings, seed: 1)
+    _ = machine.handle(.start)
+    _ = machine.handle(.transportReady)
+    _ = machine.handle(.handshakeDone(now: 0))
+    return machine
+  }
+
+  /// A hung server (every command times out, well within `unresponsiveAfter` of the first):
+  /// the link reads as down at the third timeout in a row, says why, is not reset (commands
+  /// still go out), and reads as up at the first command answered in time.
+  @Test func timeoutsInARowMakeAnUpLinkReadAsDownUntilACommandIsAnswered() {
+    var machine = upMachine()
+    // A timeout, an answer: the count starts again.
+    #expect(machine.handle(.commandTimedOut(now: 100 * ms, silentSince: 50 * ms)) == [])
+    #expect(machine.handle(.commandTimedOut(now: 200 * ms, silentSince: 50 * ms)) == [])
+    #expect(machine.handle(.commandAnswered) == [])
+    #expect(machine.timeoutsInARow == 0 && machine.isUp)
+
+    #expect(machine.handle(.commandTimedOut(now: 300 * ms, silentSince: 250 * ms)) == [])
+    #expect(machine.handle(.commandTimedOut(now: 400 * ms, silentSince: 250 * ms)) == [])
+    #expect(machine.isUp && machine.lastProblem == nil)
+    let problem = "commands timed out 3 times in a row (no reply within 50 ms)"
+    #expect(
+      machine.handle(.commandTimedOut(now: 500 * ms, silentSince: 250 * ms)) == [.markUnanswered(problem: problem)])
+    #expect(!machine.isUp && machine.isConnected)
+    #expect(machine.lastProblem == problem)
+    // Said once: later timeouts change nothing.
+    #expect(machine.handle(.commandTimedOut(now: 600 * ms, silentSince: 250 * ms)) == [])
+    #expect(machine.timeoutsInARow == 4 && !machine.isUp)
+
+    #expect(machine.handle(.commandAnswered) == [.markAnswered])
+    #expect(machine.isUp && machine.lastProblem == nil && machine.timeoutsInARow == 0)
+    #expect(machine.handle(.commandAnswered) == [])
+  }
+
+  /// A server silent for `unresponsiveAfter` is reset, read as down or not; the next
+  /// connection starts with no timeouts counted, and timeouts or answers while the link is
+  /// not up count for nothing.
+  @Test func aResetStartsTheCountAgain() {
+    var machine = upMachine()
+    for step in 1...3 {
+      _ = machine.handle(.commandTimedOut(now: UInt64(step) * 100 * ms, silentSince: 50 * ms))
+    }
+    #expect(!machine.isUp)
+    let actions = machine.handle(.commandTimedOut(now: 2_100 * ms, silentSince: 50 * ms))
+    #expect(actions.contains(.failPending(.disconnected("no reply for 2050 ms"))))
+    #expect(machine.phase == .backingOff && machine.timeoutsInARow == 0)
+    #expect(machine.lastProblem == "no reply for 2050 ms")
+    #expect(machine.handle(.commandAnswered) == [])
+    #expect(machine.handle(.commandTimedOut(now: 2_200 * ms, silentSince: 2_150 * ms)) == [])
+    #expect(machine.timeoutsInARow == 0)
+
+    _ = machine.handle(.backoffElapsed)
+    _ = machine.handle(.transportReady)
+    #expect(machine.handle(.handshakeDone(now: 3_000 * ms)) == [.markUp])
+    #expect(machine.isUp && machine.lastProblem == nil)
+    #expect(machine.handle(.commandTimedOut(now: 3_100 * ms, silentSince: 3_050 * ms)) == [])
+    #expect(machine.handle(.commandTimedOut(now: 3_200 * ms, silentSince: 3_050 * ms)) == [])
+    #expect(machine.isUp)
+  }
+
+  /// The count, and the timeout the problem names, are settings.
+  @Test func theCountIsASetting() {
+    var settings = settings
+    settings.downAfterTimeouts = 1
+    settings.commandTimeout = .milliseconds(200)
+    var machine = RedisLinkMachine(settings: settings, seed: 1)
+    _ = machine.handle(.start)
+    _ = machine.handle(.transportReady)
+    _ = machine.handle(.handshakeDone(now: 0))
+    #expect(
+      machine.handle(.commandTimedOut(now: 300 * ms, silentSince: 100 * ms)) == [
+        .markUnanswered(problem: "commands timed out once (no reply within 200 ms)")
+      ])
+  }
+
   @Test func stopIsFinal() {
     var machine = RedisLinkMachine(settings: settings, seed: 1)
     #expect(machine.handle(.stop) == [.failPending(.stopped)])

@@ -16,31 +16,61 @@ enum StoreEntryRules {
   static let contentEncodingField = HeaderNameSet(["content-encoding"])
 
   /// Upstream fields an answer from the store (or shared by a collapsed exchange) does not
-  /// repeat: its `ETag` is the gateway's, of the bytes it sends, and ranges of kept answers
-  /// are not served (so not advertised). See Docs/caching.md.
+  /// repeat when it carries the gateway's `ETag` (the body is not the bytes the backend
+  /// sent, see `backendTag`): the tag is the gateway's, of the bytes it sends; and ranges of
+  /// kept answers are not served (so not advertised). See Docs/clients-and-cache.md.
   static let replacedInKeptAnswer = HeaderNameSet(["etag", "accept-ranges", "content-range"])
   /// The same for a kept body sent decoded: its `Content-Encoding` goes too.
   static let replacedInDecodedKeptAnswer = HeaderNameSet([
     "etag", "accept-ranges", "content-range", "content-encoding",
   ])
+  /// The same for a kept body that is the backend's bytes: its own `ETag` stays.
+  static let replacedInBackendTaggedKeptAnswer = HeaderNameSet(["accept-ranges", "content-range"])
+
+  /// The field a stored answer carries when its body is not the bytes the backend sent
+  /// (`keptForm` decoded it), whose value is the coding it was decoded from. Its stored `ETag`
+  /// is still the backend's (of the coded bytes): sent back as `If-None-Match` to revalidate,
+  /// it asks about the representation the backend has, and its `304` still confirms the
+  /// entry. But it names other bytes than those served, so such an entry is served with the
+  /// gateway's tag (`backendTag`). One of `HopByHop.gatewayAnswerFields`: a backend's own is
+  /// neither stored nor passed on, nor taken from a `304`, so only the gateway sets it; and no
+  /// client sees it. Why a field and not a column: it lives wherever the headers do (the
+  /// local store, the shared tier's records) without a change to either.
+  static let decodedMarkerName = "X-Gatehouse-Decoded"
+
+  /// The validator that an answer made of a kept `head` and its body, passed through, carries
+  /// and meets the client's conditions with: the backend's own `ETag` (strong or weak, as it
+  /// came: the first `ETag` field, when it is a valid entity tag), so that the answers from
+  /// the store of a pass-through route carry the tag its `MISS` did, and a client's copy from
+  /// either revalidates against the other. nil when the body is not the backend's bytes (kept
+  /// decoded: `decodedMarkerName`), or the backend sent no valid tag: the gateway's tag of the
+  /// bytes it sends then stands in. The caller rules out bodies it changes as it serves them
+  /// (decoded for a client without gzip, or wrapped in an envelope).
+  static func backendTag(_ head: HTTPResponseHead) -> EntityTag? {
+    guard let value = head.headers.firstValue(lowercaseName: "etag"),
+      head.headers.firstIndex(lowercaseName: "x-gatehouse-decoded") == nil
+    else { return nil }
+    return EntityTag(value)
+  }
 
   /// An answer as the store keeps it. A gzip body for an entry that serves clients without
   /// gzip (the backend sent it unasked) is kept decoded, once, rather than inflated on
   /// every hit; gzip clients of pass-through routes have an entry of their own, which keeps
-  /// it as it came. nil when it does not decode within `maxDecodedKeptBody`: not kept.
+  /// it as it came. `decoded`: the body is no longer the backend's bytes (the store adds
+  /// `decodedMarkerName`). nil when it does not decode within `maxDecodedKeptBody`: not kept.
   static func keptForm(_ head: HTTPResponseHead, body: [UInt8], gzipEntry: Bool) -> (
-    head: HTTPResponseHead, body: [UInt8]
+    head: HTTPResponseHead, body: [UInt8], decoded: Bool
   )? {
     guard !gzipEntry, let coding = ForwardingRules.field(head.headers, "content-encoding"),
       EnvelopeRenderer.isGzip(coding)
     else {
-      return (head, body)
+      return (head, body, false)
     }
     guard let decoded = try? GzipDecoder.decode(body, maxOutputBytes: maxDecodedKeptBody) else { return nil }
     var plain = head
     plain.headers = HTTPHeaders(head.headers.pairs.filter { $0.name.lowercased() != "content-encoding" })
     plain.bodyFraming = .contentLength(Int64(decoded.count))
-    return (plain, decoded)
+    return (plain, decoded, true)
   }
 
   /// Whether the request's entry is the gzip one of a pass-through route (see `cacheKeyInputs`).

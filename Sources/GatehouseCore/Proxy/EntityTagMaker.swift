@@ -1,10 +1,11 @@
 import GatehouseHTTP
 
 /// The strong `ETag` of a body the gateway sends itself (an envelope, a stub, an answer
-/// from the store): `"` + the 128-bit SipHash-2-4 of the body under a fixed key, in hex, +
-/// `"`. It depends on the bytes alone, so every replica, before and after a restart, gives
-/// one body the same tag, and the gzip and identity codings of one body (different bytes)
-/// different ones (RFC 9110 §8.8.3.3).
+/// from the store whose body is not the backend's bytes or came without a tag of the
+/// backend's: `StoreEntryRules.backendTag`): `"` + the 128-bit SipHash-2-4 of the body under
+/// a fixed key, in hex, + `"`. It depends on the bytes alone, so every replica, before and
+/// after a restart, gives one body the same tag, and the gzip and identity codings of one
+/// body (different bytes) different ones (RFC 9110 §8.8.3.3).
 ///
 /// Why not SHA-256: through OpenSSL's EVP interface a digest costs about 5,000 instructions
 /// of set-up per body, a third of a whole proxied request, on every enveloped answer. A

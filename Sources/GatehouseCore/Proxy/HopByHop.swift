@@ -42,9 +42,11 @@ public enum HopByHop {
   /// there tells an attacker which published flaws to try (nginx hides `Server`; hiding
   /// `X-Powered-By` is the usual hardening on top). `X-Gatehouse-Cache` is the gateway's
   /// to set too: a backend's own would make a client (or a cache before it) read a `HIT`
-  /// the gateway never served, or two values.
+  /// the gateway never served, or two values. `X-Gatehouse-Decoded` is the store's own note
+  /// on a stored answer (`StoreEntryRules.decodedMarkerName`): a backend's own would decide
+  /// which `ETag` answers from the store carry, and clients never see it.
   public static let gatewayAnswerFields: HeaderNameSet = HeaderNameSet([
-    "x-request-id", "server", "x-powered-by", "x-gatehouse-cache",
+    "x-request-id", "server", "x-powered-by", "x-gatehouse-cache", "x-gatehouse-decoded",
   ])
 
   /// A name like `Transfer_Encoding` or `X_Backend_Token`: not the field itself, but CGI,

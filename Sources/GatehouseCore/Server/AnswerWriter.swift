@@ -95,30 +95,37 @@ final class AnswerWriter {
   }
 
   /// A whole upstream answer kept in memory (stored, or shared by a collapsed exchange),
-  /// passed through with the gateway's `ETag` of the bytes sent (the upstream's described
-  /// what it sent, perhaps another coding) and without `Accept-Ranges` (ranges of kept
-  /// answers are not served). Replaces anything staged. `decoded`: the body was decoded from
-  /// the head's `Content-Encoding`, which is left out.
+  /// passed through without `Accept-Ranges` (ranges of kept answers are not served). Its
+  /// `ETag` is the backend's when the body is the bytes the backend sent
+  /// (`StoreEntryRules.backendTag`), as on the `MISS` that stored it; otherwise the gateway's
+  /// of the bytes sent (the backend's described other bytes, another coding). Replaces
+  /// anything staged. `decoded`: the body was decoded from the head's `Content-Encoding`,
+  /// which is left out.
   func writeKept(
     head: HTTPResponseHead, body: [UInt8], extra: [UInt8], decoded: Bool, close: Bool, exchange: Exchange
   ) {
     output.removeAll(keepingCapacity: true)
     let headOnly = exchange.head.method == .head
-    let etag = tag(of: body)
+    let backendTag = decoded ? nil : StoreEntryRules.backendTag(head)
+    // Only hashed when it is sent: most kept answers of pass-through routes have the backend's.
+    let gatewayTag = backendTag == nil ? tag(of: body) : nil
     exchange.bodyBytes = 0
     if answeredByCondition(
-      etag: { etag.entityTag }, upstream: head.headers, variesByCoding: false, extra: extra, close: close,
-      exchange: exchange)
+      etag: { backendTag ?? gatewayTag?.entityTag }, upstream: head.headers, variesByCoding: false, extra: extra,
+      close: close, exchange: exchange)
     {
       exchange.bytesSent = Int64(output.count)
       return
     }
+    let except =
+      backendTag != nil
+      ? StoreEntryRules.replacedInBackendTaggedKeptAnswer
+      : decoded ? StoreEntryRules.replacedInDecodedKeptAnswer : StoreEntryRules.replacedInKeptAnswer
     exchange.status = head.status
     ClientAnswerWriter.write(
       head: head, requestID: exchange.requestID, framing: headOnly ? .none : .contentLength(Int64(body.count)),
       headContentLength: headOnly ? Int64(body.count) : nil, closeConnection: close, extraLines: extra,
-      except: decoded ? StoreEntryRules.replacedInDecodedKeptAnswer : StoreEntryRules.replacedInKeptAnswer,
-      etag: etag, into: &output)
+      except: except, etag: gatewayTag, into: &output)
     if !headOnly { output.append(contentsOf: body) }
     exchange.bodyBytes = headOnly ? 0 : Int64(body.count)
     exchange.bytesSent = Int64(output.count)

@@ -293,7 +293,7 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
         let kept = StoreEntryRules.keptForm(head, body: body, gzipEntry: plan.envelope == nil && clientTakesGzip)
       {
         let queued = context.store?.remember(
-          key: key, status: kept.head.status, headers: kept.head.headers, body: kept.body,
+          key: key, status: kept.head.status, headers: kept.head.headers, body: kept.body, decoded: kept.decoded,
           nowMs: RFC3339.nowMilliseconds())
         if let queued, let policy = plan.cache { context.writeBehind(queued, key: key, policy: policy) }
       }

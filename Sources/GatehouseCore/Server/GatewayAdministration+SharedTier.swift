@@ -4,7 +4,8 @@ import GatehouseSharedTier
 /// The shared tier in `/admin/status` and `/metrics` (SPEC §14).
 extension GatewayAdministration {
   /// `shared: {url (redacted), up, latency_ms}` added to the status document: up while every
-  /// loop's connection is up, the slowest loop's last round trip. `null` without a tier.
+  /// loop's connection is up (`RedisConnection.isUp`: connected, and its commands not timing
+  /// out again and again), the slowest loop's last round trip. `null` without a tier.
   func completeStatus(
     _ document: [(String, JSONValue)], sharedTier plan: SharedTierPlan?,
     completion: @escaping @Sendable (JSONValue) -> Void
@@ -35,7 +36,8 @@ extension GatewayAdministration {
     guard configured else { return }
     let up = !perLoop.isEmpty && perLoop.allSatisfy(\.health.isUp)
     text.family(
-      "gatehouse_shared_up", type: "gauge", help: "1 while every loop's connection to the shared tier is up.",
+      "gatehouse_shared_up", type: "gauge",
+      help: "1 while every loop's connection to the shared tier is up and answering.",
       samples: [([], up ? 1 : 0)])
     var samples: [(labels: [(String, String)], value: Double)] = []
     for operation in LoopSharedTier.Operation.allCases {

@@ -48,10 +48,22 @@ final class LoopSharedTier {
     self.plan = plan
     self.warnings = warnings
     connection = RedisConnection(configuration: plan.connection, loop: loop)
+    let link = ObjectIdentifier(self)
+    let url = plan.redactedURL
+    connection.onUpChange = { up, problem in
+      if up {
+        warnings.linkCameUp(link, url: url)
+      } else {
+        warnings.linkWentDown(link, problem: problem, url: url)
+      }
+    }
   }
 
   func start() { connection.start() }
-  func stop() { connection.stop() }
+  func stop() {
+    connection.stop()
+    warnings.linkStopped(ObjectIdentifier(self))
+  }
 
   var health: RedisHealth { connection.health }
 

@@ -131,9 +131,13 @@ final class LoopStore {
   }
 
   /// Queues an answer for the store's writer unless the same body was queued just now.
-  /// Returns the answer as queued (for the shared tier's write-behind), nil when it was not.
+  /// `decoded`: the body was decoded from gzip (`StoreEntryRules.keptForm`), which the stored
+  /// headers then say (`StoreEntryRules.decodedMarkerName`). Returns the answer as queued
+  /// (for the shared tier's write-behind), nil when it was not.
   @discardableResult
-  func remember(key: CacheKey, status: Int, headers: HTTPHeaders, body: [UInt8], nowMs: Int64) -> StoredAnswer? {
+  func remember(
+    key: CacheKey, status: Int, headers: HTTPHeaders, body: [UInt8], decoded: Bool = false, nowMs: Int64
+  ) -> StoredAnswer? {
     var hasher = Hasher()
     hasher.combine(body.count)
     body.withUnsafeBytes { hasher.combine(bytes: $0) }
@@ -150,6 +154,8 @@ final class LoopStore {
       if HopByHop.isHopByHop(name) || HopByHop.gatewayAnswerFields.contains(name) { return }
       stored.append((String(decoding: name, as: UTF8.self), String(decoding: value, as: UTF8.self)))
     }
+    // Added past the filter above, which drops a backend's own.
+    if decoded { stored.append((StoreEntryRules.decodedMarkerName, "gzip")) }
     guard store.remember(key: key, status: status, headers: stored, body: body) else { return nil }
     if written.count >= Self.memoLimit { written.removeAll(keepingCapacity: true) }
     written[key.id] = WrittenEntry(bodyHash: bodyHash, status: status, atMs: nowMs)

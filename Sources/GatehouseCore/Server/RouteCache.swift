@@ -206,7 +206,8 @@ final class RouteCache {
         answer.head, body: answer.body, gzipEntry: StoreEntryRules.isGzipEntry(exchange))
     else { return }
     let queued = store.remember(
-      key: key, status: kept.head.status, headers: kept.head.headers, body: kept.body, nowMs: RFC3339.nowMilliseconds())
+      key: key, status: kept.head.status, headers: kept.head.headers, body: kept.body, decoded: kept.decoded,
+      nowMs: RFC3339.nowMilliseconds())
     if let queued, let routeIndex = exchange.routeIndex, let policy = exchange.snapshot.routePlans[routeIndex].cache {
       context.writeBehind(queued, key: key, policy: policy)
     }
