@@ -198,6 +198,7 @@ public final class EventLoop: @unchecked Sendable {
       runExpiredTimers()
       runLocalTasks()
       runInboundTasks()
+      noteTurnLength()
     }
     tearDown()
     runningThread.store(0, ordering: .releasing)
@@ -354,6 +355,26 @@ public final class EventLoop: @unchecked Sendable {
   /// for deadlines and durations instead of reading the clock per request; it lags the
   /// true time by the length of one turn at most. Loop thread only.
   public private(set) var iterationTime: UInt64 = Syscall.monotonicNanoseconds()
+
+  /// Turns that took longer than `stallNanoseconds` from their events' arrival to their
+  /// last task: every connection of the loop waited that long. Read from any thread.
+  public let stalls = Atomic<Int>(0)
+  /// The longest turn since the loop started, in nanoseconds. Read from any thread.
+  public let longestTurnNanoseconds = Atomic<UInt64>(0)
+  /// A turn longer than this is a stall: 10 ms, a hundred times a busy turn's usual length.
+  public static let stallNanoseconds: UInt64 = 10_000_000
+
+  /// One clock read a turn (a vDSO call, no system call); the counters are touched only
+  /// when a turn is long, so the usual turn writes nothing shared.
+  @inline(__always)
+  private func noteTurnLength() {
+    let length = Syscall.monotonicNanoseconds() &- iterationTime
+    guard length > Self.stallNanoseconds / 4 else { return }
+    if length > longestTurnNanoseconds.load(ordering: .relaxed) {
+      longestTurnNanoseconds.store(length, ordering: .relaxed)
+    }
+    if length > Self.stallNanoseconds { stalls.add(1, ordering: .relaxed) }
+  }
 
   /// Nanoseconds on the monotonic clock, the time base of timers.
   public static func monotonicNanoseconds() -> UInt64 {

@@ -420,6 +420,10 @@ import Testing
     #expect(after.types["gatehouse_request_duration_seconds"] == "histogram")
     #expect(after.types["gatehouse_cache_total"] == "counter")
     #expect(!after.samples("gatehouse_connections", ["side": "client"]).isEmpty)
+    // One worker loop: its stall counter and longest turn are listed.
+    #expect(after.types["gatehouse_loop_stalls_total"] == "counter")
+    #expect(after.samples("gatehouse_loop_stalls_total", ["loop": "0"]).count == 1)
+    #expect(after.samples("gatehouse_loop_longest_turn_seconds", ["loop": "0"]).count == 1)
 
     // The histogram: cumulative buckets in order of `le`, +Inf equal to the count, the
     // count equal to the requests counted for the route.

@@ -53,6 +53,21 @@ import Testing
     }
   }
 
+  @Test func aLongTurnCountsAsAStallAndShortOnesDoNot() throws {
+    let group = try EventLoopGroup(loopCount: 1)
+    defer { group.shutdown() }
+    let loop = group.next()
+    for _ in 0..<20 { _ = try onLoop(loop) { 1 } }
+    #expect(loop.stalls.load(ordering: .relaxed) == 0)
+    // A task that holds the loop for 30 ms (a blocking call would): one stall, and the
+    // longest turn says how long.
+    _ = try onLoop(loop) { sleep(milliseconds: 30) }
+    #expect(waitUntil { loop.stalls.load(ordering: .relaxed) == 1 })
+    #expect(loop.longestTurnNanoseconds.load(ordering: .relaxed) >= 30_000_000)
+    for _ in 0..<20 { _ = try onLoop(loop) { 1 } }
+    #expect(loop.stalls.load(ordering: .relaxed) == 1)
+  }
+
   @Test func timersFireInDeadlineOrderAndCancelledOnesDoNot() throws {
     let group = try EventLoopGroup(loopCount: 1)
     defer { group.shutdown() }

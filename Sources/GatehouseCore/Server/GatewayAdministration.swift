@@ -178,6 +178,9 @@ final class GatewayAdministration: AdminBackend, @unchecked Sendable {
     let adminAuthFailures = server.admin?.authFailureCount.load(ordering: .relaxed) ?? 0
     let snapshot = server.currentSnapshot
     nonisolated(unsafe) let manager = server.tokenManager
+    let turns = server.workerLoops.map {
+      (stalls: $0.stalls.load(ordering: .relaxed), longest: $0.longestTurnNanoseconds.load(ordering: .relaxed))
+    }
     server.gather({ context in (context.metrics.sample(), context.poolFigures(), context.sharedTier?.figures) }) {
       perLoop in
       var summed = MetricsSample()
@@ -294,8 +297,16 @@ final class GatewayAdministration: AdminBackend, @unchecked Sendable {
           "gatehouse_websockets", type: "gauge", help: "Open WebSocket tunnels by route.",
           samples: shared.tunnelsByRoute.map { ([("route", $0.0)], Double($0.1)) })
         text.family(
+          "gatehouse_loop_stalls_total", type: "counter",
+          help: "Event loop turns longer than 10 ms: every connection of that loop waited that long.",
+          samples: turns.enumerated().map { ([("loop", String($0.offset))], Double($0.element.stalls)) })
+        text.family(
+          "gatehouse_loop_longest_turn_seconds", type: "gauge",
+          help: "The longest event loop turn since start (counted from 2.5 ms).",
+          samples: turns.enumerated().map { ([("loop", String($0.offset))], Double($0.element.longest) / 1e9) })
+        text.family(
           "gatehouse_buffered_answer_bytes", type: "gauge",
-          help: "Answer bytes held whole to be wrapped, against limits.buffered_bytes.",
+          help: "Answer bytes held for clients (read whole, or kept and queued), against limits.buffered_bytes.",
           samples: [([], Double(shared.bufferedAnswerBytes.load(ordering: .relaxed)))])
         text.family(
           "gatehouse_config_reloads_total", type: "counter",

@@ -21,6 +21,8 @@ public final class GatewayServer: @unchecked Sendable {
   private let configPath: String?
   private let group: EventLoopGroup
   private let contexts: [LoopContext]
+  /// The worker loops, for their turn-length counters (`gatehouse_loop_stalls_total`).
+  var workerLoops: [EventLoop] { group.loops }
   private let control: EventLoop
   private let signals: SignalReceiver
   /// The admin listener's service; the metrics read its failed-authentication count.
