@@ -38,11 +38,21 @@ let package = Package(
       name: "CGatehouseHiredis",
       providers: [.apt(["libhiredis-dev"])]
     ),
+    // c-ares for GatehouseResolver: asynchronous DNS driven by our loops (sockets and timeouts).
+    .systemLibrary(
+      name: "CGatehouseCares",
+      providers: [.apt(["libc-ares-dev"])]
+    ),
     .target(name: "GatehouseHTTP", swiftSettings: hotPathSettings),
     .target(
       name: "GatehouseNet",
       dependencies: ["CGatehouseLinux", "CGatehouseOpenSSL"],
       swiftSettings: hotPathSettings
+    ),
+    // Host names to addresses with TTLs, asynchronously on a loop (c-ares, never getaddrinfo).
+    .target(
+      name: "GatehouseResolver",
+      dependencies: ["GatehouseNet", "CGatehouseCares"]
     ),
     .target(
       name: "GatehouseHTTPServer",
@@ -122,7 +132,7 @@ let package = Package(
     ),
     .testTarget(
       name: "GatehouseNetTests",
-      dependencies: ["GatehouseNet"]
+      dependencies: ["GatehouseNet", "GatehouseResolver"]
     ),
     .testTarget(
       name: "GatehouseHTTPServerTests",

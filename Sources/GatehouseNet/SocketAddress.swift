@@ -73,8 +73,9 @@ public struct SocketAddress: Sendable, Hashable, CustomStringConvertible {
     return nil
   }
 
-  /// Reads an address the kernel filled in (accept, getsockname); nil for families other than IPv4/IPv6.
-  init?(storage: sockaddr_storage) {
+  /// Reads an address the kernel filled in (accept, getsockname) or a resolver returned; nil for families
+  /// other than IPv4/IPv6.
+  package init?(storage: sockaddr_storage) {
     var storage = storage
     switch Int32(storage.ss_family) {
     case AF_INET:
@@ -108,7 +109,7 @@ public struct SocketAddress: Sendable, Hashable, CustomStringConvertible {
   }
 
   /// Calls `body` with a `sockaddr` built on the stack for this address.
-  func withSockAddr<Result, Failure: Error>(
+  package func withSockAddr<Result, Failure: Error>(
     _ body: (UnsafePointer<sockaddr>, socklen_t) throws(Failure) -> Result
   ) throws(Failure) -> Result {
     switch host {
