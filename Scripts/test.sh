@@ -12,6 +12,10 @@ swift build --build-tests
 swift test --skip-build --filter "LoopTests/everyDescriptorIsClosedAfterwards"
 swift test --skip-build --filter "TLSTests/everyDescriptorIsClosedAfterwards"
 swift test --skip-build --skip "everyDescriptorIsClosedAfterwards"
+# An upstream fleet's hot path allocates nothing: counted by the allocation shim preloaded
+# into the test process, with that suite alone (the shim counts every thread).
+GATEHOUSE_ALLOCATION_COUNTER="$(mktemp)" LD_PRELOAD="$PWD/.build/debug/libGatehouseAllocationCounter.so" \
+  swift test --skip-build --filter FleetAllocationTests
 # A fixed seed keeps CI repeatable; run the script without it to explore new inputs.
 ADMIN_CHECK_SEED="${ADMIN_CHECK_SEED:-1}" bash Scripts/admin-api-check.sh
 bash Scripts/dashboard-check.sh

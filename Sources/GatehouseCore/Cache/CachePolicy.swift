@@ -170,10 +170,15 @@ public enum CacheStorability {
 
   /// Whether a `Content-Type` names an HTML page (`text/html`, `application/xhtml+xml`),
   /// parameters aside, in any case.
-  static func isMarkup(_ value: some Collection<UInt8>) -> Bool {
-    let text = String(decoding: value, as: UTF8.self).lowercased()
-    let type = text.prefix { $0 != ";" }.trimmingASCIIWhitespace()
-    return type == "text/html" || type == "application/xhtml+xml"
+  /// Byte by byte, with no string made: every enveloped answer's type passes through here.
+  static func isMarkup(_ value: UnsafeBufferPointer<UInt8>) -> Bool {
+    var start = 0
+    while start < value.count, value[start] == 0x20 || value[start] == 0x09 { start += 1 }
+    var end = start
+    while end < value.count, value[end] != UInt8(ascii: ";") { end += 1 }
+    while end > start, value[end - 1] == 0x20 || value[end - 1] == 0x09 { end -= 1 }
+    let type = UnsafeBufferPointer(rebasing: value[start..<end])
+    return ASCIIBytes.equalsLowercase(type, "text/html") || ASCIIBytes.equalsLowercase(type, "application/xhtml+xml")
   }
 
   /// Whether a stored answer may be served once it is no longer fresh (`stale_if_error_s`,

@@ -263,8 +263,12 @@ enum StoreEntryRules {
     }
     guard headBytes <= limits.maxHeaderBytes else { return "size" }
     var neverKept: String?
-    headers.withEachField { name, _ in
+    headers.withEachField { name, value in
       guard neverKept == nil, HopByHop.isHopByHop(name) || HopByHop.gatewayAnswerFields.contains(name) else { return }
+      // The store's own note on a body it keeps decoded is the one gateway field a record
+      // carries, and only as the gateway writes it (it decides no more than which tag the
+      // answer is served with).
+      if ASCIIBytes.equalsLowercase(name, "x-gatehouse-decoded"), ASCIIBytes.equalsLowercase(value, "gzip") { return }
       neverKept = String(decoding: name, as: UTF8.self).lowercased()
     }
     if let neverKept { return neverKept }

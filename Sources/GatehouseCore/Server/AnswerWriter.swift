@@ -46,7 +46,9 @@ final class AnswerWriter {
     output.withUnsafeBytes { _ = server.write($0) }
     // The loop's buffer stays as large as a usual step's output; one grown by a large
     // answer (an envelope of megabytes) is let go rather than held for the loop's life.
-    if output.capacity > Self.keptOutputBytes {
+    // (Four times what is reserved: the allocator may round the reservation up, and a
+    // buffer let go at every flush would cost an allocation per answer.)
+    if output.capacity > 4 * Self.keptOutputBytes {
       output = []
       output.reserveCapacity(Self.keptOutputBytes)
     } else {
