@@ -48,6 +48,7 @@ struct ConfigDecoder {
     let store = decodeStore(root.field("store"))
     let limits = decodeLimits(root.field("limits"))
     let headers = root.field("headers").map(HeaderRulesDecoder.decode) ?? .empty
+    let resolver = decodeResolver(root.field("resolver"))
     let upstreamsField = root.field("upstreams")
     let upstreams = upstreamsField.map(UpstreamDecoder(diagnostics: diagnostics).decode) ?? []
     let tokensField = root.field("tokens")
@@ -68,6 +69,7 @@ struct ConfigDecoder {
       listen: listen, workers: workers, admin: admin, store: store, limits: limits, headers: headers,
       upstreams: upstreams, tokens: tokens, clients: clients, routes: routes, log: log, jwt: jwt)
     config.shared = shared
+    config.resolver = resolver
     return config
   }
 
@@ -292,6 +294,27 @@ struct ConfigDecoder {
   /// `log.mask_query`: query parameter names (compared without case).
   private func decodeMaskedQuery(_ field: ConfigField) -> [String] {
     (field.array() ?? []).compactMap { $0.nonEmptyString() }
+  }
+
+  // MARK: - resolver
+
+  /// `resolver`: name servers as IP literals (port 53 unless written) and the query timeout.
+  private func decodeResolver(_ field: ConfigField?) -> ResolverConfig {
+    guard let object = field?.object() else { return .system }
+    var resolver = ResolverConfig.system
+    if let serversField = object.field("servers"), let elements = serversField.array() {
+      if elements.isEmpty {
+        serversField.report("must list at least one server (leave servers out to use /etc/resolv.conf)")
+      } else {
+        resolver.servers = elements.compactMap {
+          UpstreamDecoder.serverAddress($0, defaultPort: 53, allowsNames: false)
+        }
+      }
+    }
+    resolver.timeoutMilliseconds =
+      object.field("timeout_ms")?.integer(in: 1...Int(Int32.max)) ?? resolver.timeoutMilliseconds
+    object.finishReading()
+    return resolver
   }
 
   // MARK: - clients

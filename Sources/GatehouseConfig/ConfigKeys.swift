@@ -168,6 +168,13 @@ public enum ConfigKeys {
         "decoded header list size; past it the connection ends (GOAWAY)"),
     ] + headerKeys("headers", scope: "on every route")
     + [
+      key("resolver", "object", "{}", .applies, "how upstream names are looked up (DNS A and AAAA)"),
+      key(
+        "resolver.servers", "array of `ip` or `ip:port` (`[IPv6]:port`)", "/etc/resolv.conf's `nameserver` lines",
+        .applies, "name servers, tried in order; port 53 unless written"),
+      key(
+        "resolver.timeout_ms", "integer ≥ 1", "2000", .applies,
+        "wait for a server's first answer; later rounds wait longer"),
       key("upstreams", "object: name → upstream", "{}", .applies, "backends routes send requests to"),
       key(
         "upstreams.*.url", "string (URL)", "required", .applies,
@@ -225,6 +232,47 @@ public enum ConfigKeys {
         "how long it stays open before one trial request"),
       key(
         "upstreams.*.circuit.count_5xx", "boolean", "false", .applies, "count a 5xx answer as a failure of its route"),
+      key(
+        "upstreams.*.servers", "array of objects", "every A/AAAA record of the url's host, on the url's port",
+        .applies, "the endpoints; the url still gives scheme, base path, `Host` and TLS name"),
+      key(
+        "upstreams.*.servers[].address", "string `host:port`", "required", .applies,
+        "IPv4, `[IPv6]` or a name (every A/AAAA record of it) with a port"),
+      key("upstreams.*.servers[].weight", "integer 1–100", "1", .applies, "share of requests relative to the others"),
+      key(
+        "upstreams.*.balance", "`least_request`, `round_robin` or `hash`", "`least_request`", .applies,
+        "how requests are spread over the endpoints"),
+      key(
+        "upstreams.*.hash_by", "`client`, `ip`, `path` or `header:NAME`", "`client`", .applies,
+        "what `balance: hash` keeps together on one endpoint"),
+      key(
+        "upstreams.*.resolve_s", "integer ≥ 1", "30", .applies,
+        "how often names (the url's host, or names in `servers`) are looked up again"),
+      key(
+        "upstreams.*.outlier", "object", "on, with the defaults below", .applies,
+        "passive ejection of endpoints whose tries keep failing"),
+      key(
+        "upstreams.*.outlier.failures", "integer 1–100000", "5", .applies,
+        "failed tries in a row (connect, reset, timeout, 502–504) that eject an endpoint"),
+      key(
+        "upstreams.*.outlier.eject_ms", "integer ≥ 1", "10000", .applies,
+        "first ejection's length; each repeat in a row doubles it, up to 10 times as long"),
+      key(
+        "upstreams.*.outlier.max_ejected_percent", "integer 0–100", "50", .applies,
+        "most of the fleet ejected at once (0: never eject)"),
+      key(
+        "upstreams.*.retry", "object", "on, with the defaults below", .applies,
+        "a failed try made again on another endpoint"),
+      key(
+        "upstreams.*.retry.attempts", "integer 1–10", "2", .applies, "tries in all, the first included (1: no retry)"
+      ),
+      key(
+        "upstreams.*.retry.on", "array of `connect` `reset` `timeout` `502` `503` `504`",
+        "`[\"connect\", \"reset\", \"503\"]`", .applies,
+        "failures retried; a POST or PATCH without `Idempotency-Key` only after `connect`"),
+      key(
+        "upstreams.*.retry.budget_percent", "integer 0–100", "20", .applies,
+        "retries at most this share of the upstream's requests over 10 s (a few per second always)"),
       key("tokens", "object: name → token", "{}", .applies, "credentials injected into requests to the backend"),
       key(
         "tokens.*.type", "`static`, `file` or `oauth2_client_credentials`", "required", .applies,

@@ -22,6 +22,7 @@ public struct ConfigWarning: Sendable, Equatable, CustomStringConvertible {
 public enum ConfigLint {
   public static func warnings(for config: GatehouseConfig) -> [ConfigWarning] {
     shadowedRoutes(config.routes) + repeatedHealthBasePaths(config.upstreams) + stubKeyPaths(config.routes)
+      + config.upstreams.flatMap(fleetWarnings)
   }
 
   // MARK: - Routes that never match
@@ -138,5 +139,50 @@ public enum ConfigLint {
         problem: "\"\(text)\" is not in stub.body, so the stub answers \"datas\": null"
           + " (write the body as the backend answers it)")
     }
+  }
+
+  // MARK: - Fleets
+
+  /// Fleet settings that are valid but do not do what they say: a `hash_by` that no
+  /// balancing reads, a server listed twice (the fleet counts it once, with the first
+  /// weight), and a url whose IP address is not among `servers` (with `servers` the url's
+  /// host is only the `Host` field and TLS name, so the address the url names gets no
+  /// requests, which is rarely what a url naming an address meant).
+  static func fleetWarnings(_ upstream: UpstreamConfig) -> [ConfigWarning] {
+    let path = ConfigPath.root.appending(key: "upstreams").appending(name: upstream.name)
+    var warnings: [ConfigWarning] = []
+    if let hashBy = upstream.hashBy, upstream.balance != .hash {
+      warnings.append(
+        ConfigWarning(
+          path: path.appending(key: "hash_by").description,
+          problem: "\"\(hashBy.configValue)\" does nothing: balance is \"\(upstream.balance.configValue)\", and only"
+            + " \"hash\" uses hash_by"))
+    }
+    guard let servers = upstream.servers else { return warnings }
+    let serversPath = path.appending(key: "servers")
+    var seen: [ServerAddress: Int] = [:]
+    for (index, server) in servers.enumerated() {
+      guard let first = seen[server.address] else {
+        seen[server.address] = index
+        continue
+      }
+      warnings.append(
+        ConfigWarning(
+          path: serversPath.appending(index: index).appending(key: "address").description,
+          problem: "\(server.address) is already listed at servers[\(first)]; it is one endpoint, with the"
+            + " first entry's weight"))
+    }
+    let urlHost = upstream.url.host
+    let urlAddress =
+      NetworkAddressSyntax.canonicalIPv6(Substring(urlHost))
+      ?? (NetworkAddressSyntax.isIPv4(Substring(urlHost)) ? urlHost : nil)
+    if let urlAddress, !servers.contains(where: { $0.address.hostText == urlAddress }) {
+      warnings.append(
+        ConfigWarning(
+          path: path.appending(key: "url").description,
+          problem: "\(urlHost) is not among servers: with servers the url's host is only sent as Host (and used as"
+            + " the TLS name), so it gets no requests"))
+    }
+    return warnings
   }
 }

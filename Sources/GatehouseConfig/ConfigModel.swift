@@ -26,6 +26,8 @@ public struct GatehouseConfig: Sendable, Equatable {
   public var jwt = JWTConfig.none
   /// `shared`: the Redis/Valkey tier replicas pool through (SPEC §14); nil when absent.
   public var shared: SharedTierConfig?
+  /// `resolver`: the DNS servers upstream names are looked up with. Default the system's.
+  public var resolver: ResolverConfig = .system
 
   public func upstream(named name: String) -> UpstreamConfig? {
     upstreams.first { $0.name == name }

@@ -25,8 +25,14 @@ public enum ConfigSummary {
         if let health = upstream.health {
           text += "  health \(upstream.url.basePath)\(health.path) every \(milliseconds(health.interval))ms"
         }
+        text += fleetText(upstream)
         lines.append(text)
       }
+    }
+    if let servers = config.resolver.servers {
+      lines.append(
+        "resolver:  " + servers.map(\.description).joined(separator: ", ")
+          + " (timeout \(config.resolver.timeoutMilliseconds)ms)")
     }
     if !config.tokens.isEmpty {
       lines.append("tokens:    " + config.tokens.map { "\($0.name) (\(tokenType($0.source)))" }.joined(separator: ", "))
@@ -64,6 +70,24 @@ public enum ConfigSummary {
     }
     if route.stub.mode == .fallback { parts.append("stub fallback \(route.stub.status)") }
     return parts.joined(separator: "  ")
+  }
+
+  /// The endpoints when `servers` lists them, and the balancing when it is not the default:
+  /// the parts of a fleet that change where requests go.
+  private static func fleetText(_ upstream: UpstreamConfig) -> String {
+    var text = ""
+    if let servers = upstream.servers {
+      text +=
+        "  servers "
+        + servers.map { $0.address.description + ($0.weight == 1 ? "" : " weight \($0.weight)") }
+        .joined(separator: ", ")
+    }
+    switch upstream.balance {
+    case .leastRequest: break
+    case .roundRobin: text += "  balance round_robin"
+    case .hash: text += "  balance hash by \(upstream.hashKey.configValue)"
+    }
+    return text
   }
 
   private static func workersText(_ workers: Int) -> String {

@@ -255,3 +255,87 @@ enum NetworkAddressSyntax {
     return .success(UInt16(value))
   }
 }
+
+extension ServerAddress {
+  /// Parses an address to connect to: `10.0.1.5:8080`, `[2001:db8::5]:8080` or, with
+  /// `allowsNames`, `api.internal:8080`. With a `defaultPort` the port may be left out
+  /// (`10.0.0.2`, `[2001:db8::2]`, and then a bare `2001:db8::2` too, which has no port
+  /// to be confused with). The error explains what is wrong with the text.
+  static func parse(
+    _ text: String, defaultPort: UInt16? = nil, allowsNames: Bool = true
+  ) -> Result<ServerAddress, AddressError> {
+    let example = allowsNames ? "10.0.1.5:8080 or [2001:db8::5]:8080" : "10.0.0.2:53 or [2001:db8::2]:53"
+    let hostText: Substring
+    var portText: Substring?
+    if text.hasPrefix("[") {
+      guard let close = text.firstIndex(of: "]") else {
+        return .failure(AddressError("missing ']' after the IPv6 address"))
+      }
+      hostText = text[text.index(after: text.startIndex)..<close]
+      guard NetworkAddressSyntax.isIPv6(hostText) else {
+        return .failure(AddressError("\"\(hostText)\" is not an IPv6 address"))
+      }
+      let rest = text[text.index(after: close)...]
+      if !rest.isEmpty {
+        guard rest.hasPrefix(":") else { return .failure(AddressError("unexpected text after ']'")) }
+        portText = rest.dropFirst()
+      }
+    } else if NetworkAddressSyntax.isIPv6(Substring(text)) {
+      // Without brackets the last group could be read as a port; refuse rather than guess.
+      guard defaultPort != nil else {
+        return .failure(AddressError("an IPv6 address needs brackets and a port, such as [\(text)]:8080"))
+      }
+      hostText = Substring(text)
+    } else if let colon = text.lastIndex(of: ":") {
+      hostText = text[..<colon]
+      portText = text[text.index(after: colon)...]
+    } else {
+      hostText = Substring(text)
+    }
+
+    let host: Host
+    if text.hasPrefix("[") || NetworkAddressSyntax.isIPv6(hostText) {
+      guard let canonical = NetworkAddressSyntax.canonicalIPv6(hostText) else {
+        return .failure(AddressError("\"\(hostText)\" is not an IPv6 address"))
+      }
+      host = .ipv6(canonical)
+    } else if hostText.contains(":") {
+      return .failure(AddressError("an IPv6 address needs brackets, such as \(example)"))
+    } else if NetworkAddressSyntax.isIPv4(hostText) {
+      host = .ipv4(String(hostText))
+    } else if NetworkAddressSyntax.isHostName(hostText) {
+      guard allowsNames else {
+        // The resolver's own address cannot come from the resolver.
+        return .failure(AddressError("must be an IP address, not a name, got \"\(hostText)\""))
+      }
+      host = .name(hostText.lowercased())
+    } else {
+      return .failure(
+        AddressError(
+          "host must be an IP address" + (allowsNames ? " or a DNS name" : "") + ", got \"\(hostText)\""))
+    }
+
+    guard let portText else {
+      guard let defaultPort else {
+        return .failure(AddressError("expected host:port, such as \(example)"))
+      }
+      return .success(ServerAddress(host: host, port: defaultPort))
+    }
+    switch NetworkAddressSyntax.parsePort(portText) {
+    case .success(let port): return .success(ServerAddress(host: host, port: port))
+    case .failure(let error): return .failure(error)
+    }
+  }
+}
+
+extension NetworkAddressSyntax {
+  /// The one spelling `inet_ntop` gives an IPv6 address (`2001:DB8:0::5` → `2001:db8::5`),
+  /// so two spellings of one address are seen as one endpoint; nil when `text` is not one.
+  static func canonicalIPv6(_ text: Substring) -> String? {
+    var address = in6_addr()
+    guard inet_pton(AF_INET6, String(text), &address) == 1 else { return nil }
+    var buffer = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
+    guard inet_ntop(AF_INET6, &address, &buffer, socklen_t(buffer.count)) != nil else { return nil }
+    return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+  }
+}

@@ -23,6 +23,26 @@ public struct UpstreamConfig: Sendable, Equatable {
   public var maxConnections: Int = ConfigDecoder.Defaults.maxUpstreamConnections
   /// `queue_timeout_ms`: default the connect timeout.
   public var queueTimeout: Duration? = nil
+  /// `servers`: the endpoints, in config order. Nil: every A/AAAA record of the url's host
+  /// is an endpoint on the url's port. Either way the url gives the scheme, base path,
+  /// `Host` and TLS server name.
+  public var servers: [UpstreamServerConfig]? = nil
+  /// `balance`. Default `least_request`.
+  public var balance: UpstreamBalance = .leastRequest
+  /// `hash_by`, as written; nil when absent. Only `balance: hash` uses it; see `hashKey`.
+  /// Kept optional so lint can tell a `hash_by` that does nothing from the default.
+  public var hashBy: UpstreamHashKey? = nil
+  /// `resolve_s`: how often, in seconds, the names (the url's host without `servers`, else
+  /// the names in `servers`) are looked up again. Default 30. The fleet settings are whole
+  /// numbers in their keys' units, as the runtime's fleet types take them.
+  public var resolveSeconds: Int = 30
+  /// `outlier`: passive ejection; always on, with its defaults when the block is absent.
+  public var outlier: OutlierConfig = .default
+  /// `retry`: retries on another endpoint; always on, with its defaults when absent.
+  public var retry: RetryConfig = .default
+
+  /// The key `balance: hash` hashes: `hash_by`, default `client`.
+  public var hashKey: UpstreamHashKey { hashBy ?? .client }
 }
 
 /// How to verify and authenticate to an https upstream.

@@ -34,9 +34,14 @@ import Testing
           "max_idle_connections": 1, "pipeline_depth": 1, "max_connections": 1, "queue_timeout_ms": 1,
           "tls": { "ca": "ca.pem", "verify": true, "server_name": "api.internal", "cert": "c.pem", "key": "k.pem" },
           "health": { "path": "/health", "interval_ms": 1, "unhealthy_after": 1, "healthy_after": 1 },
-          "circuit": { "failures": 1, "open_ms": 1, "count_5xx": true }
+          "circuit": { "failures": 1, "open_ms": 1, "count_5xx": true },
+          "servers": [{ "address": "127.0.0.1:3000", "weight": 2 }], "balance": "hash", "hash_by": "ip",
+          "resolve_s": 1,
+          "outlier": { "failures": 1, "eject_ms": 1, "max_ejected_percent": 1 },
+          "retry": { "attempts": 1, "on": ["connect"], "budget_percent": 1 }
         }
       },
+      "resolver": { "servers": ["10.0.0.2"], "timeout_ms": 1 },
       "tokens": {
         "fixed": { "type": "static", "value": "v" },
         "from_file": { "type": "file", "path": "token.txt" },
@@ -94,7 +99,9 @@ import Testing
   /// applies: each block present but empty, every value compared with the table's text.
   @Test func theStatedDefaultsAreTheDecodersDefaults() throws {
     let config = try loadConfig(
-      #"{"limits": {}, "store": {}, "upstreams": {"api": {"url": "http://h", "health": {}, "circuit": {}}}, "#
+      #"{"limits": {}, "store": {}, "resolver": {}, "#
+        + #""upstreams": {"api": {"url": "http://h", "health": {}, "circuit": {}, "outlier": {}, "retry": {}, "#
+        + #""servers": [{"address": "h:80"}]}}, "#
         + #""tokens": {"t": {"type": "oauth2_client_credentials", "token_url": "https://a/t", "client_id": "c", "#
         + #""client_secret": "s"}}, "#
         + #""routes": [{"name": "r", "match": {"path": "/"}, "upstream": "api", "cache": {}, "stub": {}, "envelope": {}}]}"#
@@ -137,6 +144,17 @@ import Testing
       "upstreams.*.circuit.failures": "\(circuit.failures)",
       "upstreams.*.circuit.open_ms": "\(ms(circuit.openDuration))",
       "upstreams.*.circuit.count_5xx": "\(circuit.count5xx)",
+      "upstreams.*.servers[].weight": "\(try #require(upstream.servers?.first).weight)",
+      "upstreams.*.balance": "`\(upstream.balance.configValue)`",
+      "upstreams.*.hash_by": "`\(upstream.hashKey.configValue)`",
+      "upstreams.*.resolve_s": "\(upstream.resolveSeconds)",
+      "upstreams.*.outlier.failures": "\(upstream.outlier.failures)",
+      "upstreams.*.outlier.eject_ms": "\(upstream.outlier.ejectMilliseconds)",
+      "upstreams.*.outlier.max_ejected_percent": "\(upstream.outlier.maxEjectedPercent)",
+      "upstreams.*.retry.attempts": "\(upstream.retry.attempts)",
+      "upstreams.*.retry.on": "`[" + upstream.retry.on.map { "\"\($0.configValue)\"" }.joined(separator: ", ") + "]`",
+      "upstreams.*.retry.budget_percent": "\(upstream.retry.budgetPercent)",
+      "resolver.timeout_ms": "\(config.resolver.timeoutMilliseconds)",
       "tokens.*.refresh_before_s": "\(s(oauth2.refreshBefore))",
       "clients.required": "\(config.clients.required)",
       "admin.metrics_public": "\(config.admin.metricsPublic)",
