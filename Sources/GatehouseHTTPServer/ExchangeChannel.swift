@@ -9,6 +9,10 @@ public protocol ExchangeChannel: AnyObject {
   var responderDeadline: UInt64 { get }
   /// The client's answer bytes queued past the high watermark: it is not reading.
   var isAboveHighWatermark: Bool { get }
+  /// One of many exchanges sharing a connection (an HTTP/2 stream): an answer held for it
+  /// stays counted against the buffer budget until the stream ends, since any number of
+  /// streams below their watermark would add up to any amount of memory.
+  var sharesConnection: Bool { get }
   /// Starts the answer; returns whether it must say `Connection: close`.
   func beginAnswer(_ kind: AnswerKind) -> Bool
   /// Answer bytes. Returns false when the client no longer takes them.
@@ -28,4 +32,7 @@ public protocol ExchangeChannel: AnyObject {
   func abort()
 }
 
-extension HTTP1ServerConnection: ExchangeChannel {}
+extension HTTP1ServerConnection: ExchangeChannel {
+  /// One exchange at a time: an answer below the watermark is the connection's allowance.
+  public var sharesConnection: Bool { false }
+}

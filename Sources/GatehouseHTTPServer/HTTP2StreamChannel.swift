@@ -143,6 +143,8 @@ public final class HTTP2StreamChannel: ExchangeChannel {
 
   public var isAboveHighWatermark: Bool { queuedBytes > Self.highWatermark }
 
+  public var sharesConnection: Bool { true }
+
   public func beginAnswer(_ kind: AnswerKind) -> Bool {
     answerStarted = true
     // HTTP/2 says nothing of the connection in an answer.

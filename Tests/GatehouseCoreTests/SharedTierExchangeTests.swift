@@ -119,6 +119,28 @@ import Testing
   /// A plain record names the key it was written under: copied to another key it is refused,
   /// as a sealed one is (the seal's additional data is the id too). A record of the format
   /// before the id (version 1) is another version: a miss, never read as if it had one.
+  /// A stored time no gateway writes (before the epoch, past the year 9999) is a malformed
+  /// record: ages worked out from the extremes overflowed and stopped the process.
+  @Test func aRecordFromAnImpossibleTimeIsRefused() throws {
+    let id = String(repeating: "a", count: 64)
+    for storedAt: Int64 in [Int64.min, Int64.min + 1, -5, 253_402_300_800_000, Int64.max] {
+      var answer = Self.answer
+      answer.storedAtMs = storedAt
+      let record = try #require(SharedTierRecord.encode(answer, id: id, sealer: nil))
+      #expect(Self.refusal(SharedTierRecord.decode(record, id: id, sealer: nil, maxBytes: 1 << 20)) == .malformed)
+    }
+    var latest = Self.answer
+    latest.storedAtMs = 253_402_300_799_999
+    let record = try #require(SharedTierRecord.encode(latest, id: id, sealer: nil))
+    #expect(
+      try SharedTierRecord.decode(record, id: id, sealer: nil, maxBytes: 1 << 20).get().storedAtMs == latest.storedAtMs)
+    // Ages from stored times far from now saturate.
+    #expect(StoreEntryRules.servedAge(initialAge: 0, storedAtMs: Int64.min, nowMs: 1_000) > 0)
+    #expect(StoreEntryRules.servedAge(initialAge: Int64.max, storedAtMs: 0, nowMs: Int64.max) > 0)
+    #expect(StoreEntryRules.elapsedMs(since: Int64.min, nowMs: 5) == Int64.max)
+    #expect(StoreEntryRules.elapsedMs(since: Int64.max, nowMs: -5) == Int64.min)
+  }
+
   @Test func aRecordIsBoundToItsKey() throws {
     let id = String(repeating: "a", count: 64)
     let other = String(repeating: "b", count: 64)

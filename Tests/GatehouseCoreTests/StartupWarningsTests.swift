@@ -24,6 +24,21 @@ import Testing
     StartupWarnings.messages(for: config, storeOpen: storeOpen)
   }
 
+  @Test func severalServersAreSaidToGoToTheFirstOnly() throws {
+    func upstream(_ servers: String) throws -> GatehouseConfig {
+      try loadConfig(
+        #"{"routes": [{"name": "r", "match": {"path": "/"}, "upstream": "api"}], "#
+          + #""upstreams": {"api": {"url": "http://api.internal:8080", "servers": [\#(servers)]}}}"#)
+    }
+    let two = try upstream(#"{"address": "10.0.0.5:8080"}, {"address": "10.0.0.6:8080", "weight": 2}"#)
+    let expected =
+      "upstreams.api.servers lists 2 servers, but every request goes to the first (10.0.0.5:8080): "
+      + "balancing, ejection and retries between servers are not in effect in this version"
+    #expect(messages(two, storeOpen: false) == [expected])
+    #expect(StartupWarnings.checkWarnings(for: two).contains { $0.path == "upstreams.api.servers" })
+    #expect(messages(try upstream(#"{"address": "10.0.0.5:8080"}"#), storeOpen: false).isEmpty)
+  }
+
   @Test func aFetchedTokenWithoutASecretKeyIsStoredUnencrypted() throws {
     let fetched = try config(tokens: [oauth2("partner", url: "https://auth.example/token")])
     #expect(messages(fetched) == [unencrypted])

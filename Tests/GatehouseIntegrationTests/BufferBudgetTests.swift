@@ -22,7 +22,9 @@ import Testing
     var config = TestConfig.make(
       routes: [
         TestConfig.route(
-          "big", match: "/*", extra: ["envelope": ["enabled": true, "max_bytes": 16 * 1024 * 1024]])
+          "stored", match: "/stored", extra: ["envelope": ["enabled": true], "cache": ["fresh_s": 600]]),
+        TestConfig.route(
+          "big", match: "/*", extra: ["envelope": ["enabled": true, "max_bytes": 16 * 1024 * 1024]]),
       ],
       upstreams: ["api": TestConfig.upstream(port: backend)], limits: ["buffered_bytes": budget], access: "off")
     config["listen"] = [["address": "127.0.0.1:0", "h2c": true]]
@@ -67,7 +69,13 @@ import Testing
 
   static func startGateway() throws -> (TestBackend, GatewayProcess, Int) {
     let big = bigJSON()
+    // Under 64 KiB: below a stream's watermark, so only the budget holds many of them back.
+    let middling =
+      Array(#"{"items":""#.utf8) + [UInt8](repeating: UInt8(ascii: "y"), count: 60_000) + Array(#""}"#.utf8)
     let backend = try TestBackend { request in
+      if request.target.hasPrefix("/stored") || request.target.hasPrefix("/middling") {
+        return .respond(BackendAnswer(headers: [("Content-Type", "application/json")], body: .bytes(middling)))
+      }
       if request.target.hasPrefix("/small") {
         return .respond(
           BackendAnswer(headers: [("Content-Type", "application/json")], body: .bytes(Array(#"{"ok":1}"#.utf8))))
@@ -89,9 +97,45 @@ import Testing
       gateway.stopExpectingCleanExit()
       backend.stop()
     }
-    let (peak, seconds) = try Self.hold(["h2", "1", "128", "/big/"], requests: 129, gateway: gateway, backend: backend)
+    let (peak, seconds) = try Self.hold(
+      ["h2", "1", "128", "/big/{i}"], requests: 129, gateway: gateway, backend: backend)
     // The budget, and per stream at most its queue's high watermark and one upstream read.
     let allowance = 24 * 1024 * 1024
+    #expect(
+      peak - baseline <= Self.budget + allowance,
+      "resident memory grew by \((peak - baseline) >> 20) MiB over a budget of \(Self.budget >> 20) MiB")
+    #expect(seconds < 1, "a small answer took \(seconds) s")
+  }
+
+  /// Eight HTTP/2 connections with zero windows, 128 streams each, asking for a stored
+  /// answer of 60 KB: each copy is under a stream's watermark, yet every one is held.
+  @Test func zeroWindowStreamsOfStoredAnswersHoldNoMoreThanTheBudget() throws {
+    let (backend, gateway, baseline) = try Self.startGateway()
+    defer {
+      gateway.stopExpectingCleanExit()
+      backend.stop()
+    }
+    #expect(try send("GET", "/stored", to: gateway.port).status == 200)
+    let (peak, seconds) = try Self.hold(["h2", "8", "128", "/stored"], requests: 0, gateway: gateway, backend: backend)
+    let allowance = 8 * 2 * 1024 * 1024
+    #expect(
+      peak - baseline <= Self.budget + allowance,
+      "resident memory grew by \((peak - baseline) >> 20) MiB over a budget of \(Self.budget >> 20) MiB")
+    #expect(seconds < 1, "a small answer took \(seconds) s")
+  }
+
+  /// Four HTTP/2 connections with zero windows, 128 streams each, of 60 KB enveloped answers
+  /// read whole from the backend: once the budget is spent the rest stream, and a stream
+  /// holds up to its watermark (64 KiB) outside the budget, the documented allowance.
+  @Test func zeroWindowStreamsOfEnvelopedAnswersHoldNoMoreThanTheBudget() throws {
+    let (backend, gateway, baseline) = try Self.startGateway()
+    defer {
+      gateway.stopExpectingCleanExit()
+      backend.stop()
+    }
+    let (peak, seconds) = try Self.hold(
+      ["h2", "4", "128", "/middling/{i}"], requests: 4 * 128, gateway: gateway, backend: backend)
+    let allowance = 4 * 128 * 64 * 1024
     #expect(
       peak - baseline <= Self.budget + allowance,
       "resident memory grew by \((peak - baseline) >> 20) MiB over a budget of \(Self.budget >> 20) MiB")
@@ -105,7 +149,7 @@ import Testing
       gateway.stopExpectingCleanExit()
       backend.stop()
     }
-    let (peak, seconds) = try Self.hold(["h1", "128", "/big/"], requests: 129, gateway: gateway, backend: backend)
+    let (peak, seconds) = try Self.hold(["h1", "128", "/big/{i}"], requests: 129, gateway: gateway, backend: backend)
     // Per connection, its write queue's high watermark and one upstream read.
     let allowance = 128 * 192 * 1024
     #expect(

@@ -188,3 +188,27 @@ import Testing
     #expect(try setup.upstreamTarget("/pass/a?") == "/v2/a?")
   }
 }
+
+/// An upstream's `servers`: requests go to the first server's address, while the url still
+/// gives the `Host` field (and the base path).
+@Suite struct UpstreamServersTests {
+  @Test func requestsGoToTheFirstServerWithTheUrlsHost() throws {
+    let backend = try TestBackend { request in
+      .respond(.text("\(request.target) \(request.head.value("Host") ?? "")"))
+    }
+    defer { backend.stop() }
+    // The url's own address has nothing listening: only the server entry can answer.
+    let upstream: [String: Any] = [
+      "url": "http://api.internal:1/v1",
+      "servers": [["address": "127.0.0.1:\(backend.port)"], ["address": "127.0.0.1:1", "weight": 3]],
+    ]
+    let gateway = try GatewayProcess(
+      config: TestConfig.make(routes: [TestConfig.route("all", match: "/*")], upstreams: ["api": upstream]))
+    defer { gateway.stopExpectingCleanExit() }
+    let answer = try send("GET", "/items", to: gateway.port)
+    #expect(answer.status == 200)
+    #expect(answer.text == "/v1/items api.internal:1")
+    #expect(
+      gateway.waitForLogLine { ($0["msg"] as? String)?.hasPrefix("upstreams.api.servers lists 2 servers") == true })
+  }
+}

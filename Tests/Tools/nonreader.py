@@ -5,7 +5,8 @@ Usage: nonreader.py PORT h2 CONNECTIONS STREAMS PATH
        nonreader.py PORT h1 CONNECTIONS PATH
 h2: cleartext HTTP/2 with prior knowledge, SETTINGS_INITIAL_WINDOW_SIZE=0 and no
 WINDOW_UPDATE ever, STREAMS GETs on each connection. h1: one GET per connection, a 4 KiB
-receive buffer that is never read. Prints "ready" once every request is sent, then holds the
+receive buffer that is never read. "{i}" in PATH becomes each request's number (else
+every request asks for PATH itself). Prints "ready" once every request is sent, then holds the
 connections until stdin closes (or 120 s pass), and exits 0.
 """
 import select
@@ -37,7 +38,7 @@ def h2_connection(port, streams, path):
     conn.initiate_connection()
     for index in range(streams):
         stream = conn.get_next_available_stream_id()
-        conn.send_headers(stream, [(":method", "GET"), (":path", f"{path}{index}"), (":scheme", "http"),
+        conn.send_headers(stream, [(":method", "GET"), (":path", path.replace("{i}", str(index))), (":scheme", "http"),
                                    (":authority", "127.0.0.1")], end_stream=True)
     sock.sendall(conn.data_to_send())
     return sock
@@ -45,7 +46,7 @@ def h2_connection(port, streams, path):
 
 def h1_connection(port, index, path):
     sock = open_socket(port)
-    sock.sendall(f"GET {path}{index} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+    sock.sendall(f"GET {path.replace('{i}', str(index))} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
     return sock
 
 

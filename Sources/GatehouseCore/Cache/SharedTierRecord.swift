@@ -109,8 +109,10 @@ enum SharedTierRecord {
     // Only what the store keeps (2xx): a 1xx or an error served as a stored answer would break
     // the client's framing or stand for a good answer. (The rest of the store's rules are
     // `StoreEntryRules.refusal(ofShared:)`'s, which know the route.)
+    // stored_at is a time this gateway could have written: from the epoch to the year 10000.
+    // Anything else is no answer of ours, and ages worked out from it could overflow.
     guard let status = reader.integer(2), (200...299).contains(status), let storedAt = reader.integer(8),
-      let headerCount = reader.integer(2), headerCount <= maxHeaders
+      (0...Self.latestStoredAtMs).contains(storedAt), let headerCount = reader.integer(2), headerCount <= maxHeaders
     else { return .failure(.malformed) }
     var headers: StoredHeaders = []
     headers.reserveCapacity(headerCount)
@@ -128,6 +130,9 @@ enum SharedTierRecord {
     return .success(
       StoredAnswer(status: status, headers: headers, body: body, storedAtMs: Int64(storedAt)))
   }
+
+  /// 9999-12-31T23:59:59.999Z in milliseconds since the epoch.
+  static let latestStoredAtMs = 253_402_300_799_999
 
   private static func append(_ value: UInt64, bytes count: Int, to output: inout [UInt8]) {
     for index in stride(from: count - 1, through: 0, by: -1) {

@@ -344,7 +344,17 @@ enum StoreEntryRules {
   /// How old a stored answer is at `nowMs`, in whole seconds (RFC 9111 §4.2.3): the age it
   /// had when stored plus the time it has spent in the store.
   static func servedAge(initialAge: Int64, storedAtMs: Int64, nowMs: Int64) -> Int64 {
-    initialAge + max(0, (nowMs - storedAtMs) / 1000)
+    // Saturating: a stored time far from now (a damaged entry) gives a huge age, never a trap.
+    let (elapsed, overflow) = nowMs.subtractingReportingOverflow(storedAtMs)
+    let seconds = overflow ? (storedAtMs > nowMs ? 0 : Int64.max / 2) : max(0, elapsed / 1000)
+    return min(initialAge, Int64.max / 2) + min(seconds, Int64.max / 2)
+  }
+
+  /// How long ago `storedAtMs` was at `nowMs`, saturating instead of trapping on a time a
+  /// damaged or hostile entry carries.
+  static func elapsedMs(since storedAtMs: Int64, nowMs: Int64) -> Int64 {
+    let (elapsed, overflow) = nowMs.subtractingReportingOverflow(storedAtMs)
+    return overflow ? (storedAtMs > nowMs ? Int64.min : Int64.max) : elapsed
   }
 
   /// The lines the gateway adds to a stored answer `age` seconds old (`X-Gatehouse-Cache`,

@@ -225,7 +225,7 @@ struct CacheAdministration: Sendable {
       ("id", .string(entry.id)), ("method", .string(entry.method)), ("upstream", .string(entry.upstream)),
       ("path", .string(entry.path)), ("query", .string(entry.query)), ("status", .int(entry.status)),
       ("bytes", .int(Int(entry.bytes))), ("stored_at", .string(RFC3339.string(seconds: entry.storedAtMs / 1000))),
-      ("age_s", .int(Int(max(0, nowMs - entry.storedAtMs) / 1000))),
+      ("age_s", .int(Int(max(0, StoreEntryRules.elapsedMs(since: entry.storedAtMs, nowMs: nowMs)) / 1000))),
       ("route", .optionalString(routes.route(upstream: entry.upstream, method: entry.method, path: entry.path))),
       // On a JWT route: whose answer it is, as the digest the key holds (never the user).
       ("user", .optionalString(CacheKey.user(inVaryPart: entry.vary))),

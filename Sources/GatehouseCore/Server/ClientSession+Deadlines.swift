@@ -112,12 +112,15 @@ extension ClientSession {
   // MARK: The buffered-answer budget
 
   /// The exchange's budget charge passes to the session: held until its connection has
-  /// taken the answer (its queue drained), or released now when it already has.
+  /// taken the answer (its queue drained), or released now when it already has. On an
+  /// HTTP/2 stream it is held until the stream ends (`serverStreamEnded`), or its queue
+  /// drains after it fell behind: what one stream keeps below its watermark is small, but
+  /// a connection has many streams and a client many connections.
   func settleBufferCharge(_ exchange: Exchange) {
     heldBufferCharge += exchange.bufferCharge
     exchange.bufferCharge = 0
     guard heldBufferCharge > 0 else { return }
-    if closed || !server.isAboveHighWatermark { releaseHeldBufferCharge() }
+    if closed || (!server.sharesConnection && !server.isAboveHighWatermark) { releaseHeldBufferCharge() }
   }
 
   func releaseHeldBufferCharge() {

@@ -30,6 +30,17 @@ extension ClientSession {
   func serveStored(_ stored: StoredAnswer, result: CacheResult) {
     guard let exchange else { return }
     exchange.cacheResult = result
+    // Refused before any work when the budget cannot take it: wrapping and copying a large
+    // answer costs the loop milliseconds, which a flood of requests for it must not buy.
+    if (stored.body.count >= Self.chargedKeptAnswerBytes || server.sharesConnection),
+      exchange.head.method != .head,
+      !context.shared.bufferedAnswerMightFit(stored.body.count, limit: exchange.snapshot.bufferedBytes)
+    {
+      context.shared.warnAboutLimit(
+        "buffered answers reached limits.buffered_bytes", ["limit": .int(exchange.snapshot.bufferedBytes)])
+      respondLocally(failure: .overloaded, reason: .overloaded)
+      return
+    }
     let (head, extra) = routeCache.servedForm(stored, result: result, nowMs: RFC3339.nowMilliseconds())
     writeKeptAnswer(
       head: head, body: stored.body,
@@ -76,13 +87,16 @@ extension ClientSession {
   /// Answers from the store and those handed to collapsed waiters are written whole, a copy
   /// per client: one that does not read keeps its copy queued. So each copy of this size or
   /// more is taken out of `limits.buffered_bytes` until the client has it (smaller ones
-  /// leave at once and cost nothing to count).
+  /// leave at once and cost nothing to count); on an HTTP/2 stream every copy is, since a
+  /// connection's many streams could each keep one.
   static let chargedKeptAnswerBytes = 64 << 10
 
   /// Takes a kept answer's `count` bytes out of the budget; false, with a 503 `gateway
   /// overloaded` written instead, when it is spent.
   private func chargeKeptAnswer(_ count: Int, exchange: Exchange) -> Bool {
-    guard count >= Self.chargedKeptAnswerBytes, exchange.head.method != .head else { return true }
+    guard count >= Self.chargedKeptAnswerBytes || server.sharesConnection, exchange.head.method != .head else {
+      return true
+    }
     if context.shared.chargeBufferedAnswer(count, limit: exchange.snapshot.bufferedBytes) {
       exchange.bufferCharge += count
       return true

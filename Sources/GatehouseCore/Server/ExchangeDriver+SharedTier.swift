@@ -18,7 +18,7 @@ extension ExchangeDriver {
       guard let self, let exchange, self.exchange === exchange else { return }
       var found = false
       let now = RFC3339.nowMilliseconds()
-      if let answer, policy.allowsStaleIfError(ageMs: now - answer.storedAtMs),
+      if let answer, policy.allowsStaleIfError(ageMs: StoreEntryRules.elapsedMs(since: answer.storedAtMs, nowMs: now)),
         CacheStorability.allowsStale(answer.headers)
       {
         context.store?.keepShared(answer, key: key, nowMs: now)

@@ -76,6 +76,12 @@ public final class GatewayShared: Sendable {
     return false
   }
 
+  /// Whether `count` more bytes might fit the budget now: a read, nothing taken (the charge
+  /// that follows decides). Lets a large answer be refused before the work of making it.
+  func bufferedAnswerMightFit(_ count: Int, limit: Int) -> Bool {
+    bufferedAnswerBytes.load(ordering: .relaxed) + count <= limit
+  }
+
   func releaseBufferedAnswer(_ count: Int) {
     guard count > 0 else { return }
     let total = bufferedAnswerBytes.subtract(count, ordering: .relaxed).newValue

@@ -318,7 +318,12 @@ struct UpstreamPlan: Sendable {
 
   init(_ upstream: UpstreamConfig) throws(SnapshotError) {
     name = upstream.name
-    address = try Self.resolve(host: upstream.url.host, port: upstream.url.port)
+    // One address per upstream for now: the first of `servers`, else the url's host.
+    if let first = upstream.servers?.first {
+      address = try Self.resolve(host: first.address.hostText, port: first.address.port)
+    } else {
+      address = try Self.resolve(host: upstream.url.host, port: upstream.url.port)
+    }
     hostHeader = Array(upstream.url.hostHeader.utf8)
     connectTimeout = upstream.connectTimeout
     answerTimeout = upstream.answerTimeout

@@ -105,7 +105,7 @@ final class RouteCache {
     if cache.answersWithoutUpstream {
       let now = RFC3339.nowMilliseconds()
       if let stored = store.lookup(id: key.id, nowMs: now) {
-        switch cache.beforeUpstream(ageMs: now - stored.storedAtMs) {
+        switch cache.beforeUpstream(ageMs: StoreEntryRules.elapsedMs(since: stored.storedAtMs, nowMs: now)) {
         case .fresh:
           exchange.storedAnswer = stored
           return .fresh
@@ -194,7 +194,8 @@ final class RouteCache {
       let store
     else { return nil }
     let now = RFC3339.nowMilliseconds()
-    guard let stored = store.lookup(id: key.id, nowMs: now), cache.allowsStaleIfError(ageMs: now - stored.storedAtMs),
+    guard let stored = store.lookup(id: key.id, nowMs: now),
+      cache.allowsStaleIfError(ageMs: StoreEntryRules.elapsedMs(since: stored.storedAtMs, nowMs: now)),
       CacheStorability.allowsStale(stored.headers)
     else { return nil }
     return stored

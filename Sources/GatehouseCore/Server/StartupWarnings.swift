@@ -11,7 +11,20 @@ public enum StartupWarnings {
   /// One line per warning, in a fixed order. `storeOpen`: the store is in use, so token
   /// values are written to its file.
   static func messages(for config: GatehouseConfig, storeOpen: Bool) -> [String] {
-    secretWarnings(for: config, storeOpen: storeOpen).map { "\($0.path) \($0.problem)" }
+    (secretWarnings(for: config, storeOpen: storeOpen) + fleetWarnings(for: config)).map { "\($0.path) \($0.problem)" }
+  }
+
+  /// Upstream fleet settings this version reads and checks but does not act on yet: every
+  /// request goes to one address (the first `servers` entry, else the url's host, its first
+  /// record). Said at start and by `check`, so nobody counts on a failover that is not there.
+  static func fleetWarnings(for config: GatehouseConfig) -> [ConfigWarning] {
+    config.upstreams.compactMap { upstream in
+      guard let servers = upstream.servers, servers.count > 1 else { return nil }
+      return ConfigWarning(
+        path: "upstreams.\(upstream.name).servers",
+        problem: "lists \(servers.count) servers, but every request goes to the first (\(servers[0].address)): "
+          + "balancing, ejection and retries between servers are not in effect in this version")
+    }
   }
 
   /// What `messages` says, with the key each is about.
@@ -63,7 +76,7 @@ public enum StartupWarnings {
           path: "upstreams.\(upstream.name).tls.verify",
           problem: "is false: the upstream's certificate is not checked, so anyone on the path can answer for it"))
     }
-    warnings += secretWarnings(for: config, storeOpen: true)
+    warnings += secretWarnings(for: config, storeOpen: true) + fleetWarnings(for: config)
     // `ConfigChange.adminTokenMissing` and `adminTokenShort`, logged by `GatewayServer.run`.
     if config.admin.token == nil {
       warnings.append(
