@@ -35,6 +35,7 @@ public struct ConfigKey: Sendable, Equatable {
 /// reference file is what `renderReference()` makes of them, so neither can drift.
 public enum ConfigKeys {
   private typealias Defaults = ConfigDecoder.Defaults
+  private typealias Circuit = CircuitBreakerConfig
 
   private static func key(
     _ path: String, _ type: String, _ defaultText: String, _ reload: ConfigReload = .applies, _ meaning: String
@@ -215,13 +216,14 @@ public enum ConfigKeys {
         "upstreams.*.health.healthy_after", "integer 1–1000", "2", .applies,
         "good checks in a row that mark it up again"),
       key(
-        "upstreams.*.circuit", "object", "`{\"failures\": 3, \"open_ms\": 1000}`", .applies,
+        "upstreams.*.circuit", "object",
+        "`{\"failures\": \(Circuit.defaultFailures), \"open_ms\": \(Circuit.defaultOpenMilliseconds)}`", .applies,
         "circuit breaker: skip a failing upstream (or route) for a while"),
       key(
-        "upstreams.*.circuit.failures", "integer 0–100000", "5", .applies,
+        "upstreams.*.circuit.failures", "integer 0–100000", "\(Circuit.defaultFailures)", .applies,
         "failures in a row that open the circuit (0: off)"),
       key(
-        "upstreams.*.circuit.open_ms", "integer ≥ 1", "5000", .applies,
+        "upstreams.*.circuit.open_ms", "integer ≥ 1", "\(Circuit.defaultOpenMilliseconds)", .applies,
         "how long it stays open before one trial request"),
       key(
         "upstreams.*.circuit.count_5xx", "boolean", "false", .applies, "count a 5xx answer as a failure of its route"),

@@ -360,8 +360,8 @@ struct UpstreamPlan: Sendable {
       context: context, serverName: config?.serverName ?? host, handshakeTimeout: handshakeTimeout)
   }
 
-  static let defaultCircuitFailures = 3
-  static let defaultCircuitOpen: Duration = .seconds(1)
+  static let defaultCircuitFailures = CircuitBreakerConfig.standard.failures
+  static let defaultCircuitOpen = CircuitBreakerConfig.standard.openDuration
 
   /// IP literals are used as they are; names go through the system resolver once per
   /// config load (never on the request path).
