@@ -114,7 +114,7 @@ public enum ConfigKeys {
         "encrypts stored token values (AES-256-GCM); use 32 random characters or more"),
       key(
         "shared", "object", "none (no shared tier)", .applies,
-        "Redis or Valkey that replicas share stale answers and rate limits through (SPEC §14)"),
+        "Redis or Valkey that replicas share stale answers and rate limits through (Docs/shared-tier.md)"),
       key(
         "shared.url", "string (`redis://` or `rediss://` URL)", "required in `shared`", .applies,
         "`redis[s]://[user:password@]host[:port][/db]`; the host is resolved at start and on reload"),
@@ -264,7 +264,7 @@ public enum ConfigKeys {
         "clients.keys[].burst", "integer ≥ 1", "`rate_per_s` rounded up", .applies,
         "requests allowed at once above the rate; needs `rate_per_s`; with `shared`, only when the"
           + " tier does not answer"),
-      key("jwt", "object", "{}", .applies, "identity providers whose JWTs routes verify (SPEC §15)"),
+      key("jwt", "object", "{}", .applies, "identity providers whose JWTs routes verify (Docs/jwt.md)"),
       key("jwt.providers", "object: name → provider", "required in `jwt`", .applies, "the providers, by name"),
       key("jwt.providers.*.issuer", "string", "none (not checked)", .applies, "`iss` a token must carry"),
       key(
@@ -369,7 +369,7 @@ public enum ConfigKeys {
         "scopes the token must grant (`scope` or `scp`), else 403"),
       key(
         "routes[].websocket", "boolean", "false", .applies,
-        "take `Upgrade: websocket` handshakes and tunnel them to the upstream (SPEC §13)"),
+        "take `Upgrade: websocket` handshakes and tunnel them to the upstream (Docs/websockets.md)"),
       key(
         "routes[].stub", "object", "`{\"mode\": \"off\"}`", .applies,
         "a fixed answer instead of, or behind, the backend"),

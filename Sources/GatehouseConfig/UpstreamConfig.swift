@@ -38,7 +38,7 @@ public struct UpstreamTLSConfig: Sendable, Equatable {
   public let keyPath: String?
 }
 
-/// Active health checks (`health`); defaults are the SPEC §2 example values.
+/// Active health checks (`health`); defaults: Config/REFERENCE.md.
 public struct HealthCheckConfig: Sendable, Equatable {
   /// Path on the upstream, appended to its base path (`target(basePath:)`); `~/…` is
   /// from the host's root instead. Default `/health`.
@@ -61,7 +61,7 @@ public struct HealthCheckConfig: Sendable, Equatable {
   }
 }
 
-/// The circuit breaker (`circuit`, SPEC §5); defaults are the SPEC §2 example values.
+/// The circuit breaker (`circuit`, Config/README.md "Circuit breaker"); defaults: Config/REFERENCE.md.
 public struct CircuitBreakerConfig: Sendable, Equatable {
   /// `failures` when it is left out, and for an upstream without a `circuit` block: like
   /// nginx's passive checks, an outage costs one connect attempt per second, not one per
