@@ -33,7 +33,7 @@ let package = Package(
       name: "CGatehouseNghttp2",
       providers: [.apt(["libnghttp2-dev"])]
     ),
-    // hiredis's RESP reader for the shared tier (SPEC §14); its sockets and event API are not used.
+    // hiredis's RESP reader for the shared tier (Docs/shared-tier.md); its sockets and event API are not used.
     .systemLibrary(
       name: "CGatehouseHiredis",
       providers: [.apt(["libhiredis-dev"])]
@@ -81,7 +81,7 @@ let package = Package(
         "CGatehouseOpenSSL",
       ]
     ),
-    // Bearer JWT verification (SPEC §15): pure functions over bytes and OpenSSL keys, no I/O.
+    // Bearer JWT verification (Docs/jwt.md): pure functions over bytes and OpenSSL keys, no I/O.
     .target(
       name: "GatehouseJWT",
       dependencies: ["GatehouseJSON", "CGatehouseOpenSSL"],

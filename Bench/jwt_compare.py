@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Requests per second and CPU per request of a route that verifies client JWTs, against the
-same route without JWT, in one run (SPEC §15's speed goal: within 10 %).
+same route without JWT, in one run (the goal: within 10 %; see Docs/jwt.md, "Cost").
 
 Usage (from the project root, after `swift build -c release --product gatehouse`):
     Bench/jwt_compare.py [--bin .build/release/gatehouse] [--rounds 5] [--seconds 4] [--clients 64]

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Shared-tier outage coverage (SPEC §14): two gateways behind a round-robin split, each of
+"""Shared-tier outage coverage (Docs/shared-tier.md): two gateways behind a round-robin split, each of
 which saw only half of the keys before the backend went down. The share of requests answered
 200 (STALE) during the outage, without and with `shared` (one redis-server for both).
 

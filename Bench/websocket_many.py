@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Gatehouse memory with many open WebSocket tunnels (SPEC §13).
+"""Gatehouse memory with many open WebSocket tunnels (Docs/websockets.md).
 
 Usage (from the project root, after `swift build -c release`; needs Debian's
 python3-websockets, which Scripts/install-deps.sh installs, hence /usr/bin/python3):

@@ -12,10 +12,16 @@
 #                        image runs it, with dummy values for the variables they reference
 #   consistency          ports, probes, selectors, secrets and stop timeouts agree across files;
 #                        the NetworkPolicy keeps the admin port to the nodes and operators
+#   image packages       Scripts/deploy-libs-check.sh: the Dockerfile's runtime stage installs
+#                        the package of every library `ldd` lists for the binary (toolchain
+#                        libraries aside) and of every C library Package.swift links, and its
+#                        build stage every systemLibrary target's -dev package
+#   docs                 Scripts/docs-check.sh: no file points to a contract document that is
+#                        not in the repository
 #   static runtime       the systemd section of Deploy/README.md builds with
 #                        --static-swift-stdlib, and a binary built that way lists no Swift
 #                        library in `ldd` and runs `version` with the toolchain's libraries hidden
-#   (optional)           ShellCheck on this script and Deploy/healthcheck.sh, when installed
+#   (optional)           ShellCheck on the shell scripts above and Deploy/healthcheck.sh
 #
 # usage: Scripts/deploy-check.sh [GATEHOUSE_BINARY]     (default .build/debug/gatehouse)
 # The binary is only run as `gatehouse check`; this script never builds it. The static
@@ -364,6 +370,24 @@ else
   result FAIL consistency "files disagree" "$work/consistency.log"
 fi
 
+# --- image packages ------------------------------------------------------------------------
+# Derived from the binary and Package.swift, so a new C library cannot be forgotten in the
+# Dockerfile: the check names each missing package and the stage it belongs in.
+if [ ! -x "$bin" ]; then
+  result FAIL "image packages" "no gatehouse binary at $bin (pass its path as \$1)"
+elif sh Scripts/deploy-libs-check.sh "$bin" >"$work/libs.log" 2>&1; then
+  result PASS "image packages" "$(sed -n 's/^deploy-libs-check: //p' "$work/libs.log" | paste -sd';' - | sed 's/;/; /g')"
+else
+  result FAIL "image packages" "Deploy/Dockerfile lacks packages the gateway needs" "$work/libs.log"
+fi
+
+# --- docs ----------------------------------------------------------------------------------
+if sh Scripts/docs-check.sh >"$work/docs.log" 2>&1; then
+  result PASS docs "$(tail -n1 "$work/docs.log" | sed 's/^docs-check: //')"
+else
+  result FAIL docs "pointers to a document that is not in the repository" "$work/docs.log"
+fi
+
 # --- static Swift runtime -------------------------------------------------------------------
 # The systemd section installs the binary on a server without the Swift toolchain, which only
 # works when the Swift runtime is linked in. The binary checked is built the README's way,
@@ -397,6 +421,7 @@ if [ -n "$static_bin" ]; then
   # mount namespace, so nothing outside sees it), as on a server without the toolchain. The
   # dynamically linked $bin must fail there: that shows the libraries really were hidden.
   hidden() { # BINARY: runs `BINARY version` with $swift_libs hidden
+    # shellcheck disable=SC2016 # $1 and $2 are the inner shell's own arguments
     unshare -rm sh -c 'mount -t tmpfs none "$1" && exec env -i "$2" version' sh "$swift_libs" "$1"
   }
   if [ -z "$swift_libs" ] || ! unshare -rm true 2>/dev/null; then
@@ -418,8 +443,9 @@ fi
 
 # --- shellcheck (optional) ----------------------------------------------------------------
 if command -v shellcheck >/dev/null 2>&1; then
-  if shellcheck Scripts/deploy-check.sh Deploy/healthcheck.sh >"$work/shellcheck.log" 2>&1; then
-    result PASS shellcheck "Scripts/deploy-check.sh, Deploy/healthcheck.sh"
+  if shellcheck Scripts/deploy-check.sh Scripts/deploy-libs-check.sh Scripts/docs-check.sh Deploy/healthcheck.sh \
+    >"$work/shellcheck.log" 2>&1; then
+    result PASS shellcheck "Scripts/deploy-check.sh, deploy-libs-check.sh, docs-check.sh, Deploy/healthcheck.sh"
   else
     result FAIL shellcheck "findings in the shell scripts" "$work/shellcheck.log"
   fi

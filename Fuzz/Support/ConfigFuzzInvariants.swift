@@ -21,7 +21,7 @@ enum ConfigFuzzInvariants {
   /// Part of every secret in `environment`, so a secret that reaches a message is easy to spot.
   static let canary = "Zq7canary"
 
-  /// The environment `${...}` references expand from: the variables of the SPEC §2 example
+  /// The environment `${...}` references expand from: the variables Deploy/gatehouse.json references
   /// (secrets among them), plain values, an empty one, and values that would break the
   /// document or a header if they were parsed as JSON or expanded again.
   static let environment: [String: String] = [
@@ -206,7 +206,7 @@ extension ConfigFuzzInvariants {
     }
   }
 
-  /// Fields whose value never appears in a message (SPEC §3).
+  /// Fields whose value never appears in a message (Docs/behaviour.md).
   static func isSecretField(_ path: [PathComponent]) -> Bool {
     if path == [.key("admin"), .key("token")] || path == [.key("store"), .key("secret_key")] { return true }
     return path.count == 3 && path[0] == .key("tokens")
@@ -336,7 +336,7 @@ extension ConfigFuzzInvariants {
       "expanding \(text.debugDescription) gives \(got), expected \(expected)")
   }
 
-  /// SPEC §2 and `EnvironmentInterpolation`: `$${` is a literal `${`; `${NAME}` is the
+  /// Config/README.md (`${ENV}` references) and `EnvironmentInterpolation`: `$${` is a literal `${`; `${NAME}` is the
   /// variable, an error when unset; `${NAME:-default}` is the variable unless it is unset or
   /// empty, else the default up to the first `}`, taken literally; a name is a letter or `_`
   /// and then letters, digits and `_`; any other `$` stays.
@@ -389,7 +389,7 @@ extension ConfigFuzzInvariants {
     "proxy-connection",
   ]
 
-  /// The rules SPEC §2 and the loader's messages state, checked again on what it accepted.
+  /// The rules Config/README.md, Config/REFERENCE.md and the loader's messages state, checked again on what it accepted.
   static func checkAccepted(_ config: GatehouseConfig) throws(FuzzViolation) {
     try require(!config.listen.isEmpty, "no listener")
     var addresses: Set<ListenAddress> = []

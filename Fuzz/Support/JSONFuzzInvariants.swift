@@ -341,7 +341,7 @@ extension JSONFuzzInvariants {
       context + "datas is at \(String(describing: datasRange))")
   }
 
-  /// SPEC §4: the success envelope without a value.
+  /// Docs/envelope.md: the success envelope without a value.
   static func checkNullEnvelope() throws(FuzzViolation) {
     var out: [UInt8] = []
     JSONEnvelopeWriter.appendSuccess(datas: UnsafeRawBufferPointer?.none, to: &out)

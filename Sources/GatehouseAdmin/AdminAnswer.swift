@@ -2,7 +2,7 @@ import GatehouseHTTP
 import GatehouseJSON
 import GatehouseLogging
 
-/// An admin answer: JSON unless stated otherwise, never enveloped (SPEC §6).
+/// An admin answer: JSON unless stated otherwise, never enveloped (Docs/admin-openapi.json).
 public struct AdminAnswer: Sendable {
   public var status: Int
   public var contentType: String

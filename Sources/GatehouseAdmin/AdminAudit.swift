@@ -1,7 +1,7 @@
 import GatehouseLogging
 
 /// The log line of a state-changing admin call: which action, on what, and how it ended, so
-/// an operator can tell who purged or reloaded what (SPEC §8 leaves the line to us). Only
+/// an operator can tell who purged or reloaded what (the `admin action` line, Docs/behaviour.md). Only
 /// names, ids, prefixes, counts and statuses go in: never a token value, the admin token,
 /// a request body or an error message (which could quote a body).
 struct AdminAudit {

@@ -31,7 +31,7 @@ package struct AdminConnectionLimits: Sendable, Equatable {
     self.idleTimeoutNanoseconds = idleTimeoutNanoseconds
   }
 
-  /// The SPEC §2 defaults (10 s, 60 s), for when no gateway is there to ask.
+  /// The documented defaults of `limits.header_timeout_ms` and `limits.idle_timeout_ms` (10 s, 60 s; Config/REFERENCE.md), for when no gateway is there to ask.
   static let defaults = AdminConnectionLimits(
     headerTimeoutNanoseconds: 10_000_000_000, idleTimeoutNanoseconds: 60_000_000_000)
 }

@@ -1,6 +1,6 @@
 import GatehouseHTTP
 
-/// The admin endpoints of SPEC §6, as a value: routing is a pure function of method and
+/// The admin endpoints of Docs/admin-openapi.json, as a value: routing is a pure function of method and
 /// path, tested without a socket.
 public enum AdminEndpoint: Equatable, Sendable {
   case healthz
@@ -19,7 +19,7 @@ public enum AdminEndpoint: Equatable, Sendable {
   case setToken(name: String)
   case refreshToken(name: String)
   case invalidateToken(name: String)
-  /// `GET /admin/jwt`: identity providers and their signing keys (SPEC §15).
+  /// `GET /admin/jwt`: identity providers and their signing keys (Docs/jwt.md).
   case jwtProviders
   /// `POST /admin/jwt/{name}/refresh`: fetch a provider's keys now.
   case refreshJWTKeys(name: String)

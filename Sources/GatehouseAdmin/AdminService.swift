@@ -36,7 +36,7 @@ public struct ReloadFailure: Error, Sendable {
   }
 }
 
-/// Serves the admin listener: authorization, routing and the answers of SPEC §6.
+/// Serves the admin listener: authorization, routing and the answers of Docs/admin-openapi.json.
 /// Confined to the admin loop.
 package final class AdminService: @unchecked Sendable {
   package let loop: EventLoop

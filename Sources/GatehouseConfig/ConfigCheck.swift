@@ -14,7 +14,8 @@ public struct ConfigCheckResult: Sendable, Equatable {
   /// `moreChecks` looks further at a config that decoded cleanly (the files it names, see
   /// `ConfigFileCheck`), and `warnings` finds what works but is likely not meant (see
   /// `StartupWarnings.checkWarnings`); kept out of here so this stays free of anything but
-  /// decoding. With `strict`, warnings are errors: printed to standard error, exit 1.
+  /// decoding. With `strict`, warnings are errors: printed to standard error as
+  /// `path: error: problem`, exit 1.
   public static func checking(
     configPath path: String, environment: [String: String] = LocalFile.processEnvironment(),
     strict: Bool = false,
@@ -25,11 +26,12 @@ public struct ConfigCheckResult: Sendable, Equatable {
       let config = try ConfigLoader.load(contentsOf: path, environment: environment)
       let problems = moreChecks(config)
       guard problems.isEmpty else { return ConfigCheckResult(exitCode: 1, output: [], errors: problems) }
-      let warnings = findWarnings(config).map(\.description)
+      let warnings = findWarnings(config)
       if strict && !warnings.isEmpty {
-        return ConfigCheckResult(exitCode: 1, output: [], errors: warnings)
+        return ConfigCheckResult(exitCode: 1, output: [], errors: warnings.map(\.errorDescription))
       }
-      return ConfigCheckResult(exitCode: 0, output: ["ok"] + warnings + ConfigSummary.lines(for: config), errors: [])
+      return ConfigCheckResult(
+        exitCode: 0, output: ["ok"] + warnings.map(\.description) + ConfigSummary.lines(for: config), errors: [])
     } catch .invalidJSON(let error) {
       return ConfigCheckResult(
         exitCode: 1, output: [],

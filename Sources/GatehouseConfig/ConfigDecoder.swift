@@ -15,7 +15,7 @@ struct ConfigDecoder {
   let diagnostics: ConfigDiagnostics
   let interpolation: EnvironmentInterpolation
 
-  /// SPEC §2 example values, used when a key is absent.
+  /// The defaults Config/REFERENCE.md states, used when a key is absent.
   enum Defaults {
     static let listen = "127.0.0.1:8080"
     static let adminListen = "127.0.0.1:9901"
@@ -219,7 +219,7 @@ struct ConfigDecoder {
         object.path.appending(key: "listen"),
         "\(listen) is also a client listener; the admin API needs its own address")
     }
-    // SPEC §6: without a token the admin API may only be reachable from this machine.
+    // Without a token the admin API may only be reachable from this machine (Deploy/README.md).
     if let listen, token == nil, !listen.isLoopback {
       diagnostics.report(
         object.path.appending(key: "token"),

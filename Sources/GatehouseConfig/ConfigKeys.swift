@@ -35,6 +35,7 @@ public struct ConfigKey: Sendable, Equatable {
 /// reference file is what `renderReference()` makes of them, so neither can drift.
 public enum ConfigKeys {
   private typealias Defaults = ConfigDecoder.Defaults
+  private typealias Circuit = CircuitBreakerConfig
 
   private static func key(
     _ path: String, _ type: String, _ defaultText: String, _ reload: ConfigReload = .applies, _ meaning: String
@@ -113,7 +114,7 @@ public enum ConfigKeys {
         "encrypts stored token values (AES-256-GCM); use 32 random characters or more"),
       key(
         "shared", "object", "none (no shared tier)", .applies,
-        "Redis or Valkey that replicas share stale answers and rate limits through (SPEC §14)"),
+        "Redis or Valkey that replicas share stale answers and rate limits through (Docs/shared-tier.md)"),
       key(
         "shared.url", "string (`redis://` or `rediss://` URL)", "required in `shared`", .applies,
         "`redis[s]://[user:password@]host[:port][/db]`; the host is resolved at start and on reload"),
@@ -222,13 +223,14 @@ public enum ConfigKeys {
         "upstreams.*.health.healthy_after", "integer 1–1000", "2", .applies,
         "good checks in a row that mark it up again"),
       key(
-        "upstreams.*.circuit", "object", "`{\"failures\": 3, \"open_ms\": 1000}`", .applies,
+        "upstreams.*.circuit", "object",
+        "`{\"failures\": \(Circuit.defaultFailures), \"open_ms\": \(Circuit.defaultOpenMilliseconds)}`", .applies,
         "circuit breaker: skip a failing upstream (or route) for a while"),
       key(
-        "upstreams.*.circuit.failures", "integer 0–100000", "5", .applies,
+        "upstreams.*.circuit.failures", "integer 0–100000", "\(Circuit.defaultFailures)", .applies,
         "failures in a row that open the circuit (0: off)"),
       key(
-        "upstreams.*.circuit.open_ms", "integer ≥ 1", "5000", .applies,
+        "upstreams.*.circuit.open_ms", "integer ≥ 1", "\(Circuit.defaultOpenMilliseconds)", .applies,
         "how long it stays open before one trial request"),
       key(
         "upstreams.*.circuit.count_5xx", "boolean", "false", .applies, "count a 5xx answer as a failure of its route"),
@@ -310,7 +312,7 @@ public enum ConfigKeys {
         "clients.keys[].burst", "integer ≥ 1", "`rate_per_s` rounded up", .applies,
         "requests allowed at once above the rate; needs `rate_per_s`; with `shared`, only when the"
           + " tier does not answer"),
-      key("jwt", "object", "{}", .applies, "identity providers whose JWTs routes verify (SPEC §15)"),
+      key("jwt", "object", "{}", .applies, "identity providers whose JWTs routes verify (Docs/jwt.md)"),
       key("jwt.providers", "object: name → provider", "required in `jwt`", .applies, "the providers, by name"),
       key("jwt.providers.*.issuer", "string", "none (not checked)", .applies, "`iss` a token must carry"),
       key(
@@ -415,7 +417,7 @@ public enum ConfigKeys {
         "scopes the token must grant (`scope` or `scp`), else 403"),
       key(
         "routes[].websocket", "boolean", "false", .applies,
-        "take `Upgrade: websocket` handshakes and tunnel them to the upstream (SPEC §13)"),
+        "take `Upgrade: websocket` handshakes and tunnel them to the upstream (Docs/websockets.md)"),
       key(
         "routes[].stub", "object", "`{\"mode\": \"off\"}`", .applies,
         "a fixed answer instead of, or behind, the backend"),

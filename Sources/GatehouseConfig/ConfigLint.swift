@@ -14,6 +14,10 @@ public struct ConfigWarning: Sendable, Equatable, CustomStringConvertible {
   }
 
   public var description: String { "\(path): warning: \(problem)" }
+
+  /// The line `gatehouse check --strict` prints: the warning as an error, in the
+  /// `path: error: problem` form.
+  public var errorDescription: String { "\(path): error: \(problem)" }
 }
 
 /// Checks of a decoded config that need the whole of it: routes that earlier routes hide,

@@ -21,7 +21,7 @@ public enum ConfigLoadError: Error, Sendable, Equatable {
   }
 }
 
-/// Loads and validates config files (SPEC §2): parse the JSON, expand `${ENV}`, decode and
+/// Loads and validates config files (Config/README.md): parse the JSON, expand `${ENV}`, decode and
 /// check everything, and return either a complete `GatehouseConfig` or every problem.
 public enum ConfigLoader {
   /// Loads the file at `path`, expanding variables from `environment` (the process

@@ -1,6 +1,6 @@
 import GatehouseLogging
 
-/// A loaded, validated config (SPEC §2). Immutable and Sendable: the control side builds a new
+/// A loaded, validated config (Config/README.md). Immutable and Sendable: the control side builds a new
 /// one on reload and publishes it; loops only read it.
 ///
 /// Every value here already passed validation: references resolve, addresses and templates
@@ -22,9 +22,9 @@ public struct GatehouseConfig: Sendable, Equatable {
   /// In config file order, which is the order they are tried in.
   public let routes: [RouteConfig]
   public let log: LogConfig
-  /// `jwt`: identity providers whose tokens routes verify (SPEC §15).
+  /// `jwt`: identity providers whose tokens routes verify (Docs/jwt.md).
   public var jwt = JWTConfig.none
-  /// `shared`: the Redis/Valkey tier replicas pool through (SPEC §14); nil when absent.
+  /// `shared`: the Redis/Valkey tier replicas pool through (Docs/shared-tier.md); nil when absent.
   public var shared: SharedTierConfig?
   /// `resolver`: the DNS servers upstream names are looked up with. Default the system's.
   public var resolver: ResolverConfig = .system
@@ -73,7 +73,7 @@ public struct ListenerConfig: Sendable, Equatable {
   }
 }
 
-/// `limits.http2` (SPEC §11): what an HTTP/2 connection announces and enforces.
+/// `limits.http2` (Docs/http2.md): what an HTTP/2 connection announces and enforces.
 public struct HTTP2LimitsConfig: Sendable, Equatable {
   /// Default 128.
   public var maxConcurrentStreams: Int = 128
@@ -109,7 +109,7 @@ public struct ListenerTLSConfig: Sendable, Equatable {
   }
 }
 
-/// The admin API listener (`admin`, SPEC §6).
+/// The admin API listener (`admin`, Docs/admin-openapi.json).
 public struct AdminConfig: Sendable, Equatable {
   /// Default `127.0.0.1:9901`.
   public let listen: ListenAddress
@@ -130,7 +130,7 @@ public struct AdminConfig: Sendable, Equatable {
   }
 }
 
-/// The SQLite store (`store`, SPEC §5).
+/// The SQLite store (`store`, Docs/clients-and-cache.md).
 public struct StoreConfig: Sendable, Equatable {
   /// The database file, as written (relative paths are relative to the working directory).
   /// Default `var/gatehouse.sqlite`.
@@ -141,7 +141,7 @@ public struct StoreConfig: Sendable, Equatable {
   public let secretKey: SecretValue?
 }
 
-/// Connection and request limits (`limits`). Defaults are the SPEC §2 example values.
+/// Connection and request limits (`limits`). Defaults: Config/REFERENCE.md.
 public struct LimitsConfig: Sendable, Equatable {
   /// Default 10000.
   public let maxConnections: Int
@@ -167,7 +167,7 @@ public struct LimitsConfig: Sendable, Equatable {
   /// wrap them whole (enveloped answers); past it, answers stream wrapped. Default 128 MiB.
   public var bufferedBytes: Int = ConfigDecoder.Defaults.bufferedBytes
   /// `websocket_idle_timeout_ms`: a tunnel with no byte either way for this long is
-  /// closed (SPEC §13). Default 300 s.
+  /// closed (Docs/websockets.md). Default 300 s.
   public var websocketIdleTimeout: Duration = ConfigDecoder.Defaults.websocketIdleTimeout
   /// `max_websockets`: open tunnels (and handshakes under way) across the process; past
   /// it a handshake gets a 503 envelope. Default 1000.
@@ -228,7 +228,7 @@ public struct ClientRateLimit: Sendable, Equatable {
   public let burst: Int
 }
 
-/// Logging (`log`, SPEC §8).
+/// Logging (`log`, Docs/logs.md).
 public struct LogConfig: Sendable, Equatable {
   /// Default `info`.
   public let level: LogLevel

@@ -4,7 +4,7 @@ import GatehouseJSON
   import Glibc
 #endif
 
-/// The config `gatehouse serve` uses when there is no config file (SPEC §9): loopback only,
+/// The config `gatehouse serve` uses when there is no config file (Config/README.md, "No config file"): loopback only,
 /// a fresh admin token, the store in a temp directory, and two stub routes so a newcomer sees
 /// enveloped answers without any backend.
 public enum DefaultConfig {

@@ -5,7 +5,7 @@ import GatehouseHTTP
 /// (tokens, values, canonical names) is `HTTPFieldSyntax` in GatehouseHTTP.
 enum HeaderRuleSyntax {
   /// What the gateway does with a header on the upstream request, for the names whose value
-  /// it controls (SPEC §2); nil for every other name.
+  /// it controls (Config/README.md); nil for every other name.
   enum ManagedHeader: Equatable {
     /// Connection-specific and framing fields (`Connection` and the rest of the hop-by-hop
     /// table, every `Proxy-*`, `Content-Length`, and `Expect`, which the gateway answers

@@ -1,6 +1,6 @@
 import GatehouseJWT
 
-/// Identity providers whose JWTs routes verify (`jwt`, SPEC §15).
+/// Identity providers whose JWTs routes verify (`jwt`, Docs/jwt.md).
 public struct JWTConfig: Sendable, Equatable {
   /// In config file order.
   public let providers: [JWTProviderConfig]

@@ -2,7 +2,7 @@ import GatehouseHTTP
 import GatehouseJSON
 import GatehouseJWT
 
-/// Decodes `jwt` (SPEC §15) and a route's `jwt` block.
+/// Decodes `jwt` (Docs/jwt.md) and a route's `jwt` block.
 enum JWTDecoder {
   /// Algorithms a provider may name. HMAC is left out on purpose: a gateway holding an HMAC
   /// secret could mint tokens, and a verifier that accepts HS256 next to RS256 is the

@@ -19,13 +19,13 @@ public struct RouteConfig: Sendable, Equatable {
   /// Applied after the top-level `headers`.
   public let headers: HeaderRules
   public let envelope: EnvelopeConfig
-  /// Nil: answers of this route are never stored (SPEC §5 "routes with a cache block").
+  /// Nil: answers of this route are never stored (Docs/clients-and-cache.md).
   public let cache: RouteCacheConfig?
   /// `mode` is `.off` when the route has no `stub` block.
   public let stub: StubConfig
-  /// `jwt`: the client's token is verified before anything else (SPEC §15); nil: not.
+  /// `jwt`: the client's token is verified before anything else (Docs/jwt.md); nil: not.
   public var jwt: RouteJWTConfig?
-  /// `websocket`: `Upgrade: websocket` handshakes are taken and, on `101`, tunnelled (SPEC §13).
+  /// `websocket`: `Upgrade: websocket` handshakes are taken and, on `101`, tunnelled (Docs/websockets.md).
   /// Default false: an upgrade on this route gets a 400.
   public var websocket = false
 }
@@ -61,7 +61,7 @@ public struct TokenFormat: Sendable, Equatable, CustomStringConvertible {
   public var description: String { template }
 }
 
-/// When a backend answer means "your token is no good" (SPEC §3).
+/// When a backend answer means "your token is no good" (Docs/behaviour.md).
 public struct InvalidTokenRule: Sendable, Equatable {
   /// Default `[401]`.
   public let statuses: [Int]
@@ -71,7 +71,7 @@ public struct InvalidTokenRule: Sendable, Equatable {
   public let bodyValues: [JSONValue]
 }
 
-/// The JSON envelope for a route (SPEC §4).
+/// The JSON envelope for a route (Docs/envelope.md).
 public struct EnvelopeConfig: Sendable, Equatable {
   /// Default true.
   public let enabled: Bool
@@ -92,7 +92,7 @@ public enum EnvelopeStatusMode: String, Sendable, Equatable {
   case always200 = "always_200"
 }
 
-/// Stale answers for a route (SPEC §5).
+/// Stale answers for a route (Docs/clients-and-cache.md).
 public struct RouteCacheConfig: Sendable, Equatable {
   /// Default 86400 s (one day): the reason to have a `cache` block at all.
   public let staleIfError: Duration

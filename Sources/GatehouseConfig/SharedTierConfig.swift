@@ -1,4 +1,4 @@
-/// `shared` (SPEC §14): the Redis or Valkey server replicas pool stale answers and rate-limit
+/// `shared` (Docs/shared-tier.md): the Redis or Valkey server replicas pool stale answers and rate-limit
 /// counters through. Absent: no shared tier, and nothing needs Redis (the embedded default).
 public struct SharedTierConfig: Sendable, Equatable {
   public let url: SharedTierURL

@@ -1,4 +1,4 @@
-/// The shared tier's address (`shared.url`, SPEC §14): `redis://[user:password@]host[:port][/db]`, or
+/// The shared tier's address (`shared.url`, Docs/shared-tier.md): `redis://[user:password@]host[:port][/db]`, or
 /// `rediss://` for TLS. The port defaults to 6379 and the database to 0; user and password may
 /// be percent-encoded. Parsed once at config time, so every problem is reported with a message
 /// that never repeats the password.

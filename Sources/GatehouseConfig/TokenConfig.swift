@@ -1,4 +1,4 @@
-/// One named backend credential (`tokens.NAME`, SPEC §3).
+/// One named backend credential (`tokens.NAME`, Docs/behaviour.md).
 public struct TokenConfig: Sendable, Equatable {
   public let name: String
   public let source: TokenSource

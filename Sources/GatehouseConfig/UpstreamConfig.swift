@@ -58,7 +58,7 @@ public struct UpstreamTLSConfig: Sendable, Equatable {
   public let keyPath: String?
 }
 
-/// Active health checks (`health`); defaults are the SPEC §2 example values.
+/// Active health checks (`health`); defaults: Config/REFERENCE.md.
 public struct HealthCheckConfig: Sendable, Equatable {
   /// Path on the upstream, appended to its base path (`target(basePath:)`); `~/…` is
   /// from the host's root instead. Default `/health`.
@@ -81,11 +81,21 @@ public struct HealthCheckConfig: Sendable, Equatable {
   }
 }
 
-/// The circuit breaker (`circuit`, SPEC §5); defaults are the SPEC §2 example values.
+/// The circuit breaker (`circuit`, Config/README.md "Circuit breaker"); defaults: Config/REFERENCE.md.
 public struct CircuitBreakerConfig: Sendable, Equatable {
-  /// Consecutive failures that open the circuit. Default 5.
+  /// `failures` when it is left out, and for an upstream without a `circuit` block: like
+  /// nginx's passive checks, an outage costs one connect attempt per second, not one per
+  /// request. `ConfigKeys` states these numbers, so the reference cannot disagree.
+  public static let defaultFailures = 3
+  /// `open_ms` when it is left out, and for an upstream without a `circuit` block.
+  public static let defaultOpenMilliseconds = 1000
+  public static var defaultOpenDuration: Duration { .milliseconds(defaultOpenMilliseconds) }
+  /// The breaker of an upstream without a `circuit` block: the same as `"circuit": {}`.
+  public static let standard = CircuitBreakerConfig(failures: defaultFailures, openDuration: defaultOpenDuration)
+
+  /// Consecutive failures that open the circuit (0: off). Default `defaultFailures`.
   public let failures: Int
-  /// How long it stays open before one trial request. Default 5 s.
+  /// How long it stays open before one trial request. Default `defaultOpenDuration`.
   public let openDuration: Duration
   /// Whether a well-formed 5xx answer counts as a failure (`count_5xx`). Default false: any
   /// client can make an endpoint answer 500, and that must not take the upstream away

@@ -234,8 +234,8 @@ struct UpstreamDecoder {
   private func decodeCircuitBreaker(_ field: ConfigField) -> CircuitBreakerConfig? {
     guard let object = field.object() else { return nil }
     let circuit = CircuitBreakerConfig(
-      failures: object.field("failures")?.integer(in: 0...100_000) ?? 5,
-      openDuration: object.field("open_ms")?.milliseconds() ?? .milliseconds(5000),
+      failures: object.field("failures")?.integer(in: 0...100_000) ?? CircuitBreakerConfig.defaultFailures,
+      openDuration: object.field("open_ms")?.milliseconds() ?? CircuitBreakerConfig.defaultOpenDuration,
       count5xx: object.field("count_5xx")?.bool() ?? false)
     object.finishReading()
     return circuit

@@ -87,7 +87,7 @@ public final class HTTP2Codec {
   public private(set) var failed = false
   /// The loop's clock, in nanoseconds.
   private let now: () -> UInt64
-  /// Allowances of frames that cost work and carry none (SPEC §11): each kind a burst, then
+  /// Allowances of frames that cost work and carry none (Docs/http2.md): each kind a burst, then
   /// a rate. Client resets: `max_concurrent_streams` at once, as many again per second.
   private var resets: TokenBucket
   private var settingsFrames = TokenBucket(burst: 32, perSecond: 8)

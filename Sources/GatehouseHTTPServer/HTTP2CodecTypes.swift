@@ -1,6 +1,6 @@
 import GatehouseHTTP
 
-/// The settings a server connection announces and enforces (`limits.http2`, SPEC §11).
+/// The settings a server connection announces and enforces (`limits.http2`, Docs/http2.md).
 public struct HTTP2Settings: Sendable, Equatable {
   public var maxConcurrentStreams: Int
   public var initialWindowBytes: Int
@@ -24,7 +24,7 @@ public enum HTTP2RequestProblem: Error, Sendable, Equatable {
   case invalid(HTTPParseError)
 }
 
-/// Abuse that ends a connection with GOAWAY (SPEC §11); the owner logs it, throttled.
+/// Abuse that ends a connection with GOAWAY (Docs/http2.md); the owner logs it, throttled.
 public enum HTTP2Abuse: String, Sendable, Equatable, CaseIterable {
   /// Streams reset by the client faster than `max_concurrent_streams` per second
   /// (CVE-2023-44487).

@@ -27,7 +27,7 @@ public struct HTTP2ServerLimits: Sendable, Equatable {
   }
 }
 
-/// One HTTP/2 client connection (SPEC §11): the socket's bytes through the codec
+/// One HTTP/2 client connection (Docs/http2.md): the socket's bytes through the codec
 /// (`HTTP2Codec`, libnghttp2), each stream an `HTTP2StreamChannel` whose responder runs one
 /// exchange exactly as on an HTTP/1.1 connection. Output is gathered: frames leave once per
 /// loop turn, and stop while the socket's queue is above its high watermark (the streams'

@@ -41,7 +41,7 @@ public enum JSONDocument {
   }
 
   /// Whether the top-level value is an object with a `code` member and a `datas` or `message`
-  /// member (SPEC §4: such bodies are passed on unchanged).
+  /// member (Docs/envelope.md: such bodies are passed on unchanged).
   public static func isEnvelope(_ document: UnsafeRawBufferPointer) -> Bool {
     guard let cursor = JSONCursor(document) else { return false }
     var hasCode = false

@@ -1,4 +1,4 @@
-/// Writes the SPEC §4 envelope bodies as bytes, members in this order and no spaces:
+/// Writes the envelope bodies (Docs/envelope.md) as bytes, members in this order and no spaces:
 /// `{"code":0,"datas":<value or null>,"message":""}` and
 /// `{"code":<status>,"datas":null,"message":"<escaped>"}`.
 public enum JSONEnvelopeWriter {

@@ -22,7 +22,7 @@ public enum LogValue: Sendable {
 /// One member of a log line after `ts`, `level` and `msg`.
 public typealias LogField = (key: String, value: LogValue)
 
-/// Writes one JSON object per line (SPEC §8) to a file descriptor (stdout by default).
+/// Writes one JSON object per line (Docs/logs.md) to a file descriptor (stdout by default).
 /// Lines are assembled off the lock and written with one `write` each, so lines from
 /// several threads never interleave.
 public final class Logger: Sendable {

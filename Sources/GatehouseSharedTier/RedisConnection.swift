@@ -2,7 +2,7 @@ import GatehouseConfig
 import GatehouseNet
 
 /// A pipelined client connection to Redis or Valkey that lives on one event loop: the shared
-/// tier's transport (SPEC §14).
+/// tier's transport (Docs/shared-tier.md).
 ///
 /// Why our connection plus hiredis's reader, not hiredis's `redisAsyncContext`: the bytes go
 /// through GatehouseNet's `BufferedConnection`, the same non-blocking path (epoll, write queue,

@@ -1,4 +1,4 @@
-/// AES-256-GCM for shared-tier records (SPEC §14) when `store.secret_key` is set: what one
+/// AES-256-GCM for shared-tier records (Docs/shared-tier.md) when `store.secret_key` is set: what one
 /// replica writes to Redis, only a replica with the same secret can read, and a record moved
 /// to another key (the additional data is the key's id) fails to open.
 ///

@@ -7,11 +7,11 @@ import GatehouseNet
   import Glibc
 #endif
 
-/// `gatehouse admin [--url URL] [--token T] <verb> ...`: a client for the admin API (SPEC §1,
-/// §6). Prints readable tables, or the API's JSON with `--json`; exits 1 with the server's
+/// `gatehouse admin [--url URL] [--token T] <verb> ...`: a client for the admin API (Docs/admin-tools.md,
+/// Docs/admin-openapi.json). Prints readable tables, or the API's JSON with `--json`; exits 1 with the server's
 /// message when a call fails (HTTP ≥ 400 or no connection), 2 for a usage error. With
 /// `--all-replicas` the call goes to every replica (`--replicas host:port,...`, or every A
-/// record of the `--url` host, SPEC §10) and each answer is printed prefixed by its replica.
+/// record of the `--url` host, Docs/admin-tools.md) and each answer is printed prefixed by its replica.
 ///
 /// The admin token is sent and never printed, not even in error messages.
 enum AdminCommand {

@@ -169,7 +169,7 @@ struct AdminHTTPClient {
   }
 
   /// Every IPv4 address (A record) of `name`, in resolver order without repeats: the
-  /// replicas of a headless Service (SPEC §10).
+  /// replicas of a headless Service (Docs/admin-tools.md).
   static func resolveIPv4(_ name: String) throws(AdminClientError) -> [String] {
     var hints = addrinfo()
     hints.ai_family = AF_INET

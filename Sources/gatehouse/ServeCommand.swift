@@ -7,7 +7,7 @@ import GatehouseLogging
 #endif
 
 /// `gatehouse serve [--config FILE]`: runs the gateway. Without `--config` it uses
-/// `Config/gatehouse.json` when present, else the embedded default config (SPEC §9), whose
+/// `Config/gatehouse.json` when present, else the embedded default config (Config/README.md, "No config file"), whose
 /// fresh admin token is printed once.
 enum ServeCommand {
   static let conventionalPath = "Config/gatehouse.json"

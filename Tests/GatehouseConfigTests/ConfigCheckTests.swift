@@ -54,6 +54,25 @@ import Testing
     #expect(directory.errors.first?.hasSuffix("cannot read the config file: it is a directory") == true)
   }
 
+  /// A warning is printed as `path: warning: problem` after `ok`; with `strict` the same
+  /// warning is an error, `path: error: problem` on standard error, and nothing else is printed.
+  @Test func strictPrintsWarningsAsErrors() throws {
+    let warning = ConfigWarning(path: "store.secret_key", problem: "is short")
+    #expect(warning.description == "store.secret_key: warning: is short")
+    #expect(warning.errorDescription == "store.secret_key: error: is short")
+    try withTemporaryFile(minimalConfigJSON) { path in
+      let lenient = ConfigCheckResult.checking(configPath: path, environment: [:], warnings: { _ in [warning] })
+      #expect(lenient.exitCode == 0 && lenient.errors.isEmpty)
+      #expect(Array(lenient.output.prefix(2)) == ["ok", "store.secret_key: warning: is short"])
+      #expect(
+        ConfigCheckResult.checking(configPath: path, environment: [:], strict: true, warnings: { _ in [warning] })
+          == ConfigCheckResult(exitCode: 1, output: [], errors: ["store.secret_key: error: is short"]))
+      #expect(
+        ConfigCheckResult.checking(configPath: path, environment: [:], strict: true).exitCode == 0,
+        "strict without warnings passes")
+    }
+  }
+
   @Test func environmentComesFromTheCaller() throws {
     let json = minimalConfigJSON.replacingOccurrences(of: #""name": "r""#, with: #""name": "${ROUTE_NAME}""#)
     try withTemporaryFile(json) { path in

@@ -59,7 +59,8 @@ import Testing
     #expect(
       upstream.health
         == HealthCheckConfig(path: "/health", interval: .seconds(2), unhealthyAfter: 3, healthyAfter: 2))
-    #expect(upstream.circuit == CircuitBreakerConfig(failures: 2, openDuration: .seconds(5)))
+    #expect(
+      upstream.circuit == CircuitBreakerConfig(failures: 2, openDuration: CircuitBreakerConfig.defaultOpenDuration))
   }
 
   @Test func cacheAndStubBlocks() throws {

@@ -177,6 +177,67 @@ import Testing
     }
   }
 
+  /// Where a block's stated default is a JSON object (`{"failures": 3, "open_ms": 1000}`),
+  /// each member must be a key of the block whose own stated default is that value: the
+  /// block's default and its keys' defaults cannot say two things.
+  static func blockDefaultDisagreements(in keys: [ConfigKey]) -> [String] {
+    func json(_ text: String) -> JSONValue? {
+      let bare =
+        text.hasPrefix("`") && text.hasSuffix("`") && text.count >= 2 ? String(text.dropFirst().dropLast()) : text
+      return try? JSONParser.parse(Array(bare.utf8), limits: .config)
+    }
+    let byPath = Dictionary(keys.map { ($0.path, $0) }, uniquingKeysWith: { first, _ in first })
+    var disagreements: [String] = []
+    for block in keys where block.type == "object" {
+      guard let stated = json(block.defaultText), case .object(let members) = stated else { continue }
+      for (name, value) in members {
+        guard let member = byPath[block.path + "." + name] else {
+          disagreements.append("\(block.path): default names \(name), which is not a key of the block")
+          continue
+        }
+        // A key's text is JSON (`5`, `[401]`, `true`) or a bare word in backticks (`off`).
+        let own = json(member.defaultText) ?? .string(member.defaultText.trimmingCharacters(in: ["`"]))
+        if own != value {
+          disagreements.append(
+            "\(block.path): default says \(name) is \(value.serializedString()), \(member.path) says \(member.defaultText)"
+          )
+        }
+      }
+    }
+    return disagreements
+  }
+
+  @Test func blockDefaultsAgreeWithTheirKeys() throws {
+    #expect(Self.blockDefaultDisagreements(in: ConfigKeys.all) == [])
+    // The blocks that state an object default are all looked at (a rename would skip them).
+    let checked = ConfigKeys.all.filter { $0.type == "object" && $0.defaultText.hasPrefix("`{") }.map(\.path)
+    #expect(
+      Set(checked).isSuperset(of: [
+        "upstreams.*.circuit", "routes[].invalid_token", "routes[].envelope", "routes[].stub",
+      ]))
+    // An empty `circuit` block decodes to `CircuitBreakerConfig.standard`, the breaker an
+    // upstream without the block gets, so the block's default is its keys' defaults at run time too.
+    let config = try loadConfig(
+      #"{"upstreams": {"api": {"url": "http://h", "circuit": {}}}, "#
+        + #""routes": [{"name": "r", "match": {"path": "/"}, "upstream": "api"}]}"#)
+    #expect(config.upstreams.first?.circuit == CircuitBreakerConfig.standard)
+  }
+
+  /// The check itself catches a block whose default disagrees with its keys.
+  @Test func aBlockDefaultThatDisagreesIsCaught() {
+    let table = [
+      ConfigKey(
+        path: "c", type: "object", defaultText: #"`{"failures": 3, "open_ms": 1000, "mode": "off"}`"#, reload: .applies,
+        meaning: "m"),
+      ConfigKey(path: "c.failures", type: "integer", defaultText: "5", reload: .applies, meaning: "m"),
+      ConfigKey(path: "c.open_ms", type: "integer", defaultText: "1000", reload: .applies, meaning: "m"),
+      ConfigKey(path: "c.mode", type: "string", defaultText: "`off`", reload: .applies, meaning: "m"),
+    ]
+    #expect(Self.blockDefaultDisagreements(in: table) == [#"c: default says failures is 3, c.failures says 5"#])
+    let missing = [ConfigKey(path: "d", type: "object", defaultText: #"`{"x": 1}`"#, reload: .applies, meaning: "m")]
+    #expect(Self.blockDefaultDisagreements(in: missing) == ["d: default names x, which is not a key of the block"])
+  }
+
   @Test func everyKeyHasAMeaningAndADefault() {
     for key in ConfigKeys.all {
       #expect(!key.type.isEmpty && !key.defaultText.isEmpty && !key.meaning.isEmpty, "\(key.path)")

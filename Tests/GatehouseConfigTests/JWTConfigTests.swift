@@ -2,7 +2,7 @@ import Testing
 
 @testable import GatehouseConfig
 
-/// `jwt` providers and route `jwt` blocks (SPEC §15): what `check` refuses, and why.
+/// `jwt` providers and route `jwt` blocks (Docs/jwt.md): what `check` refuses, and why.
 @Suite struct JWTConfigTests {
   /// A public Ed25519 key (32 bytes of base64url): config checks need a parseable one.
   static let jwk = #"{"kty": "OKP", "crv": "Ed25519", "x": "Gbt6ePDvbnZmXckeHAfa-EwwRUUrA2Rz4CBVvaBiUEc", "kid": "e1"}"#

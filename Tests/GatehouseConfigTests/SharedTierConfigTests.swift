@@ -2,7 +2,7 @@ import Testing
 
 @testable import GatehouseConfig
 
-/// `shared` (SPEC §14): decoded with its defaults, every mistake a `path: problem` line, and
+/// `shared` (Docs/shared-tier.md): decoded with its defaults, every mistake a `path: problem` line, and
 /// the password never in a message or a dump.
 @Suite struct SharedTierConfigTests {
   @Test func absentMeansNoSharedTier() throws {

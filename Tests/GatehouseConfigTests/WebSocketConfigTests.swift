@@ -2,7 +2,7 @@ import Testing
 
 @testable import GatehouseConfig
 
-/// `routes[].websocket` and the WebSocket limits (SPEC §13).
+/// `routes[].websocket` and the WebSocket limits (Docs/websockets.md).
 @Suite struct WebSocketConfigTests {
   @Test func aRouteTakesWebSocketsOnlyWhenItSaysSo() throws {
     #expect(try loadConfig(configJSON()).routes[0].websocket == false)

@@ -6,7 +6,7 @@ import Testing
 @testable import GatehouseCore
 
 @Suite struct DefaultConfigTests {
-  @Test func embeddedDefaultsMatchSPECSection9() throws {
+  @Test func embeddedDefaultsMatchTheDocumentedDefaultConfig() throws {
     let config = DefaultConfig.make(adminToken: "tok", storePath: "/tmp/x/gatehouse.sqlite")
     #expect(config.listen.map(\.address.description) == ["127.0.0.1:8080"])
     #expect(config.admin.listen.description == "127.0.0.1:9901")

@@ -85,7 +85,7 @@ import Testing
     #expect(Self.forward(&plain, Self.get(head: true)) == [.writeUpstreamHead(asGET: false)])
   }
 
-  // MARK: SPEC §4 rows the gateway answers itself
+  // MARK: Docs/envelope.md rows the gateway answers itself
 
   @Test func refusalsAndRoutesWithoutUpstreamAreAnsweredAtOnce() {
     let refusals: [Machine.Refusal] = [.clientKeyMissing, .clientKeyInvalid, .rateLimited]
@@ -118,7 +118,7 @@ import Testing
         machine.handle(Self.failed(failure)) == [.discardUpstream, .answerLocally(.upstream(failure)), .finish],
         "\(failure)")
     }
-    // The answers each failure stands for (SPEC §4): 502, 504, 503.
+    // The answers each failure stands for (Docs/envelope.md): 502, 504, 503.
     #expect(UpstreamFailure.closed.answer == .upstreamUnavailable)
     #expect(UpstreamFailure.timedOut.answer == .upstreamTimedOut)
     #expect(UpstreamFailure.connectTimedOut.answer == .upstreamTimedOut)

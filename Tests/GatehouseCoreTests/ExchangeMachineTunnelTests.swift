@@ -2,7 +2,7 @@ import Testing
 
 @testable import GatehouseCore
 
-/// The exchange machine's WebSocket phase (SPEC §13), event by event: a handshake goes on a
+/// The exchange machine's WebSocket phase (Docs/websockets.md), event by event: a handshake goes on a
 /// fresh connection that never returns to the pool, a `101` makes a tunnel, the tunnel's
 /// deadline and end, and the handshake's refusals.
 @Suite struct ExchangeMachineTunnelTests {

@@ -171,7 +171,7 @@ import Testing
     #expect(fieldLines(underscored, "x_legacy_token") == ["X_Legacy_Token: injected"])
   }
 
-  /// Every `Proxy-*` field is hop-by-hop (SPEC §2), not only the registered ones; so are
+  /// Every `Proxy-*` field is hop-by-hop (Config/README.md), not only the registered ones; so are
   /// `Proxy_…` and `Proxy` (httpoxy). Names that only start alike pass.
   @Test func everyProxyFieldIsDroppedBothWays() throws {
     let request = try upstreamHead(

@@ -2,7 +2,7 @@ import Testing
 
 @testable import GatehouseCore
 
-/// Rate limits counted in the shared tier (SPEC §14): the machine's `waiting(.rateLimit)`
+/// Rate limits counted in the shared tier (Docs/shared-tier.md): the machine's `waiting(.rateLimit)`
 /// phase event by event, and the window rule (`SharedRateWindow`).
 @Suite struct SharedRateLimitTests {
   typealias Machine = ExchangeMachine

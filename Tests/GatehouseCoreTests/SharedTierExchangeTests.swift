@@ -3,7 +3,7 @@ import Testing
 
 @testable import GatehouseCore
 
-/// The exchange machine's shared-tier phase (SPEC §14), event by event: asked once, on an
+/// The exchange machine's shared-tier phase (Docs/shared-tier.md), event by event: asked once, on an
 /// upstream failure with nothing stored here, before the fallback stub and the error answer.
 @Suite struct SharedTierExchangeTests {
   typealias Machine = ExchangeMachine

@@ -4,7 +4,7 @@ import Testing
 
 @testable import GatehouseCore
 
-/// The gateway's validators (SPEC §12): entity tags of the bytes it sends, the conditional
+/// The gateway's validators (Docs/clients-and-cache.md): entity tags of the bytes it sends, the conditional
 /// fields of a revalidation, and a stored answer renewed by a `304`.
 @Suite struct ValidatorRulesTests {
   @Test func entityTagsDependOnTheBytesAlone() {

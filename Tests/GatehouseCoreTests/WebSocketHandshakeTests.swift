@@ -3,7 +3,7 @@ import Testing
 @testable import GatehouseCore
 @testable import GatehouseHTTP
 
-/// The handshake's HTTP side (SPEC §13, RFC 6455 §4): which heads are handshakes, the
+/// The handshake's HTTP side (Docs/websockets.md, RFC 6455 §4): which heads are handshakes, the
 /// upstream's `101`, the `101` the client gets, and the upstream request's fields.
 @Suite struct WebSocketHandshakeTests {
   static let key = "dGhlIHNhbXBsZSBub25jZQ=="

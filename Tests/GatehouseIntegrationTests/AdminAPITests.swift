@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-/// The admin API (SPEC §6) and `/metrics` (§7): each endpoint's JSON shape, the errors
+/// The admin API (Docs/admin-openapi.json) and `/metrics` (Docs/logs.md): each endpoint's JSON shape, the errors
 /// (401, 404, 400, 405), cursors, purges, and counters that follow the traffic.
 @Suite struct AdminAPITests {
   /// A gateway with a cached route `/*` (fresh for a minute) to a healthy backend.
@@ -458,7 +458,7 @@ import Testing
     #expect(page.samples("gatehouse_circuit_open", ["upstream": "api"]).first?.value == 0)
   }
 
-  /// Beyond SPEC §7: the store's failures have metrics too, so a store that stopped
+  /// Besides the request metrics: the store's failures have metrics too, so a store that stopped
   /// persisting (a full disk) shows on a dashboard, not only in `/admin/cache`.
   @Test func metricsShowTheStoresFailureCounters() throws {
     let setup = try Setup()

@@ -71,7 +71,8 @@ import Testing
     let result = try Self.runCheck(["--config", "config.json", "--strict"], config: Self.config)
     #expect(result.status == 1)
     #expect(!result.out.contains("ok"))
-    #expect(result.err.contains("store.secret_key: warning: is short"))
+    #expect(result.err.contains("store.secret_key: error: is short"))
+    #expect(!result.err.contains("warning:"))
   }
 
   @Test func aQuietConfigPassesStrictAndPrintsASummary() throws {

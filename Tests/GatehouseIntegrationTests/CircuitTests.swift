@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-/// The circuit breaker (SPEC §2 `upstreams.X.circuit`, §5): after `failures` consecutive
+/// The circuit breaker (`upstreams.X.circuit`, Config/README.md): after `failures` consecutive
 /// failures the upstream is not even connected to for `open_ms`, then one trial decides.
 /// One worker, as the breaker is kept per loop.
 @Suite struct CircuitTests {

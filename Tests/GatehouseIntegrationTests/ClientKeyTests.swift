@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-/// Client keys (SPEC §2 `clients`, §4, §5): 401 without a valid key, 429 over the rate,
+/// Client keys (`clients`, Docs/clients-and-cache.md): 401 without a valid key, 429 over the rate,
 /// keys never forwarded, and with `required` the store never serves one client's answer
 /// to another.
 @Suite struct ClientKeyTests {

@@ -48,7 +48,7 @@ final class ValidatingBackend: Sendable {
   var requests: [ReceivedRequest] { server.requests }
 }
 
-/// Conditional requests and validators (SPEC §12): ETags on what the gateway builds or serves
+/// Conditional requests and validators (Docs/clients-and-cache.md): ETags on what the gateway builds or serves
 /// from the store, 304s, no advertised ranges, and revalidation with the backend.
 @Suite struct ConditionalRequestTests {
   static func gateway(

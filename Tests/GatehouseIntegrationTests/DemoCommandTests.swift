@@ -2,7 +2,7 @@ import Foundation
 import Testing
 
 /// `gatehouse demo` walks through the product on loopback and says whether every step
-/// behaved as described (SPEC §1).
+/// behaved as described (README.md).
 @Suite struct DemoCommandTests {
   @Test func demoWalksThroughEveryStepAndEndsWithTheDashboard() throws {
     let process = Process()

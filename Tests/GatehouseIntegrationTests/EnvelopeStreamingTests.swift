@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-/// JSON bodies over `envelope.max_bytes` are wrapped while they stream (SPEC §4): 100 MB
+/// JSON bodies over `envelope.max_bytes` are wrapped while they stream (Docs/envelope.md): 100 MB
 /// passes with bounded gateway memory, and invalid JSON mid-stream cuts the connection
 /// before the last chunk. Serialized: the big transfers would compete for the two cores.
 @Suite(.serialized) struct EnvelopeStreamingTests {

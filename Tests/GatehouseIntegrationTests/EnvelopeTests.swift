@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-/// The envelope of SPEC §4, row by row: every answer on an enveloped route is
+/// The envelope of Docs/envelope.md, row by row: every answer on an enveloped route is
 /// `{"code","datas","message"}` with the right status, content type and length, except
 /// non-JSON successes and redirects, which pass unchanged.
 @Suite struct EnvelopeTests {
@@ -613,7 +613,7 @@ import Testing
 }
 
 /// HEAD and cache headers on answers too big for the envelope buffer, which are wrapped
-/// while streaming (SPEC §4 HEAD rule, §5 `X-Gatehouse-Cache`).
+/// while streaming (the HEAD rule of Docs/envelope.md; `X-Gatehouse-Cache`, Docs/clients-and-cache.md).
 @Suite struct EnvelopeWrappedStreamTests {
   static let items = "[" + (0..<400).map { #"{"id":\#($0)}"# }.joined(separator: ",") + "]"
 

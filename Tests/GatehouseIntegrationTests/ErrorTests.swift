@@ -1,11 +1,11 @@
 import Foundation
 import Testing
 
-/// Failures and their answers (SPEC §4): upstream failures as 502/504 envelopes, requests
+/// Failures and their answers (Docs/envelope.md): upstream failures as 502/504 envelopes, requests
 /// the parser refuses (400/413/414/431/501/505, then the connection closes), and the
 /// request-header timeout (408).
 @Suite struct ErrorTests {
-  /// The `reason` of the access line for `path` (SPEC §8 plus Docs/logs.md), once it is written.
+  /// The `reason` of the access line for `path` (Docs/logs.md), once it is written.
   static func loggedReason(_ gateway: GatewayProcess, path: String) -> String? {
     var reason: String?
     _ = waitUntil {

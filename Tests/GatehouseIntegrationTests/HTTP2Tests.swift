@@ -47,7 +47,7 @@ enum HTTP2Client {
   }
 }
 
-/// HTTP/2 to clients (SPEC §11) through the real binary: h2c with prior knowledge and h2 over
+/// HTTP/2 to clients (Docs/http2.md) through the real binary: h2c with prior knowledge and h2 over
 /// TLS by ALPN, every stream an exchange like an HTTP/1.1 request, flow control both ways,
 /// cancellation, the abuses that end a connection, and drain.
 @Suite struct HTTP2Tests {
@@ -385,7 +385,7 @@ enum HTTP2Client {
   }
 
   /// A reload that removes a listener sends its HTTP/2 connections GOAWAY; their streams in
-  /// flight finish. (HTTP/1.1 connections of that listener go on, SPEC §1.)
+  /// flight finish. (HTTP/1.1 connections of that listener go on; Docs/behaviour.md, "Reload".)
   @Test func aReloadRemovingTheListenerSendsGoAway() throws {
     let gate = Gate()
     let backend = try Self.backend(gate: gate)
@@ -470,7 +470,7 @@ enum HTTP2Client {
   }
 }
 
-/// Every feature of an HTTP/1.1 request on an HTTP/2 stream (SPEC §11): token injection and
+/// Every feature of an HTTP/1.1 request on an HTTP/2 stream (Docs/http2.md): token injection and
 /// its retry, the envelope, stale answers from the store, collapsed requests, client keys
 /// and rate limits, stubs, and limits on bodies.
 @Suite struct HTTP2FeatureTests {

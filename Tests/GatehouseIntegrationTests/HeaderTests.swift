@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-/// Request and answer header handling (SPEC §2): configured set/remove rules, hop-by-hop
+/// Request and answer header handling (Config/README.md): configured set/remove rules, hop-by-hop
 /// fields, `X-Forwarded-*`, `X-Request-Id` and `Host`.
 @Suite struct HeaderTests {
   static func isGeneratedRequestID(_ id: String?) -> Bool {
@@ -151,7 +151,7 @@ import Testing
     #expect(head.values("X-End-To-End") == ["yes"])
   }
 
-  /// SPEC §2: every Proxy-* field is hop-by-hop, in both directions; only a fixed list of
+  /// Config/README.md: every Proxy-* field is hop-by-hop, in both directions; only a fixed list of
   /// them used to be dropped, so `Proxy-Foo` crossed both ways. `Proxy` (httpoxy) and
   /// `Proxy_…` (read as `Proxy-…` by CGI-style backends) are dropped too.
   @Test func everyProxyFieldIsDroppedInBothDirections() throws {

@@ -62,7 +62,7 @@ final class JWKSServer: Sendable {
   }
 }
 
-/// Signing keys fetched from `jwks_url` (SPEC §15): refreshed on an unknown `kid` at most
+/// Signing keys fetched from `jwks_url` (Docs/jwt.md): refreshed on an unknown `kid` at most
 /// once per 10 s, kept in the store across restarts, never "accept" without keys; and
 /// answers kept per user.
 @Suite struct JWTKeysTests {

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-/// Bearer JWTs verified at the door (SPEC §15): claims forwarded, the client's credentials
+/// Bearer JWTs verified at the door (Docs/jwt.md): claims forwarded, the client's credentials
 /// never reaching the backend, refusals as envelopes with RFC 6750 challenges, and the
 /// attacks on verifiers refused. Keys and tokens are made at test time (`JWTMinter`).
 @Suite struct JWTTests {

@@ -357,10 +357,10 @@ import Testing
   }
 }
 
-/// `serve` without a config (SPEC §9). Both tests bind the fixed 127.0.0.1:8080 and :9901,
+/// `serve` without a config (Config/README.md, "No config file"). Both tests bind the fixed 127.0.0.1:8080 and :9901,
 /// so they run one after the other.
 @Suite(.serialized) struct EmbeddedConfigTests {
-  /// The embedded config listens on the fixed 127.0.0.1:8080 (SPEC §9); skipped when
+  /// The embedded config listens on the fixed 127.0.0.1:8080 (Config/README.md); skipped when
   /// something else already listens there, since the test could not tell the two apart.
   @Test(.enabled(if: !TestSocket.isListening(port: 8080), "127.0.0.1:8080 is busy on this machine"))
   func serveWithoutConfigAnswersTheEmbeddedStubRoutes() throws {

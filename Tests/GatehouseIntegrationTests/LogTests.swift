@@ -5,7 +5,7 @@ import Testing
   import Glibc
 #endif
 
-/// The logs (SPEC §8): access lines carry the cache result, and credentials never appear in
+/// The logs (Docs/logs.md): access lines carry the cache result, and credentials never appear in
 /// stdout or stderr, whatever path a request takes.
 @Suite struct LogTests {
   @Test func accessLinesCarryTheCacheResult() throws {

@@ -6,7 +6,7 @@ import Testing
   import Glibc
 #endif
 
-/// Config reloads (SPEC §1 SIGHUP, §6 `POST /admin/reload`): a changed route set takes
+/// Config reloads (SIGHUP and `POST /admin/reload`, Docs/behaviour.md): a changed route set takes
 /// effect, a bad file is refused and the old config keeps serving, 50 reloads under load
 /// lose no request, and listen addresses come and go without cutting established connections.
 @Suite struct ReloadTests {

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-/// Route matching (SPEC §2): config order, literal paths, `:name` templates, `/*` prefixes,
+/// Route matching (Config/README.md): config order, literal paths, `:name` templates, `/*` prefixes,
 /// the `methods` filter, path rewrites, and the query passed on unchanged. The backend
 /// answers with the target it received, so each answer shows where the request went.
 @Suite struct RoutingTests {

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-/// Secrets never leak (SPEC §3, §8): canary values for a static token, an oauth2 client
+/// Secrets never leak (Docs/behaviour.md and Docs/logs.md): canary values for a static token, an oauth2 client
 /// secret, the fetched tokens and a value set through the admin API go through traffic,
 /// rejections, refreshes, failing logins (whose errors echo the secret back), invalidations,
 /// reloads and admin listings, and then appear nowhere the gateway writes to or answers

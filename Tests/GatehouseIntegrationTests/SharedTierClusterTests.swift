@@ -2,7 +2,7 @@ import Foundation
 import Glibc
 import Testing
 
-/// Several gateways on one `redis-server` (SPEC §14): a client key's limit holds across
+/// Several gateways on one `redis-server` (Docs/shared-tier.md): a client key's limit holds across
 /// them (and falls back to each one's own buckets when the tier goes), and a purge on one
 /// reaches the tier the others read. Skipped when `redis-server` is missing.
 @Suite(.enabled(if: SharedTierRedis.isAvailable, "redis-server is not installed"))

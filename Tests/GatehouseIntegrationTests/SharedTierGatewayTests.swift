@@ -2,7 +2,7 @@ import Foundation
 import Glibc
 import Testing
 
-/// The shared tier (SPEC §14) with several gateways and one real `redis-server` on a free
+/// The shared tier (Docs/shared-tier.md) with several gateways and one real `redis-server` on a free
 /// loopback port: stale answers pooled across replicas, and a tier that is down, killed or
 /// stopped never failing or holding up a request. Skipped when `redis-server` is missing.
 @Suite(.enabled(if: SharedTierRedis.isAvailable, "redis-server is not installed"))

@@ -2,7 +2,7 @@ import Foundation
 import Glibc
 import Testing
 
-/// The shared tier's purge index (SPEC §14, `Docs/shared-tier.md`) with real gateways and one
+/// The shared tier's purge index (`Docs/shared-tier.md`, "The purge index") with real gateways and one
 /// `redis-server`: a prefix or route purge on a gateway that never saw the entries removes
 /// them from the tier, whoever wrote them, and the index trims what expired. Skipped when
 /// `redis-server` is missing.

@@ -2,7 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 
-/// The store (SPEC §5): stale answers when the backend fails, fresh hits, background
+/// The store (Docs/clients-and-cache.md): stale answers when the backend fails, fresh hits, background
 /// refreshes, what is never stored, the cache key, purges, restarts and a damaged file.
 @Suite struct StoreTests {
   static let staleWarning = #"110 - "Response is Stale""#
@@ -310,7 +310,7 @@ import Testing
 
   // MARK: What is never stored
 
-  /// The kinds of answer SPEC §5 never stores.
+  /// The kinds of answer Docs/clients-and-cache.md never stores.
   enum Unstorable: String, CaseIterable, Sendable {
     case post, notFound, noStore, privateAnswer, setCookie
   }
@@ -344,7 +344,7 @@ import Testing
     #expect(entries.map { $0["path"] as? String } == ["/control"])
   }
 
-  /// SPEC §5 keeps the *last* good answer: when the backend's newest good answer is one the
+  /// Docs/clients-and-cache.md keeps the *last* good answer: when the backend's newest good answer is one the
   /// store may not keep, the older stored one is superseded and never served stale.
   @Test(arguments: [("Cache-Control", "no-store"), ("Cache-Control", "private"), ("Set-Cookie", "sid=2")])
   func anAnswerTheStoreMayNotKeepRemovesTheOneItSupersedes(header: (String, String)) throws {
@@ -481,7 +481,7 @@ import Testing
   }
 
   /// A 2xx whose JSON is broken is the backend's failure: it never replaces the last good
-  /// answer, which stands in for it (SPEC §5 keeps the last *good* answer).
+  /// answer, which stands in for it (Docs/clients-and-cache.md keeps the last *good* answer).
   @Test func invalidJSONIsNeverStoredAndTheLastGoodAnswerStandsIn() throws {
     let backend = try ModalBackend()
     let gateway = try GatewayProcess(config: Self.config(port: backend.port, envelope: ["enabled": true]))

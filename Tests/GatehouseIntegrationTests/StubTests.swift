@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-/// Stub answers (SPEC §2 `stub`): `always` answers without asking the backend, `fallback`
+/// Stub answers (Config/README.md `stub`): `always` answers without asking the backend, `fallback`
 /// answers when the backend fails, `off` never answers.
 @Suite struct StubTests {
   static func stubRoute(mode: String, envelope: Bool, status: Int = 200, delayMs: Int = 0) -> [String: Any] {

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 
 /// A backend that echoes the injected token in an error ("token … is not allowed", a debug
-/// header) must not hand it to the client (SPEC §3: clients never hold backend credentials;
+/// header) must not hand it to the client (Docs/behaviour.md: clients never hold backend credentials;
 /// token values never appear in error messages). 2xx answers are the backend's data and pass
 /// as they are; error bodies of pass-through routes stream with the token masked.
 @Suite struct TokenEchoTests {

@@ -2,7 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 
-/// Token edge cases (SPEC §3, §6, §7): many rejections of one value cause one refresh, an
+/// Token edge cases (Docs/behaviour.md, Docs/admin-openapi.json and Docs/logs.md): many rejections of one value cause one refresh, an
 /// operator's value releases requests waiting on a stuck login, a token endpoint cannot
 /// inject headers, chunked bodies are replayed, persisted tokens belong to their client,
 /// and token metrics.

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-/// Token states in the store (SPEC §3, §5): a restart reuses an unexpired oauth2 token
+/// Token states in the store (Docs/behaviour.md and Docs/clients-and-cache.md): a restart reuses an unexpired oauth2 token
 /// without a new login; with `store.secret_key` no token value is readable in the store
 /// file or its WAL; a wrong key makes stored tokens missing (fetched again), with a warning,
 /// and leaves their rows for a start with the right key.

@@ -2,7 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 
-/// OAuth2 client-credentials tokens (SPEC §3): the login, background refresh before expiry,
+/// OAuth2 client-credentials tokens (Docs/behaviour.md): the login, background refresh before expiry,
 /// one refresh for many waiting requests, endpoint errors in `last_error`, rejection by
 /// status or body field with exactly one retry, and what clients get when no token can be
 /// had (a 401 envelope, or a stale stored answer).

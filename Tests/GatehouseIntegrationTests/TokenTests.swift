@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-/// Token injection (SPEC §2, §3) and the admin token endpoints (SPEC §6): static, `${ENV}`
+/// Token injection (Config/README.md and Docs/behaviour.md) and the admin token endpoints (Docs/admin-openapi.json): static, `${ENV}`
 /// and file tokens reach the backend in the configured header and format, replacing what
 /// the client sent; the admin API sets, refreshes and invalidates tokens, shows fingerprints
 /// and never a value.
@@ -204,7 +204,7 @@ import Testing
     #expect(Set(object.keys) == ["tokens"])
     let tokens = try #require(object["tokens"] as? [[String: Any]])
     #expect(Set(tokens.compactMap { $0["name"] as? String }) == ["api", "partner", "legacy"])
-    // SPEC §6's members, and the rejections per route (none yet).
+    // Docs/admin-openapi.json's members, and the rejections per route (none yet).
     let members: Set = [
       "name", "type", "state", "fingerprint", "expires_at", "refreshed_at", "last_error", "rejections",
     ]

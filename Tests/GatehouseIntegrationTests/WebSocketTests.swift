@@ -6,7 +6,7 @@ import Testing
   import Glibc
 #endif
 
-/// WebSocket tunnels (SPEC §13) through the real binary: the handshake as the upstream sees
+/// WebSocket tunnels (Docs/websockets.md) through the real binary: the handshake as the upstream sees
 /// it, frames both ways, big messages, slow readers on either side with the gateway's memory
 /// bounded, the idle timeout, refusals, the token's refresh, drain, `max_websockets`, and
 /// upgrades the gateway does not take.

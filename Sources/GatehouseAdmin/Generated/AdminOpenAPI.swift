@@ -10,7 +10,7 @@ enum AdminOpenAPI {
       "info": {
         "title": "Gatehouse admin API",
         "version": "1",
-        "description": "The admin API of the Gatehouse gateway (SPEC §6), served on `admin.listen` only. Answers are JSON (never enveloped) except `/metrics` and the dashboard page. Every endpoint except `/healthz`, `/readyz`, `/admin/`, `/admin/openapi.json` (and `/metrics` with `admin.metrics_public`) needs `Authorization: Bearer <admin token>`, else 401 `{\"error\":\"unauthorized\"}` (two `Authorization` headers are never accepted, even if one holds the token). The token is checked first: without it, anything but those open endpoints answers 401 and nothing else, an unknown path and a method a path does not support included (so nothing shows which paths exist). With it, an unknown path answers 404 and a method a path does not support 405 with `Allow`. A query parameter an operation does not list, one given twice, or one that is not valid percent-encoded UTF-8 answers 400 with the parameter named in `parameter` (after the token check, and before anything is done); `/healthz`, `/readyz`, `/metrics`, `/admin/` and `/admin/openapi.json` read nothing from the query and ignore it (probes and scrapers add their own parameters). A request that cannot be parsed answers 400, 413 or 431 and closes the connection. A request must arrive whole within the gateway's `limits.header_timeout_ms` (else 408, and the connection closes); an idle connection closes after `limits.idle_timeout_ms`, and one whose client takes none of its answers for that long is reset. Pipelined requests are answered in order, and not read while more than 64 KiB of answers wait to be sent. At most 64 admin connections are open at once; more are closed without an answer. While the gateway shuts down every endpoint may answer 503."
+        "description": "The admin API of the Gatehouse gateway, served on `admin.listen` only. Answers are JSON (never enveloped) except `/metrics` and the dashboard page. Every endpoint except `/healthz`, `/readyz`, `/admin/`, `/admin/openapi.json` (and `/metrics` with `admin.metrics_public`) needs `Authorization: Bearer <admin token>`, else 401 `{\"error\":\"unauthorized\"}` (two `Authorization` headers are never accepted, even if one holds the token). The token is checked first: without it, anything but those open endpoints answers 401 and nothing else, an unknown path and a method a path does not support included (so nothing shows which paths exist). With it, an unknown path answers 404 and a method a path does not support 405 with `Allow`. A query parameter an operation does not list, one given twice, or one that is not valid percent-encoded UTF-8 answers 400 with the parameter named in `parameter` (after the token check, and before anything is done); `/healthz`, `/readyz`, `/metrics`, `/admin/` and `/admin/openapi.json` read nothing from the query and ignore it (probes and scrapers add their own parameters). A request that cannot be parsed answers 400, 413 or 431 and closes the connection. A request must arrive whole within the gateway's `limits.header_timeout_ms` (else 408, and the connection closes); an idle connection closes after `limits.idle_timeout_ms`, and one whose client takes none of its answers for that long is reset. Pipelined requests are answered in order, and not read while more than 64 KiB of answers wait to be sent. At most 64 admin connections are open at once; more are closed without an answer. While the gateway shuts down every endpoint may answer 503."
       },
       "servers": [
         {
@@ -108,7 +108,7 @@ enum AdminOpenAPI {
             "tags": [
               "health"
             ],
-            "description": "Prometheus text exposition format (SPEC §7). Needs the admin token unless `admin.metrics_public` is true.",
+            "description": "Prometheus text exposition format; the metrics are listed in Docs/logs.md. Needs the admin token unless `admin.metrics_public` is true.",
             "responses": {
               "200": {
                 "description": "The metrics.",
@@ -888,7 +888,7 @@ enum AdminOpenAPI {
             "tags": [
               "jwt"
             ],
-            "description": "Each provider of `jwt.providers` (SPEC §15): issuer, where its keys come from, the ids of the usable keys (never the keys), when they were last fetched and the last fetch error.",
+            "description": "Each provider of `jwt.providers` (Docs/jwt.md): issuer, where its keys come from, the ids of the usable keys (never the keys), when they were last fetched and the last fetch error.",
             "responses": {
               "200": {
                 "description": "The providers, in config order.",

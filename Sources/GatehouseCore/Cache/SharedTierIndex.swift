@@ -1,7 +1,7 @@
 import GatehouseSharedTier
 import GatehouseStore
 
-/// The shared tier's purge index (SPEC §14; `Docs/shared-tier.md`, "The purge index"): one
+/// The shared tier's purge index (`Docs/shared-tier.md`, "The purge index"): one
 /// sorted set, `prefix+"ix"`, with a member per entry any replica wrote behind, naming what a
 /// prefix or route purge decides on (the upstream path, the upstream, the method) and the
 /// entry's id, scored by the entry's expiry (Unix ms). The tier's keys are ids, which say

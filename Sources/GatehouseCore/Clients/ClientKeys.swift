@@ -3,7 +3,7 @@ import GatehouseAdmin
 import GatehouseConfig
 import GatehouseHTTP
 
-/// The client keys of SPEC §2 `clients`: which client a request comes from, checked
+/// The client keys of Config/README.md `clients`: which client a request comes from, checked
 /// against SHA-256 digests in constant time (the digest comparison does not stop at the
 /// first differing byte, and every configured key is compared).
 public struct ClientKeys: Sendable {

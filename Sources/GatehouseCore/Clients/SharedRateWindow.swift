@@ -1,4 +1,4 @@
-/// A client key's limit as the shared tier counts it (SPEC §14): fixed windows on the wall
+/// A client key's limit as the shared tier counts it (Docs/shared-tier.md): fixed windows on the wall
 /// clock, one counter per key and window, so that every replica counts into the same one.
 ///
 /// The rule, for `rate_per_s` = r:

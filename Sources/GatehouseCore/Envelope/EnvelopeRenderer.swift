@@ -27,7 +27,7 @@ public struct EnvelopePolicy: Sendable, Equatable {
   func httpStatus(_ status: Int) -> Int { alwaysOK ? 200 : status }
 }
 
-/// What to do with an upstream answer on an enveloped route (SPEC §4).
+/// What to do with an upstream answer on an enveloped route (Docs/envelope.md).
 public enum EnvelopeOutcome: Equatable, Sendable {
   /// Send the upstream's answer as it is: non-JSON 2xx bodies (files, images) and redirects.
   case passThrough

@@ -21,7 +21,7 @@
 /// action that leads to another event at once (a lease, a token at hand) is always the last
 /// of its list, so the driver may feed that event next, in the same step.
 ///
-/// Rules it holds (SPEC §3–§5 and `Config/README.md`): only idempotent requests whose body
+/// Rules it holds (Docs/behaviour.md, Docs/envelope.md, Docs/clients-and-cache.md and Config/README.md): only idempotent requests whose body
 /// can be sent again are retried once on a fresh connection, and only after a reused
 /// connection failed before any of its answer arrived; a token the upstream rejects is
 /// refreshed and the request sent again once, when its body can be; a failing upstream's
@@ -490,7 +490,7 @@ struct ExchangeMachine {
   /// (not for a token the gateway could not get or keep: that is no upstream failure),
   /// else an error answer.
   /// An upstream failure with nothing stored here first asks the shared tier, once, where the
-  /// route uses it: replicas pool their stored answers (SPEC §14).
+  /// route uses it: replicas pool their stored answers (Docs/shared-tier.md).
   private mutating func failOver(_ local: LocalAnswer, staleAvailable: Bool) -> ExchangeActions {
     if staleAvailable { return answer(.serveStored(.stale)) }
     if case .upstream = local, facts.route?.usesSharedTier == true, !sharedTierAsked {

@@ -23,7 +23,7 @@ extension ExchangeMachine {
     /// The route has a `cache` block: the store is asked before the upstream.
     var usesStore = false
     /// A shared tier is configured and the route keeps stale answers: on an upstream failure
-    /// with nothing stored here, the shared tier is asked (SPEC §14).
+    /// with nothing stored here, the shared tier is asked (Docs/shared-tier.md).
     var usesSharedTier = false
     /// The answer is wrapped: a HEAD goes upstream as GET (the envelope needs the body).
     var enveloped = false
@@ -52,7 +52,7 @@ extension ExchangeMachine {
     /// The provider has no signing keys at all (503): never "accept" for want of keys.
     case signingKeysUnavailable
     /// An `Upgrade: websocket` handshake on a route without `websocket` (400), or over
-    /// HTTP/2, whose streams are never tunnelled (SPEC §13).
+    /// HTTP/2, whose streams are never tunnelled (Docs/websockets.md).
     case webSocketNotEnabled
     /// `Upgrade: websocket` that breaks RFC 6455 §4.1 (not a bodiless GET, no valid key).
     case webSocketMalformed
@@ -72,7 +72,7 @@ extension ExchangeMachine {
     /// The bearer token waits for its provider's signing keys (the first fetch, or a
     /// refresh for an unknown `kid`): `signingKeysSettled` says how verification ended.
     var awaitsSigningKeys = false
-    /// The client key's limit is counted in the shared tier (SPEC §14): the request waits
+    /// The client key's limit is counted in the shared tier (Docs/shared-tier.md): the request waits
     /// for the count (`rateLimitSettled`) before anything else, within `shared.timeout_ms`.
     /// The other checks' verdicts (`refusal`, `awaitsSigningKeys`) apply after it.
     var awaitsRateLimit = false

@@ -1,7 +1,7 @@
 import GatehouseJWT
 
 /// What verifying a request's bearer token left for the rest of its exchange (routes with
-/// `jwt` only, SPEC §15).
+/// `jwt` only, Docs/jwt.md).
 final class BearerAdmission {
   /// On a route that keeps answers per user: the digest that goes into the cache key
   /// (`CacheKey.user`), so one user's stored answer never reaches another.

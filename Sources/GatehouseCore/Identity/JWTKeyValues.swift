@@ -13,7 +13,7 @@ final class JWTKeyValues: Sendable {
     /// A fetch is under way: a request without keys waits for it instead of a 503.
     let fetching: Bool
     /// Before this (ms since the epoch) a token with an unknown `kid` is refused without
-    /// asking for a refresh: at most one per 10 s (SPEC §15), however many clients ask.
+    /// asking for a refresh: at most one per 10 s (Docs/jwt.md), however many clients ask.
     let unknownKeyRefreshAfterMs: Int64
   }
 

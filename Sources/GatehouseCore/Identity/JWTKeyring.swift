@@ -5,7 +5,7 @@ import GatehouseLogging
 import GatehouseNet
 import GatehouseStore
 
-/// Fetches a JWKS document (SPEC §15); `completion` runs once, on `loop`, never from inside
+/// Fetches a JWKS document (Docs/jwt.md); `completion` runs once, on `loop`, never from inside
 /// the call.
 typealias JWKSFetch = (
   _ url: HTTPURL, _ loop: EventLoop, _ completion: @escaping (Result<[UInt8], URLFetchError>) -> Void

@@ -1,4 +1,4 @@
-/// When an identity provider's keys are fetched (SPEC §15), as a pure state machine: the
+/// When an identity provider's keys are fetched (Docs/jwt.md), as a pure state machine: the
 /// keyring feeds it events with the time and performs what it answers.
 ///
 /// - Keys are fetched at start, then every `refreshMs` after a success.

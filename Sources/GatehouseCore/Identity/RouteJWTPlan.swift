@@ -5,7 +5,7 @@ import Synchronization
 /// Where the next provider scope (`RouteJWTPlan.cacheScope`) starts.
 private let nextCacheScope = Atomic<Int>(1)
 
-/// A route's `jwt` block, compiled against its provider (SPEC §15). A class for the reason
+/// A route's `jwt` block, compiled against its provider (Docs/jwt.md). A class for the reason
 /// `RoutePlan` is one: it is read on every request of the route.
 final class RouteJWTPlan: Sendable {
   let providerName: String

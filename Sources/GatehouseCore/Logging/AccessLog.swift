@@ -3,7 +3,7 @@ import GatehouseHTTP
 import GatehouseJSON
 import GatehouseLogging
 
-/// One finished request, as the access log records it (SPEC §8). Header values, bodies and
+/// One finished request, as the access log records it (Docs/logs.md). Header values, bodies and
 /// credentials are never part of it (the query is logged with sensitive values masked, and
 /// `User-Agent` is the one header value written).
 public struct AccessRecord: Sendable {

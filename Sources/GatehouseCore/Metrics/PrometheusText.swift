@@ -1,5 +1,5 @@
 /// Renders metrics in the Prometheus text exposition format (version 0.0.4) with the names
-/// of SPEC §7. Label values are escaped; output is sorted so it is stable between scrapes.
+/// of Docs/logs.md. Label values are escaped; output is sorted so it is stable between scrapes.
 public struct PrometheusText {
   private(set) var text = ""
 

@@ -66,7 +66,7 @@ enum ForwardingRules {
     exchange.routeIndex.map { exchange.snapshot.routePlans[$0].name } ?? ""
   }
 
-  /// Request bodies up to this size are kept for a retry after a token rejection (SPEC §3).
+  /// Request bodies up to this size are kept for a retry after a token rejection (Docs/behaviour.md).
   static let maxReplayBody = 64 * 1024
 
   /// Body bytes held while a token is fetched, before the request is given up.

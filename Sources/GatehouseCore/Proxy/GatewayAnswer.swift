@@ -4,7 +4,7 @@ import GatehouseJSON
 /// Answers the gateway makes itself (errors, stubs): complete, with a JSON
 /// envelope body `{"code","datas","message"}` and a correct Content-Length.
 public enum GatewayAnswer {
-  /// The failures of the proxy path and how SPEC §4 answers them.
+  /// The failures of the proxy path and how Docs/envelope.md answers them.
   public enum Failure: Sendable, Equatable {
     case noRoute(method: String, path: String)
     case upstreamUnavailable

@@ -4,7 +4,7 @@ import GatehouseHTTP
 /// What happens to request headers on their way to the upstream for one route, compiled
 /// once per config: which client fields are dropped, and the lines the gateway adds.
 ///
-/// Top-level rules apply first, then the route's (SPEC §2), so for each name the last rule
+/// Top-level rules apply first, then the route's (Config/README.md), so for each name the last rule
 /// wins: a name set globally and removed by the route is removed, and the reverse is set.
 /// Names are compared ignoring case and reading `_` as `-`, the way CGI-style backends
 /// read them: `X_Token` and `X-Token` are one name here, as they are one variable there.

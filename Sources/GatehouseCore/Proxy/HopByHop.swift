@@ -16,7 +16,7 @@ public enum HopByHop {
     isProxyField(name) || fields.contains(name)
   }
 
-  /// `Proxy-` followed by anything, in any case: SPEC §2 makes every `Proxy-*` field
+  /// `Proxy-` followed by anything, in any case: Config/README.md makes every `Proxy-*` field
   /// hop-by-hop, not only the registered ones (`Proxy-Authorization`, `Proxy-Connection`…).
   /// Also `Proxy_…`, which CGI-style backends read as `Proxy-…`, and `Proxy` alone, the
   /// httpoxy field (CVE-2016-5385: a CGI backend takes it for its `HTTP_PROXY` setting).

@@ -122,7 +122,7 @@ public enum UpstreamRequestWriter {
       out.write("\r\nX-Request-Id: ")
       out.write(requestID)
       out.write("\r\n")
-      // A WebSocket handshake (SPEC §13): the client's `Upgrade` and `Connection` were
+      // A WebSocket handshake (Docs/websockets.md): the client's `Upgrade` and `Connection` were
       // dropped as hop-by-hop with the rest; the gateway asks for the upgrade itself.
       if upgrade { out.write(WebSocketHandshake.upstreamLines) }
       out.writeFramingField(framing)

@@ -1,6 +1,6 @@
 import GatehouseHTTP
 
-/// The HTTP side of a WebSocket handshake (RFC 6455 §4, SPEC §13): telling a client's
+/// The HTTP side of a WebSocket handshake (RFC 6455 §4, Docs/websockets.md): telling a client's
 /// handshake from other requests, checking the upstream's `101`, and writing the `101` the
 /// client gets. Bytes only: the tunnel that follows is `WebSocketTunnel`'s.
 enum WebSocketHandshake {

@@ -3,7 +3,7 @@ import GatehouseConfig
 /// The compiled routes of one config: built once when a config is loaded, then immutable and
 /// shared by every loop ("build, then freeze"). A reload builds a new table.
 ///
-/// Matching follows SPEC §2: routes are tried in config order and the first whose path and
+/// Matching follows Config/README.md: routes are tried in config order and the first whose path and
 /// methods fit wins. It works on the request's bytes, without making a `String`, and a match
 /// keeps its captures inline, so matching allocates nothing. All literal bytes (segments,
 /// methods, upstream base paths, rewrite pieces) live in one flat array, so a lookup touches
@@ -219,7 +219,7 @@ public struct RouteTable: Sendable {
 
   // MARK: - Upstream path
 
-  /// The path and query to send upstream (SPEC §2): the upstream url's base path, then the
+  /// The path and query to send upstream (Config/README.md): the upstream url's base path, then the
   /// route's rewritten path (or the request path as is), then `?` and `query` unchanged when
   /// the request had a query (`query` is nil when the target had no `?`).
   /// Whether the matched route sends the request's path and query as they came: no base

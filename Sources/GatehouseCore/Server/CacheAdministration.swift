@@ -6,7 +6,7 @@ import GatehouseLogging
 import GatehouseNet
 import GatehouseStore
 
-/// The cache endpoints of the admin API (SPEC §6). The store's admin calls block on SQLite,
+/// The cache endpoints of the admin API (Docs/admin-openapi.json). The store's admin calls block on SQLite,
 /// so they run on the control loop, never on a loop that serves requests.
 ///
 /// Made for one request; the work it schedules holds the server until it is done.
@@ -187,7 +187,7 @@ struct CacheAdministration: Sendable {
   /// remembered so none is served after it was purged. `body` gives the local count (nil:
   /// not found) and the ids it found; `shared` turns those into what the shared tier loses,
   /// sent from the first loop (whose connection it is) without waiting: the answer reports
-  /// the local count, and the tier's deletes are best effort (SPEC §14).
+  /// the local count, and the tier's deletes are best effort (Docs/shared-tier.md).
   private func purge(
     completion: @escaping @Sendable (AdminAnswer) -> Void,
     shared: @escaping @Sendable ([String]) -> SharedTierPurge,

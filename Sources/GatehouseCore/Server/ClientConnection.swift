@@ -104,7 +104,7 @@ final class ClientProtocolChooser: ConnectionDelegate, ClientConnection {
   }
 }
 
-/// An HTTP/2 client connection (SPEC §11): each stream's exchange is a `ClientSession` of
+/// An HTTP/2 client connection (Docs/http2.md): each stream's exchange is a `ClientSession` of
 /// its own, answering through its `HTTP2StreamChannel` exactly as an HTTP/1.1 session
 /// answers through its connection.
 final class HTTP2ClientConnection: HTTP2ServerOwner, ClientConnection {

@@ -1,7 +1,7 @@
 import GatehouseHTTP
 import GatehouseNet
 
-/// A session's WebSocket side (SPEC §13): whether a request head is a handshake the route
+/// A session's WebSocket side (Docs/websockets.md): whether a request head is a handshake the route
 /// takes, the tunnel it becomes on the upstream's `101`, and the tunnel's end. The
 /// decisions are `WebSocketHandshake`'s and the exchange machine's; this performs them.
 extension ClientSession {

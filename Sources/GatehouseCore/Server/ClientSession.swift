@@ -302,7 +302,7 @@ final class ClientSession: ServerResponder, UpstreamExchangeOwner {
       case .client(let index):
         let client = snapshot.clients.clients[index]
         exchange.clientID = client.id
-        // SPEC §14: with a shared tier the limit is counted there, across replicas; the
+        // Docs/shared-tier.md: with a shared tier the limit is counted there, across replicas; the
         // machine waits for the count (`ExchangeDriver+RateLimit.swift`).
         if let bucket = client.bucket, context.sharedTier != nil {
           exchange.rateLimitBucket = bucket
@@ -315,7 +315,7 @@ final class ClientSession: ServerResponder, UpstreamExchangeOwner {
         }
       }
     }
-    // SPEC §15: the bearer token is checked before anything else the route does.
+    // Docs/jwt.md: the bearer token is checked before anything else the route does.
     if let match, facts.refusal == nil, let jwt = snapshot.routePlans[match.routeIndex].jwt {
       let admission = BearerAdmission()
       exchange.bearer = admission
@@ -328,7 +328,7 @@ final class ClientSession: ServerResponder, UpstreamExchangeOwner {
         facts.awaitsSigningKeys = true
       }
     }
-    // SPEC §13: a WebSocket handshake, on a route that takes them (`+Tunnel`).
+    // Docs/websockets.md: a WebSocket handshake, on a route that takes them (`+Tunnel`).
     if facts.refusal == nil {
       (facts.upgrade, facts.refusal) = webSocketVerdict(
         head, plan: match.map { snapshot.routePlans[$0.routeIndex] }, exchange: exchange)

@@ -1,4 +1,4 @@
-/// The exchange's wait for an identity provider's signing keys (SPEC §15).
+/// The exchange's wait for an identity provider's signing keys (Docs/jwt.md).
 extension ExchangeDriver {
   /// Asks the keyring for the provider's keys, then checks the bearer token again and tells
   /// the machine how that ended. Without a keyring (or route) the keys are unavailable.

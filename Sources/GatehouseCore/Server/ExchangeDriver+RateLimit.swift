@@ -1,6 +1,6 @@
 import GatehouseLogging
 
-/// The client key's limit counted in the shared tier (SPEC §14): the machine waits in
+/// The client key's limit counted in the shared tier (Docs/shared-tier.md): the machine waits in
 /// `waiting(.rateLimit)` while the count is asked for.
 extension ExchangeDriver {
   /// Sends the pipelined `INCR`+`PEXPIRE` for the key's current window; the reply (within

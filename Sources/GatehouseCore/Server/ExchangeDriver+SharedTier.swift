@@ -1,7 +1,7 @@
 import GatehouseHTTP
 import GatehouseLogging
 
-/// The shared tier standing in for a failing upstream (SPEC §14): the machine asks
+/// The shared tier standing in for a failing upstream (Docs/shared-tier.md): the machine asks
 /// (`lookUpSharedTier`) when the upstream failed and nothing is stored on this replica.
 extension ExchangeDriver {
   /// Sends the `GET`; its reply comes back on the loop within `shared.timeout_ms` (the

@@ -1,7 +1,7 @@
 import GatehouseJSON
 import GatehouseSharedTier
 
-/// The shared tier in `/admin/status` and `/metrics` (SPEC §14).
+/// The shared tier in `/admin/status` and `/metrics` (Docs/shared-tier.md).
 extension GatewayAdministration {
   /// `shared: {url (redacted), up, latency_ms}` added to the status document: up while every
   /// loop's connection is up (`RedisConnection.isUp`: connected, and its commands not timing

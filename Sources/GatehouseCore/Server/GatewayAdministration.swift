@@ -210,7 +210,7 @@ final class GatewayAdministration: AdminBackend, @unchecked Sendable {
         text.family(
           "gatehouse_cache_bytes", type: "gauge", help: "Bytes of stored answers.",
           samples: [([], Double(stats?.bytes ?? 0))])
-        // Beyond SPEC §7's families: what shows that the store stopped taking writes.
+        // Besides the request families (Docs/logs.md): what shows that the store stopped taking writes.
         text.family(
           "gatehouse_cache_dropped_writes_total", type: "counter",
           help: "Answers not stored because the store's queue was full.",
@@ -256,11 +256,11 @@ final class GatewayAdministration: AdminBackend, @unchecked Sendable {
           })
         text.family(
           "gatehouse_jwt_total", type: "counter",
-          help: "Bearer tokens checked on jwt routes, by provider and result (SPEC §15).",
+          help: "Bearer tokens checked on jwt routes, by provider and result (Docs/jwt.md).",
           samples: total.jwtResults.keys.sorted { ($0.provider, $0.result) < ($1.provider, $1.result) }.map { key in
             ([("provider", key.provider), ("result", key.result)], Double(total.jwtResults[key]!))
           })
-        // Beyond SPEC §7's families: a backend's rejections of a token, per route (a static
+        // Besides the request families (Docs/logs.md): a backend's rejections of a token, per route (a static
         // token stays `valid` in `gatehouse_token_state` when one endpoint refuses it).
         text.family(
           "gatehouse_token_rejections_total", type: "counter",
@@ -361,7 +361,7 @@ final class GatewayAdministration: AdminBackend, @unchecked Sendable {
     }
   }
 
-  /// A provider in `GET /admin/jwt` (SPEC §15): public facts only (key ids, never keys).
+  /// A provider in `GET /admin/jwt` (Docs/jwt.md): public facts only (key ids, never keys).
   static func listing(_ status: JWTKeyring.Status) -> JSONValue {
     .object([
       ("name", .string(status.name)),

@@ -412,7 +412,7 @@ public final class GatewayServer: @unchecked Sendable {
     return .success(())
   }
 
-  /// Without a token the admin API stays closed (never open: SPEC §6) but answers 401 to
+  /// Without a token the admin API stays closed (never open) but answers 401 to
   /// everything, which looks like a wrong token; this line says why.
   private func warnAdminTokenMissing() {
     shared.logger.warn(

@@ -1,6 +1,6 @@
 import Synchronization
 
-/// The process-wide WebSocket figures (SPEC §13): the `limits.max_websockets` slots and the
+/// The process-wide WebSocket figures (Docs/websockets.md): the `limits.max_websockets` slots and the
 /// per-route gauge.
 extension GatewayShared {
   /// Takes a slot for a handshake; false (and nothing taken) when `max_websockets` are

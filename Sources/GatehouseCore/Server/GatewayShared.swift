@@ -118,7 +118,7 @@ public final class GatewayShared: Sendable {
       ["upstream": .string(upstream), "error": .string("\(error)"), "suppressed_before": .int(earlier)])
   }
 
-  /// An HTTP/2 client abused its connection, which ended (SPEC §11): a warning unless one
+  /// An HTTP/2 client abused its connection, which ended (Docs/http2.md): a warning unless one
   /// went out in the last 10 s (`suppressed_before` counts the ones held back since).
   func warnAboutHTTP2Abuse(_ abuse: String, client: String) {
     let now = EventLoop.monotonicNanoseconds()

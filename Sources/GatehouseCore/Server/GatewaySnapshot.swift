@@ -42,14 +42,14 @@ public final class GatewaySnapshot: Sendable {
   /// `log.trusted_proxies` and `log.mask_query`, for access lines.
   let trustedProxies: TrustedProxies
   let queryMask: QueryMask
-  /// Client keys (SPEC §2 `clients`) and their shared token buckets. A reload carries each
+  /// Client keys (Config/README.md `clients`) and their shared token buckets. A reload carries each
   /// key's bucket level over (see `RateLimiter.init`).
   let clients: ClientKeys
   let rateLimiter: RateLimiter
   /// The admin token (as a digest) and `metrics_public`: the admin API reads them from the
   /// current snapshot per request, so they follow reloads.
   let adminAccess: AdminAccess
-  /// `shared` (SPEC §14); nil without a shared tier.
+  /// `shared` (Docs/shared-tier.md); nil without a shared tier.
   let sharedTier: SharedTierPlan?
 
   /// Builds the snapshot; fails when an upstream host name cannot be resolved. `previous`
@@ -144,7 +144,7 @@ final class RoutePlan: Sendable {
   let cacheScope: String?
   /// The route's `jwt` block; nil for routes that do not verify tokens.
   let jwt: RouteJWTPlan?
-  /// `websocket`: the route takes WebSocket handshakes (SPEC §13).
+  /// `websocket`: the route takes WebSocket handshakes (Docs/websockets.md).
   let websocket: Bool
 
   init(
@@ -159,7 +159,7 @@ final class RoutePlan: Sendable {
     // there, and a top-level `set` of it, give way to the token (a route's own `set` of it
     // is refused by `check`). Removing it last does both; the token line is added after.
     if route.token != nil { layers.append(HeaderPlan.Rules(remove: [route.tokenHeader])) }
-    // SPEC §15: the client's JWT never reaches the backend, nor a client's own copy of a
+    // Docs/jwt.md: the client's JWT never reaches the backend, nor a client's own copy of a
     // field that carries a verified claim (any spelling: the look-alikes of removed names
     // are dropped too); the claims' lines are added per request.
     if let jwtRoute = route.jwt, let index = providers.firstIndex(where: { $0.name == jwtRoute.provider }) {
@@ -198,7 +198,7 @@ final class RoutePlan: Sendable {
 }
 
 /// A route's token, compiled: the header line around the value, and how a rejection by
-/// the backend is recognized (SPEC §2 `invalid_token`). A class for the same reason as
+/// the backend is recognized (Config/README.md `invalid_token`). A class for the same reason as
 /// `RoutePlan`: it is read on every request of a route with a token.
 final class TokenUse: Sendable {
   let name: String
@@ -365,8 +365,8 @@ struct UpstreamPlan: Sendable {
       context: context, serverName: config?.serverName ?? host, handshakeTimeout: handshakeTimeout)
   }
 
-  static let defaultCircuitFailures = 3
-  static let defaultCircuitOpen: Duration = .seconds(1)
+  static let defaultCircuitFailures = CircuitBreakerConfig.standard.failures
+  static let defaultCircuitOpen = CircuitBreakerConfig.standard.openDuration
 
   /// IP literals are used as they are; names go through the system resolver once per
   /// config load (never on the request path).
@@ -408,7 +408,7 @@ struct UpstreamPlan: Sendable {
   }
 }
 
-/// The protocols a listener takes besides HTTP/1.1 (SPEC §11).
+/// The protocols a listener takes besides HTTP/1.1 (Docs/http2.md).
 struct ListenerProtocols: Sendable, Equatable {
   /// TLS: ALPN offers `h2`.
   let http2: Bool

@@ -3,7 +3,7 @@ import GatehouseHTTP
 import GatehouseLogging
 import GatehouseNet
 
-/// Runs the active health checks of SPEC §2 `health` on the control loop: a GET of each
+/// Runs the active health checks of `upstreams.*.health` (Config/REFERENCE.md) on the control loop: a GET of each
 /// upstream's health path (under its url's base path) every `interval_ms`, 2xx meaning
 /// healthy. Changes are logged and handed to every request loop, which then refuses an
 /// unhealthy upstream's requests as an open circuit would (no connect attempt; stale answer,

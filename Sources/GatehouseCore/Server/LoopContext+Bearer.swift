@@ -2,7 +2,7 @@ import GatehouseHTTP
 import GatehouseJWT
 import GatehouseLogging
 
-/// Bearer tokens at the door (SPEC §15): found in the request, verified against the
+/// Bearer tokens at the door (Docs/jwt.md): found in the request, verified against the
 /// provider's published keys (once per token per loop: `verifiedTokens`), their scopes and
 /// forwarded claims checked. Refusals leave their challenge and reason on the admission.
 extension LoopContext {

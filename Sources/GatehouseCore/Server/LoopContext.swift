@@ -55,7 +55,7 @@ final class LoopContext: @unchecked Sendable {
 
   /// This loop's view of the store, when there is one.
   let store: LoopStore?
-  /// This loop's connection to the shared tier (SPEC §14), while `shared` is configured.
+  /// This loop's connection to the shared tier (Docs/shared-tier.md), while `shared` is configured.
   var sharedTier: LoopSharedTier?
   /// Background refreshes in flight, by cache id: one per key.
   private var refreshes: [String: BackgroundRefresh] = [:]

@@ -3,7 +3,7 @@ import GatehouseNet
 import GatehouseSharedTier
 import GatehouseStore
 
-/// One loop's use of the shared tier (SPEC §14): its own `RedisConnection`, the commands the
+/// One loop's use of the shared tier (Docs/shared-tier.md): its own `RedisConnection`, the commands the
 /// gateway sends (stored answers in and out, purges, rate-limit counters) and their counts for
 /// `gatehouse_shared_requests_total{op,result}`. Confined to its loop, like the connection.
 final class LoopSharedTier {

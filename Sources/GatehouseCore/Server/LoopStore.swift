@@ -20,7 +20,7 @@ final class LoopStore {
   /// Cache keys already computed on this loop: a key costs string building and a SHA-256.
   private var keys: [KeyInputs: CacheKey] = [:]
 
-  /// What a cache key is computed from (SPEC §5): the upstream, its path and query, and the
+  /// What a cache key is computed from (Docs/clients-and-cache.md): the upstream, its path and query, and the
   /// route's vary headers (names and values: two routes, or one before and after a reload,
   /// may key on different names that happen to carry equal values).
   struct KeyInputs: Hashable {

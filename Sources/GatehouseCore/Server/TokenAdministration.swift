@@ -2,7 +2,7 @@ import GatehouseAdmin
 import GatehouseJSON
 import GatehouseNet
 
-/// The token endpoints of the admin API (SPEC §6). They run on the control loop, where the
+/// The token endpoints of the admin API (Docs/admin-openapi.json). They run on the control loop, where the
 /// token manager lives; no answer ever carries a token value.
 ///
 /// Made for one request; the work it schedules holds the server until it is done.

@@ -1,7 +1,7 @@
 import GatehouseNet
 
 /// A client connection and an upstream connection joined as a byte tunnel after a WebSocket
-/// handshake (SPEC §13). Bytes pass as they come, never parsed: the frames are the two
+/// handshake (Docs/websockets.md). Bytes pass as they come, never parsed: the frames are the two
 /// peers' business. It is the delegate of both connections.
 ///
 /// Backpressure: while one side's write queue is above its high watermark, the other side is

@@ -2,7 +2,7 @@ import CGatehouseOpenSSL
 import GatehouseConfig
 
 /// The admin API's way to tell token values apart without showing them: the first 8 hex digits of the
-/// value's SHA-256 (SPEC §3). 32 bits say "changed or not" and give nothing usable to guess the value.
+/// value's SHA-256 (Docs/behaviour.md). 32 bits say "changed or not" and give nothing usable to guess the value.
 public enum TokenFingerprint {
   public static func of(_ value: SecretValue) -> String {
     of(bytes: Array(value.value.utf8))

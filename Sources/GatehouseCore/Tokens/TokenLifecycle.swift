@@ -1,6 +1,6 @@
 import GatehouseConfig
 
-/// The state machine of one named token (SPEC §3): which value requests may use, when to refresh, and what
+/// The state machine of one named token (Docs/behaviour.md): which value requests may use, when to refresh, and what
 /// to tell waiting requests. A pure value type: every event takes `now` and returns `Action`s that the owner
 /// (`TokenManager`) performs — fetching, timers, publishing — so every rule is tested with a manual clock.
 ///

@@ -133,7 +133,7 @@ public final class TokenManager {
     }
   }
 
-  /// Applies the tokens of a reloaded config. Static and file tokens are read again (SPEC §3), which also
+  /// Applies the tokens of a reloaded config. Static and file tokens are read again (Docs/behaviour.md), which also
   /// ends an `invalid` state. An oauth2 token whose configuration is unchanged keeps its value, state and
   /// any refresh in flight; a changed one starts afresh (still reusing its persisted value when endpoint,
   /// client and scope are unchanged). Requests waiting on a replaced token wait on its successor; removed

@@ -1,6 +1,6 @@
 import GatehouseJSON
 
-/// What the admin API shows about one token (SPEC §6 `GET /admin/tokens`). Holds no value: only a fingerprint.
+/// What the admin API shows about one token (Docs/admin-openapi.json `GET /admin/tokens`). Holds no value: only a fingerprint.
 public struct TokenPublicState: Sendable, Equatable {
   public let name: String
   /// `static`, `file` or `oauth2_client_credentials`.

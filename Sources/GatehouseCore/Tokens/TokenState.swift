@@ -1,4 +1,4 @@
-/// The public state of one named token (SPEC §3), as the admin API and metrics show it.
+/// The public state of one named token (Docs/behaviour.md), as the admin API and metrics show it.
 public enum TokenState: String, Sendable, Hashable, CaseIterable {
   /// Usable, and not yet inside `refresh_before_s` of its expiry.
   case valid

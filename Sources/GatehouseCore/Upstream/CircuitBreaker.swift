@@ -1,4 +1,4 @@
-/// The circuit breaker of SPEC §2 `circuit`, as a pure state machine with the clock passed
+/// The circuit breaker of `upstreams.*.circuit` (Config/README.md), as a pure state machine with the clock passed
 /// in: after `failures` consecutive failures the upstream is skipped for `open` time, then
 /// one trial request decides whether it closes again.
 public struct CircuitBreaker: Sendable, Equatable {

@@ -1,4 +1,4 @@
-/// Active health of one upstream (SPEC §2 `health`), as a pure state machine: it turns
+/// Active health of one upstream (`upstreams.*.health`, Config/REFERENCE.md), as a pure state machine: it turns
 /// unhealthy after `unhealthyAfter` failed checks in a row and healthy again after
 /// `healthyAfter` good ones. It starts healthy, so a new gateway serves at once.
 ///

@@ -1,4 +1,4 @@
-/// The breakers of one upstream's routes, beside the upstream's own (SPEC §5 `circuit`).
+/// The breakers of one upstream's routes, beside the upstream's own (Config/README.md, "Circuit breaker").
 ///
 /// A failure that shows up only after the request went out (no answer in time, a reset, a
 /// malformed answer, and a 5xx answer when `count_5xx` is on) may be one endpoint's doing:

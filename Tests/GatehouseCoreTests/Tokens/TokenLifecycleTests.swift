@@ -367,7 +367,7 @@ import Testing
     #expect(released(done) == .available(TokenGrant(bytes: Array("B".utf8), serial: 2)))
   }
 
-  /// With the token endpoint down, the rejected value is sent until it expires (SPEC §3:
+  /// With the token endpoint down, the rejected value is sent until it expires (Docs/behaviour.md:
   /// "requests get the last token that still has not expired"); the refused request itself
   /// cannot get a new one during the backoff.
   @Test func aRejectedValueIsStillSentWhenTheRefreshFails() {

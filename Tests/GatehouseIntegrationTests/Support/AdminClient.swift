@@ -81,7 +81,7 @@ extension TestConfig {
   }
 }
 
-/// A client of the gateway's admin API (SPEC §6): one request per connection, with an
+/// A client of the gateway's admin API (Docs/admin-openapi.json): one request per connection, with an
 /// optional bearer token, answers parsed as JSON where asked.
 struct AdminClient: Sendable {
   let port: UInt16
@@ -187,7 +187,7 @@ func percentEncoded(_ text: String) -> String {
   return out
 }
 
-/// The token endpoints (SPEC §6).
+/// The token endpoints (Docs/admin-openapi.json).
 extension AdminClient {
   /// `GET /admin/tokens`: the `tokens` array (empty when the answer is not that shape).
   func tokens() throws -> [[String: Any]] {

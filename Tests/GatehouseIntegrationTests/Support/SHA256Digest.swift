@@ -1,5 +1,5 @@
 /// SHA-256 (FIPS 180-4), written out here so the tests can compute token fingerprints
-/// (SPEC §3: the first 8 hex digits of the SHA-256 of the value) without linking the
+/// (Docs/behaviour.md: the first 8 hex digits of the SHA-256 of the value) without linking the
 /// gateway's crypto. Small inputs only; clarity over speed.
 enum SHA256Digest {
   private static let roundConstants: [UInt32] = [

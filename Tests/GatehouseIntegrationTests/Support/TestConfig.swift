@@ -1,6 +1,6 @@
 import Foundation
 
-/// Builds gateway config documents (SPEC §2) for tests: one listener on 127.0.0.1 port 0,
+/// Builds gateway config documents (Config/README.md) for tests: one listener on 127.0.0.1 port 0,
 /// one worker, access log on stdout, and whatever routes, upstreams and limits a test needs.
 enum TestConfig {
   /// A whole config document.
