@@ -89,72 +89,50 @@ import Testing
     return (backend, gateway, baseline)
   }
 
-  /// One HTTP/2 connection with a zero window opens 128 streams of 8 MB answers: without a
-  /// bound the gateway held about 800 MB for it.
-  @Test func zeroWindowStreamsHoldNoMoreThanTheBudget() throws {
-    let (backend, gateway, baseline) = try Self.startGateway()
+  /// Starts a gateway, warms `warm` when given, runs the clients of `arguments` and expects
+  /// the resident memory to grow by at most the budget plus `allowance`, and a small answer
+  /// within 1 s meanwhile.
+  static func expectBounded(
+    _ arguments: [String], requests: Int, allowance: Int, warm: String? = nil,
+    sourceLocation: SourceLocation = #_sourceLocation
+  ) throws {
+    let (backend, gateway, baseline) = try startGateway()
     defer {
       gateway.stopExpectingCleanExit()
       backend.stop()
     }
-    let (peak, seconds) = try Self.hold(
-      ["h2", "1", "128", "/big/{i}"], requests: 129, gateway: gateway, backend: backend)
-    // The budget, and per stream at most its queue's high watermark and one upstream read.
-    let allowance = 24 * 1024 * 1024
+    if let warm { #expect(try send("GET", warm, to: gateway.port).status == 200, sourceLocation: sourceLocation) }
+    let (peak, seconds) = try hold(arguments, requests: requests, gateway: gateway, backend: backend)
     #expect(
-      peak - baseline <= Self.budget + allowance,
-      "resident memory grew by \((peak - baseline) >> 20) MiB over a budget of \(Self.budget >> 20) MiB")
-    #expect(seconds < 1, "a small answer took \(seconds) s")
+      peak - baseline <= budget + allowance,
+      "resident memory grew by \((peak - baseline) >> 20) MiB over a budget of \(budget >> 20) MiB",
+      sourceLocation: sourceLocation)
+    #expect(seconds < 1, "a small answer took \(seconds) s", sourceLocation: sourceLocation)
+  }
+
+  /// One HTTP/2 connection with a zero window opens 128 streams of 8 MB answers: without a
+  /// bound the gateway held about 800 MB for it. The allowance: per stream at most its
+  /// queue's high watermark and one upstream read.
+  @Test func zeroWindowStreamsHoldNoMoreThanTheBudget() throws {
+    try Self.expectBounded(["h2", "1", "128", "/big/{i}"], requests: 129, allowance: 24 << 20)
   }
 
   /// Eight HTTP/2 connections with zero windows, 128 streams each, asking for a stored
   /// answer of 60 KB: each copy is under a stream's watermark, yet every one is held.
   @Test func zeroWindowStreamsOfStoredAnswersHoldNoMoreThanTheBudget() throws {
-    let (backend, gateway, baseline) = try Self.startGateway()
-    defer {
-      gateway.stopExpectingCleanExit()
-      backend.stop()
-    }
-    #expect(try send("GET", "/stored", to: gateway.port).status == 200)
-    let (peak, seconds) = try Self.hold(["h2", "8", "128", "/stored"], requests: 0, gateway: gateway, backend: backend)
-    let allowance = 8 * 2 * 1024 * 1024
-    #expect(
-      peak - baseline <= Self.budget + allowance,
-      "resident memory grew by \((peak - baseline) >> 20) MiB over a budget of \(Self.budget >> 20) MiB")
-    #expect(seconds < 1, "a small answer took \(seconds) s")
+    try Self.expectBounded(["h2", "8", "128", "/stored"], requests: 0, allowance: 8 * (2 << 20), warm: "/stored")
   }
 
   /// Four HTTP/2 connections with zero windows, 128 streams each, of 60 KB enveloped answers
   /// read whole from the backend: once the budget is spent the rest stream, and a stream
   /// holds up to its watermark (64 KiB) outside the budget, the documented allowance.
   @Test func zeroWindowStreamsOfEnvelopedAnswersHoldNoMoreThanTheBudget() throws {
-    let (backend, gateway, baseline) = try Self.startGateway()
-    defer {
-      gateway.stopExpectingCleanExit()
-      backend.stop()
-    }
-    let (peak, seconds) = try Self.hold(
-      ["h2", "4", "128", "/middling/{i}"], requests: 4 * 128, gateway: gateway, backend: backend)
-    let allowance = 4 * 128 * 64 * 1024
-    #expect(
-      peak - baseline <= Self.budget + allowance,
-      "resident memory grew by \((peak - baseline) >> 20) MiB over a budget of \(Self.budget >> 20) MiB")
-    #expect(seconds < 1, "a small answer took \(seconds) s")
+    try Self.expectBounded(["h2", "4", "128", "/middling/{i}"], requests: 4 * 128, allowance: 4 * 128 * (64 << 10))
   }
 
-  /// 128 HTTP/1.1 connections with a 4 KiB receive buffer that never read.
+  /// 128 HTTP/1.1 connections with a 4 KiB receive buffer that never read. The allowance:
+  /// per connection, its write queue's high watermark and one upstream read.
   @Test func nonReadingConnectionsHoldNoMoreThanTheBudget() throws {
-    let (backend, gateway, baseline) = try Self.startGateway()
-    defer {
-      gateway.stopExpectingCleanExit()
-      backend.stop()
-    }
-    let (peak, seconds) = try Self.hold(["h1", "128", "/big/{i}"], requests: 129, gateway: gateway, backend: backend)
-    // Per connection, its write queue's high watermark and one upstream read.
-    let allowance = 128 * 192 * 1024
-    #expect(
-      peak - baseline <= Self.budget + allowance,
-      "resident memory grew by \((peak - baseline) >> 20) MiB over a budget of \(Self.budget >> 20) MiB")
-    #expect(seconds < 1, "a small answer took \(seconds) s")
+    try Self.expectBounded(["h1", "128", "/big/{i}"], requests: 129, allowance: 128 * (192 << 10))
   }
 }
