@@ -286,6 +286,12 @@ import Testing
 
   // MARK: The store
 
+  @Test func aStoredAnswerTooLargeForTheBudgetIsRefusedWithoutTheUpstream() {
+    var machine = Machine()
+    #expect(machine.handle(.started(Self.get(Self.cached()))) == [.lookUpStore])
+    #expect(machine.handle(.storeLookedUp(.overloaded)) == [.answerLocally(.overloaded), .finish])
+  }
+
   @Test func freshHitsAndStaleWhileRevalidate() {
     var fresh = Machine()
     #expect(fresh.handle(.started(Self.get(Self.cached()))) == [.lookUpStore])

@@ -24,6 +24,9 @@ import Testing
         TestConfig.route(
           "stored", match: "/stored", extra: ["envelope": ["enabled": true], "cache": ["fresh_s": 600]]),
         TestConfig.route(
+          "large", match: "/large",
+          extra: ["envelope": ["enabled": true, "max_bytes": 16 * 1024 * 1024], "cache": ["fresh_s": 600]]),
+        TestConfig.route(
           "big", match: "/*", extra: ["envelope": ["enabled": true, "max_bytes": 16 * 1024 * 1024]]),
       ],
       upstreams: ["api": TestConfig.upstream(port: backend)], limits: ["buffered_bytes": budget], access: "off")
@@ -128,6 +131,44 @@ import Testing
   /// holds up to its watermark (64 KiB) outside the budget, the documented allowance.
   @Test func zeroWindowStreamsOfEnvelopedAnswersHoldNoMoreThanTheBudget() throws {
     try Self.expectBounded(["h2", "4", "128", "/middling/{i}"], requests: 4 * 128, allowance: 4 * 128 * (64 << 10))
+  }
+
+  /// The gateway's CPU time so far (user and system), in seconds, from `/proc/<pid>/stat`.
+  static func cpuSeconds(_ gateway: GatewayProcess) -> Double? {
+    guard let text = try? String(contentsOfFile: "/proc/\(gateway.pid)/stat", encoding: .utf8),
+      let end = text.lastIndex(of: ")")
+    else { return nil }
+    // After the command's closing parenthesis: state is field 3, utime 14 and stime 15.
+    let fields = text[text.index(after: end)...].split(separator: " ")
+    guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
+    return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+  }
+
+  /// 512 zero-window streams ask for an 8 MB stored answer: two fit the budget, and the rest
+  /// are refused before the entry is read from the file again (each read costs the loop
+  /// milliseconds; refused after it, a burst of small frames bought seconds of work).
+  @Test func largeStoredAnswersPastTheBudgetAreRefusedBeforeTheyAreRead() throws {
+    let (backend, gateway, _) = try Self.startGateway()
+    defer {
+      gateway.stopExpectingCleanExit()
+      backend.stop()
+    }
+    #expect(try send("GET", "/large", to: gateway.port).status == 200)
+    let before = try #require(Self.cpuSeconds(gateway))
+    _ = try Self.hold(["h2", "4", "128", "/large"], requests: 0, gateway: gateway, backend: backend)
+    // Settled: the CPU time stops growing once every stream has its answer or refusal.
+    var last = -1.0
+    _ = waitUntil(timeout: 60, interval: .milliseconds(500)) {
+      let now = Self.cpuSeconds(gateway) ?? 0
+      defer { last = now }
+      return now - last < 0.05
+    }
+    let spent = try #require(Self.cpuSeconds(gateway)) - before
+    // Read 510 more times, the entry cost over 10 s of CPU in a debug build; refused first,
+    // well under a second. The bound sits far from both.
+    #expect(spent < 4, "the burst cost \(spent) s of CPU")
+    // Refused, never sent on to the backend instead.
+    #expect(backend.requests.filter { $0.target == "/large" }.count == 1)
   }
 
   /// 128 HTTP/1.1 connections with a 4 KiB receive buffer that never read. The allowance:

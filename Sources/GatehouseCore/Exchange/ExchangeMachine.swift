@@ -242,6 +242,8 @@ struct ExchangeMachine {
     case .joinedCollapsed:
       phase = .waiting(.collapsed)
       return ExchangeActions()
+    case .overloaded:
+      return answer(.answerLocally(.overloaded))
     }
   }
 

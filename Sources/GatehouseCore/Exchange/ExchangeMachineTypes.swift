@@ -141,6 +141,9 @@ extension ExchangeMachine {
     /// Nothing usable, and the request joined the exchange already with the upstream for
     /// the same key: it waits for that answer.
     case joinedCollapsed
+    /// A stored answer too large for what is left of the buffer budget: refused before it
+    /// is read, wrapped or copied.
+    case overloaded
   }
 
   /// How the exchange a collapsed request waited for ended.

@@ -16,6 +16,8 @@ final class LoopStore {
   /// is read again without a restart, and a missing one costs one `open` now and then.
   private var reopen = RetryBackoff(minMs: 500, maxMs: 30_000)
   private var recent = RecentAnswers()
+  /// Body sizes of entries too large for `recent`, by id (`knownLargeBodySize`).
+  private var largeBodies: [String: Int] = [:]
   private var written: [String: WrittenEntry] = [:]
   /// Cache keys already computed on this loop: a key costs string building and a SHA-256.
   private var keys: [KeyInputs: CacheKey] = [:]
@@ -101,11 +103,23 @@ final class LoopStore {
     if reader == nil { openReader() }
     guard let answer = reader?.lookup(id: id) else {
       recent.remove(id)
+      largeBodies.removeValue(forKey: id)
       return nil
+    }
+    if answer.body.count > recent.limits.maxBody {
+      if largeBodies.count >= Self.memoLimit { largeBodies.removeAll(keepingCapacity: true) }
+      largeBodies[id] = answer.body.count
+    } else if !largeBodies.isEmpty {
+      largeBodies.removeValue(forKey: id)
     }
     recent.insert(answer, id: id, nowMs: nowMs)
     return answer
   }
+
+  /// The body size of an entry last read as too large for the memory of recent answers:
+  /// such an entry costs a read of its whole body from the file, so a request it cannot be
+  /// served to (the buffer budget is spent) is refused before that read.
+  func knownLargeBodySize(id: String) -> Int? { largeBodies.isEmpty ? nil : largeBodies[id] }
 
   /// Opens the reader unless a failed open's back-off is still running. The failure is
   /// logged once, when it starts (the store counts each one in `read_errors`), and the

@@ -103,6 +103,15 @@ final class RouteCache {
     exchange.cacheKey = key
     exchange.cacheResult = .miss
     if cache.answersWithoutUpstream {
+      if exchange.head.method != .head, let size = store.knownLargeBodySize(id: key.id),
+        !context.shared.bufferedAnswerMightFit(size, limit: exchange.snapshot.bufferedBytes)
+      {
+        // Read whole from the file for each request, a large entry would cost the loop its
+        // size in work for every request refused after the read.
+        context.shared.warnAboutLimit(
+          "buffered answers reached limits.buffered_bytes", ["limit": .int(exchange.snapshot.bufferedBytes)])
+        return .overloaded
+      }
       let now = RFC3339.nowMilliseconds()
       if let stored = store.lookup(id: key.id, nowMs: now) {
         switch cache.beforeUpstream(ageMs: StoreEntryRules.elapsedMs(since: stored.storedAtMs, nowMs: now)) {
