@@ -32,12 +32,10 @@ extension ClientSession {
     exchange.cacheResult = result
     // Refused before any work when the budget cannot take it: wrapping and copying a large
     // answer costs the loop milliseconds, which a flood of requests for it must not buy.
-    if (stored.body.count >= Self.chargedKeptAnswerBytes || server.sharesConnection),
-      exchange.head.method != .head,
+    if chargesKeptAnswer(stored.body.count, exchange: exchange),
       !context.shared.bufferedAnswerMightFit(stored.body.count, limit: exchange.snapshot.bufferedBytes)
     {
-      context.shared.warnAboutLimit(
-        "buffered answers reached limits.buffered_bytes", ["limit": .int(exchange.snapshot.bufferedBytes)])
+      context.shared.warnBufferedBudgetSpent(limit: exchange.snapshot.bufferedBytes)
       respondLocally(failure: .overloaded, reason: .overloaded)
       return
     }
@@ -91,18 +89,21 @@ extension ClientSession {
   /// connection's many streams could each keep one.
   static let chargedKeptAnswerBytes = 64 << 10
 
+  /// Whether a kept answer of `count` bytes is taken out of the budget (see
+  /// `chargedKeptAnswerBytes`; a HEAD sends no body).
+  private func chargesKeptAnswer(_ count: Int, exchange: Exchange) -> Bool {
+    (count >= Self.chargedKeptAnswerBytes || server.sharesConnection) && exchange.head.method != .head
+  }
+
   /// Takes a kept answer's `count` bytes out of the budget; false, with a 503 `gateway
   /// overloaded` written instead, when it is spent.
   private func chargeKeptAnswer(_ count: Int, exchange: Exchange) -> Bool {
-    guard count >= Self.chargedKeptAnswerBytes || server.sharesConnection, exchange.head.method != .head else {
-      return true
-    }
+    guard chargesKeptAnswer(count, exchange: exchange) else { return true }
     if context.shared.chargeBufferedAnswer(count, limit: exchange.snapshot.bufferedBytes) {
       exchange.bufferCharge += count
       return true
     }
-    context.shared.warnAboutLimit(
-      "buffered answers reached limits.buffered_bytes", ["limit": .int(exchange.snapshot.bufferedBytes)])
+    context.shared.warnBufferedBudgetSpent(limit: exchange.snapshot.bufferedBytes)
     respondLocally(failure: .overloaded, reason: .overloaded)
     return false
   }

@@ -76,6 +76,12 @@ public final class GatewayShared: Sendable {
     return false
   }
 
+  /// The throttled warning of an answer refused (or streamed) because `limits.buffered_bytes`
+  /// (`limit`) is spent.
+  func warnBufferedBudgetSpent(limit: Int) {
+    warnAboutLimit("buffered answers reached limits.buffered_bytes", ["limit": .int(limit)])
+  }
+
   /// Whether `count` more bytes might fit the budget now: a read, nothing taken (the charge
   /// that follows decides). Lets a large answer be refused before the work of making it.
   func bufferedAnswerMightFit(_ count: Int, limit: Int) -> Bool {

@@ -108,8 +108,7 @@ final class RouteCache {
       {
         // Read whole from the file for each request, a large entry would cost the loop its
         // size in work for every request refused after the read.
-        context.shared.warnAboutLimit(
-          "buffered answers reached limits.buffered_bytes", ["limit": .int(exchange.snapshot.bufferedBytes)])
+        context.shared.warnBufferedBudgetSpent(limit: exchange.snapshot.bufferedBytes)
         return .overloaded
       }
       let now = RFC3339.nowMilliseconds()

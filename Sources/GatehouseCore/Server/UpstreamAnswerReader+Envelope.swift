@@ -37,8 +37,7 @@ extension UpstreamAnswerReader {
     }
     if fits {
       // Within the route's size, but no room in the budget and no way to stream it.
-      context.shared.warnAboutLimit(
-        "buffered answers reached limits.buffered_bytes", ["limit": .int(exchange.snapshot.bufferedBytes)])
+      context.shared.warnBufferedBudgetSpent(limit: exchange.snapshot.bufferedBytes)
       driver.run(.answerReplaced(.overloaded, reusable: nil))
       return
     }
