@@ -364,7 +364,7 @@ final class SilentUDPPort: @unchecked Sendable {
 final class DnsmasqProcess: @unchecked Sendable {
   static let binary = "/usr/sbin/dnsmasq"
 
-  let port: UInt16
+  private(set) var port: UInt16 = 0
   let directory: String
   var hostsPath: String { directory + "/hosts" }
   var logPath: String { directory + "/dnsmasq.log" }
@@ -382,18 +382,28 @@ final class DnsmasqProcess: @unchecked Sendable {
       + "/gatehouse-dnsmasq-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
     try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
     try hosts.write(toFile: directory + "/hosts", atomically: true, encoding: .utf8)
-    let probe = try SilentUDPPort()
-    port = probe.port
-    probe.close()  // a port that was free a moment ago; dnsmasq binds it for UDP and TCP
-    pid = try spawn([
-      Self.binary, "--no-daemon", "-C", "/dev/null", "--no-resolv", "--no-hosts", "--addn-hosts=\(hostsPath)",
-      "--local-ttl=1", "--port=\(port)", "--listen-address=127.0.0.1", "--bind-interfaces", "--local=/test/",
-      "--user=root", "--pid-file=", "--log-facility=-", "--log-queries",
-    ])
-    guard waitUntil(timeout: .seconds(10), { hostsReads >= 1 && tcpAccepts(port: port) }), isRunning else {
-      stop()
-      throw TestFailure(description: "dnsmasq did not start on port \(port); its log:\n\(log)")
+    // The port is one the kernel just gave a UDP socket; by the time dnsmasq binds it (UDP and
+    // TCP) another test's listener may hold it, and dnsmasq then exits at once. A few tries with
+    // fresh ports; each failed try's log is kept for the report (the directory goes with stop()).
+    var logs: [String] = []
+    for _ in 0..<3 {
+      let probe = try SilentUDPPort()
+      port = probe.port
+      probe.close()
+      truncate(logPath, 0)
+      pid = try spawn([
+        Self.binary, "--no-daemon", "-C", "/dev/null", "--no-resolv", "--no-hosts", "--addn-hosts=\(hostsPath)",
+        "--local-ttl=1", "--port=\(port)", "--listen-address=127.0.0.1", "--bind-interfaces", "--local=/test/",
+        "--user=root", "--pid-file=", "--log-facility=-", "--log-queries",
+      ])
+      // Generous: on a loaded 2-core machine a process start can take seconds.
+      let ready = waitUntil(timeout: .seconds(30)) { !isRunning || (hostsReads >= 1 && tcpAccepts(port: port)) }
+      if ready, isRunning { return }
+      logs.append("port \(port): \(log)")
+      terminate()
     }
+    try? FileManager.default.removeItem(atPath: directory)
+    throw TestFailure(description: "dnsmasq did not start; its logs:\n\(logs.joined(separator: "\n"))")
   }
 
   /// Starts `arguments` with stdout and stderr into the log. Not Foundation's `Process`: it
@@ -445,13 +455,18 @@ final class DnsmasqProcess: @unchecked Sendable {
     let before = hostsReads
     try hosts.write(toFile: hostsPath, atomically: true, encoding: .utf8)
     kill(pid, SIGHUP)
-    guard waitUntil(timeout: .seconds(10), { hostsReads > before }) else {
+    guard waitUntil(timeout: .seconds(30), { hostsReads > before }) else {
       throw TestFailure(description: "dnsmasq did not reread its hosts file; its log:\n\(log)")
     }
   }
 
   /// SIGTERM, then SIGKILL if it has not exited within 5 s; removes its files.
   func stop() {
+    terminate()
+    try? FileManager.default.removeItem(atPath: directory)
+  }
+
+  private func terminate() {
     if isRunning {
       kill(pid, SIGTERM)
       if !waitUntil(timeout: .seconds(5), { !isRunning }) {
@@ -459,7 +474,6 @@ final class DnsmasqProcess: @unchecked Sendable {
         waitUntil(timeout: .seconds(5)) { !isRunning }
       }
     }
-    try? FileManager.default.removeItem(atPath: directory)
   }
 }
 
