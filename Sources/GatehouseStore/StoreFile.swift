@@ -135,6 +135,7 @@ enum StoreFile {
     try quickCheck(db)
     try StoreSchema.configureWriter(db)
     try StoreSchema.migrate(db)
+    try StoreSchema.addReadIndexes(db)
     return db
   }
 

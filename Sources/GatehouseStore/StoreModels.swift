@@ -11,12 +11,35 @@ public struct StoredAnswer: Sendable {
   public var body: [UInt8]
   /// When the answer was last stored (or confirmed unchanged), ms since the Unix epoch.
   public var storedAtMs: Int64
+  /// The body's SHA-256 as stored and checked on reading it from the file; nil for an answer
+  /// that did not come from the file (one just received, or from the shared tier).
+  public var bodyDigest: [UInt8]?
 
-  public init(status: Int, headers: StoredHeaders, body: [UInt8], storedAtMs: Int64) {
+  public init(status: Int, headers: StoredHeaders, body: [UInt8], storedAtMs: Int64, bodyDigest: [UInt8]? = nil) {
     self.status = status
     self.headers = headers
     self.body = body
     self.storedAtMs = storedAtMs
+    self.bodyDigest = bodyDigest
+  }
+}
+
+/// A stored answer without its body (`StoreReader.lookupHead`): what a large entry's
+/// answer to a HEAD, or to a condition it meets, needs, at the cost of a row's head.
+public struct StoredAnswerHead: Sendable {
+  public var status: Int
+  public var headers: StoredHeaders
+  public var storedAtMs: Int64
+  public var bodyCount: Int
+  /// The SHA-256 the body was stored with (not checked: the body is not read).
+  public var bodyDigest: [UInt8]
+
+  public init(status: Int, headers: StoredHeaders, storedAtMs: Int64, bodyCount: Int, bodyDigest: [UInt8]) {
+    self.status = status
+    self.headers = headers
+    self.storedAtMs = storedAtMs
+    self.bodyCount = bodyCount
+    self.bodyDigest = bodyDigest
   }
 }
 

@@ -171,6 +171,54 @@ import Testing
     #expect(backend.requests.filter { $0.target == "/large" }.count == 1)
   }
 
+  /// HEADs of a large stored answer, and GETs whose `If-None-Match` it meets, carry no body:
+  /// after the first answer of each kind the gateway reads only the row's head and the
+  /// shape it served the body in, not the 8 MB body, its envelope, gzip and tag (read for
+  /// each, 120 of them cost a debug build about a minute of CPU). What they say is what the
+  /// whole answer says.
+  @Test func headsAndMetConditionsOfALargeStoredAnswerDoNotReadItsBody() throws {
+    let (backend, gateway, _) = try Self.startGateway()
+    defer {
+      gateway.stopExpectingCleanExit()
+      backend.stop()
+    }
+    #expect(try send("GET", "/large", to: gateway.port).status == 200)
+    let gzip = [("Accept-Encoding", "gzip")]
+    // Answers from the store, whole: what a HEAD and a met condition must repeat.
+    var whole: [Bool: ReceivedAnswer] = [:]
+    for coded in [false, true] {
+      let answer = try send("GET", "/large", to: gateway.port, headers: coded ? gzip : [])
+      #expect(answer.status == 200 && answer.head.value("x-gatehouse-cache") == "HIT")
+      #expect(answer.head.value("etag") != nil)
+      #expect(answer.head.value("content-encoding") == (coded ? "gzip" : nil))
+      whole[coded] = answer
+    }
+    let before = try #require(Self.cpuSeconds(gateway))
+    for round in 0..<40 {
+      for coded in [false, true] {
+        let expected = try #require(whole[coded])
+        let etag = try #require(expected.head.value("etag"))
+        let head = try send("HEAD", "/large", to: gateway.port, headers: coded ? gzip : [])
+        #expect(head.status == 200 && head.body.isEmpty, "round \(round)")
+        for field in ["content-length", "etag", "content-type", "content-encoding", "vary", "x-gatehouse-cache"] {
+          #expect(head.head.value(field) == expected.head.value(field), "\(field), round \(round)")
+        }
+        let met = try send("GET", "/large", to: gateway.port, headers: (coded ? gzip : []) + [("If-None-Match", etag)])
+        #expect(met.status == 304 && met.head.value("etag") == etag && met.body.isEmpty, "round \(round)")
+      }
+      // One GET whose condition is not met still gets the whole body.
+      if round == 20 {
+        let unmet = try send("GET", "/large", to: gateway.port, headers: [("If-None-Match", "\"other\"")])
+        #expect(unmet.status == 200 && unmet.body == whole[false]?.body)
+      }
+    }
+    let spent = try #require(Self.cpuSeconds(gateway)) - before
+    // The one whole answer among them costs a fraction of a second; 160 bodiless ones next
+    // to nothing. The bound sits far from both that and a read per request.
+    #expect(spent < 5, "160 bodiless answers cost \(spent) s of CPU")
+    #expect(backend.requests.filter { $0.target == "/large" }.count == 1)
+  }
+
   /// 128 HTTP/1.1 connections with a 4 KiB receive buffer that never read. The allowance:
   /// per connection, its write queue's high watermark and one upstream read.
   @Test func nonReadingConnectionsHoldNoMoreThanTheBudget() throws {

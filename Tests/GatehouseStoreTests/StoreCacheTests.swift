@@ -27,6 +27,55 @@ import Testing
     #expect(stats.bytes == Int64(HeaderBlock.encode(headers).count + 8))
   }
 
+  /// A row's head without its body: the same status, headers, age and digest as the whole
+  /// row, the body's length, and a newer age once the unchanged body is stored again. The
+  /// columns stored after the body come from the covering index (in the row they lie past
+  /// the body's overflow pages), which a file made without it gets when it is opened.
+  @Test func aRowsHeadIsReadWithoutItsBody() throws {
+    let directory = try TemporaryDirectory()
+    let clock = ManualClock()
+    var store = try makeStore(directory, clock: clock)
+    var reader = try store.makeReader()
+    let k = key("/large")
+    let body = (0..<3_000_000).map { UInt8(truncatingIfNeeded: $0 &* 7) }
+    #expect(reader.lookupHead(id: k.id) == nil)
+    store.remember(
+      key: k, status: 200, headers: [("Content-Type", "application/json"), ("ETag", "\"v1\"")], body: body)
+    store.flush()
+    let whole = try #require(reader.lookup(id: k.id))
+    var head = try #require(reader.lookupHead(id: k.id))
+    #expect(head.status == 200 && head.bodyCount == body.count && head.storedAtMs == whole.storedAtMs)
+    #expect(head.headers.map(\.name) == whole.headers.map(\.name))
+    #expect(head.headers.map(\.value) == whole.headers.map(\.value))
+    #expect(head.bodyDigest == whole.bodyDigest && whole.bodyDigest == StoreCrypto.sha256(body))
+    #expect(reader.lookupHead(id: "not-an-id") == nil)
+
+    clock.advance(5000)
+    store.remember(key: k, status: 200, headers: [], body: body)
+    store.flush()
+    head = try #require(reader.lookupHead(id: k.id))
+    #expect(head.storedAtMs == clock.millis)
+
+    let path = directory.file("store.sqlite")
+    func plan() throws -> [String] {
+      let db = try SQLiteConnection(path: path, mode: .readOnly)
+      let statement = try db.makeStatement("EXPLAIN QUERY PLAN " + StoreReader.headQuery)
+      var details: [String] = []
+      while try statement.step() { details.append(statement.string(3)) }
+      return details
+    }
+    #expect(try plan().contains { $0.contains("COVERING INDEX cache_entries_head") })
+
+    store.close()
+    try SQLiteConnection(path: path, mode: .readWriteCreate).execute("DROP INDEX cache_entries_head")
+    #expect(throws: StoreError.self) { try plan() }
+    store = try makeStore(directory, clock: clock)
+    defer { store.close() }
+    reader = try store.makeReader()
+    #expect(try plan().contains { $0.contains("COVERING INDEX cache_entries_head") })
+    #expect(reader.lookupHead(id: k.id)?.bodyCount == body.count)
+  }
+
   @Test func unchangedBodyOnlyRefreshesStoredAt() throws {
     let directory = try TemporaryDirectory()
     let clock = ManualClock()

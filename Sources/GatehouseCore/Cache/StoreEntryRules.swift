@@ -312,6 +312,13 @@ enum StoreEntryRules {
   /// Depends on the status, the headers and the body's length only (`RouteCache` keeps the
   /// last one made).
   static func servedHead(_ stored: StoredAnswer) -> (head: HTTPResponseHead, initialAge: Int64) {
+    servedHead(status: stored.status, headers: stored.headers, bodyCount: stored.body.count)
+  }
+
+  /// `servedHead(_:)` of an answer whose body is not at hand (`StoredAnswerHead`).
+  static func servedHead(status: Int, headers stored: StoredHeaders, bodyCount: Int) -> (
+    head: HTTPResponseHead, initialAge: Int64
+  ) {
     // The gateway says how old the answer is now: the Age and Warning the upstream sent
     // with it (from a cache in front of it) described it then. That Age is where the
     // answer's age started (RFC 9111 §4.2.3), so it is added to the time spent in the store.
@@ -319,9 +326,9 @@ enum StoreEntryRules {
     // Built in one pass, its room reserved.
     var headers = HTTPHeaders()
     var bytes = 0
-    for field in stored.headers { bytes += field.name.utf8.count + field.value.utf8.count }
-    headers.reserveCapacity(bytes: bytes, fields: stored.headers.count)
-    for field in stored.headers {
+    for field in stored { bytes += field.name.utf8.count + field.value.utf8.count }
+    headers.reserveCapacity(bytes: bytes, fields: stored.count)
+    for field in stored {
       let name = field.name.lowercased()
       if name == "age" {
         // delta-seconds only (digits); longer than 10 digits is capped like any huge value,
@@ -337,7 +344,7 @@ enum StoreEntryRules {
       headers.add(name: field.name, value: field.value)
     }
     let head = HTTPResponseHead(
-      status: stored.status, headers: headers, bodyFraming: .contentLength(Int64(stored.body.count)))
+      status: status, headers: headers, bodyFraming: .contentLength(Int64(bodyCount)))
     return (head, initialAge)
   }
 

@@ -22,6 +22,9 @@ final class AnswerWriter {
   /// it is hashed once. Holding the array keeps its buffer alive and unchanged (a shared
   /// buffer is copied before it is written), so a body in that same buffer has those bytes.
   private var lastTagged: (body: [UInt8], tag: GatewayETag)?
+  /// The shape of the last kept answer written (`writeKept`, `writeKeptEnveloped`), for
+  /// `KeptAnswerShapes`; nil after other answers.
+  private(set) var lastKeptShape: KeptAnswerShape?
 
   init() {
     output.reserveCapacity(Self.keptOutputBytes)
@@ -112,6 +115,7 @@ final class AnswerWriter {
     // Only hashed when it is sent: most kept answers of pass-through routes have the backend's.
     let gatewayTag = backendTag == nil ? tag(of: body) : nil
     exchange.bodyBytes = 0
+    lastKeptShape = KeptAnswerShape(form: .passThrough(decoded: decoded), length: body.count, etag: gatewayTag)
     if answeredByCondition(
       etag: { backendTag ?? gatewayTag?.entityTag }, upstream: head.headers, variesByCoding: false, extra: extra,
       close: close, exchange: exchange)
@@ -119,10 +123,7 @@ final class AnswerWriter {
       exchange.bytesSent = Int64(output.count)
       return
     }
-    let except =
-      backendTag != nil
-      ? StoreEntryRules.replacedInBackendTaggedKeptAnswer
-      : decoded ? StoreEntryRules.replacedInDecodedKeptAnswer : StoreEntryRules.replacedInKeptAnswer
+    let except = Self.keptAnswerExceptions(backendTag: backendTag, decoded: decoded)
     exchange.status = head.status
     ClientAnswerWriter.write(
       head: head, requestID: exchange.requestID, framing: headOnly ? .none : .contentLength(Int64(body.count)),
@@ -141,8 +142,56 @@ final class AnswerWriter {
     exchange.bodyBytes = 0
     writeEnveloped(
       status: status, body: json, upstream: head, exchange: exchange, close: close,
-      headOnly: exchange.head.method == .head, extra: extra)
+      headOnly: exchange.head.method == .head, extra: extra, keepsShape: true)
     exchange.bytesSent = Int64(output.count)
+  }
+
+  /// A large stored answer by its shape (`KeptAnswerShapes`), for a HEAD or a request whose
+  /// condition it meets: the head, or the `304` / `412`, as the whole answer would have
+  /// had them. Replaces anything staged.
+  func writeShaped(
+    _ shape: KeptAnswerShape, upstream head: HTTPResponseHead, extra: [UInt8], close: Bool, exchange: Exchange
+  ) {
+    output.removeAll(keepingCapacity: true)
+    exchange.bodyBytes = 0
+    lastKeptShape = nil
+    defer { exchange.bytesSent = Int64(output.count) }
+    switch shape.form {
+    case .enveloped(let status, let gzip, let variesByCoding):
+      exchange.status = status
+      if (200..<300).contains(status),
+        answeredByCondition(
+          etag: { shape.etag?.entityTag }, upstream: head.headers, variesByCoding: variesByCoding, extra: extra,
+          close: close, exchange: exchange)
+      {
+        return
+      }
+      ClientAnswerWriter.writeEnveloped(
+        status: status, upstream: head, requestID: exchange.requestID, framing: .contentLength(Int64(shape.length)),
+        gzip: gzip, variesByCoding: variesByCoding, closeConnection: close, extraLines: extra, hiding: nil,
+        etag: shape.etag, into: &output)
+    case .passThrough(let decoded):
+      let backendTag = decoded ? nil : StoreEntryRules.backendTag(head)
+      if answeredByCondition(
+        etag: { backendTag ?? shape.etag?.entityTag }, upstream: head.headers, variesByCoding: false, extra: extra,
+        close: close, exchange: exchange)
+      {
+        return
+      }
+      exchange.status = head.status
+      ClientAnswerWriter.write(
+        head: head, requestID: exchange.requestID, framing: .none, headContentLength: Int64(shape.length),
+        closeConnection: close, extraLines: extra,
+        except: Self.keptAnswerExceptions(backendTag: backendTag, decoded: decoded),
+        etag: shape.etag, into: &output)
+    }
+  }
+
+  /// The upstream fields a kept answer's head leaves out (the gateway sets its own).
+  private static func keptAnswerExceptions(backendTag: EntityTag?, decoded: Bool) -> HeaderNameSet {
+    backendTag != nil
+      ? StoreEntryRules.replacedInBackendTaggedKeptAnswer
+      : decoded ? StoreEntryRules.replacedInDecodedKeptAnswer : StoreEntryRules.replacedInKeptAnswer
   }
 
   /// A buffered upstream answer, whole: `outcome` is its envelope (`passThrough` without
@@ -202,7 +251,7 @@ final class AnswerWriter {
   /// A whole enveloped answer (gzip when the client takes it and it pays off).
   private func writeEnveloped(
     status: Int, body: [UInt8], upstream head: HTTPResponseHead, exchange: Exchange, close: Bool, headOnly: Bool,
-    extra: [UInt8], hiding secret: SecretSpellings? = nil
+    extra: [UInt8], hiding secret: SecretSpellings? = nil, keepsShape: Bool = false
   ) {
     exchange.status = status
     var body = body
@@ -214,21 +263,24 @@ final class AnswerWriter {
       gzip = true
     }
     // A success's tag is of the bytes sent: gzip and identity codings differ.
-    var etag: GatewayETag?
-    if (200..<300).contains(status) {
-      let bodyTag = tag(of: body)
-      if answeredByCondition(
+    let bodyTag = (200..<300).contains(status) ? tag(of: body) : nil
+    lastKeptShape =
+      keepsShape
+      ? KeptAnswerShape(
+        form: .enveloped(status: status, gzip: gzip, variesByCoding: variesByCoding), length: body.count,
+        etag: bodyTag)
+      : nil
+    if let bodyTag,
+      answeredByCondition(
         etag: { bodyTag.entityTag }, upstream: head.headers, variesByCoding: variesByCoding, extra: extra, close: close,
         exchange: exchange)
-      {
-        return
-      }
-      etag = bodyTag
+    {
+      return
     }
     ClientAnswerWriter.writeEnveloped(
       status: status, upstream: head, requestID: exchange.requestID, framing: .contentLength(Int64(body.count)),
       gzip: gzip, variesByCoding: variesByCoding, closeConnection: close, extraLines: extra, hiding: secret,
-      etag: etag, into: &output)
+      etag: bodyTag, into: &output)
     if !headOnly {
       output.append(contentsOf: body)
       exchange.bodyBytes += Int64(body.count)

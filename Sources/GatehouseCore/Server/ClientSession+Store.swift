@@ -40,21 +40,43 @@ extension ClientSession {
       return
     }
     let (head, extra) = routeCache.servedForm(stored, result: result, nowMs: RFC3339.nowMilliseconds())
-    writeKeptAnswer(
+    let shape = writeKeptAnswer(
       head: head, body: stored.body,
       outcome: routeCache.envelopeOutcome(of: stored, head: head, policy: exchange.envelope), extra: extra)
+    if let shape { routeCache.rememberShape(shape, of: stored, exchange: exchange) }
+  }
+
+  /// Answers from the store by a large answer's shape (`KeptAnswerShapes`): no body to send,
+  /// so none is read, wrapped or charged.
+  func serveShaped(_ shaped: ShapedStoredAnswer, result: CacheResult) {
+    guard let exchange else { return }
+    exchange.cacheResult = result
+    let age = StoreEntryRules.servedAge(
+      initialAge: shaped.initialAge, storedAtMs: shaped.stored.storedAtMs, nowMs: RFC3339.nowMilliseconds())
+    let close = beginAnswer(.whole)
+    answers.writeShaped(
+      shaped.shape, upstream: shaped.head, extra: StoreEntryRules.servedLines(result: result, age: age), close: close,
+      exchange: exchange)
+    flushOutput()
   }
 
   /// Writes a whole upstream answer kept in memory (stored, or shared by a collapsed
-  /// exchange): `outcome` is its envelope, rendered by the caller.
-  func writeKeptAnswer(head: HTTPResponseHead, body: [UInt8], outcome: EnvelopeOutcome, extra: [UInt8]) {
-    guard let exchange else { return }
+  /// exchange): `outcome` is its envelope, rendered by the caller. Returns the shape of
+  /// what it wrote (nil when it answered otherwise: the budget spent, a body it could not
+  /// decode).
+  @discardableResult
+  func writeKeptAnswer(head: HTTPResponseHead, body: [UInt8], outcome: EnvelopeOutcome, extra: [UInt8])
+    -> KeptAnswerShape?
+  {
+    guard let exchange else { return nil }
     let close = beginAnswer(.whole)
+    let shape: KeptAnswerShape?
     switch outcome {
     case .json(let status, let json), .unusable(let status, let json):
-      guard chargeKeptAnswer(json.count, exchange: exchange) else { return }
+      guard chargeKeptAnswer(json.count, exchange: exchange) else { return nil }
       answers.writeKeptEnveloped(
         status: status, json: json, upstream: head, extra: extra, close: close, exchange: exchange)
+      shape = answers.lastKeptShape
     case .passThrough:
       var body = body
       var decoded = false
@@ -71,15 +93,17 @@ extension ClientSession {
             if let key = exchange.cacheKey { context.store?.forget(key: key) }
           }
           respondLocally(failure: .upstreamUnavailable, reason: .storedAnswerUnusable)
-          return
+          return nil
         }
         body = plain
         decoded = true
       }
-      guard chargeKeptAnswer(body.count, exchange: exchange) else { return }
+      guard chargeKeptAnswer(body.count, exchange: exchange) else { return nil }
       answers.writeKept(head: head, body: body, extra: extra, decoded: decoded, close: close, exchange: exchange)
+      shape = answers.lastKeptShape
     }
     flushOutput()
+    return shape
   }
 
   /// Answers from the store and those handed to collapsed waiters are written whole, a copy

@@ -123,6 +123,8 @@ final class Exchange {
   var bodyDeadline: UInt64 = 0
   /// The stored answer the machine may serve (a fresh hit, or one for a failure).
   var storedAnswer: StoredAnswer?
+  /// In its place, a large stored answer served by its shape (a HEAD, a met condition).
+  var storedShape: ShapedStoredAnswer?
   /// The stored answer whose validators the upstream request carries (it was no longer
   /// fresh): a `304` confirms it.
   var revalidation: StoredAnswer?

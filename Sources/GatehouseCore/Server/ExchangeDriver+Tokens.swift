@@ -33,8 +33,7 @@ extension ExchangeDriver {
   func tokenUnavailable() {
     guard let exchange else { return }
     exchange.reason = .tokenUnavailable
-    exchange.storedAnswer = routeCache.staleAnswer(for: exchange)
-    run(.tokenUnavailable(staleAvailable: exchange.storedAnswer != nil))
+    run(.tokenUnavailable(staleAvailable: routeCache.findStaleAnswer(for: exchange)))
   }
 
   /// A backend said the token was rejected (status or body field): counted and reported

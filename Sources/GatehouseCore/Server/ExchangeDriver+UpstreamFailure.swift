@@ -76,10 +76,10 @@ extension ExchangeDriver {
     // Whatever answers now (a stored answer, the stub, an error) does so for this reason.
     exchange.failure = failure
     exchange.failureReason = reason
-    exchange.storedAnswer = routeCache.staleAnswer(for: exchange)
+    let staleAvailable = routeCache.findStaleAnswer(for: exchange)
     run(
       .upstreamFailed(
-        failure, staleAvailable: exchange.storedAnswer != nil, received: exchange.answerBytesReceived,
+        failure, staleAvailable: staleAvailable, received: exchange.answerBytesReceived,
         answerOut: exchange.answerFlushed))
   }
 }

@@ -118,14 +118,19 @@ final class ExchangeDriver: ClientSessionPart {
       return lookUpSharedTier(exchange)
     case .serveStored(let kind):
       if kind == .stale { noteFailover(exchange) }
-      guard let stored = exchange.storedAnswer else { return nil }
-      exchange.storedAnswer = nil
       let result: CacheResult =
         switch kind {
         case .hit: .hit
         case .stale: .stale
         case .revalidated: .revalidated
         }
+      if let shaped = exchange.storedShape {
+        exchange.storedShape = nil
+        session.serveShaped(shaped, result: result)
+        return nil
+      }
+      guard let stored = exchange.storedAnswer else { return nil }
+      exchange.storedAnswer = nil
       session.serveStored(stored, result: result)
     case .serveCollapsed:
       guard let answer = exchange.collapsedAnswer else { return nil }

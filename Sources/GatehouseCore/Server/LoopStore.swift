@@ -121,6 +121,20 @@ final class LoopStore {
   /// served to (the buffer budget is spent) is refused before that read.
   func knownLargeBodySize(id: String) -> Int? { largeBodies.isEmpty ? nil : largeBodies[id] }
 
+  /// The stored answer for `id` without its body, when it is an entry last read as too large
+  /// for the memory of recent answers (nil otherwise, and on any read error): a HEAD, or a
+  /// request whose condition the answer meets, needs no body (`KeptAnswerShapes`).
+  func lookupLargeHead(id: String) -> StoredAnswerHead? {
+    guard knownLargeBodySize(id: id) != nil else { return nil }
+    if reader == nil { openReader() }
+    guard let head = reader?.lookupHead(id: id), head.bodyCount > recent.limits.maxBody else {
+      largeBodies.removeValue(forKey: id)
+      return nil
+    }
+    largeBodies[id] = head.bodyCount
+    return head
+  }
+
   /// Opens the reader unless a failed open's back-off is still running. The failure is
   /// logged once, when it starts (the store counts each one in `read_errors`), and the
   /// recovery once.

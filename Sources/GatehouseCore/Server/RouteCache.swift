@@ -23,6 +23,8 @@ final class RouteCache {
   /// The lines added to the last stored answer served, and what they say: most answers
   /// from the store in a second say the same (`HIT`, the same age).
   private var lastLines: (result: CacheResult, age: Int64, lines: [UInt8])?
+  /// What large stored answers served here looked like, for HEADs and met conditions.
+  private var shapes = KeptAnswerShapes()
 
   private final class ServedStoredHead {
     /// Held so that its buffer stays the one compared (see `Array.sharesBuffer`).
@@ -103,6 +105,14 @@ final class RouteCache {
     exchange.cacheKey = key
     exchange.cacheResult = .miss
     if cache.answersWithoutUpstream {
+      let now = RFC3339.nowMilliseconds()
+      if let shaped = shapedAnswer(for: exchange, id: key.id),
+        case .fresh = cache.beforeUpstream(
+          ageMs: StoreEntryRules.elapsedMs(since: shaped.stored.storedAtMs, nowMs: now))
+      {
+        exchange.storedShape = shaped
+        return .fresh
+      }
       if exchange.head.method != .head, let size = store.knownLargeBodySize(id: key.id),
         !context.shared.bufferedAnswerMightFit(size, limit: exchange.snapshot.bufferedBytes)
       {
@@ -111,7 +121,6 @@ final class RouteCache {
         context.shared.warnBufferedBudgetSpent(limit: exchange.snapshot.bufferedBytes)
         return .overloaded
       }
-      let now = RFC3339.nowMilliseconds()
       if let stored = store.lookup(id: key.id, nowMs: now) {
         switch cache.beforeUpstream(ageMs: StoreEntryRules.elapsedMs(since: stored.storedAtMs, nowMs: now)) {
         case .fresh:
@@ -193,6 +202,58 @@ final class RouteCache {
         policy: policy, outcome: outcome)
       : nil
     return outcome
+  }
+
+  /// A large stored answer for `exchange` by the shape it was last served in, when the
+  /// request needs no body from it (`KeptAnswerShape.answersWithoutBody`) and this loop has
+  /// served that body with the same envelope settings and coding; else nil.
+  private func shapedAnswer(for exchange: Exchange, id: String) -> ShapedStoredAnswer? {
+    let request = exchange.head
+    guard request.method == .head || HTTPPreconditions.isConditional(request.headers), shapes.count > 0,
+      let stored = store?.lookupLargeHead(id: id),
+      let shape = shapes.shape(
+        for: shapeKey(stored.bodyDigest, status: stored.status, headers: stored.headers, exchange))
+    else { return nil }
+    let (head, initialAge) = StoreEntryRules.servedHead(
+      status: stored.status, headers: stored.headers, bodyCount: stored.bodyCount)
+    guard shape.answersWithoutBody(request, upstream: head) else { return nil }
+    return ShapedStoredAnswer(stored: stored, head: head, initialAge: initialAge, shape: shape)
+  }
+
+  private func shapeKey(_ digest: [UInt8], status: Int, headers: StoredHeaders, _ exchange: Exchange)
+    -> KeptAnswerShapes.Key
+  {
+    KeptAnswerShapes.Key(
+      bodyDigest: digest, status: status, headers: headers, policy: exchange.envelope,
+      acceptsGzip: exchange.acceptsGzip)
+  }
+
+  /// Remembers how a stored answer read from the file was served to `exchange`, when its
+  /// body is too large for the loop's memory of recent answers (smaller ones are read from
+  /// there, at no cost worth saving).
+  func rememberShape(_ shape: KeptAnswerShape, of stored: StoredAnswer, exchange: Exchange) {
+    guard let digest = stored.bodyDigest, stored.body.count > Self.rememberedRenderBytes else { return }
+    shapes.remember(shape, for: shapeKey(digest, status: stored.status, headers: stored.headers, exchange))
+  }
+
+  /// Finds a stored answer that may stand in for a failed upstream (`staleAnswer`) and
+  /// puts it in `exchange.storedAnswer`, or in `exchange.storedShape` when the request
+  /// needs no body from a large one. Returns whether there is one.
+  func findStaleAnswer(for exchange: Exchange) -> Bool {
+    exchange.storedAnswer = nil
+    exchange.storedShape = nil
+    if let key = exchange.cacheKey, let routeIndex = exchange.routeIndex,
+      let cache = exchange.snapshot.routePlans[routeIndex].cache, cache.staleIfErrorMs > 0,
+      let shaped = shapedAnswer(for: exchange, id: key.id),
+      cache.allowsStaleIfError(
+        ageMs: StoreEntryRules.elapsedMs(since: shaped.stored.storedAtMs, nowMs: RFC3339.nowMilliseconds())),
+      CacheStorability.allowsStale(shaped.stored.headers)
+    {
+      exchange.storedShape = shaped
+      return true
+    }
+    exchange.storedAnswer = staleAnswer(for: exchange)
+    return exchange.storedAnswer != nil
   }
 
   /// A stored answer young enough for `stale_if_error_s`, when the upstream failed.
