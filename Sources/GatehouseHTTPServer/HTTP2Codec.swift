@@ -404,10 +404,15 @@ public final class HTTP2Codec {
     _ = nghttp2_session_resume_data(session, stream)
   }
 
-  /// Takes one of `bucket`'s tokens, or ends the connection for `abuse`.
-  private func allow(_ bucket: inout TokenBucket, else abuse: HTTP2Abuse) {
-    if !bucket.take(nowNanoseconds: now()) { abused(abuse, code: NGHTTP2_ENHANCE_YOUR_CALM.rawValue) }
+  /// Takes `count` of `bucket`'s tokens, or ends the connection for `abuse`.
+  private func allow(_ bucket: inout TokenBucket, _ count: Int = 1, else abuse: HTTP2Abuse) {
+    if !bucket.take(count, nowNanoseconds: now()) { abused(abuse, code: NGHTTP2_ENHANCE_YOUR_CALM.rawValue) }
   }
+
+  /// Answer bytes a client's reset throws away that cost one more of its reset allowance:
+  /// a reset stream whose large answer was made and never read (a stored answer of
+  /// megabytes, read from the file and wrapped) cost the loop work in proportion to it.
+  static let resetWasteUnit = 128 << 10
 
   // MARK: nghttp2's callbacks
 
@@ -505,8 +510,13 @@ public final class HTTP2Codec {
       if endOfStream, codec.state(stream) != nil { codec.delegate.streamReceivedEnd(stream) }
     case NGHTTP2_RST_STREAM.rawValue:
       // A client resetting streams as fast as it opens them (CVE-2023-44487) makes the
-      // gateway start work for nothing: past the bucket, the connection ends.
-      codec.allow(&codec.resets, else: .rapidReset)
+      // gateway start work for nothing: past the bucket, the connection ends. A reset that
+      // throws away an answer made and not read costs more (`resetWasteUnit`): otherwise a
+      // client could ask for a large answer and reset it, again and again, within the rate.
+      // At most half the burst, so that one such reset is always allowed.
+      let wasted = codec.state(stream)?.queuedBytes ?? 0
+      let cost = min(1 + wasted / resetWasteUnit, max(1, Int(codec.resets.burst) / 2))
+      codec.allow(&codec.resets, cost, else: .rapidReset)
     case NGHTTP2_SETTINGS.rawValue:
       if flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) == 0 { codec.allow(&codec.settingsFrames, else: .settingsFlood) }
     case NGHTTP2_PING.rawValue:

@@ -63,14 +63,18 @@ public struct TokenBucket: Sendable, Equatable {
     tokens = self.burst
   }
 
-  /// Takes a token at `now`; false when none is left.
-  public mutating func take(nowNanoseconds now: UInt64) -> Bool {
+  /// Takes `count` tokens at `now`; false when fewer are left (then it takes what is left,
+  /// so a costly event is not allowed by waiting for a partial refill).
+  public mutating func take(_ count: Int = 1, nowNanoseconds now: UInt64) -> Bool {
     if let at = atNanoseconds, now > at {
       tokens = min(burst, tokens + Double(now - at) / 1e9 * perSecond)
     }
     atNanoseconds = now
-    guard tokens >= 1 else { return false }
-    tokens -= 1
+    guard tokens >= Double(count) else {
+      tokens = 0
+      return false
+    }
+    tokens -= Double(count)
     return true
   }
 

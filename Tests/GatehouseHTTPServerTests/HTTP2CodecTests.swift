@@ -296,6 +296,39 @@ final class HTTP2TestClient {
     #expect(responder.abuses == [.rapidReset])
   }
 
+  /// A reset that throws away a large answer made and never read costs more of the reset
+  /// allowance: one now and then is allowed; asking for one and resetting it, again and
+  /// again at a rate well within the allowance for streams reset early, ends the connection.
+  @Test func resetsThatThrowAwayLargeAnswersEndTheConnectionSooner() {
+    final class Time: @unchecked Sendable { var value: UInt64 = 1_000_000_000 }
+    let time = Time()
+    let large = [UInt8](repeating: 0x61, count: 8 << 20)
+    func run(resets: Int, answerBytes: Int) -> (RecordingHTTP2Responder, HTTP2TestClient) {
+      let responder = RecordingHTTP2Responder()
+      let server = HTTP2Codec(
+        settings: HTTP2Settings(maxConcurrentStreams: 128), parserLimits: HTTPLimits(), delegate: responder,
+        now: { time.value })
+      let client = HTTP2TestClient(readsAnswers: false)
+      for _ in 0..<resets where client.goAwayCode == nil {
+        let stream = client.request(Self.get("/large"))
+        Self.exchange(client, server)
+        Self.send(server, stream, status: 200, endOfStream: false)
+        large[..<answerBytes].withUnsafeBytes { server.sendBody(stream, $0) }
+        server.endBody(stream)
+        Self.exchange(client, server)
+        client.reset(stream)
+        Self.exchange(client, server)
+        time.value += 250_000_000  // four a second: a thirty-second of the allowance
+      }
+      return (responder, client)
+    }
+    let (wasteful, wastefulClient) = run(resets: 40, answerBytes: large.count)
+    #expect(wastefulClient.goAwayCode == UInt32(NGHTTP2_ENHANCE_YOUR_CALM.rawValue))
+    #expect(wasteful.abuses == [.rapidReset])
+    let (modest, modestClient) = run(resets: 40, answerBytes: 100_000)
+    #expect(modestClient.goAwayCode == nil && modest.abuses.isEmpty)
+  }
+
   @Test func goAwayLetsOpenStreamsFinish() {
     let responder = RecordingHTTP2Responder()
     let server = Self.codec(responder)
