@@ -80,7 +80,8 @@ import Testing
 
 @Suite struct UpstreamLastErrorTests {
   static func figures(_ error: String?, at: Int64?) -> PoolFigures {
-    PoolFigures(open: 0, idle: 0, circuitOpen: false, openRoutes: [], lastError: error, lastErrorAtMs: at)
+    PoolFigures(
+      open: 0, idle: 0, circuitOpen: false, openRoutes: [], lastError: error, lastErrorAtMs: at, endpoints: [])
   }
 
   /// `/admin/upstreams` shows the latest error, whether a health check or a request on

@@ -90,6 +90,14 @@ struct ExchangeMachine {
   /// upstream's head while the body streams means the connection cannot carry another.
   var bodyStillComing: Bool { !requestComplete }
 
+  /// Whether the request can be sent again whole: it has no body, or its body is within
+  /// what is kept for a replay (`limits.body_buffer_bytes` on routes that keep it).
+  var bodyHeldForReplay: Bool {
+    guard facts.hasBody else { return true }
+    let limit = facts.route?.replayLimit ?? 0
+    return limit > 0 && bodyBytesSeen <= limit
+  }
+
   /// Whether a token rejection could be retried as far as the request goes: not retried
   /// yet, and its body (if any) within what is kept for a replay.
   var bodyAllowsTokenRetry: Bool {
@@ -156,6 +164,10 @@ struct ExchangeMachine {
       return tokenRejected(retry: retry, reusable: reusable)
     case .upstreamFailed(let failure, let staleAvailable, let received, let answerOut):
       return upstreamFailed(failure, staleAvailable: staleAvailable, received: received, answerOut: answerOut)
+    case .retryOnAnotherEndpoint:
+      // Only before any of the answer: what began belongs to the failed try.
+      guard case .forwarding(_, .notBegun) = phase else { return ExchangeActions() }
+      return ExchangeActions(.discardUpstream) + proceed(fresh: false)
     case .droppedFromPipeline:
       guard case .forwarding(_, .notBegun) = phase else { return ExchangeActions() }
       attempts -= 1

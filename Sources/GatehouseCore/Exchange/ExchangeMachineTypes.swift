@@ -205,6 +205,9 @@ extension ExchangeMachine {
     /// `received`: some of the upstream's answer had arrived; `answerOut`: some of the
     /// client's answer has left (not only been staged).
     case upstreamFailed(UpstreamFailure, staleAvailable: Bool, received: Bool, answerOut: Bool)
+    /// The try failed before any of its answer arrived, and the driver found that the
+    /// upstream's `retry` rule and budget allow another on a different endpoint.
+    case retryOnAnotherEndpoint
     /// The request was written behind another on a pipelined connection that will not
     /// answer it: not an attempt; it goes again, alone.
     case droppedFromPipeline

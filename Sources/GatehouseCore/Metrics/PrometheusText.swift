@@ -91,6 +91,33 @@ public struct PrometheusText {
       "gatehouse_upstream_pipeline_resent_total", "counter",
       "Pipelined requests sent again alone: their connection ended before their answer, or they waited too long.")
     self.sample("gatehouse_upstream_pipeline_resent_total", [], Double(sample.pipelineResent))
+    family(
+      "gatehouse_upstream_retries_total", type: "counter",
+      help: "Tries made again on another endpoint of the upstream, by the failure retried.",
+      samples: sample.upstreamRetries.sorted { ($0.key.upstream, $0.key.outcome) < ($1.key.upstream, $1.key.outcome) }
+        .map { ([("upstream", $0.key.upstream), ("reason", $0.key.outcome)], Double($0.value)) })
+    let endpoints = sample.endpoints.sorted { ($0.key.upstream, $0.key.endpoint) < ($1.key.upstream, $1.key.endpoint) }
+    var byState: [String: [String: Int]] = [:]
+    for (key, value) in endpoints { byState[key.upstream, default: [:]][value.state, default: 0] += 1 }
+    family(
+      "gatehouse_upstream_endpoints", type: "gauge", help: "Endpoints of each upstream by state.",
+      samples: byState.keys.sorted().flatMap { upstream in
+        ["healthy", "unhealthy", "ejected", "draining"].map { state in
+          ([("upstream", upstream), ("state", state)], Double(byState[upstream]?[state] ?? 0))
+        }
+      })
+    family(
+      "gatehouse_upstream_endpoint_requests_total", type: "counter",
+      help:
+        "Tries sent to each endpoint (retries included) that have ended, by outcome: failure is a connect error, reset, timeout or 502/503/504.",
+      samples: endpoints.flatMap { key, value in
+        let ended = value.requests &- UInt64(max(0, value.inFlight))
+        let failures = min(value.failures, ended)
+        return [
+          ([("upstream", key.upstream), ("endpoint", key.endpoint), ("outcome", "success")], Double(ended - failures)),
+          ([("upstream", key.upstream), ("endpoint", key.endpoint), ("outcome", "failure")], Double(failures)),
+        ]
+      })
   }
 
   /// A gauge or counter family with one sample per label set.

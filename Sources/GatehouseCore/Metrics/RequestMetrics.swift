@@ -84,6 +84,12 @@ final class LoopMetrics {
   /// them sent again alone (their connection ended first, or they waited too long).
   var pipelined: UInt64 = 0
   var pipelineResent: UInt64 = 0
+  /// Tries made again on another endpoint, by upstream and the failure retried (`outcome`).
+  private(set) var upstreamRetries: [UpstreamOutcomeKey: UInt64] = [:]
+
+  func countRetry(upstream: String, reason: String) {
+    upstreamRetries[UpstreamOutcomeKey(upstream: upstream, outcome: reason), default: 0] &+= 1
+  }
   /// Answers that said a route's token was rejected (status or body field), by token and
   /// route: where a backend refuses a token shows per route, not as a global token state.
   private(set) var tokenRejections: [TokenRouteKey: UInt64] = [:]
@@ -183,6 +189,7 @@ final class LoopMetrics {
     sample.collapsed = collapsed
     sample.pipelined = pipelined
     sample.pipelineResent = pipelineResent
+    sample.upstreamRetries = upstreamRetries
     sample.tokenRejections = tokenRejections
     sample.jwtResults = jwtResults
     sample.keyPathMissing = keyPathMissing
@@ -274,6 +281,9 @@ public struct MetricsSample: Sendable {
   var collapsed: UInt64 = 0
   var pipelined: UInt64 = 0
   var pipelineResent: UInt64 = 0
+  var upstreamRetries: [UpstreamOutcomeKey: UInt64] = [:]
+  /// The fleets' endpoints as the loops see them, by upstream and endpoint address.
+  var endpoints: [EndpointSampleKey: EndpointSample] = [:]
   var tokenRejections: [TokenRouteKey: UInt64] = [:]
   var jwtResults: [JWTResultKey: UInt64] = [:]
   var keyPathMissing: [String: UInt64] = [:]
@@ -288,6 +298,8 @@ public struct MetricsSample: Sendable {
     collapsed &+= other.collapsed
     pipelined &+= other.pipelined
     pipelineResent &+= other.pipelineResent
+    for (key, value) in other.upstreamRetries { upstreamRetries[key, default: 0] &+= value }
+    for (key, value) in other.endpoints { endpoints[key, default: EndpointSample()].add(value) }
     for (key, value) in other.tokenRejections { tokenRejections[key, default: 0] &+= value }
     for (key, value) in other.jwtResults { jwtResults[key, default: 0] &+= value }
     for (key, value) in other.keyPathMissing { keyPathMissing[key, default: 0] &+= value }
@@ -296,4 +308,34 @@ public struct MetricsSample: Sendable {
 
   /// Requests answered, by status, over all routes.
   public var totalRequests: UInt64 { routes.values.reduce(0) { $0 &+ $1.count } }
+}
+
+struct EndpointSampleKey: Hashable, Sendable {
+  let upstream: String
+  let endpoint: String
+}
+
+/// One endpoint's figures summed over the loops: the tries each loop made and saw fail,
+/// and how many loops see it in each state.
+struct EndpointSample: Sendable {
+  var requests: UInt64 = 0
+  var failures: UInt64 = 0
+  var inFlight = 0
+  /// By the admin API's state word (`healthy`, `unhealthy`, `ejected`, `draining`).
+  var loopsByState: [String: Int] = [:]
+
+  mutating func add(_ other: EndpointSample) {
+    requests &+= other.requests
+    failures &+= other.failures
+    inFlight += other.inFlight
+    for (state, count) in other.loopsByState { loopsByState[state, default: 0] += count }
+  }
+
+  /// The state the process reports: draining if any loop drains it (it left the list),
+  /// else ejected if any loop has it ejected, else unhealthy if the checks say so, else
+  /// healthy. Loops judge their own tries, so one loop's ejection is worth showing.
+  var state: String {
+    for word in ["draining", "ejected", "unhealthy"] where (loopsByState[word] ?? 0) > 0 { return word }
+    return "healthy"
+  }
 }

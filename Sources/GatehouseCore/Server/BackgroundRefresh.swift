@@ -22,6 +22,8 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
   private var snapshot: GatewaySnapshot?
   private var clientAddress: [UInt8] = []
   private var upstream: UpstreamConnection?
+  /// The endpoints its tries went to (a retry goes to another).
+  private var tried = TriedEndpoints()
   private var pool: UpstreamPool?
   private var parser = HTTPResponseParser(limits: Exchange.upstreamAnswerLimits)
   private var head: HTTPResponseHead?
@@ -158,8 +160,13 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
       return
     }
     self.pool = pool
+    guard let pick = pool.pickEndpoint(excluding: tried, hashKey: nil) else {
+      finish()
+      return
+    }
+    tried.insert(pick.endpoint)
     do {
-      upstream = try pool.lease(for: self, fresh: fresh)
+      upstream = try pool.lease(for: self, fresh: fresh, endpoint: pick.endpoint)
     } catch {
       fail(.unavailable)
       return

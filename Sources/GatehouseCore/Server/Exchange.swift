@@ -86,6 +86,8 @@ final class Exchange {
   var cacheResult: CacheResult?
   /// The client key's id, when the request carried a valid one.
   var clientID: String?
+  /// The endpoints of the upstream this request's tries went to: a retry avoids them.
+  var triedEndpoints = TriedEndpoints()
   /// What the bearer token's check left (routes with `jwt` only).
   var bearer: BearerAdmission?
 

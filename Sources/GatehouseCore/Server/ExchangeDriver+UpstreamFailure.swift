@@ -44,6 +44,33 @@ extension ExchangeDriver {
     pool.release(upstream, reusable: reusable, leavesDoubt: exchange.answerLeavesDoubt)
   }
 
+  /// The try's endpoint answered 502, 503 or 504 (`kind`), before any of the answer went to
+  /// the client: when the rules allow another try on another endpoint
+  /// (`retriesOnAnotherEndpoint`), it is under way and this returns true.
+  func retriesAnsweredFailure(_ exchange: Exchange, pool: UpstreamPool, after kind: AttemptFailure) -> Bool {
+    guard !exchange.machine.answerBegan, retriesOnAnotherEndpoint(exchange, pool: pool, after: kind) else {
+      return false
+    }
+    context.metrics.countRetry(upstream: pool.plan.name, reason: kind.configValue)
+    context.metrics.recordUpstream(pool.plan.name, outcome: "error_status")
+    pool.lastError = "status \(exchange.upstreamStatus ?? 0)"
+    exchange.upstreamStatus = nil
+    run(.retryOnAnotherEndpoint)
+    return true
+  }
+
+  /// Whether the failed try goes again to another endpoint: the upstream has more than
+  /// one, none of the answer went to the client, the request can be sent again whole, and
+  /// the upstream's `retry` rule and budget allow it (Docs/fleets.md).
+  private func retriesOnAnotherEndpoint(_ exchange: Exchange, pool: UpstreamPool, after kind: AttemptFailure) -> Bool {
+    guard pool.endpoints.count > 1, !exchange.machine.answerBegan, !exchange.machine.facts.upgrade,
+      exchange.machine.bodyHeldForReplay, exchange.machine.attempts >= 1
+    else { return false }
+    return pool.allowsRetry(
+      after: kind, tryNumber: exchange.machine.attempts, method: exchange.head.method,
+      hasIdempotencyKey: exchange.head.headers.contains("idempotency-key"), bodyHeld: true)
+  }
+
   /// `detail` is what `/admin/upstreams` shows as the upstream's last error when there is more
   /// to say than the outcome the metrics count; `reason` the access line's, when it is more
   /// precise than the failure's own.
@@ -58,6 +85,20 @@ extension ExchangeDriver {
     {
       sendAgainAlone(exchange)
       return
+    }
+    if let pool = exchange.pool, let upstream = exchange.upstream, let kind = AttemptFailure(failure),
+      exchange.upstreamStatus == nil, !exchange.answerBytesReceived
+    {
+      // The try's endpoint hears of it when the connection is given up (`UpstreamPool`).
+      pool.reportOutcome(.failure(kind), on: upstream, error: detail ?? failure.outcome)
+      if retriesOnAnotherEndpoint(exchange, pool: pool, after: kind) {
+        // Not a failure of the upstream as a whole: its breakers do not hear of it.
+        context.metrics.countRetry(upstream: pool.plan.name, reason: kind.configValue)
+        context.metrics.recordUpstream(pool.plan.name, outcome: failure.outcome)
+        pool.lastError = detail ?? failure.outcome
+        run(.retryOnAnotherEndpoint)
+        return
+      }
     }
     // A waiter that gave up is no longer answered by the exchange it waited for.
     if exchange.collapseRole == .waiting { exchange.collapseRole = .none }

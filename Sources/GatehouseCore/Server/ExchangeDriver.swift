@@ -324,6 +324,12 @@ final class ExchangeDriver: ClientSessionPart {
       exchange.pool = pool
       return .noConnectionFree
     }
+    guard let pick = pool.pickEndpoint(excluding: exchange.triedEndpoints, hashKey: hashKey(exchange, pool: pool))
+    else {
+      exchange.pool = pool
+      upstreamFailed(.unavailable, reason: .noUpstream)
+      return nil
+    }
     let upstream: UpstreamConnection
     // A bodiless GET may be written behind another request on a busy connection (see
     // `PipelinePolicy`); a retry goes alone on a fresh connection.
@@ -335,11 +341,11 @@ final class ExchangeDriver: ClientSessionPart {
     do {
       if pipelined {
         let joined: Bool
-        (upstream, joined) = try pool.leaseForPipelining(for: session)
+        (upstream, joined) = try pool.leaseForPipelining(for: session, endpoint: pick.endpoint)
         exchange.waitedBehindAnother = joined
         if joined { context.metrics.pipelined &+= 1 }
       } else {
-        upstream = try pool.lease(for: session, fresh: fresh)
+        upstream = try pool.lease(for: session, fresh: fresh, endpoint: pick.endpoint)
       }
     } catch {
       context.shared.warnCannotOpenUpstream(pool.plan.name, error: error)
@@ -352,7 +358,28 @@ final class ExchangeDriver: ClientSessionPart {
     exchange.pool = pool
     exchange.upstream = upstream
     exchange.pipelinedWrite = pipelined
+    if exchange.triedEndpoints.isEmpty { pool.noteFirstTry() }
+    exchange.triedEndpoints.insert(pick.endpoint)
     return .leased(reused: upstream.useCount > 0)
+  }
+
+  /// The request's key for `balance: hash` (`hash_by`); nil for other policies, and when
+  /// the request has no such key (then it is balanced by least request).
+  private func hashKey(_ exchange: Exchange, pool: UpstreamPool) -> UInt64? {
+    guard pool.plan.balance == .hash else { return nil }
+    switch pool.plan.hashKey {
+    case .client:
+      if let id = exchange.clientID { return FleetHash.hash("key:" + id) }
+      if let user = exchange.bearer?.userKey { return FleetHash.hash("user:" + user) }
+      return FleetHash.hash(session.clientAddress)
+    case .ip:
+      return FleetHash.hash(session.clientAddress)
+    case .path:
+      let target = exchange.head.target
+      return FleetHash.hash(target.prefix { $0 != UInt8(ascii: "?") })
+    case .header(let name):
+      return exchange.head.headers[name].map { FleetHash.hash($0) }
+    }
   }
 
   /// Writes the request head on the leased connection, then the body kept so far.

@@ -165,11 +165,28 @@ final class GatewayAdministration: AdminBackend, @unchecked Sendable {
           ("idle_connections", .int(figures.reduce(0) { $0 + $1.idle })),
           ("last_error", .optionalString(lastError?.text)),
           ("last_error_at", errorAt),
+          (
+            "endpoints",
+            .array(EndpointFigures.merged(figures.map(\.endpoints)).map { Self.endpointDocument($0.figures) })
+          ),
         ]
         upstreams.append(.object(members))
       }
       completion(.object([("upstreams", .array(upstreams))]))
     }
+  }
+
+  private static func endpointDocument(_ figures: EndpointFigures) -> JSONValue {
+    .object([
+      ("address", .string(figures.address)),
+      ("weight", .int(figures.weight)),
+      ("state", .string(figures.state)),
+      ("in_flight", .int(figures.inFlight)),
+      ("requests", .int(Int(clamping: figures.requests))),
+      ("failures", .int(Int(clamping: figures.failures))),
+      ("ejected_until", figures.ejectedUntilMs.map { .string(RFC3339.string(seconds: $0 / 1000)) } ?? .null),
+      ("last_error", .optionalString(figures.lastError)),
+    ])
   }
 
   package func metricsText(completion: @escaping @Sendable (String) -> Void) {
@@ -185,6 +202,11 @@ final class GatewayAdministration: AdminBackend, @unchecked Sendable {
       perLoop in
       var summed = MetricsSample()
       for (sample, _, _) in perLoop { summed.add(sample) }
+      for plan in snapshot.upstreamPlans {
+        for (figures, sample) in EndpointFigures.merged(perLoop.compactMap { $0.1[plan.name]?.endpoints }) {
+          summed.endpoints[EndpointSampleKey(upstream: plan.name, endpoint: figures.address)] = sample
+        }
+      }
       let total = summed
       let circuits = snapshot.upstreamPlans.map { plan in
         (plan.name, perLoop.contains { $0.1[plan.name]?.circuitOpen == true })

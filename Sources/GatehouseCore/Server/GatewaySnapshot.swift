@@ -291,10 +291,29 @@ struct StubAnswer: Sendable {
   }
 }
 
-/// One upstream, with its address resolved.
+/// One endpoint of an upstream as loaded: its address and `weight`.
+struct UpstreamEndpointPlan: Sendable, Equatable {
+  let address: SocketAddress
+  let weight: Int
+
+  /// The endpoint's identity in its `EndpointSet`: its address as text.
+  var endpointAddress: EndpointAddress { EndpointAddress(address.description, weight: weight) }
+}
+
+/// One upstream, with its endpoints' addresses resolved.
 struct UpstreamPlan: Sendable {
   let name: String
-  let address: SocketAddress
+  /// The endpoints: each of `servers` (a name stands for all its addresses), else every
+  /// address of the url's host. Never empty.
+  let endpoints: [UpstreamEndpointPlan]
+  /// The first endpoint's address (the health checks' target).
+  var address: SocketAddress { endpoints[0].address }
+  /// `balance`, `hash_by`, `outlier` and `retry`.
+  let balance: BalancePolicy
+  let hashKey: HashKeySource
+  let outlier: OutlierConfig
+  let retryRule: RetryRule
+  let retryBudgetPercent: Int
   let hostHeader: [UInt8]
   let connectTimeout: Duration
   let answerTimeout: Duration
@@ -318,12 +337,27 @@ struct UpstreamPlan: Sendable {
 
   init(_ upstream: UpstreamConfig) throws(SnapshotError) {
     name = upstream.name
-    // One address per upstream for now: the first of `servers`, else the url's host.
-    if let first = upstream.servers?.first {
-      address = try Self.resolve(host: first.address.hostText, port: first.address.port)
+    var endpoints: [UpstreamEndpointPlan] = []
+    if let servers = upstream.servers {
+      for server in servers {
+        for address in try Self.resolveAll(host: server.address.hostText, port: server.address.port)
+        where !endpoints.contains(where: { $0.address == address }) {
+          endpoints.append(UpstreamEndpointPlan(address: address, weight: server.weight))
+        }
+      }
     } else {
-      address = try Self.resolve(host: upstream.url.host, port: upstream.url.port)
+      endpoints = try Self.resolveAll(host: upstream.url.host, port: upstream.url.port).map {
+        UpstreamEndpointPlan(address: $0, weight: 1)
+      }
     }
+    self.endpoints = endpoints
+    balance = BalancePolicy(configValue: upstream.balance.configValue) ?? .default
+    hashKey = HashKeySource(configValue: upstream.hashKey.configValue) ?? .client
+    outlier = upstream.outlier
+    retryRule = RetryRule(
+      on: RetryConditions(configValues: upstream.retry.on.map(\.configValue)) ?? .default,
+      attempts: upstream.retry.attempts)
+    retryBudgetPercent = upstream.retry.budgetPercent
     hostHeader = Array(upstream.url.hostHeader.utf8)
     connectTimeout = upstream.connectTimeout
     answerTimeout = upstream.answerTimeout
@@ -369,10 +403,16 @@ struct UpstreamPlan: Sendable {
   static let defaultCircuitOpen = CircuitBreakerConfig.standard.openDuration
 
   /// IP literals are used as they are; names go through the system resolver once per
-  /// config load (never on the request path).
+  /// config load (never on the request path): every IPv4 and IPv6 address, in the order the
+  /// resolver gives them, without repeats; never empty.
+  /// The first of `resolveAll`.
   static func resolve(host: String, port: UInt16) throws(SnapshotError) -> SocketAddress {
+    try resolveAll(host: host, port: port)[0]
+  }
+
+  static func resolveAll(host: String, port: UInt16) throws(SnapshotError) -> [SocketAddress] {
     let literal = host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
-    if let address = try? SocketAddress(parsing: literal) { return address }
+    if let address = try? SocketAddress(parsing: literal) { return [address] }
     var hints = addrinfo()
     hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
     hints.ai_family = AF_UNSPEC
@@ -382,6 +422,10 @@ struct UpstreamPlan: Sendable {
       throw SnapshotError(description: "cannot resolve upstream host \(host): \(String(cString: gai_strerror(status)))")
     }
     defer { freeaddrinfo(result) }
+    var addresses: [SocketAddress] = []
+    func add(_ address: SocketAddress?) {
+      if let address, !addresses.contains(address) { addresses.append(address) }
+    }
     var cursor: UnsafeMutablePointer<addrinfo>? = first
     while let entry = cursor {
       var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)
@@ -390,17 +434,20 @@ struct UpstreamPlan: Sendable {
           var address = sin.pointee.sin_addr
           _ = inet_ntop(AF_INET, &address, &text, socklen_t(text.count))
         }
-        if let address = try? SocketAddress(parsing: "\(Self.text(text)):\(port)") { return address }
+        add(try? SocketAddress(parsing: "\(Self.text(text)):\(port)"))
       } else if entry.pointee.ai_family == AF_INET6 {
         entry.pointee.ai_addr.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { sin6 in
           var address = sin6.pointee.sin6_addr
           _ = inet_ntop(AF_INET6, &address, &text, socklen_t(text.count))
         }
-        if let address = try? SocketAddress(parsing: "[\(Self.text(text))]:\(port)") { return address }
+        add(try? SocketAddress(parsing: "[\(Self.text(text))]:\(port)"))
       }
       cursor = entry.pointee.ai_next
     }
-    throw SnapshotError(description: "upstream host \(host) has no IPv4 or IPv6 address")
+    guard !addresses.isEmpty else {
+      throw SnapshotError(description: "upstream host \(host) has no IPv4 or IPv6 address")
+    }
+    return addresses
   }
 
   private static func text(_ chars: [CChar]) -> String {

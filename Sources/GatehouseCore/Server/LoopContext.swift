@@ -109,7 +109,12 @@ final class LoopContext: @unchecked Sendable {
     for case let session as ClientSession in connections.values { session.reloaded(to: next) }
     snapshot = next
     useSharedTier(next.sharedTier)
-    pools = next.upstreamPlans.map { kept[$0.name] ?? UpstreamPool(context: self, plan: $0) }
+    // A pool that cannot be kept still takes over what this loop knew of the endpoints it
+    // shares with the old one (their ejections and counters).
+    let previous = Dictionary(pools.map { ($0.plan.name, $0) }, uniquingKeysWith: { first, _ in first })
+    pools = next.upstreamPlans.map {
+      kept[$0.name] ?? UpstreamPool(context: self, plan: $0, adopting: previous[$0.name])
+    }
     metrics.bind(routeNames: next.routePlans.map(\.name))
     accessLog.queryMask = next.queryMask
   }
@@ -120,7 +125,7 @@ final class LoopContext: @unchecked Sendable {
   static func mayKeepPool(
     _ plan: UpstreamPlan, old: GatehouseConfig, _ nextPlan: UpstreamPlan, new: GatehouseConfig
   ) -> Bool {
-    guard plan.tls == nil, nextPlan.tls == nil, plan.address == nextPlan.address,
+    guard plan.tls == nil, nextPlan.tls == nil, plan.endpoints == nextPlan.endpoints,
       let before = old.upstreams.first(where: { $0.name == plan.name }),
       let after = new.upstreams.first(where: { $0.name == nextPlan.name })
     else { return false }
@@ -154,7 +159,7 @@ final class LoopContext: @unchecked Sendable {
       figures[pool.plan.name] = PoolFigures(
         open: pool.openCount, idle: pool.idleCount, circuitOpen: pool.circuit.isOpen(now: now),
         openRoutes: pool.routeCircuits.openRoutes(now: now),
-        lastError: pool.lastError, lastErrorAtMs: pool.lastErrorAtMs)
+        lastError: pool.lastError, lastErrorAtMs: pool.lastErrorAtMs, endpoints: EndpointFigures.of(pool, now: now))
     }
     return figures
   }
@@ -313,6 +318,7 @@ final class LoopContext: @unchecked Sendable {
     for pool in pools {
       if pool.queuedCount > 0 { pool.evictStalledReaderIfDue(now: now) }
       if pool.hasSurplusIdle { pool.closeSurplusIdle(now: now) }
+      if pool.endpoints.count > 1 { pool.sweepEndpoints(now: now) }
     }
   }
 
@@ -363,4 +369,5 @@ struct PoolFigures: Sendable {
   let lastError: String?
   /// When `lastError` happened (wall-clock ms since the epoch).
   let lastErrorAtMs: Int64?
+  let endpoints: [EndpointFigures]
 }

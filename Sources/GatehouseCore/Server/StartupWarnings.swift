@@ -14,16 +14,18 @@ public enum StartupWarnings {
     (secretWarnings(for: config, storeOpen: storeOpen) + fleetWarnings(for: config)).map { "\($0.path) \($0.problem)" }
   }
 
-  /// Upstream fleet settings this version reads and checks but does not act on yet: every
-  /// request goes to one address (the first `servers` entry, else the url's host, its first
-  /// record). Said at start and by `check`, so nobody counts on a failover that is not there.
+  /// Names in `servers` are resolved when the config is loaded; this version does not look
+  /// them up again at their TTL, so an address that changes is only seen at the next reload.
+  /// Said at start and by `check`, so nobody counts on a re-resolution that is not there.
   static func fleetWarnings(for config: GatehouseConfig) -> [ConfigWarning] {
     config.upstreams.compactMap { upstream in
-      guard let servers = upstream.servers, servers.count > 1 else { return nil }
+      guard let names = upstream.servers?.filter({ !$0.address.isIPLiteral }), let first = names.first else {
+        return nil
+      }
       return ConfigWarning(
         path: "upstreams.\(upstream.name).servers",
-        problem: "lists \(servers.count) servers, but every request goes to the first (\(servers[0].address)): "
-          + "balancing, ejection and retries between servers are not in effect in this version")
+        problem: "names \(first.address.hostText) (and \(names.count - 1) more): names are resolved when the config "
+          + "is loaded; new addresses are only seen at the next reload in this version")
     }
   }
 

@@ -134,6 +134,14 @@ final class UpstreamAnswerReader: ClientSessionPart {
   @discardableResult
   private func beginUpstreamAnswer(_ head: HTTPResponseHead, _ exchange: Exchange) -> Bool {
     exchange.upstreamStatus = head.status
+    // The try's endpoint answered: a success as far as the fleet goes, unless 502/503/504.
+    if let pool = exchange.pool, let upstream = exchange.upstream {
+      let outcome = AttemptOutcome(status: head.status)
+      pool.reportOutcome(outcome, on: upstream, error: outcome.failure.map { _ in "status \(head.status)" })
+      // Another endpoint may answer better (`retry.on` lists the status); this answer's
+      // body is left unread with its connection.
+      if let kind = outcome.failure, driver.retriesAnsweredFailure(exchange, pool: pool, after: kind) { return false }
+    }
     exchange.upstreamKeepAlive = head.keepAlive
     exchange.answerFollowsDoubt = exchange.upstream?.followsDoubtfulAnswer == true
     exchange.answerLeavesDoubt = UpstreamAnswerDoubt.leavesDoubt(

@@ -2,6 +2,7 @@ import GatehouseHTTP
 import GatehouseLogging
 import GatehouseNet
 import GatehouseStore
+import Glibc
 
 /// One loop's keep-alive connections to one upstream: performs what `UpstreamPoolState`
 /// decides. Confined to its loop.
@@ -46,9 +47,38 @@ final class UpstreamPool {
   private var reuseSuspendedUntil: UInt64 = 0
   static let reuseSuspensionNanoseconds: UInt64 = 60_000_000_000
 
-  init(context: LoopContext, plan: UpstreamPlan) {
+  // MARK: The fleet
+  //
+  // Each loop keeps its own view of the upstream's endpoints (as it keeps its own breakers):
+  // which it balances over, ejects and retries on, from the tries it makes itself. The
+  // decisions are the pure types' of `Upstream/` (Docs/fleets.md); this pool performs them.
+
+  /// The endpoints with their state and counters (slots as `plan.endpoints` at first).
+  private(set) var endpoints: EndpointSet
+  /// Each endpoint's socket address, by slot.
+  private var endpointAddresses: [SocketAddress?]
+  private var balancer: EndpointBalancer
+  private var outliers: OutlierDetector
+  /// Retries made as a share of the tries (`retry.budget_percent`).
+  private var retryBudget: RetryBudget
+  private var random = SystemRandomNumberGenerator()
+
+  init(context: LoopContext, plan: UpstreamPlan, adopting previous: UpstreamPool? = nil) {
     self.context = context
     self.plan = plan
+    endpoints = EndpointSet(plan.endpoints.map(\.endpointAddress))
+    if let previous { endpoints.adoptState(from: previous.endpoints) }
+    endpointAddresses = []
+    for id in endpoints.ids {
+      let address = endpoints[id].address
+      while endpointAddresses.count <= id.slot { endpointAddresses.append(nil) }
+      endpointAddresses[id.slot] = plan.endpoints.first { $0.address.description == address }?.address
+    }
+    balancer = EndpointBalancer(policy: plan.balance)
+    outliers = OutlierDetector(
+      failures: plan.outlier.failures, ejectMilliseconds: plan.outlier.ejectMilliseconds,
+      maxEjectedPercent: plan.outlier.maxEjectedPercent)
+    retryBudget = RetryBudget(percent: plan.retryBudgetPercent)
     state = UpstreamPoolState(maxIdle: plan.maxIdleConnections)
     batch = PipelineBatch(maxDepth: plan.pipelineDepth)
     // A trial's outcome is in by a connect and an answer, twice (one retry on a fresh
@@ -180,15 +210,42 @@ final class UpstreamPool {
     }
   }
 
-  /// A connection for `owner`'s exchange: the warmest idle one, or a new one whose connect
-  /// is under way (writes made before it completes are queued). `fresh` skips idle ones,
-  /// for the retry after a reused connection failed.
-  func lease(for owner: any UpstreamExchangeOwner, fresh: Bool) throws(SystemError) -> UpstreamConnection {
+  /// The endpoint for a request's next try, avoiding those it has `tried` (Docs/fleets.md);
+  /// nil only when every endpoint is draining. With one endpoint there is nothing to
+  /// choose, and nothing is drawn.
+  func pickEndpoint(excluding tried: TriedEndpoints, hashKey: UInt64?) -> EndpointPick? {
+    let now = context.loop.iterationTime
+    if endpoints.count == 1, endpoints.slots.count == 1, let only = endpoints.slots[0], !only.draining {
+      let id = EndpointID(slot: 0)
+      return EndpointPick(endpoint: id, panic: !only.isAvailable(now: now), repeated: tried.contains(id))
+    }
+    return balancer.pick(from: endpoints, excluding: tried, hashKey: hashKey, now: now, using: &random)
+  }
+
+  /// Whether a failed try may be made again on another endpoint, by `retry` and the retry
+  /// budget (a retry it allows is counted in the budget).
+  func allowsRetry(
+    after failure: AttemptFailure, tryNumber: Int, method: HTTPMethod, hasIdempotencyKey: Bool, bodyHeld: Bool
+  ) -> Bool {
+    let decision = plan.retryRule.decide(
+      after: failure, tryNumber: tryNumber, method: method, hasIdempotencyKey: hasIdempotencyKey,
+      bodyHeld: bodyHeld, budget: &retryBudget, now: context.loop.iterationTime)
+    return decision == .retry
+  }
+
+  /// A connection for `owner`'s exchange to `endpoint`: its warmest idle one, or a new one
+  /// whose connect is under way (writes made before it completes are queued). `fresh` skips
+  /// idle ones, for the retry after a reused connection failed.
+  func lease(for owner: any UpstreamExchangeOwner, fresh: Bool, endpoint: EndpointID) throws(SystemError)
+    -> UpstreamConnection
+  {
     // Bounded: each pass takes one idle connection off the list or connects.
     while true {
-      switch fresh ? state.leaseNew() : state.lease() {
+      // The warmest idle connection to the endpoint: with one endpoint, the last one.
+      let index = fresh ? nil : idleConnections.lastIndex { $0.endpoint == endpoint }
+      switch index.map({ state.lease(at: $0) }) ?? state.leaseNew() {
       case .reuse(let id):
-        let connection = idleConnections.removeLast()
+        let connection = idleConnections.remove(at: index!)
         assert(ObjectIdentifier(connection) == id, "idle list out of step with the pool state")
         // An idle connection must be silent. Bytes (or an end) it has received but not yet
         // delivered — epoll's report may be later in this loop turn, or reading was put
@@ -200,6 +257,7 @@ final class UpstreamPool {
           continue
         }
         connection.owner = owner
+        startAttempt(on: connection)
         return connection
       case .connect:
         break
@@ -213,13 +271,20 @@ final class UpstreamPool {
       assert(ObjectIdentifier(coldest) == id, "idle list out of step with the pool state")
       coldest.connection?.close()
     }
+    // A pick is always of an endpoint in the set, which has its address.
+    guard endpoint.slot < endpointAddresses.count, let address = endpointAddresses[endpoint.slot] else {
+      state.connectFailed()
+      offerRoom()
+      throw SystemError(errno: EADDRNOTAVAIL, syscall: "connect")
+    }
     do {
-      let upstream = UpstreamConnection(pool: self)
+      let upstream = UpstreamConnection(pool: self, endpoint: endpoint)
       upstream.owner = owner
       upstream.connection = try BufferedConnection.connect(
-        to: plan.address, on: context.loop, timeout: plan.connectTimeout, delegate: upstream, tls: plan.tls)
+        to: address, on: context.loop, timeout: plan.connectTimeout, delegate: upstream, tls: plan.tls)
       state.connectSucceeded()
       context.shared.upstreamConnections.add(1, ordering: .relaxed)
+      startAttempt(on: upstream)
       return upstream
     } catch {
       state.connectFailed()
@@ -231,18 +296,18 @@ final class UpstreamPool {
   /// A connection for a request that may be pipelined (`PipelinePolicy.mayJoin`): the
   /// batch of this loop turn if it has room, else a lease that may start a batch. The
   /// request is then written with `writePipelined`. Returns whether it joined a batch.
-  func leaseForPipelining(for owner: any UpstreamExchangeOwner) throws(SystemError) -> (
+  func leaseForPipelining(for owner: any UpstreamExchangeOwner, endpoint: EndpointID) throws(SystemError) -> (
     UpstreamConnection, joined: Bool
   ) {
     let turn = context.loop.iterationTime
-    if let id = batch.join(turn: turn) {
-      if let connection = batchConnection, ObjectIdentifier(connection) == id, connection.acceptsPipelinedRequest {
+    if let connection = batchConnection, connection.endpoint == endpoint, let id = batch.join(turn: turn) {
+      if ObjectIdentifier(connection) == id, connection.acceptsPipelinedRequest {
         connection.pipeline.append(owner)
         return (connection, true)
       }
       batch.end(id)
     }
-    let connection = try lease(for: owner, fresh: false)
+    let connection = try lease(for: owner, fresh: false, endpoint: endpoint)
     // Only a connection that has already carried a keep-alive HTTP/1.1 answer starts a
     // batch: a new one has not shown that the upstream keeps connections open.
     if connection.useCount > 0, connection.lastAnswerWasHTTP11, !retired, answerTime.isFast {
@@ -273,6 +338,7 @@ final class UpstreamPool {
   /// `leavesDoubt`: the answer was one of `UpstreamAnswerDoubt`'s, so the next one read on
   /// the connection (pipelined or after a lease) must not be stored.
   func release(_ connection: UpstreamConnection, reusable: Bool, leavesDoubt: Bool = false) {
+    finishAttempt(on: connection)
     connection.useCount += 1
     connection.followsDoubtfulAnswer = leavesDoubt
     // Flow control belonged to the finished exchange: its client may have paused reading
@@ -283,6 +349,7 @@ final class UpstreamPool {
     switch connection.pipeline.headFinished(reusable: reusable) {
     case .promote(let next):
       connection.owner = next
+      startAttempt(on: connection)
       return
     case .release:
       break
@@ -320,6 +387,7 @@ final class UpstreamPool {
       if connection.pipeline.abandon(where: { $0 === owner }) { endBatch(connection) }
       return
     }
+    finishAttempt(on: connection)
     connection.owner = nil
     endBatch(connection)
     state.leasedConnectionClosed()
@@ -334,6 +402,7 @@ final class UpstreamPool {
   /// among the upstream connections until it closes. Nil when the socket is gone already.
   func handOverForTunnel(_ connection: UpstreamConnection) -> BufferedConnection? {
     guard let socket = connection.connection, !socket.isClosed else { return nil }
+    finishAttempt(on: connection)
     connection.owner = nil
     connection.connection = nil
     endBatch(connection)
@@ -435,6 +504,89 @@ final class UpstreamPool {
 
   var idleCount: Int { idleConnections.count }
   var openCount: Int { state.openCount }
+
+  // MARK: Tries on endpoints
+
+  /// A lease of `connection` began: a try on its endpoint is in flight.
+  private func startAttempt(on connection: UpstreamConnection) {
+    guard !connection.attemptInFlight, endpoints.contains(connection.endpoint) else { return }
+    connection.attemptInFlight = true
+    connection.attemptOutcome = nil
+    connection.attemptError = nil
+    endpoints.attemptStarted(connection.endpoint)
+  }
+
+  /// A request's first try is on its way: the retry budget is a share of these.
+  func noteFirstTry() {
+    retryBudget.noteRequest(now: context.loop.iterationTime)
+  }
+
+  /// The try on `connection` ended (its answer read, or given up): its endpoint hears how,
+  /// from what the exchange reported (`reportOutcome`); a try that reported nothing (its
+  /// client left) says nothing about the endpoint. A drained endpoint is removed once its
+  /// last try ends.
+  private func finishAttempt(on connection: UpstreamConnection) {
+    guard connection.attemptInFlight else { return }
+    connection.attemptInFlight = false
+    let id = connection.endpoint
+    guard endpoints.contains(id) else { return }
+    let outcome = connection.attemptOutcome
+    let drained = endpoints.attemptFinished(id, outcome: outcome, error: connection.attemptError)
+    if let outcome {
+      noteOutlierEvents(outliers.record(outcome, for: id, in: &endpoints, now: context.loop.iterationTime))
+    }
+    if drained { removeDrained(id) }
+  }
+
+  /// How the try on `connection` went, for its endpoint (`finishAttempt`): the answer's
+  /// status, or the failure. `error`: the text for the endpoint's `last_error`.
+  func reportOutcome(_ outcome: AttemptOutcome, on connection: UpstreamConnection, error: String? = nil) {
+    connection.attemptOutcome = outcome
+    connection.attemptError = error
+  }
+
+  /// Returns of ejected endpoints whose time is over, found by the loop's sweep so that a
+  /// return is logged even when no try finishes.
+  func sweepEndpoints(now: UInt64) {
+    noteOutlierEvents(outliers.sweep(&endpoints, now: now))
+  }
+
+  private func noteOutlierEvents(_ events: [OutlierEvent]) {
+    for event in events {
+      switch event {
+      case .ejected(let id, let until):
+        let endpoint = endpoints[id]
+        context.shared.logger.warn(
+          "upstream endpoint ejected after failing tries in a row; it gets no requests for a while",
+          [
+            "upstream": .string(plan.name), "endpoint": .string(endpoint.address),
+            "for_ms": .int(Int((until &- context.loop.iterationTime) / 1_000_000)),
+            "last_error": .string(endpoint.counters.lastError ?? ""),
+          ])
+      case .returned(let id):
+        context.shared.logger.info(
+          "upstream endpoint back from ejection; it takes requests again",
+          ["upstream": .string(plan.name), "endpoint": .string(endpoints[id].address)])
+      }
+    }
+  }
+
+  /// Closes a drained endpoint's idle connections and takes it out of the set.
+  private func removeDrained(_ id: EndpointID) {
+    var index = idleConnections.count - 1
+    while index >= 0 {
+      if idleConnections[index].endpoint == id {
+        let connection = idleConnections.remove(at: index)
+        state.idleConnectionClosed(ObjectIdentifier(connection))
+        connection.connection?.close()
+      }
+      index -= 1
+    }
+    let endpoint = endpoints.remove(id)
+    if id.slot < endpointAddresses.count { endpointAddresses[id.slot] = nil }
+    context.shared.logger.info(
+      "upstream endpoint left and drained", ["upstream": .string(plan.name), "endpoint": .string(endpoint.address)])
+  }
 }
 
 /// Whoever is using a leased upstream connection: a client session's exchange or a
@@ -478,8 +630,17 @@ final class UpstreamConnection: ConnectionDelegate {
   private var gathered: [UInt8] = []
   private var sendScheduled = false
 
-  init(pool: UpstreamPool) {
+  /// The endpoint this connection goes to.
+  let endpoint: EndpointID
+  /// A try on `endpoint` is in flight on this connection (see `UpstreamPool.startAttempt`),
+  /// with what its exchange reported of it so far.
+  var attemptInFlight = false
+  var attemptOutcome: AttemptOutcome?
+  var attemptError: String?
+
+  init(pool: UpstreamPool, endpoint: EndpointID) {
     self.pool = pool
+    self.endpoint = endpoint
   }
 
   var acceptsPipelinedRequest: Bool {

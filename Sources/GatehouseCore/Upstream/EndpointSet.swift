@@ -249,6 +249,20 @@ struct EndpointSet: Sendable {
     return endpoint
   }
 
+  /// Takes over what `previous` (the set of the pool a reload replaced) knew of the
+  /// endpoints both have: health, ejection and counters, but not tries in flight (those
+  /// finish on the old pool's connections).
+  mutating func adoptState(from previous: EndpointSet) {
+    for slot in slots.indices {
+      guard let endpoint = slots[slot], let old = previous.id(forAddress: endpoint.address) else { continue }
+      let before = previous[old]
+      slots[slot]!.healthy = before.healthy
+      slots[slot]!.outlier = before.outlier
+      slots[slot]!.counters = before.counters
+      slots[slot]!.counters.inFlight = 0
+    }
+  }
+
   // MARK: Reports from the caller
 
   /// The active health checks' verdict on `id` changed (or was confirmed).

@@ -51,6 +51,18 @@ enum AttemptFailure: Sendable, Hashable, CaseIterable, CustomStringConvertible {
 
   var description: String { configValue }
 
+  /// The kind of an exchange's upstream failure on an established try; nil for failures
+  /// that are no try's (an open circuit, no connection free) or say nothing about the
+  /// endpoint (an answer that was no HTTP is the application's).
+  init?(_ failure: UpstreamFailure) {
+    switch failure {
+    case .unavailable, .connectTimedOut: self = .connect
+    case .closed: self = .reset
+    case .timedOut: self = .timeout
+    case .invalidAnswer, .circuitOpen, .unhealthy, .busy: return nil
+    }
+  }
+
   /// Whether the request may have reached the endpoint. Only a connect failure proves it
   /// did not; after a reset or a timeout the endpoint may have acted on it.
   var requestWasSent: Bool { self != .connect }

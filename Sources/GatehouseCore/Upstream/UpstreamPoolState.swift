@@ -54,6 +54,14 @@ public struct UpstreamPoolState<ConnectionID: Hashable & Sendable>: Sendable {
     return .connect
   }
 
+  /// A request needs the idle connection at `index` of `idle` (the warmest one to the
+  /// endpoint it chose).
+  public mutating func lease(at index: Int) -> LeaseDecision {
+    let entry = idleEntries.remove(at: index)
+    leased += 1
+    return .reuse(entry.id)
+  }
+
   /// A request needs a new connection whatever is idle (the retry after a reused one failed).
   public mutating func leaseNew() -> LeaseDecision {
     connecting += 1
