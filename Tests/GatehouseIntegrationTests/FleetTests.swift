@@ -129,6 +129,33 @@ import Testing
     #expect(try Self.endpoints(admin).map { $0["state"] as? String } == ["healthy", "healthy"])
   }
 
+  /// Active health checks ask every endpoint: one whose check fails gets no requests while
+  /// the upstream stays healthy (another endpoint is); when it passes again it takes its
+  /// share again.
+  @Test func anEndpointWhoseHealthCheckFailsGetsNoRequests() throws {
+    let backends = try (0..<2).map { _ in try ModalBackend() }
+    backends[1].mode.value = .failing
+    let gateway = try Self.gateway(
+      backends,
+      fleet: [
+        "balance": "round_robin",
+        "health": ["path": "/health", "interval_ms": 200, "unhealthy_after": 1, "healthy_after": 1],
+      ])
+    defer { gateway.stopExpectingCleanExit() }
+    let admin = try gateway.admin(token: TestConfig.adminToken)
+    try #require(waitUntil { (try? Self.endpoints(admin).map { $0["state"] as? String }) == ["healthy", "unhealthy"] })
+    func served(_ backend: ModalBackend) -> Int { backend.requests.filter { $0.target.hasPrefix("/work") }.count }
+    for index in 0..<10 { #expect(try send("GET", "/work/\(index)", to: gateway.port).status == 200) }
+    #expect(served(backends[0]) == 10 && served(backends[1]) == 0)
+    let upstreams = try admin.json("/admin/upstreams")["upstreams"] as? [[String: Any]] ?? []
+    #expect(upstreams.first?["health"] as? String == "healthy")
+
+    backends[1].mode.value = .healthy
+    try #require(waitUntil { (try? Self.endpoints(admin).map { $0["state"] as? String }) == ["healthy", "healthy"] })
+    for index in 10..<20 { #expect(try send("GET", "/work/\(index)", to: gateway.port).status == 200) }
+    #expect(served(backends[1]) == 5)
+  }
+
   /// Every endpoint down: tries fail over to the others within `attempts` and the retry
   /// budget, then the stored answer stands in.
   @Test func everyServerDownStillServesTheStoredAnswerWithinTheRetryBudget() throws {

@@ -182,8 +182,8 @@ public final class GatewayServer: @unchecked Sendable {
       })
     self.keyring = keyring
     shared.keyring = JWTKeyBroker(keyring: keyring, control: control)
-    healthChecker = HealthChecker(loop: control, logger: logger) { healthy in
-      for context in loopContexts { context.loop.execute { context.upstreamHealthy = healthy } }
+    healthChecker = HealthChecker(loop: control, logger: logger) { verdicts in
+      for context in loopContexts { context.loop.execute { context.applyHealth(verdicts) } }
     }
     let adminContext = contexts[0]
     let service = AdminService(loop: adminContext.loop, logger: logger)

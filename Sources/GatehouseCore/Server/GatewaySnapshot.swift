@@ -340,13 +340,13 @@ struct UpstreamPlan: Sendable {
     var endpoints: [UpstreamEndpointPlan] = []
     if let servers = upstream.servers {
       for server in servers {
-        for address in try Self.resolveAll(host: server.address.hostText, port: server.address.port)
+        for address in try Self.endpointAddresses(host: server.address.hostText, port: server.address.port)
         where !endpoints.contains(where: { $0.address == address }) {
           endpoints.append(UpstreamEndpointPlan(address: address, weight: server.weight))
         }
       }
     } else {
-      endpoints = try Self.resolveAll(host: upstream.url.host, port: upstream.url.port).map {
+      endpoints = try Self.endpointAddresses(host: upstream.url.host, port: upstream.url.port).map {
         UpstreamEndpointPlan(address: $0, weight: 1)
       }
     }
@@ -405,6 +405,15 @@ struct UpstreamPlan: Sendable {
   /// IP literals are used as they are; names go through the system resolver once per
   /// config load (never on the request path): every IPv4 and IPv6 address, in the order the
   /// resolver gives them, without repeats; never empty.
+  /// The endpoints a host stands for: every address it resolves to, except `localhost`,
+  /// which is one endpoint (its first address, as before fleets): a backend on the machine
+  /// usually listens on one of 127.0.0.1 and ::1, and the other would only cost failed tries.
+  static func endpointAddresses(host: String, port: UInt16) throws(SnapshotError) -> [SocketAddress] {
+    let all = try resolveAll(host: host, port: port)
+    let lowercased = host.lowercased()
+    return lowercased == "localhost" || lowercased.hasSuffix(".localhost") ? [all[0]] : all
+  }
+
   /// The first of `resolveAll`.
   static func resolve(host: String, port: UInt16) throws(SnapshotError) -> SocketAddress {
     try resolveAll(host: host, port: port)[0]

@@ -29,4 +29,12 @@ extension LoopContext {
     let startedOn = exchange.snapshot === snapshot ? nil : exchange.pool
     return startedOn ?? pool(upstreamIndex, of: exchange.snapshot)
   }
+
+  /// The active health checks' verdicts: the upstreams' (refused when all their endpoints are
+  /// down) and each endpoint's, which the pools' balancers then avoid.
+  func applyHealth(_ verdicts: HealthChecker.HealthVerdicts) {
+    upstreamHealthy = verdicts.upstreams
+    healthVerdicts = verdicts
+    for pool in pools { pool.applyHealth(unhealthy: verdicts.unhealthyEndpoints[pool.plan.name] ?? []) }
+  }
 }

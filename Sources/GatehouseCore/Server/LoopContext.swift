@@ -29,6 +29,8 @@ final class LoopContext: @unchecked Sendable {
   let metrics = LoopMetrics()
   /// Upstreams with active health checks, by name: false while the checks say unhealthy.
   var upstreamHealthy: [String: Bool] = [:]
+  /// The last health verdicts, for pools made after them (a reload).
+  var healthVerdicts = HealthChecker.HealthVerdicts()
 
   /// The token values, as last published by the token manager.
   var tokens = TokenValues.empty {
@@ -115,6 +117,7 @@ final class LoopContext: @unchecked Sendable {
     pools = next.upstreamPlans.map {
       kept[$0.name] ?? UpstreamPool(context: self, plan: $0, adopting: previous[$0.name])
     }
+    for pool in pools { pool.applyHealth(unhealthy: healthVerdicts.unhealthyEndpoints[pool.plan.name] ?? []) }
     metrics.bind(routeNames: next.routePlans.map(\.name))
     accessLog.queryMask = next.queryMask
   }

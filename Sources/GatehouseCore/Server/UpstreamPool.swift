@@ -516,6 +516,15 @@ final class UpstreamPool {
     endpoints.attemptStarted(connection.endpoint)
   }
 
+  /// The active health checks call the endpoints at `unhealthy` (addresses) down, and the
+  /// others up.
+  func applyHealth(unhealthy: Set<String>) {
+    for id in endpoints.ids {
+      let healthy = !unhealthy.contains(endpoints[id].address)
+      if endpoints[id].healthy != healthy { endpoints.setHealthy(id, healthy) }
+    }
+  }
+
   /// A request's first try is on its way: the retry budget is a share of these.
   func noteFirstTry() {
     retryBudget.noteRequest(now: context.loop.iterationTime)
