@@ -106,7 +106,7 @@ let package = Package(
       dependencies: [
         "GatehouseHTTP", "GatehouseHTTPServer", "GatehouseNet", "GatehouseJSON", "GatehouseLogging", "GatehouseConfig",
         "GatehouseAdmin", "GatehouseCompression", "GatehouseStore", "GatehouseJWT", "GatehouseSharedTier",
-        "CGatehouseOpenSSL",
+        "GatehouseResolver", "CGatehouseOpenSSL",
       ],
       swiftSettings: hotPathSettings
     ),

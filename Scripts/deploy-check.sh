@@ -7,6 +7,8 @@
 #   shared tier          the ConfigMap's gatehouse.json with optional/shared.json merged in
 #                        passes `gatehouse check`, and its url, password and policy agree with
 #                        optional/80-valkey.yaml
+#   fleet                the ConfigMap's gatehouse.json with optional/fleet.json's upstream
+#                        passes `gatehouse check` and names optional/90-backend-headless.yaml
 #   systemd-analyze      `verify` (and an offline `security` score) of Deploy/gatehouse.service
 #   gatehouse check      the ConfigMap's gatehouse.json, and Deploy/gatehouse.json as the
 #                        image runs it, with dummy values for the variables they reference
@@ -242,6 +244,37 @@ PY
   result PASS "shared tier" "optional/80-valkey.yaml agrees with optional/shared.json (host, port, password, policy)"
 else
   result FAIL "shared tier" "optional/shared.json or optional/80-valkey.yaml" "$work/shared.log"
+fi
+# The optional fleet of backend pods: the ConfigMap's config with optional/fleet.json's
+# upstreams put in, checked against the headless Service it names.
+if [ "$extracted" = yes ] && "$py" - "$work/configmap.json" "$work/fleet.json" >"$work/fleet.log" 2>&1 <<'PY'; then
+import json, sys, yaml
+config = json.load(open(sys.argv[1]))
+fleet = json.load(open("Deploy/kubernetes/optional/fleet.json"))
+config["upstreams"].update(fleet["upstreams"])
+json.dump(config, open(sys.argv[2], "w"), indent=2)
+
+problems = []
+service = [d for d in yaml.safe_load_all(open("Deploy/kubernetes/optional/90-backend-headless.yaml")) if d][0]
+if service["kind"] != "Service" or service["spec"].get("clusterIP") != "None":
+    problems.append("optional/90-backend-headless.yaml must be a headless Service (clusterIP: None)")
+url = fleet["upstreams"]["api"]["url"]
+host_port = url.split("://", 1)[1].split("/", 1)[0]
+host, port = host_port.rsplit(":", 1)
+meta = service["metadata"]
+if host != f"{meta['name']}.{meta['namespace']}.svc.cluster.local":
+    problems.append(f"the fleet url's host {host} is not the headless Service {meta['name']}.{meta['namespace']}")
+if int(port) not in [p["port"] for p in service["spec"]["ports"]]:
+    problems.append(f"the fleet url's port {port} is not a port of the headless Service")
+if "servers" in fleet["upstreams"]["api"]:
+    problems.append("the fleet upstream must take its endpoints from the url's name, not servers")
+if problems:
+    sys.exit("\n".join(problems))
+PY
+  run_check "gatehouse check" "ConfigMap + optional/fleet.json" "$work/fleet.json"
+  result PASS "fleet" "optional/fleet.json names the headless Service of optional/90-backend-headless.yaml"
+else
+  result FAIL "fleet" "optional/fleet.json or optional/90-backend-headless.yaml" "$work/fleet.log"
 fi
 # Deploy/gatehouse.json as the image runs it (admin on 0.0.0.0, so the token is required).
 run_check "gatehouse check" "Deploy/gatehouse.json (image)" "$repo/Deploy/gatehouse.json" \

@@ -390,8 +390,23 @@ extension AdminDashboard {
             numberCell(figures ? figures.p99 : null, formatMs(figures ? figures.p99 : null)), chart(series),
             el("td", u.last_error || "", "err"));
           if ((figures && figures.errors > 0) || u.health === "unhealthy") tr.classList.add("row-5xx");
-          return tr;
-        });
+          // Its endpoints, one line each under it: state, requests in flight, tries, failures.
+          const lines = [tr];
+          for (const e of (u.endpoints || [])) {
+            const line = el("tr");
+            line.className = "endpoint";
+            line.dataset.endpoint = e.address;
+            const state = el("td");
+            state.append(badge(e.state, e.state === "healthy" ? "ok" : e.state === "draining" ? "warn" : "bad"));
+            const until = e.ejected_until ? " until " + formatTime(e.ejected_until) : "";
+            line.append(el("td", "↳ " + u.name), el("td", e.address + " ×" + e.weight), state, el("td", until.trim() || "–"),
+              el("td", "–"), el("td", "–"), numberCell(e.in_flight), numberCell(null, "–"), numberCell(e.requests, formatCount(e.requests)),
+              numberCell(e.failures, formatCount(e.failures)), numberCell(null, "–"), el("td"), el("td", e.last_error || "", "err"));
+            if (e.state !== "healthy") line.classList.add("row-5xx");
+            lines.push(line);
+          }
+          return lines;
+        }).flat();
         fillBody($("upstreams-body"), rows, 13, "no upstreams configured");
       }
 

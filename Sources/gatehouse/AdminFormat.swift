@@ -63,10 +63,24 @@ enum AdminFormat {
       })
   }
 
+  /// The upstreams, then a blank line and their endpoints, one line each.
   static func upstreams(_ upstreams: [JSONValue]) -> [String] {
     let columns = ["name", "address", "health", "circuit", "open_connections", "idle_connections", "last_error"]
     let header = ["NAME", "ADDRESS", "HEALTH", "CIRCUIT", "OPEN", "IDLE", "LAST_ERROR"]
-    return table(header: header, rows: upstreams.map { upstream in columns.map { text(upstream[$0]) } })
+    let summary = table(header: header, rows: upstreams.map { upstream in columns.map { text(upstream[$0]) } })
+    let endpointColumns = [
+      "address", "weight", "state", "in_flight", "requests", "failures", "ejected_until", "last_error",
+    ]
+    let rows = upstreams.flatMap { upstream in
+      (upstream["endpoints"]?.arrayValue ?? []).map { endpoint in
+        [text(upstream["name"])] + endpointColumns.map { text(endpoint[$0]) }
+      }
+    }
+    guard !rows.isEmpty else { return summary }
+    let endpointHeader = [
+      "UPSTREAM", "ENDPOINT", "WEIGHT", "STATE", "IN_FLIGHT", "REQUESTS", "FAILURES", "EJECTED_UNTIL", "LAST_ERROR",
+    ]
+    return summary + [""] + table(header: endpointHeader, rows: rows)
   }
 
   /// Columns padded to their widest cell, two spaces apart; the last column is not padded.

@@ -14,8 +14,9 @@ enum CheckCommand {
            gatehouse check --config FILE [--strict]    (or -c FILE, --config=FILE)
 
     Validates a config file without starting anything: prints ok, the warnings serve would
-    log and a summary, and exits 0; or prints every problem to standard error and exits 1
-    (2 for a usage error). --strict makes warnings problems.
+    log, a summary and what each upstream name resolves to now, and exits 0; or prints every
+    problem to standard error and exits 1 (2 for a usage error). --strict makes warnings
+    problems.
     """
 
   static func run(_ arguments: [String]) -> Int32 {
@@ -30,6 +31,11 @@ enum CheckCommand {
       warnings: StartupWarnings.checkWarnings)
     for line in result.output { print(line) }
     for line in result.errors { FileHandleStandardError.write(line + "\n") }
+    // What the upstream names resolve to now: a name that does not is no error (DNS may
+    // differ where the gateway runs), but worth seeing before a deploy.
+    if result.exitCode == 0, let config = try? ConfigLoader.load(contentsOf: configPath) {
+      for line in UpstreamNameReport.lines(for: config) { print(line) }
+    }
     return result.exitCode
   }
 }

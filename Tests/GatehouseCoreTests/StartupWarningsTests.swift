@@ -24,23 +24,6 @@ import Testing
     StartupWarnings.messages(for: config, storeOpen: storeOpen)
   }
 
-  @Test func namesInServersAreSaidToBeResolvedAtLoadOnly() throws {
-    func upstream(_ servers: String) throws -> GatehouseConfig {
-      try loadConfig(
-        #"{"routes": [{"name": "r", "match": {"path": "/"}, "upstream": "api"}], "#
-          + #""upstreams": {"api": {"url": "http://api.internal:8080", "servers": [\#(servers)]}}}"#)
-    }
-    let named = try upstream(#"{"address": "10.0.0.5:8080"}, {"address": "localhost:8080", "weight": 2}"#)
-    let expected =
-      "upstreams.api.servers names localhost (and 0 more): names are resolved when the config is loaded; "
-      + "new addresses are only seen at the next reload in this version"
-    #expect(messages(named, storeOpen: false) == [expected])
-    #expect(StartupWarnings.checkWarnings(for: named).contains { $0.path == "upstreams.api.servers" })
-    // Addresses only: nothing to look up again.
-    let two = try upstream(#"{"address": "10.0.0.5:8080"}, {"address": "10.0.0.6:8080", "weight": 2}"#)
-    #expect(messages(two, storeOpen: false).isEmpty)
-  }
-
   @Test func aFetchedTokenWithoutASecretKeyIsStoredUnencrypted() throws {
     let fetched = try config(tokens: [oauth2("partner", url: "https://auth.example/token")])
     #expect(messages(fetched) == [unencrypted])

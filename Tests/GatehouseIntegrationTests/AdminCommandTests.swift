@@ -89,7 +89,8 @@ final class AdminFixture {
 /// Runs the built `gatehouse admin ...` with `environment` added (and
 /// GATEHOUSE_ADMIN_TOKEN removed unless given), bounded to 60 s. Output goes to files, so a
 /// large answer can never block the child on a full pipe.
-func runAdmin(_ arguments: [String], environment: [String: String] = [:]) throws -> AdminRun {
+func runAdmin(_ arguments: [String], environment: [String: String] = [:], command: String = "admin") throws -> AdminRun
+{
   let directory = FileManager.default.temporaryDirectory.appendingPathComponent("gatehouse-admin-\(UUID().uuidString)")
   try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
   defer { try? FileManager.default.removeItem(at: directory) }
@@ -105,7 +106,7 @@ func runAdmin(_ arguments: [String], environment: [String: String] = [:]) throws
   }
   let process = Process()
   process.executableURL = gatehouseExecutable()
-  process.arguments = ["admin"] + arguments
+  process.arguments = [command] + arguments
   var env = ProcessInfo.processInfo.environment
   env["GATEHOUSE_ADMIN_TOKEN"] = nil
   for (key, value) in environment { env[key] = value }
@@ -116,7 +117,7 @@ func runAdmin(_ arguments: [String], environment: [String: String] = [:]) throws
   try DescriptorCreation.lock.withLock { _ in try process.run() }
   guard waitUntil(timeout: 60, interval: .milliseconds(20), { !process.isRunning }) else {
     process.terminate()
-    throw GatewayStartError(description: "gatehouse admin \(arguments) did not exit within 60 s")
+    throw GatewayStartError(description: "gatehouse \(command) \(arguments) did not exit within 60 s")
   }
   process.waitUntilExit()
   return AdminRun(

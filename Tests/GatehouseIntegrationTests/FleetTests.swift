@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import Testing
 
 /// Upstreams of several endpoints (`servers`, Docs/fleets.md) with real backend processes:
@@ -47,6 +48,21 @@ import Testing
     #expect(listed.map { $0["state"] as? String } == ["healthy", "healthy", "healthy"])
     #expect(listed.map { $0["requests"] as? Int } == [10, 20, 10])
     #expect(listed.allSatisfy { $0["in_flight"] as? Int == 0 && $0["failures"] as? Int == 0 })
+    // `gatehouse admin upstreams`: the upstream, then a line per endpoint.
+    let port = try #require(gateway.adminPort())
+    let printed = try runAdmin(["--url", "http://127.0.0.1:\(port)", "--token", TestConfig.adminToken, "upstreams"])
+    #expect(printed.status == 0, "\(printed.stderr)")
+    #expect(printed.stdoutLines.contains { $0.hasPrefix("UPSTREAM") && $0.contains("ENDPOINT") })
+    for (index, backend) in backends.enumerated() {
+      let weight = [1, 2, 1][index]
+      let requests = [10, 20, 10][index]
+      #expect(
+        printed.stdoutLines.contains {
+          $0.split(separator: " ").prefix(6).map(String.init) == [
+            "api", "127.0.0.1:\(backend.port)", "\(weight)", "healthy", "0", "\(requests)",
+          ]
+        }, "\(printed.stdout)")
+    }
     let metrics = try MetricsPage(try admin.request("GET", "/metrics").text)
     #expect(metrics.value("gatehouse_upstream_endpoints", ["upstream": "api", "state": "healthy"]) == 3)
     #expect(metrics.value("gatehouse_upstream_endpoints", ["upstream": "api", "state": "ejected"]) == 0)
@@ -175,5 +191,162 @@ import Testing
     // of the tries over 10 s, and at least 3 a second.
     #expect(retries >= 3)
     #expect(retries < 60, "\(retries) retries")
+  }
+}
+
+/// Endpoints from DNS: a real `dnsmasq` started by the test answers the url's name from a
+/// hosts directory it watches (a changed file is read again at once, TTL 1 s), and backends
+/// listen on 127.0.0.2, .3 and .4 on one port. Addresses that join take requests without a
+/// reload, addresses that leave get none, and with the DNS server gone the last addresses
+/// stay.
+@Suite(.serialized) struct FleetDNSTests {
+  /// `dnsmasq` answering names under `.test` from the files of a directory. Started with
+  /// `posix_spawn`, not Foundation's `Process`: dnsmasq closes the descriptors it inherits,
+  /// among them the one `Process` watches for the child's exit, whose monitor then waits for
+  /// dnsmasq and misses every other child's exit meanwhile.
+  final class DNSServer {
+    let directory: URL
+    private(set) var port: UInt16 = 0
+    private var pid: pid_t = 0
+
+    init(hosts: String) throws {
+      directory = FileManager.default.temporaryDirectory.appendingPathComponent("gh-dns-\(UUID().uuidString)")
+      try FileManager.default.createDirectory(
+        at: directory.appendingPathComponent("hosts"), withIntermediateDirectories: true)
+      try hosts.write(to: directory.appendingPathComponent("hosts/api"), atomically: true, encoding: .utf8)
+      let logPath = directory.appendingPathComponent("log").path
+      var lastLog = ""
+      // A port free for TCP a moment ago may be taken for UDP (or by then for TCP): a few tries.
+      for _ in 0..<3 {
+        port = try TestSocket.unusedPort()
+        pid = try Self.spawn([
+          "/usr/sbin/dnsmasq", "--no-daemon", "-C", "/dev/null", "--no-resolv", "--no-hosts",
+          "--hostsdir=\(directory.path)/hosts", "--local-ttl=1", "--port=\(port)", "--listen-address=127.0.0.1",
+          "--bind-interfaces", "--local=/test/", "--user=root", "--pid-file=", "--log-facility=\(logPath)",
+          "--log-queries",
+        ])
+        let ready = waitUntil(timeout: 30) {
+          !isRunning || ((try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "").contains("read ")
+        }
+        if ready && isRunning { return }
+        lastLog = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
+        stop()
+      }
+      throw TestSocketError.malformed("dnsmasq did not start: \(lastLog)")
+    }
+
+    private static func spawn(_ arguments: [String]) throws -> pid_t {
+      var attributes = posix_spawnattr_t()
+      posix_spawnattr_init(&attributes)
+      defer { posix_spawnattr_destroy(&attributes) }
+      // The test's thread may block SIGTERM and others; the child starts with none blocked.
+      var noSignals = sigset_t()
+      sigemptyset(&noSignals)
+      posix_spawnattr_setsigmask(&attributes, &noSignals)
+      posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK))
+      var actions = posix_spawn_file_actions_t()
+      posix_spawn_file_actions_init(&actions)
+      defer { posix_spawn_file_actions_destroy(&actions) }
+      for descriptor: Int32 in 0...2 {
+        posix_spawn_file_actions_addopen(&actions, descriptor, "/dev/null", descriptor == 0 ? O_RDONLY : O_WRONLY, 0)
+      }
+      let argv = arguments.map { strdup($0) } + [nil]
+      defer { argv.forEach { free($0) } }
+      var child: pid_t = 0
+      let status = DescriptorCreation.lock.withLock { _ in
+        posix_spawn(&child, arguments[0], &actions, &attributes, argv, environ)
+      }
+      guard status == 0 else { throw TestSocketError.system(call: "posix_spawn", errno: status) }
+      return child
+    }
+
+    /// Whether dnsmasq has not exited (reaping it if it has).
+    private var isRunning: Bool {
+      guard pid > 0 else { return false }
+      var status: Int32 = 0
+      if waitpid(pid, &status, WNOHANG) == 0 { return true }
+      pid = 0
+      return false
+    }
+
+    /// Replaces the hosts file: written aside, then renamed in (dnsmasq reads it again).
+    func replaceHosts(_ hosts: String) throws {
+      let aside = directory.appendingPathComponent("api.new")
+      try hosts.write(to: aside, atomically: false, encoding: .utf8)
+      _ = rename(aside.path, directory.appendingPathComponent("hosts/api").path)
+    }
+
+    func stop() {
+      guard pid > 0 else { return }
+      kill(pid, SIGKILL)
+      var status: Int32 = 0
+      _ = waitpid(pid, &status, 0)
+      pid = 0
+    }
+
+    deinit {
+      stop()
+      try? FileManager.default.removeItem(at: directory)
+    }
+  }
+
+  @Test func addressesThatChangeInDNSAreFollowedWithoutAReload() throws {
+    guard FileManager.default.isExecutableFile(atPath: "/usr/sbin/dnsmasq") else {
+      Issue.record("dnsmasq is not installed at /usr/sbin/dnsmasq: Scripts/install-deps.sh installs dnsmasq-base")
+      return
+    }
+    let first = try ModalBackend(host: 2)
+    let port = first.port
+    let second = try ModalBackend(port: port, host: 3)
+    let third = try ModalBackend(port: port, host: 4)
+    let dns = try DNSServer(hosts: "127.0.0.2 api.test\n127.0.0.3 api.test\n")
+    defer { dns.stop() }
+    var upstream = TestConfig.upstream(port: port)
+    upstream["url"] = "http://api.test:\(port)"
+    upstream["balance"] = "round_robin"
+    upstream["resolve_s"] = 1
+    var config = TestConfig.withAdmin(
+      TestConfig.make(routes: [TestConfig.route("api", match: "/*")], upstreams: ["api": upstream]))
+    config["resolver"] = ["servers": ["127.0.0.1:\(dns.port)"], "timeout_ms": 300]
+    let gateway = try GatewayProcess(config: config)
+    defer { gateway.stopExpectingCleanExit() }
+    let admin = try gateway.admin(token: TestConfig.adminToken)
+    // `gatehouse check` says what the name resolves to now, with the same resolver.
+    let check = try runAdmin(["--config", gateway.configURL.path], command: "check")
+    #expect(check.status == 0, "\(check.stderr)")
+    #expect(check.stdout.contains("upstreams.api: api.test -> 127.0.0.2, 127.0.0.3"), "\(check.stdout)")
+
+    for index in 0..<20 { #expect(try send("GET", "/a/\(index)", to: gateway.port).status == 200) }
+    #expect(first.requests.count == 10 && second.requests.count == 10)
+    let api = try #require((try admin.json("/admin/upstreams")["upstreams"] as? [[String: Any]])?.first)
+    #expect(api["resolved_at"] as? String != nil && api["next_resolve_at"] as? String != nil)
+
+    // .3 leaves and .4 joins: requests follow once the name is looked up again.
+    try dns.replaceHosts("127.0.0.2 api.test\n127.0.0.4 api.test\n")
+    #expect(
+      waitUntil(timeout: 20) {
+        _ = try? send("GET", "/probe", to: gateway.port)
+        return third.requests.count > 0
+      })
+    let secondBefore = second.requests.count
+    for index in 0..<20 { #expect(try send("GET", "/b/\(index)", to: gateway.port).status == 200) }
+    #expect(second.requests.count == secondBefore)
+    #expect(third.requests.count >= 10)
+    #expect(
+      try FleetTests.endpoints(admin).map { $0["address"] as? String } == [
+        "127.0.0.2:\(port)", "127.0.0.4:\(port)",
+      ])
+    #expect(gateway.waitForLogLine { $0["msg"] as? String == "upstream endpoints changed" })
+
+    // DNS gone: lookups fail, the last addresses stay and keep answering.
+    dns.stop()
+    #expect(
+      waitUntil(timeout: 20) {
+        let page = try? MetricsPage(try admin.request("GET", "/metrics").text)
+        return (page?.value("gatehouse_dns_resolutions_total", ["upstream": "api", "result": "failure"]) ?? 0) >= 1
+      })
+    for index in 0..<10 { #expect(try send("GET", "/c/\(index)", to: gateway.port).status == 200) }
+    #expect(try FleetTests.endpoints(admin).count == 2)
+    #expect(gateway.waitForLogLine { ($0["msg"] as? String ?? "").hasPrefix("upstream name lookup failed") })
   }
 }

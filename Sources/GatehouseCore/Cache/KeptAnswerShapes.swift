@@ -47,12 +47,14 @@ extension KeptAnswerShape {
 }
 
 /// A large stored answer served by its shape, its body left in the file: the row's head,
-/// its served head (`StoreEntryRules.servedHead`) and the shape.
+/// its served head (`StoreEntryRules.servedHead`), the shape, and the body as sent when the
+/// loop keeps it (`KeptAnswerShapes`); without it only a bodiless answer is served this way.
 struct ShapedStoredAnswer {
   let stored: StoredAnswerHead
   let head: HTTPResponseHead
   let initialAge: Int64
   let shape: KeptAnswerShape
+  let body: [UInt8]?
 }
 
 /// One loop's memory of the shapes of large stored answers it has served (bodies over the
@@ -81,17 +83,43 @@ struct KeptAnswerShapes {
   /// Shapes kept; the oldest goes first. Few large entries are hot at once, and a lookup
   /// compares digests first, so a short list is searched faster than a key hashed.
   static let limit = 32
-  private var entries: [(key: Key, shape: KeptAnswerShape)] = []
+  /// The bodies as sent kept with their shapes, at most this many bytes in all (the most
+  /// recent first), each at most half of it: a hot large answer is then served from memory,
+  /// at the cost of a copy, instead of being read from the file, checked, wrapped and
+  /// tagged again for every request (tens of milliseconds for a body of megabytes, which a
+  /// client that asks and resets at once would otherwise buy as often as it likes).
+  static let bodyBytesLimit = 32 << 20
+  private var entries: [(key: Key, shape: KeptAnswerShape, body: [UInt8]?)] = []
+  private(set) var bodyBytes = 0
 
   var count: Int { entries.count }
 
-  func shape(for key: Key) -> KeptAnswerShape? {
-    entries.last { $0.key == key }?.shape
+  /// The shape for `key`, with the body as sent when it is kept.
+  func shape(for key: Key) -> (shape: KeptAnswerShape, body: [UInt8]?)? {
+    entries.last { $0.key == key }.map { ($0.shape, $0.body) }
   }
 
-  mutating func remember(_ shape: KeptAnswerShape, for key: Key) {
-    if let index = entries.firstIndex(where: { $0.key == key }) { entries.remove(at: index) }
-    if entries.count >= Self.limit { entries.removeFirst() }
-    entries.append((key, shape))
+  mutating func remember(_ shape: KeptAnswerShape, body: [UInt8]?, for key: Key) {
+    if let index = entries.firstIndex(where: { $0.key == key }) { drop(at: index) }
+    if entries.count >= Self.limit { drop(at: 0) }
+    let kept = body.flatMap { $0.count <= Self.bodyBytesLimit / 2 ? $0 : nil }
+    if let kept {
+      // Older bodies make room; their shapes stay.
+      var index = 0
+      while bodyBytes + kept.count > Self.bodyBytesLimit && index < entries.count {
+        if let old = entries[index].body {
+          bodyBytes -= old.count
+          entries[index].body = nil
+        }
+        index += 1
+      }
+      bodyBytes += kept.count
+    }
+    entries.append((key, shape, kept))
+  }
+
+  private mutating func drop(at index: Int) {
+    bodyBytes -= entries[index].body?.count ?? 0
+    entries.remove(at: index)
   }
 }

@@ -22,9 +22,9 @@ final class AnswerWriter {
   /// it is hashed once. Holding the array keeps its buffer alive and unchanged (a shared
   /// buffer is copied before it is written), so a body in that same buffer has those bytes.
   private var lastTagged: (body: [UInt8], tag: GatewayETag)?
-  /// The shape of the last kept answer written (`writeKept`, `writeKeptEnveloped`), for
-  /// `KeptAnswerShapes`; nil after other answers.
-  private(set) var lastKeptShape: KeptAnswerShape?
+  /// The shape of the last kept answer written (`writeKept`, `writeKeptEnveloped`) and its
+  /// body as sent, for `KeptAnswerShapes`; nil after other answers.
+  private(set) var lastKept: (shape: KeptAnswerShape, body: [UInt8])?
 
   init() {
     output.reserveCapacity(Self.keptOutputBytes)
@@ -115,7 +115,7 @@ final class AnswerWriter {
     // Only hashed when it is sent: most kept answers of pass-through routes have the backend's.
     let gatewayTag = backendTag == nil ? tag(of: body) : nil
     exchange.bodyBytes = 0
-    lastKeptShape = KeptAnswerShape(form: .passThrough(decoded: decoded), length: body.count, etag: gatewayTag)
+    lastKept = (KeptAnswerShape(form: .passThrough(decoded: decoded), length: body.count, etag: gatewayTag), body)
     if answeredByCondition(
       etag: { backendTag ?? gatewayTag?.entityTag }, upstream: head.headers, variesByCoding: false, extra: extra,
       close: close, exchange: exchange)
@@ -146,16 +146,27 @@ final class AnswerWriter {
     exchange.bytesSent = Int64(output.count)
   }
 
-  /// A large stored answer by its shape (`KeptAnswerShapes`), for a HEAD or a request whose
-  /// condition it meets: the head, or the `304` / `412`, as the whole answer would have
-  /// had them. Replaces anything staged.
+  /// A large stored answer by its shape (`KeptAnswerShapes`): the head, or the `304` / `412`
+  /// of a request whose condition it meets, as the whole answer would have had them, and
+  /// `body` (the bytes as sent) when the request is a GET the answer goes to whole.
+  /// Replaces anything staged.
   func writeShaped(
-    _ shape: KeptAnswerShape, upstream head: HTTPResponseHead, extra: [UInt8], close: Bool, exchange: Exchange
+    _ shape: KeptAnswerShape, body: [UInt8]?, upstream head: HTTPResponseHead, extra: [UInt8], close: Bool,
+    exchange: Exchange
   ) {
     output.removeAll(keepingCapacity: true)
     exchange.bodyBytes = 0
-    lastKeptShape = nil
-    defer { exchange.bytesSent = Int64(output.count) }
+    lastKept = nil
+    let sent = exchange.head.method == .head ? nil : body
+    // Set when a condition answers instead (`304`, `412`): no body then.
+    var metCondition = false
+    defer {
+      if let sent, !metCondition {
+        output.append(contentsOf: sent)
+        exchange.bodyBytes = Int64(sent.count)
+      }
+      exchange.bytesSent = Int64(output.count)
+    }
     switch shape.form {
     case .enveloped(let status, let gzip, let variesByCoding):
       exchange.status = status
@@ -164,6 +175,7 @@ final class AnswerWriter {
           etag: { shape.etag?.entityTag }, upstream: head.headers, variesByCoding: variesByCoding, extra: extra,
           close: close, exchange: exchange)
       {
+        metCondition = true
         return
       }
       ClientAnswerWriter.writeEnveloped(
@@ -176,12 +188,14 @@ final class AnswerWriter {
         etag: { backendTag ?? shape.etag?.entityTag }, upstream: head.headers, variesByCoding: false, extra: extra,
         close: close, exchange: exchange)
       {
+        metCondition = true
         return
       }
       exchange.status = head.status
       ClientAnswerWriter.write(
-        head: head, requestID: exchange.requestID, framing: .none, headContentLength: Int64(shape.length),
-        closeConnection: close, extraLines: extra,
+        head: head, requestID: exchange.requestID,
+        framing: sent == nil ? .none : .contentLength(Int64(shape.length)),
+        headContentLength: sent == nil ? Int64(shape.length) : nil, closeConnection: close, extraLines: extra,
         except: Self.keptAnswerExceptions(backendTag: backendTag, decoded: decoded),
         etag: shape.etag, into: &output)
     }
@@ -264,11 +278,13 @@ final class AnswerWriter {
     }
     // A success's tag is of the bytes sent: gzip and identity codings differ.
     let bodyTag = (200..<300).contains(status) ? tag(of: body) : nil
-    lastKeptShape =
+    lastKept =
       keepsShape
-      ? KeptAnswerShape(
-        form: .enveloped(status: status, gzip: gzip, variesByCoding: variesByCoding), length: body.count,
-        etag: bodyTag)
+      ? (
+        KeptAnswerShape(
+          form: .enveloped(status: status, gzip: gzip, variesByCoding: variesByCoding), length: body.count,
+          etag: bodyTag), body
+      )
       : nil
     if let bodyTag,
       answeredByCondition(

@@ -40,43 +40,47 @@ extension ClientSession {
       return
     }
     let (head, extra) = routeCache.servedForm(stored, result: result, nowMs: RFC3339.nowMilliseconds())
-    let shape = writeKeptAnswer(
+    let kept = writeKeptAnswer(
       head: head, body: stored.body,
       outcome: routeCache.envelopeOutcome(of: stored, head: head, policy: exchange.envelope), extra: extra)
-    if let shape { routeCache.rememberShape(shape, of: stored, exchange: exchange) }
+    if let kept { routeCache.rememberShape(kept.shape, body: kept.body, of: stored, exchange: exchange) }
   }
 
-  /// Answers from the store by a large answer's shape (`KeptAnswerShapes`): no body to send,
-  /// so none is read, wrapped or charged.
+  /// Answers from the store by a large answer's shape (`KeptAnswerShapes`): nothing is read
+  /// from the file, wrapped or tagged; a body kept as sent is copied (and charged).
   func serveShaped(_ shaped: ShapedStoredAnswer, result: CacheResult) {
     guard let exchange else { return }
     exchange.cacheResult = result
     let age = StoreEntryRules.servedAge(
       initialAge: shaped.initialAge, storedAtMs: shaped.stored.storedAtMs, nowMs: RFC3339.nowMilliseconds())
     let close = beginAnswer(.whole)
+    let sendsBody = !shaped.shape.answersWithoutBody(exchange.head, upstream: shaped.head)
+    if sendsBody, let body = shaped.body {
+      guard chargeKeptAnswer(body.count, exchange: exchange) else { return }
+    }
     answers.writeShaped(
-      shaped.shape, upstream: shaped.head, extra: StoreEntryRules.servedLines(result: result, age: age), close: close,
-      exchange: exchange)
+      shaped.shape, body: sendsBody ? shaped.body : nil, upstream: shaped.head,
+      extra: StoreEntryRules.servedLines(result: result, age: age), close: close, exchange: exchange)
     flushOutput()
   }
 
   /// Writes a whole upstream answer kept in memory (stored, or shared by a collapsed
   /// exchange): `outcome` is its envelope, rendered by the caller. Returns the shape of
-  /// what it wrote (nil when it answered otherwise: the budget spent, a body it could not
-  /// decode).
+  /// what it wrote and its body as sent (nil when it answered otherwise: the budget spent,
+  /// a body it could not decode).
   @discardableResult
   func writeKeptAnswer(head: HTTPResponseHead, body: [UInt8], outcome: EnvelopeOutcome, extra: [UInt8])
-    -> KeptAnswerShape?
+    -> (shape: KeptAnswerShape, body: [UInt8])?
   {
     guard let exchange else { return nil }
     let close = beginAnswer(.whole)
-    let shape: KeptAnswerShape?
+    let kept: (shape: KeptAnswerShape, body: [UInt8])?
     switch outcome {
     case .json(let status, let json), .unusable(let status, let json):
       guard chargeKeptAnswer(json.count, exchange: exchange) else { return nil }
       answers.writeKeptEnveloped(
         status: status, json: json, upstream: head, extra: extra, close: close, exchange: exchange)
-      shape = answers.lastKeptShape
+      kept = answers.lastKept
     case .passThrough:
       var body = body
       var decoded = false
@@ -100,10 +104,10 @@ extension ClientSession {
       }
       guard chargeKeptAnswer(body.count, exchange: exchange) else { return nil }
       answers.writeKept(head: head, body: body, extra: extra, decoded: decoded, close: close, exchange: exchange)
-      shape = answers.lastKeptShape
+      kept = answers.lastKept
     }
     flushOutput()
-    return shape
+    return kept
   }
 
   /// Answers from the store and those handed to collapsed waiters are written whole, a copy

@@ -108,9 +108,12 @@ final class GatewayAdministration: AdminBackend, @unchecked Sendable {
     let server = self.server
     let snapshot = server.currentSnapshot
     nonisolated(unsafe) let checker = server.healthChecker
+    nonisolated(unsafe) let resolution = server.upstreamResolution
     server.onControl {
       let health = checker.states()
-      Self.upstreamsDocument(server: server, snapshot: snapshot, health: health, completion: completion)
+      let lookups = resolution.times()
+      Self.upstreamsDocument(
+        server: server, snapshot: snapshot, health: health, lookups: lookups, completion: completion)
     }
   }
 
@@ -139,7 +142,7 @@ final class GatewayAdministration: AdminBackend, @unchecked Sendable {
 
   private static func upstreamsDocument(
     server: GatewayServer, snapshot: GatewaySnapshot, health: [String: HealthState],
-    completion: @escaping @Sendable (JSONValue) -> Void
+    lookups: [String: UpstreamResolution.Times], completion: @escaping @Sendable (JSONValue) -> Void
   ) {
     server.gather({ context in context.poolFigures() }) { perLoop in
       var upstreams: [JSONValue] = []
@@ -165,6 +168,8 @@ final class GatewayAdministration: AdminBackend, @unchecked Sendable {
           ("idle_connections", .int(figures.reduce(0) { $0 + $1.idle })),
           ("last_error", .optionalString(lastError?.text)),
           ("last_error_at", errorAt),
+          ("resolved_at", Self.timeDocument(lookups[plan.name]?.resolvedAtMs)),
+          ("next_resolve_at", Self.timeDocument(lookups[plan.name]?.nextAtMs)),
           (
             "endpoints",
             .array(EndpointFigures.merged(figures.map(\.endpoints)).map { Self.endpointDocument($0.figures) })
@@ -176,6 +181,11 @@ final class GatewayAdministration: AdminBackend, @unchecked Sendable {
     }
   }
 
+  /// An RFC 3339 time from wall-clock ms, or null.
+  private static func timeDocument(_ ms: Int64?) -> JSONValue {
+    ms.map { .string(RFC3339.string(seconds: $0 / 1000)) } ?? .null
+  }
+
   private static func endpointDocument(_ figures: EndpointFigures) -> JSONValue {
     .object([
       ("address", .string(figures.address)),
@@ -184,7 +194,7 @@ final class GatewayAdministration: AdminBackend, @unchecked Sendable {
       ("in_flight", .int(figures.inFlight)),
       ("requests", .int(Int(clamping: figures.requests))),
       ("failures", .int(Int(clamping: figures.failures))),
-      ("ejected_until", figures.ejectedUntilMs.map { .string(RFC3339.string(seconds: $0 / 1000)) } ?? .null),
+      ("ejected_until", timeDocument(figures.ejectedUntilMs)),
       ("last_error", .optionalString(figures.lastError)),
     ])
   }
@@ -216,7 +226,9 @@ final class GatewayAdministration: AdminBackend, @unchecked Sendable {
       }
       // Store totals, token states and health are read where they live: the control loop.
       nonisolated(unsafe) let checker = server.healthChecker
+      nonisolated(unsafe) let resolution = server.upstreamResolution
       server.onControl {
+        let lookups = resolution.counts.sorted { ($0.key.upstream, $0.key.result) < ($1.key.upstream, $1.key.result) }
         let health = checker.states()
         let stats = shared.store?.stats()
         let states = manager.tokenStates()
@@ -229,6 +241,10 @@ final class GatewayAdministration: AdminBackend, @unchecked Sendable {
         text.family(
           "gatehouse_cache_evictions_total", type: "counter", help: "Stored answers evicted to stay under max_bytes.",
           samples: [([], Double(stats?.evictions ?? 0))])
+        text.family(
+          "gatehouse_dns_resolutions_total", type: "counter",
+          help: "Lookups of upstream names after the config was loaded, by result (failure: one name had no address).",
+          samples: lookups.map { ([("upstream", $0.key.upstream), ("result", $0.key.result)], Double($0.value)) })
         text.family(
           "gatehouse_cache_bytes", type: "gauge", help: "Bytes of stored answers.",
           samples: [([], Double(stats?.bytes ?? 0))])

@@ -33,6 +33,8 @@ public final class GatewayServer: @unchecked Sendable {
   nonisolated(unsafe) let keyring: JWTKeyring
   /// Confined to the control loop.
   nonisolated(unsafe) let healthChecker: HealthChecker
+  /// Confined to the control loop.
+  nonisolated(unsafe) let upstreamResolution: UpstreamResolution
   private let startedAt = RFC3339.now().seconds
   /// The admin API's backend. Set once at the end of `init` (it refers back to the server),
   /// never changed after.
@@ -185,6 +187,11 @@ public final class GatewayServer: @unchecked Sendable {
     healthChecker = HealthChecker(loop: control, logger: logger) { verdicts in
       for context in loopContexts { context.loop.execute { context.applyHealth(verdicts) } }
     }
+    upstreamResolution = UpstreamResolution(loop: control, logger: logger) { upstream, endpoints in
+      for context in loopContexts {
+        context.loop.execute { context.updateEndpoints(upstream: upstream, to: endpoints) }
+      }
+    }
     let adminContext = contexts[0]
     let service = AdminService(loop: adminContext.loop, logger: logger)
     admin = service
@@ -223,6 +230,7 @@ public final class GatewayServer: @unchecked Sendable {
       tokenManager.start()
       keyring.start()
       healthChecker.apply(currentSnapshot)
+      upstreamResolution.apply(currentSnapshot)
       administration?.sampleHistory()
       // Each loop runs its queue in order: the token values published just above are in
       // place before the first connection is accepted.
@@ -328,7 +336,7 @@ public final class GatewayServer: @unchecked Sendable {
     let next: GatewaySnapshot
     do {
       let config = try ConfigLoader.load(contentsOf: configPath)
-      next = try GatewaySnapshot(config: config, previous: previous)
+      next = try GatewaySnapshot(config: config, previous: previous, knownAddresses: upstreamResolution.lastGood)
     } catch let error as ConfigLoadError {
       shared.logger.error(
         "reload refused; the running config stays", ["errors": .string(error.lines.joined(separator: "; "))])
@@ -397,6 +405,7 @@ public final class GatewayServer: @unchecked Sendable {
     tokenManager.apply(tokens: next.config.tokens)
     keyring.apply(next.config.jwt)
     healthChecker.apply(next)
+    upstreamResolution.apply(next)
     applyStoreChanges(from: previous.config.store, to: next.config.store)
     let change = ConfigChange(from: previous.config, to: next.config, running: startedConfig)
     if !change.awaitingRestart.isEmpty {
@@ -469,6 +478,7 @@ public final class GatewayServer: @unchecked Sendable {
       tokenManager.stop()
       keyring.stop()
       healthChecker.stop()
+      upstreamResolution.stop()
       control.stop()
       return
     }

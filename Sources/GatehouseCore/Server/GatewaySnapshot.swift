@@ -54,12 +54,21 @@ public final class GatewaySnapshot: Sendable {
 
   /// Builds the snapshot; fails when an upstream host name cannot be resolved. `previous`
   /// is the snapshot a reload replaces: state that must outlive a reload comes from it.
-  public init(config: GatehouseConfig, previous: GatewaySnapshot? = nil) throws(SnapshotError) {
+  /// `knownAddresses`: names looked up since (`UpstreamResolution`), not looked up again.
+  init(
+    config: GatehouseConfig, previous: GatewaySnapshot? = nil, knownAddresses: [String: [SocketAddress]] = [:]
+  ) throws(SnapshotError) {
     self.config = config
     routeTable = RouteTable(config: config)
+    // Names are looked up with the configured resolver (c-ares), all at once; the system
+    // resolver only answers those it does not know (`UpstreamPlan.endpointAddresses`).
+    var known = knownAddresses
+    let names = Set(config.upstreams.flatMap(UpstreamPlan.writtenHosts).filter(EndpointSource.isName))
+      .subtracting(known.keys)
+    for (name, addresses) in UpstreamResolution.lookUpNow(names, with: config.resolver) { known[name] = addresses }
     var upstreams: [UpstreamPlan] = []
     for upstream in config.upstreams {
-      upstreams.append(try UpstreamPlan(upstream))
+      upstreams.append(try UpstreamPlan(upstream, known: known))
     }
     upstreamPlans = upstreams
     sharedTier = try SharedTierPlan.make(config, previous: previous?.sharedTier)
@@ -300,9 +309,33 @@ struct UpstreamEndpointPlan: Sendable, Equatable {
   var endpointAddress: EndpointAddress { EndpointAddress(address.description, weight: weight) }
 }
 
+/// Where some of an upstream's endpoints come from: one `servers` entry, or the url's host
+/// without `servers`; a name stands for all its addresses, each an endpoint of `weight`.
+struct EndpointSource: Sendable, Equatable {
+  /// The host as written (a name, or an IP literal without brackets).
+  let host: String
+  let port: UInt16
+  let weight: Int
+  /// Whether the host is a name to look up again (not an IP literal, not `localhost`).
+  let isName: Bool
+  /// Its addresses when the config was loaded.
+  let addresses: [SocketAddress]
+
+  /// Whether `host` (lowercased) is a name to look up: not an IP literal, not `localhost`
+  /// (one endpoint, its first address, however it resolves).
+  static func isName(_ host: String) -> Bool {
+    (try? SocketAddress(parsing: host.contains(":") ? "[\(host)]:0" : "\(host):0")) == nil
+      && host != "localhost" && !host.hasSuffix(".localhost")
+  }
+}
+
 /// One upstream, with its endpoints' addresses resolved.
 struct UpstreamPlan: Sendable {
   let name: String
+  /// Where the endpoints come from, in config order; `endpoints` are their addresses.
+  let sources: [EndpointSource]
+  /// `resolve_s`: names are looked up again at least this often.
+  let resolveSeconds: Int
   /// The endpoints: each of `servers` (a name stands for all its addresses), else every
   /// address of the url's host. Never empty.
   let endpoints: [UpstreamEndpointPlan]
@@ -335,22 +368,29 @@ struct UpstreamPlan: Sendable {
   /// How long a request waits for a connection when `max_connections` are all busy.
   let queueTimeoutNanoseconds: UInt64
 
-  init(_ upstream: UpstreamConfig) throws(SnapshotError) {
+  /// `known`: addresses of names looked up since the config was loaded (by name), used
+  /// instead of a lookup at this load (a reload runs on the control loop, which must not
+  /// wait for the system resolver).
+  init(_ upstream: UpstreamConfig, known: [String: [SocketAddress]] = [:]) throws(SnapshotError) {
     name = upstream.name
-    var endpoints: [UpstreamEndpointPlan] = []
-    if let servers = upstream.servers {
-      for server in servers {
-        for address in try Self.endpointAddresses(host: server.address.hostText, port: server.address.port)
-        where !endpoints.contains(where: { $0.address == address }) {
-          endpoints.append(UpstreamEndpointPlan(address: address, weight: server.weight))
-        }
+    resolveSeconds = upstream.resolveSeconds
+    let written: [(host: String, port: UInt16, weight: Int)] =
+      upstream.servers?.map { ($0.address.hostText, $0.address.port, $0.weight) }
+      ?? [(upstream.url.host, upstream.url.port, 1)]
+    var sources: [EndpointSource] = []
+    for (host, port, weight) in written {
+      let lowercased = host.lowercased()
+      let isName = EndpointSource.isName(lowercased)
+      let addresses: [SocketAddress]
+      if isName, let ips = known[lowercased], !ips.isEmpty {
+        addresses = ips.map { $0.withPort(port) }
+      } else {
+        addresses = try Self.endpointAddresses(host: host, port: port)
       }
-    } else {
-      endpoints = try Self.endpointAddresses(host: upstream.url.host, port: upstream.url.port).map {
-        UpstreamEndpointPlan(address: $0, weight: 1)
-      }
+      sources.append(EndpointSource(host: lowercased, port: port, weight: weight, isName: isName, addresses: addresses))
     }
-    self.endpoints = endpoints
+    self.sources = sources
+    self.endpoints = Self.endpoints(of: sources)
     balance = BalancePolicy(configValue: upstream.balance.configValue) ?? .default
     hashKey = HashKeySource(configValue: upstream.hashKey.configValue) ?? .client
     outlier = upstream.outlier
@@ -405,6 +445,22 @@ struct UpstreamPlan: Sendable {
   /// IP literals are used as they are; names go through the system resolver once per
   /// config load (never on the request path): every IPv4 and IPv6 address, in the order the
   /// resolver gives them, without repeats; never empty.
+  /// The hosts `upstream`'s endpoints are written with, lowercased.
+  static func writtenHosts(_ upstream: UpstreamConfig) -> [String] {
+    (upstream.servers?.map(\.address.hostText) ?? [upstream.url.host]).map { $0.lowercased() }
+  }
+
+  /// The endpoints of `sources` in order, each address once (the first weight stands).
+  static func endpoints(of sources: [EndpointSource], addresses: [[SocketAddress]]? = nil) -> [UpstreamEndpointPlan] {
+    var endpoints: [UpstreamEndpointPlan] = []
+    for (index, source) in sources.enumerated() {
+      for address in addresses?[index] ?? source.addresses where !endpoints.contains(where: { $0.address == address }) {
+        endpoints.append(UpstreamEndpointPlan(address: address, weight: source.weight))
+      }
+    }
+    return endpoints
+  }
+
   /// The endpoints a host stands for: every address it resolves to, except `localhost`,
   /// which is one endpoint (its first address, as before fleets): a backend on the machine
   /// usually listens on one of 127.0.0.1 and ::1, and the other would only cost failed tries.

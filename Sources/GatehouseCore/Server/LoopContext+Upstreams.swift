@@ -37,4 +37,9 @@ extension LoopContext {
     healthVerdicts = verdicts
     for pool in pools { pool.applyHealth(unhealthy: verdicts.unhealthyEndpoints[pool.plan.name] ?? []) }
   }
+
+  /// Names of `upstream`'s endpoints were looked up again and give `endpoints` now.
+  func updateEndpoints(upstream: String, to endpoints: [UpstreamEndpointPlan]) {
+    pools.first { $0.plan.name == upstream }?.updateEndpoints(endpoints)
+  }
 }

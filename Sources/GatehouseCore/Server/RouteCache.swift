@@ -204,20 +204,20 @@ final class RouteCache {
     return outcome
   }
 
-  /// A large stored answer for `exchange` by the shape it was last served in, when the
-  /// request needs no body from it (`KeptAnswerShape.answersWithoutBody`) and this loop has
-  /// served that body with the same envelope settings and coding; else nil.
+  /// A large stored answer for `exchange` by the shape this loop last served its body in
+  /// (with the same envelope settings and coding), when that needs no read of the body: the
+  /// request needs none (`KeptAnswerShape.answersWithoutBody`), or the loop keeps the body as
+  /// sent. Else nil.
   private func shapedAnswer(for exchange: Exchange, id: String) -> ShapedStoredAnswer? {
     let request = exchange.head
-    guard request.method == .head || HTTPPreconditions.isConditional(request.headers), shapes.count > 0,
-      let stored = store?.lookupLargeHead(id: id),
-      let shape = shapes.shape(
+    guard shapes.count > 0, let stored = store?.lookupLargeHead(id: id),
+      let (shape, body) = shapes.shape(
         for: shapeKey(stored.bodyDigest, status: stored.status, headers: stored.headers, exchange))
     else { return nil }
     let (head, initialAge) = StoreEntryRules.servedHead(
       status: stored.status, headers: stored.headers, bodyCount: stored.bodyCount)
-    guard shape.answersWithoutBody(request, upstream: head) else { return nil }
-    return ShapedStoredAnswer(stored: stored, head: head, initialAge: initialAge, shape: shape)
+    guard body != nil || shape.answersWithoutBody(request, upstream: head) else { return nil }
+    return ShapedStoredAnswer(stored: stored, head: head, initialAge: initialAge, shape: shape, body: body)
   }
 
   private func shapeKey(_ digest: [UInt8], status: Int, headers: StoredHeaders, _ exchange: Exchange)
@@ -228,12 +228,12 @@ final class RouteCache {
       acceptsGzip: exchange.acceptsGzip)
   }
 
-  /// Remembers how a stored answer read from the file was served to `exchange`, when its
-  /// body is too large for the loop's memory of recent answers (smaller ones are read from
-  /// there, at no cost worth saving).
-  func rememberShape(_ shape: KeptAnswerShape, of stored: StoredAnswer, exchange: Exchange) {
+  /// Remembers how a stored answer read from the file was served to `exchange` (`body`: the
+  /// bytes as sent), when its body is too large for the loop's memory of recent answers
+  /// (smaller ones are read from there, at no cost worth saving).
+  func rememberShape(_ shape: KeptAnswerShape, body: [UInt8]?, of stored: StoredAnswer, exchange: Exchange) {
     guard let digest = stored.bodyDigest, stored.body.count > Self.rememberedRenderBytes else { return }
-    shapes.remember(shape, for: shapeKey(digest, status: stored.status, headers: stored.headers, exchange))
+    shapes.remember(shape, body: body, for: shapeKey(digest, status: stored.status, headers: stored.headers, exchange))
   }
 
   /// Finds a stored answer that may stand in for a failed upstream (`staleAnswer`) and

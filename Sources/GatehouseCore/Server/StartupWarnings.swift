@@ -11,22 +11,7 @@ public enum StartupWarnings {
   /// One line per warning, in a fixed order. `storeOpen`: the store is in use, so token
   /// values are written to its file.
   static func messages(for config: GatehouseConfig, storeOpen: Bool) -> [String] {
-    (secretWarnings(for: config, storeOpen: storeOpen) + fleetWarnings(for: config)).map { "\($0.path) \($0.problem)" }
-  }
-
-  /// Names in `servers` are resolved when the config is loaded; this version does not look
-  /// them up again at their TTL, so an address that changes is only seen at the next reload.
-  /// Said at start and by `check`, so nobody counts on a re-resolution that is not there.
-  static func fleetWarnings(for config: GatehouseConfig) -> [ConfigWarning] {
-    config.upstreams.compactMap { upstream in
-      guard let names = upstream.servers?.filter({ !$0.address.isIPLiteral }), let first = names.first else {
-        return nil
-      }
-      return ConfigWarning(
-        path: "upstreams.\(upstream.name).servers",
-        problem: "names \(first.address.hostText) (and \(names.count - 1) more): names are resolved when the config "
-          + "is loaded; new addresses are only seen at the next reload in this version")
-    }
+    secretWarnings(for: config, storeOpen: storeOpen).map { "\($0.path) \($0.problem)" }
   }
 
   /// What `messages` says, with the key each is about.
@@ -78,7 +63,7 @@ public enum StartupWarnings {
           path: "upstreams.\(upstream.name).tls.verify",
           problem: "is false: the upstream's certificate is not checked, so anyone on the path can answer for it"))
     }
-    warnings += secretWarnings(for: config, storeOpen: true) + fleetWarnings(for: config)
+    warnings += secretWarnings(for: config, storeOpen: true)
     // `ConfigChange.adminTokenMissing` and `adminTokenShort`, logged by `GatewayServer.run`.
     if config.admin.token == nil {
       warnings.append(

@@ -516,6 +516,32 @@ final class UpstreamPool {
     endpoints.attemptStarted(connection.endpoint)
   }
 
+  /// A new list of endpoints (a lookup of their names): new addresses join, missing ones
+  /// drain (no new tries; their idle connections close now, and they leave once their last
+  /// try ends), kept ones keep their state (Docs/fleets.md). An empty list changes nothing.
+  func updateEndpoints(_ list: [UpstreamEndpointPlan]) {
+    let change = endpoints.update(to: list.map(\.endpointAddress))
+    for id in change.joined + change.rejoined + change.kept {
+      while endpointAddresses.count <= id.slot { endpointAddresses.append(nil) }
+      endpointAddresses[id.slot] = list.first { $0.address.description == endpoints[id].address }?.address
+    }
+    for id in change.left { closeIdle(of: id) }
+    for id in endpoints.drainedEndpoints { removeDrained(id) }
+  }
+
+  /// Closes the idle connections to endpoint `id`.
+  private func closeIdle(of id: EndpointID) {
+    var index = idleConnections.count - 1
+    while index >= 0 {
+      if idleConnections[index].endpoint == id {
+        let connection = idleConnections.remove(at: index)
+        state.idleConnectionClosed(ObjectIdentifier(connection))
+        connection.connection?.close()
+      }
+      index -= 1
+    }
+  }
+
   /// The active health checks call the endpoints at `unhealthy` (addresses) down, and the
   /// others up.
   func applyHealth(unhealthy: Set<String>) {
@@ -582,15 +608,7 @@ final class UpstreamPool {
 
   /// Closes a drained endpoint's idle connections and takes it out of the set.
   private func removeDrained(_ id: EndpointID) {
-    var index = idleConnections.count - 1
-    while index >= 0 {
-      if idleConnections[index].endpoint == id {
-        let connection = idleConnections.remove(at: index)
-        state.idleConnectionClosed(ObjectIdentifier(connection))
-        connection.connection?.close()
-      }
-      index -= 1
-    }
+    closeIdle(of: id)
     let endpoint = endpoints.remove(id)
     if id.slot < endpointAddresses.count { endpointAddresses[id.slot] = nil }
     context.shared.logger.info(

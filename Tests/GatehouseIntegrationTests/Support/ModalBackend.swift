@@ -29,13 +29,15 @@ final class ModalBackend: Sendable {
   let extraHeaders = Shared<[(String, String)]>([])
   let server: TestBackend
 
-  init(options: TestBackend.Options = TestBackend.Options()) throws {
+  /// `port` and `host` as for `TestBackend`: several backends can share a port on
+  /// different 127.0.0.x addresses.
+  init(options: TestBackend.Options = TestBackend.Options(), port: UInt16 = 0, host: UInt8 = 1) throws {
     let mode = self.mode
     let version = self.version
     let gate = self.gate
     let holdHealthy = self.holdHealthy
     let extraHeaders = self.extraHeaders
-    server = try TestBackend(options: options) { request in
+    server = try TestBackend(options: options, port: port, host: host) { request in
       switch mode.value {
       case .healthy:
         let lang = request.head.value("Accept-Language") ?? ""

@@ -142,10 +142,10 @@ final class TestBackend: Sendable {
   /// Starts a backend that answers each request as `handler` decides, on `port` (0: any
   /// free one; a given one lets a test bring back a backend that was down).
   init(
-    options: Options = Options(), port requestedPort: UInt16 = 0,
+    options: Options = Options(), port requestedPort: UInt16 = 0, host: UInt8 = 1,
     handler: @escaping @Sendable (ReceivedRequest) -> BackendAction
   ) throws {
-    listener = try TestSocket.listen(port: requestedPort)
+    listener = try TestSocket.listen(port: requestedPort, host: host)
     port = listener.localPort
     self.options = options
     self.handler = handler

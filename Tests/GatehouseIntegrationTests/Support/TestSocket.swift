@@ -51,11 +51,14 @@ final class TestSocket: Sendable {
   deinit { close() }
 
   /// A listening socket on 127.0.0.1 with a port chosen by the kernel.
-  static func listen(backlog: Int32 = 128, port: UInt16 = 0) throws -> TestSocket {
+  /// `host`: the last byte of a 127.0.0.x address (1 by default; Linux routes all of 127/8
+  /// to the loopback interface), so tests can run several backends that differ by address.
+  static func listen(backlog: Int32 = 128, port: UInt16 = 0, host: UInt8 = 1) throws -> TestSocket {
     let socket = try make()
     var one: Int32 = 1
     setsockopt(socket.descriptor, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
     var address = loopback(port: port)
+    address.sin_addr.s_addr = (UInt32(0x7F00_0000) | UInt32(host)).bigEndian
     let bound = withUnsafePointer(to: &address) { pointer in
       pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
         bind(socket.descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
