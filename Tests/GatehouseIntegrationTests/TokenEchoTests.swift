@@ -57,9 +57,11 @@ import Testing
       let chunked = request.path.hasSuffix("/chunked")
       // `identity` names no coding: the body is plain and is masked like one without the field.
       let identity = request.path.hasSuffix("/identity")
+      // The reason phrase may echo it too (`/reason`).
+      let reason = request.path.hasSuffix("/reason") ? "bad token " + String(decoding: sent, as: UTF8.self) : "Refused"
       return .respond(
         BackendAnswer(
-          status: ok ? 200 : 403, reason: ok ? "OK" : "Forbidden",
+          status: ok ? 200 : 403, reason: ok ? "OK" : reason,
           headers: [("Content-Type", "application/json")] + (identity ? [("Content-Encoding", "identity")] : []),
           body: chunked ? .chunked([Array(body[..<25]), Array(body[25..<30]), Array(body[30...])]) : .bytes(body)))
     }
@@ -78,6 +80,12 @@ import Testing
     }
     let fine = try send("GET", "/r/ok", to: gateway.port)
     #expect(fine.text.contains(Self.token))
+    // A status line that names the token gets the standard phrase instead.
+    let reason = try send("GET", "/r/reason", to: gateway.port)
+    #expect(reason.head.startLine == "HTTP/1.1 403 Forbidden")
+    #expect(!String(decoding: reason.head.raw, as: UTF8.self).contains(Self.token))
+    // One that does not is the upstream's own.
+    #expect(try send("GET", "/r/plain", to: gateway.port).head.startLine == "HTTP/1.1 403 Refused")
   }
 
   /// A client that takes gzip does not make the upstream gzip an error that echoes the token

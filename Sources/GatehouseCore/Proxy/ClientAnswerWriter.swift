@@ -11,18 +11,26 @@ public enum ClientAnswerWriter {
     hiding secret: SecretSpellings? = nil,
     etag: GatewayETag? = nil, into out: inout [UInt8]
   ) {
-    var phrase = head.reason.isEmpty ? HTTPStatusPhrase.reason(for: head.status) : ""
+    // The upstream's own reason phrase, unless it spells the token it was sent (an error
+    // page's status line is as much the answer as its fields): then the standard phrase.
+    let reason =
+      if let secret, !head.reason.isEmpty, SecretMasking.masked([secret], in: Array(head.reason)) != nil {
+        ArraySlice<UInt8>()
+      } else {
+        head.reason
+      }
+    var phrase = reason.isEmpty ? HTTPStatusPhrase.reason(for: head.status) : ""
     let bound =
-      fixedBound + head.reason.count + phrase.utf8.count + fieldsBound(head.headers) + requestID.count
+      fixedBound + reason.count + phrase.utf8.count + fieldsBound(head.headers) + requestID.count
       + extraLines.count
     out.appendBytes(upTo: bound) { out in
       out.write("HTTP/1.1 ")
       out.writeDecimal(Int64(head.status))
       out.write(0x20)
-      if head.reason.isEmpty {
+      if reason.isEmpty {
         phrase.withUTF8 { out.write($0) }
       } else {
-        out.write(head.reason)
+        out.write(reason)
       }
       out.write("\r\n")
       writeForwardedFields(head.headers, except: except, hiding: secret, into: &out)
