@@ -14,16 +14,22 @@ import Testing
   static func gateway(
     _ backends: [ModalBackend], weights: [Int]? = nil, fleet: [String: Any] = [:], cache: [String: Any]? = nil
   ) throws -> GatewayProcess {
-    var upstream = TestConfig.upstream(port: backends[0].port, answerTimeoutMs: 5000)
-    upstream["servers"] = backends.enumerated().map { index, backend in
-      ["address": "127.0.0.1:\(backend.port)", "weight": weights?[index] ?? 1] as [String: Any]
+    try GatewayProcess(
+      config: config(ports: backends.map(\.port), weights: weights, fleet: fleet, cache: cache))
+  }
+
+  static func config(
+    ports: [UInt16], weights: [Int]? = nil, fleet: [String: Any] = [:], cache: [String: Any]? = nil
+  ) -> [String: Any] {
+    var upstream = TestConfig.upstream(port: ports[0], answerTimeoutMs: 5000)
+    upstream["servers"] = ports.enumerated().map { index, port in
+      ["address": "127.0.0.1:\(port)", "weight": weights?[index] ?? 1] as [String: Any]
     }
     for (key, value) in fleet { upstream[key] = value }
     var extra: [String: Any] = [:]
     if let cache { extra["cache"] = cache }
-    return try GatewayProcess(
-      config: TestConfig.withAdmin(
-        TestConfig.make(routes: [TestConfig.route("api", match: "/*", extra: extra)], upstreams: ["api": upstream])))
+    return TestConfig.withAdmin(
+      TestConfig.make(routes: [TestConfig.route("api", match: "/*", extra: extra)], upstreams: ["api": upstream]))
   }
 
   static func endpoints(_ admin: AdminClient) throws -> [[String: Any]] {
@@ -143,6 +149,69 @@ import Testing
       })
     #expect(gateway.waitForLogLine { ($0["msg"] as? String ?? "").hasPrefix("upstream endpoint back from ejection") })
     #expect(try Self.endpoints(admin).map { $0["state"] as? String } == ["healthy", "healthy"])
+  }
+
+  /// A reload that changes the upstream (here a weight) builds new pools, which keep what
+  /// the old ones knew of each endpoint: an ejected one stays ejected and gets no requests.
+  @Test func aReloadKeepsWhatTheLoopsKnowOfTheEndpoints() throws {
+    let backends = try (0..<2).map { _ in try ModalBackend() }
+    backends[1].mode.value = .resetting
+    let fleet: [String: Any] = ["balance": "round_robin", "outlier": ["failures": 2, "eject_ms": 60_000]]
+    let gateway = try Self.gateway(backends, fleet: fleet)
+    defer { gateway.stopExpectingCleanExit() }
+    for index in 0..<6 { _ = try send("GET", "/x/\(index)", to: gateway.port) }
+    let admin = try gateway.admin(token: TestConfig.adminToken)
+    #expect(try Self.endpoints(admin).map { $0["state"] as? String } == ["healthy", "ejected"])
+
+    try gateway.rewriteConfig(Self.config(ports: backends.map(\.port), weights: [2, 1], fleet: fleet))
+    #expect(try admin.request("POST", "/admin/reload").status == 200)
+    let listed = try Self.endpoints(admin)
+    #expect(listed.map { $0["state"] as? String } == ["healthy", "ejected"])
+    #expect(listed.map { $0["weight"] as? Int } == [2, 1])
+    #expect(listed[1]["failures"] as? Int == 2)
+    let before = backends[1].requests.count
+    for index in 0..<10 { #expect(try send("GET", "/y/\(index)", to: gateway.port).status == 200) }
+    #expect(backends[1].requests.count == before)
+  }
+
+  /// A black-holed endpoint: a backend process stopped with SIGSTOP, whose kernel still
+  /// accepts connections that nothing answers. With `timeout` in `retry.on`, each try on it
+  /// goes again to the other after the answer timeout, and after two of them it is ejected.
+  @Test func aBlackHoledServerCostsNoFailedRequest() throws {
+    let healthy = try ModalBackend()
+    let port = try TestSocket.unusedPort()
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("gh-bh-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let server = Process()
+    server.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+    server.arguments = ["-m", "http.server", String(port), "--bind", "127.0.0.1", "--directory", directory.path]
+    server.standardOutput = FileHandle.nullDevice
+    server.standardError = FileHandle.nullDevice
+    try DescriptorCreation.lock.withLock { _ in try server.run() }
+    defer {
+      kill(server.processIdentifier, SIGCONT)
+      kill(server.processIdentifier, SIGKILL)
+      server.waitUntilExit()
+    }
+    try #require(waitUntil(timeout: 20) { (try? TestSocket.connect(port: port))?.close() != nil })
+    let gateway = try GatewayProcess(
+      config: Self.config(
+        ports: [healthy.port, port],
+        fleet: [
+          "balance": "round_robin", "response_timeout_ms": 500,
+          "retry": ["on": ["connect", "reset", "timeout"]], "outlier": ["failures": 2, "eject_ms": 60_000],
+        ]))
+    defer { gateway.stopExpectingCleanExit() }
+    // Both answer while the process runs.
+    for _ in 0..<4 { #expect(try send("GET", "/", to: gateway.port).status == 200) }
+    kill(server.processIdentifier, SIGSTOP)
+    let answers = try (0..<10).map { _ in try send("GET", "/", to: gateway.port) }
+    #expect(answers.allSatisfy { $0.status == 200 }, "\(answers.map(\.status))")
+    let admin = try gateway.admin(token: TestConfig.adminToken)
+    #expect(try Self.endpoints(admin).map { $0["state"] as? String } == ["healthy", "ejected"])
+    let metrics = try MetricsPage(try admin.request("GET", "/metrics").text)
+    #expect(metrics.value("gatehouse_upstream_retries_total", ["upstream": "api", "reason": "timeout"]) == 2)
   }
 
   /// Active health checks ask every endpoint: one whose check fails gets no requests while

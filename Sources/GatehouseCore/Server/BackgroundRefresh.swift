@@ -271,6 +271,9 @@ final class BackgroundRefresh: UpstreamExchangeOwner {
 
   func upstreamWantsClientPaused(_ paused: Bool) {}
 
+  /// Its tries so far (a refresh retries at most once).
+  var upstreamTryNumber: Int { max(1, tried.count) }
+
   /// Refreshes are never pipelined; should one be dropped all the same, it simply ends.
   func upstreamDroppedQueuedRequest(_ upstream: UpstreamConnection) {
     self.upstream = nil

@@ -448,6 +448,9 @@ final class ClientSession: ServerResponder, UpstreamExchangeOwner {
     driver.upstreamDroppedQueuedRequest(upstream)
   }
 
+  /// The exchange's tries so far, this one included once it is leased.
+  var upstreamTryNumber: Int { max(1, (exchange?.machine.attempts ?? 0) + 1) }
+
   /// `pool` has room for the request this session queued there.
   func connectionRoomAvailable(on pool: UpstreamPool) {
     driver.connectionRoomAvailable(on: pool)

@@ -358,8 +358,11 @@ final class ExchangeDriver: ClientSessionPart {
     exchange.pool = pool
     exchange.upstream = upstream
     exchange.pipelinedWrite = pipelined
-    if exchange.triedEndpoints.isEmpty { pool.noteFirstTry() }
-    exchange.triedEndpoints.insert(pick.endpoint)
+    // Only a fleet retries elsewhere: one endpoint needs no record of tries nor budget.
+    if pool.isFleet {
+      if exchange.triedEndpoints.isEmpty { pool.noteFirstTry() }
+      exchange.triedEndpoints.insert(pick.endpoint)
+    }
     return .leased(reused: upstream.useCount > 0)
   }
 

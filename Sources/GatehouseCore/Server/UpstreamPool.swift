@@ -75,6 +75,7 @@ final class UpstreamPool {
       endpointAddresses[id.slot] = plan.endpoints.first { $0.address.description == address }?.address
     }
     balancer = EndpointBalancer(policy: plan.balance)
+    soleEndpoint = endpoints.count == 1 ? endpoints.ids.first : nil
     outliers = OutlierDetector(
       failures: plan.outlier.failures, ejectMilliseconds: plan.outlier.ejectMilliseconds,
       maxEjectedPercent: plan.outlier.maxEjectedPercent)
@@ -214,12 +215,20 @@ final class UpstreamPool {
   /// nil only when every endpoint is draining. With one endpoint there is nothing to
   /// choose, and nothing is drawn.
   func pickEndpoint(excluding tried: TriedEndpoints, hashKey: UInt64?) -> EndpointPick? {
-    let now = context.loop.iterationTime
-    if endpoints.count == 1, endpoints.slots.count == 1, let only = endpoints.slots[0], !only.draining {
-      let id = EndpointID(slot: 0)
-      return EndpointPick(endpoint: id, panic: !only.isAvailable(now: now), repeated: tried.contains(id))
-    }
-    return balancer.pick(from: endpoints, excluding: tried, hashKey: hashKey, now: now, using: &random)
+    if let soleEndpoint { return EndpointPick(endpoint: soleEndpoint, panic: false, repeated: !tried.isEmpty) }
+    return balancer.pick(
+      from: endpoints, excluding: tried, hashKey: hashKey, now: context.loop.iterationTime, using: &random)
+  }
+
+  /// The endpoint of an upstream of one (which no reload or lookup made draining): nothing
+  /// to choose, eject or retry on, so requests skip the fleet's bookkeeping but the counts.
+  private(set) var soleEndpoint: EndpointID?
+
+  /// Whether the upstream has more than one endpoint (a retry can go elsewhere).
+  var isFleet: Bool { soleEndpoint == nil }
+
+  private func noteMembership() {
+    soleEndpoint = endpoints.count == 1 ? endpoints.ids.first : nil
   }
 
   /// Whether a failed try may be made again on another endpoint, by `retry` and the retry
@@ -242,10 +251,13 @@ final class UpstreamPool {
     // Bounded: each pass takes one idle connection off the list or connects.
     while true {
       // The warmest idle connection to the endpoint: with one endpoint, the last one.
-      let index = fresh ? nil : idleConnections.lastIndex { $0.endpoint == endpoint }
+      let index =
+        fresh || idleConnections.isEmpty
+        ? nil : isFleet ? idleConnections.lastIndex { $0.endpoint == endpoint } : idleConnections.count - 1
       switch index.map({ state.lease(at: $0) }) ?? state.leaseNew() {
       case .reuse(let id):
-        let connection = idleConnections.remove(at: index!)
+        let connection =
+          index == idleConnections.count - 1 ? idleConnections.removeLast() : idleConnections.remove(at: index!)
         assert(ObjectIdentifier(connection) == id, "idle list out of step with the pool state")
         // An idle connection must be silent. Bytes (or an end) it has received but not yet
         // delivered — epoll's report may be later in this loop turn, or reading was put
@@ -507,12 +519,12 @@ final class UpstreamPool {
 
   // MARK: Tries on endpoints
 
-  /// A lease of `connection` began: a try on its endpoint is in flight.
+  /// A lease of `connection` began: a try on its endpoint is in flight, the owner's
+  /// `upstreamTryNumber`-th.
   private func startAttempt(on connection: UpstreamConnection) {
-    guard !connection.attemptInFlight, endpoints.contains(connection.endpoint) else { return }
-    connection.attemptInFlight = true
-    connection.attemptOutcome = nil
-    connection.attemptError = nil
+    guard connection.attempt == nil, endpoints.contains(connection.endpoint) else { return }
+    connection.attempt = UpstreamAttempt(
+      endpoint: connection.endpoint, tryNumber: connection.owner?.upstreamTryNumber ?? 1)
     endpoints.attemptStarted(connection.endpoint)
   }
 
@@ -527,6 +539,7 @@ final class UpstreamPool {
     }
     for id in change.left { closeIdle(of: id) }
     for id in endpoints.drainedEndpoints { removeDrained(id) }
+    noteMembership()
   }
 
   /// Closes the idle connections to endpoint `id`.
@@ -561,13 +574,14 @@ final class UpstreamPool {
   /// client left) says nothing about the endpoint. A drained endpoint is removed once its
   /// last try ends.
   private func finishAttempt(on connection: UpstreamConnection) {
-    guard connection.attemptInFlight else { return }
-    connection.attemptInFlight = false
-    let id = connection.endpoint
+    guard let attempt = connection.attempt else { return }
+    connection.attempt = nil
+    let id = attempt.endpoint
     guard endpoints.contains(id) else { return }
-    let outcome = connection.attemptOutcome
-    let drained = endpoints.attemptFinished(id, outcome: outcome, error: connection.attemptError)
-    if let outcome {
+    let outcome = attempt.outcome
+    let drained = endpoints.attemptFinished(id, outcome: outcome, error: attempt.error)
+    // A single endpoint is never ejected (its requests would only all go through panic).
+    if let outcome, isFleet {
       noteOutlierEvents(outliers.record(outcome, for: id, in: &endpoints, now: context.loop.iterationTime))
     }
     if drained { removeDrained(id) }
@@ -576,8 +590,8 @@ final class UpstreamPool {
   /// How the try on `connection` went, for its endpoint (`finishAttempt`): the answer's
   /// status, or the failure. `error`: the text for the endpoint's `last_error`.
   func reportOutcome(_ outcome: AttemptOutcome, on connection: UpstreamConnection, error: String? = nil) {
-    connection.attemptOutcome = outcome
-    connection.attemptError = error
+    connection.attempt?.outcome = outcome
+    connection.attempt?.error = error
   }
 
   /// Returns of ejected endpoints whose time is over, found by the loop's sweep so that a
@@ -611,6 +625,7 @@ final class UpstreamPool {
     closeIdle(of: id)
     let endpoint = endpoints.remove(id)
     if id.slot < endpointAddresses.count { endpointAddresses[id.slot] = nil }
+    noteMembership()
     context.shared.logger.info(
       "upstream endpoint left and drained", ["upstream": .string(plan.name), "endpoint": .string(endpoint.address)])
   }
@@ -629,6 +644,8 @@ protocol UpstreamExchangeOwner: AnyObject {
   /// This exchange's request was pipelined behind an answer after which `upstream` ended:
   /// it was not answered there and should be sent again.
   func upstreamDroppedQueuedRequest(_ upstream: UpstreamConnection)
+  /// Which try of its request a lease now is (1 for the first), for `UpstreamAttempt`.
+  var upstreamTryNumber: Int { get }
 }
 
 /// One connection to an upstream. While leased it belongs to the exchange whose answer is
@@ -659,11 +676,9 @@ final class UpstreamConnection: ConnectionDelegate {
 
   /// The endpoint this connection goes to.
   let endpoint: EndpointID
-  /// A try on `endpoint` is in flight on this connection (see `UpstreamPool.startAttempt`),
-  /// with what its exchange reported of it so far.
-  var attemptInFlight = false
-  var attemptOutcome: AttemptOutcome?
-  var attemptError: String?
+  /// The try on `endpoint` in flight on this connection (see `UpstreamPool.startAttempt`),
+  /// with what its exchange reported of it so far; nil while idle.
+  var attempt: UpstreamAttempt?
 
   init(pool: UpstreamPool, endpoint: EndpointID) {
     self.pool = pool

@@ -157,10 +157,15 @@ struct EndpointSet: Sendable {
     return endpoint
   }
 
-  /// Whether `id` names an endpoint in the set.
+  /// Whether `id` names an endpoint in the set. Asked on every try: it reads one flag,
+  /// where testing the optional slot would copy the endpoint out of the array.
+  @inline(__always)
   func contains(_ id: EndpointID) -> Bool {
-    slots.indices.contains(id.slot) && slots[id.slot] != nil
+    id.slot >= 0 && id.slot < occupied.count && occupied[id.slot]
   }
+
+  /// Whether each slot holds an endpoint (`contains`).
+  private var occupied: [Bool] = []
 
   func id(forAddress address: String) -> EndpointID? {
     slotByAddress[address].map(EndpointID.init(slot:))
@@ -168,9 +173,12 @@ struct EndpointSet: Sendable {
 
   /// The passive-ejection state of `id`, for `OutlierDetector`.
   subscript(outlier id: EndpointID) -> OutlierState {
-    get { self[id].outlier }
+    get {
+      precondition(contains(id), "no endpoint at \(id)")
+      return slots[id.slot]!.outlier
+    }
     set {
-      precondition(slots[id.slot] != nil, "no endpoint at \(id)")
+      precondition(contains(id), "no endpoint at \(id)")
       slots[id.slot]!.outlier = newValue
     }
   }
@@ -209,9 +217,13 @@ struct EndpointSet: Sendable {
           change.kept.append(EndpointID(slot: slot))
         }
       } else {
-        let slot = slots.firstIndex(where: { $0 == nil }) ?? slots.count
-        if slot == slots.count { slots.append(nil) }
+        let slot = occupied.firstIndex(of: false) ?? slots.count
+        if slot == slots.count {
+          slots.append(nil)
+          occupied.append(false)
+        }
         slots[slot] = FleetEndpoint(address)
+        occupied[slot] = true
         slotByAddress[address.address] = slot
         listed.insert(slot)
         change.joined.append(EndpointID(slot: slot))
@@ -242,9 +254,13 @@ struct EndpointSet: Sendable {
     let endpoint = self[id]
     precondition(endpoint.draining && endpoint.counters.inFlight == 0, "only a drained endpoint can be removed")
     slots[id.slot] = nil
+    occupied[id.slot] = false
     slotByAddress[endpoint.address] = nil
     // Trailing free slots are dropped so that a shrinking fleet's loops stay short.
-    while let last = slots.last, last == nil { slots.removeLast() }
+    while let last = occupied.last, !last {
+      slots.removeLast()
+      occupied.removeLast()
+    }
     revision &+= 1
     return endpoint
   }
@@ -292,7 +308,7 @@ struct EndpointSet: Sendable {
       slots[id.slot]!.counters.failures &+= 1
       slots[id.slot]!.counters.lastError = error ?? failure.configValue
     }
-    let endpoint = slots[id.slot]!
-    return endpoint.draining && endpoint.counters.inFlight == 0
+    // Fields read in place: a copy of the endpoint would cost its address's reference count.
+    return slots[id.slot]!.draining && slots[id.slot]!.counters.inFlight == 0
   }
 }

@@ -97,14 +97,17 @@ struct UpstreamAttempt: Sendable, Hashable {
   let endpoint: EndpointID
   /// 1 for the first try of the request, 2 for the first retry, and so on.
   let tryNumber: Int
-  /// Nil while the try is in flight.
+  /// Nil until the try's exchange says how it went (a client that left says nothing).
   var outcome: AttemptOutcome?
-  // The integrator adds the connection (or pool lease) this try uses here; it is left out
-  // so that this file stays free of I/O types.
+  /// The failure's text for the endpoint's `last_error` (the kind's name when nil).
+  var error: String?
+  // The connection this try uses holds the value (`UpstreamConnection.attempt`), so this
+  // file stays free of I/O types.
 
-  init(endpoint: EndpointID, tryNumber: Int, outcome: AttemptOutcome? = nil) {
+  init(endpoint: EndpointID, tryNumber: Int, outcome: AttemptOutcome? = nil, error: String? = nil) {
     self.endpoint = endpoint
     self.tryNumber = tryNumber
     self.outcome = outcome
+    self.error = error
   }
 }

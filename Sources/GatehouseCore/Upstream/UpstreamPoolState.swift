@@ -57,7 +57,7 @@ public struct UpstreamPoolState<ConnectionID: Hashable & Sendable>: Sendable {
   /// A request needs the idle connection at `index` of `idle` (the warmest one to the
   /// endpoint it chose).
   public mutating func lease(at index: Int) -> LeaseDecision {
-    let entry = idleEntries.remove(at: index)
+    let entry = index == idleEntries.count - 1 ? idleEntries.removeLast() : idleEntries.remove(at: index)
     leased += 1
     return .reuse(entry.id)
   }
