@@ -78,6 +78,27 @@ import Testing
         ["upstream": "api", "endpoint": "127.0.0.1:\(backends[1].port)", "outcome": "success"]) == 20)
   }
 
+  /// `balance: hash` by a header: a key always goes to the same endpoint; keys spread over
+  /// the endpoints; a request without the header is still answered (least request).
+  @Test func hashBalancingSendsAKeyToOneEndpoint() throws {
+    let backends = try (0..<3).map { _ in try ModalBackend() }
+    let gateway = try Self.gateway(backends, fleet: ["balance": "hash", "hash_by": "header:X-Tenant"])
+    defer { gateway.stopExpectingCleanExit() }
+    var homes: Set<Int> = []
+    for tenant in 0..<12 {
+      let before = backends.map(\.requests.count)
+      for _ in 0..<3 {
+        #expect(try send("GET", "/t", to: gateway.port, headers: [("X-Tenant", "tenant-\(tenant)")]).status == 200)
+      }
+      let gained = zip(backends.map(\.requests.count), before).map { $0 - $1 }
+      // All three of a tenant's requests went to one endpoint.
+      #expect(gained.sorted() == [0, 0, 3], "tenant \(tenant): \(gained)")
+      if let home = gained.firstIndex(of: 3) { homes.insert(home) }
+    }
+    #expect(homes.count >= 2, "twelve tenants all on one endpoint")
+    #expect(try send("GET", "/t", to: gateway.port).status == 200)
+  }
+
   /// A stopped endpoint refuses connections: each try that picks it goes again to another,
   /// so no request fails; after `outlier.failures` of them in a row it is ejected, and the
   /// upstream's circuit never opens (the upstream as a whole works).
