@@ -6,7 +6,7 @@ import GatehouseLogging
 /// Every value here already passed validation: references resolve, addresses and templates
 /// parse, numbers are in range. Make one with `ConfigLoader` or `DefaultConfig`.
 public struct GatehouseConfig: Sendable, Equatable {
-  public let listen: [ListenerConfig]
+  public var listen: [ListenerConfig]
   /// Event loop threads; 0 means one per core.
   public let workers: Int
   public let admin: AdminConfig

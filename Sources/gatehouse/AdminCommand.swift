@@ -1,3 +1,4 @@
+import GatehouseConfig
 import GatehouseCore
 import GatehouseHTTP
 import GatehouseJSON
@@ -16,7 +17,7 @@ import GatehouseNet
 /// The admin token is sent and never printed, not even in error messages.
 enum AdminCommand {
   static let usage = """
-    usage: gatehouse admin [--url URL] [--token T] [--ca FILE | --insecure] [--json]
+    usage: gatehouse admin [--url URL | --config FILE] [--token T] [--ca FILE | --insecure] [--json]
                            [--all-replicas [--replicas H:P,...]] <verb>
 
       status                                   version, uptime, config, connections
@@ -27,10 +28,15 @@ enum AdminCommand {
       tokens set NAME --value V [--expires-in S]   (--value - reads the value from stdin)
       tokens refresh NAME
       tokens invalidate NAME
-      upstreams                                health, circuit and connections per upstream
+      upstreams                                health, circuit, connections and endpoints per upstream
+      jwt list                                 identity providers and their signing keys
+      jwt refresh NAME                         fetch a provider's keys now
       reload                                   reload the gateway's config file
 
-    --url defaults to http://127.0.0.1:9901; the token comes from --token or GATEHOUSE_ADMIN_TOKEN.
+    The admin API's address: --url, else GATEHOUSE_ADMIN_URL, else the gateway's own config
+    file (--config FILE: its admin.listen, https with admin.tls; a wildcard address is asked
+    on loopback), else http://127.0.0.1:9901. The token: --token, else GATEHOUSE_ADMIN_TOKEN,
+    else that config's admin.token (with its ${VAR} references filled in).
     A prefix P matches the start of the upstream path, the upstream URL's base path included,
     as `cache list` shows it; --route NAME takes the entries a route's requests stored.
     gatehouse admin <verb> --help describes one verb and runs nothing.
@@ -42,7 +48,9 @@ enum AdminCommand {
 
   /// Everything the command line said.
   struct Options {
-    var url = "http://127.0.0.1:9901"
+    static let defaultURL = "http://127.0.0.1:9901"
+    var url: String?
+    var configPath: String?
     var caPath: String?
     var insecure = false
     var token: String?
@@ -80,8 +88,13 @@ enum AdminCommand {
         let token = String(cString: environment)
         if !token.isEmpty { options.token = token }
       }
+      if options.url == nil, let environment = getenv("GATEHOUSE_ADMIN_URL") {
+        let url = String(cString: environment)
+        if !url.isEmpty { options.url = url }
+      }
+      if let configPath = options.configPath { try useConfig(configPath, options: &options) }
       let action = try Action(options.positional, options: &options)
-      let base = try BaseURL(options.url)
+      let base = try BaseURL(options.url ?? Options.defaultURL)
       if !base.secure && (options.caPath != nil || options.insecure) {
         throw UsageError(message: "--ca and --insecure apply to an https:// --url only")
       }
@@ -137,6 +150,7 @@ enum AdminCommand {
       }
       switch argument {
       case "--url": options.url = try value()
+      case "--config", "-c": options.configPath = try value()
       case "--token": options.token = try value()
       case "--ca": options.caPath = try value()
       case "--insecure": options.insecure = true
@@ -165,6 +179,29 @@ enum AdminCommand {
       }
     }
     return options
+  }
+
+  /// Fills what the command line and the environment left open from the gateway's config
+  /// file: the admin address (loopback for a wildcard one) and scheme, and the token.
+  static func useConfig(_ path: String, options: inout Options) throws(UsageError) {
+    let config: GatehouseConfig
+    do {
+      config = try ConfigLoader.load(contentsOf: path)
+    } catch {
+      throw UsageError(message: "--config \(path): " + error.lines.joined(separator: "; "))
+    }
+    if options.url == nil {
+      let listen = config.admin.listen
+      let host: String
+      switch (listen.family, listen.host) {
+      case (.ipv4, "0.0.0.0"): host = "127.0.0.1"
+      case (.ipv6, "::"): host = "[::1]"
+      case (.ipv6, let text): host = "[\(text)]"
+      default: host = listen.host
+      }
+      options.url = (config.admin.tls == nil ? "http://" : "https://") + "\(host):\(listen.port)"
+    }
+    if options.token == nil, let token = config.admin.token?.value, !token.isEmpty { options.token = token }
   }
 
   /// The scheme, host, port and path prefix of `--url`: https for an admin listener with

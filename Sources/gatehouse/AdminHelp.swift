@@ -56,7 +56,8 @@ enum AdminHelp {
 
   /// Options that take a value, so that their value is not read as a verb.
   static let valueOptions: Set<String> = [
-    "--url", "--token", "--ca", "--replicas", "--timeout", "--prefix", "--route", "--key", "--value", "--expires-in",
+    "--url", "--config", "-c", "--token", "--ca", "--replicas", "--timeout", "--prefix", "--route", "--key", "--value",
+    "--expires-in",
   ]
 
   /// The words of the command line that are not options or option values.
@@ -90,7 +91,7 @@ enum AdminHelp {
       lines += verb.about.map { "  " + $0 }
     }
     lines.append("")
-    lines.append("Connection options (--url, --token, --ca, --insecure, --timeout, --all-replicas):")
+    lines.append("Connection options (--url or --config, --token, --ca, --insecure, --timeout, --all-replicas):")
     lines.append("gatehouse admin --help")
     return lines.joined(separator: "\n")
   }

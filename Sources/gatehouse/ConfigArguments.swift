@@ -3,13 +3,28 @@
 struct ConfigArguments {
   var configPath: String?
   var flags: Set<String> = []
+  /// `--listen ADDR`, in order (`serve` only).
+  var listen: [String] = []
 
   /// Reads `arguments` for `command`; on a usage error, writes it and returns nil.
-  static func parse(_ arguments: [String], command: String, flags allowed: Set<String> = []) -> ConfigArguments? {
+  /// `takesListen`: `--listen ADDR` (repeatable) is allowed.
+  static func parse(
+    _ arguments: [String], command: String, flags allowed: Set<String> = [], takesListen: Bool = false
+  ) -> ConfigArguments? {
     var parsed = ConfigArguments()
     var index = 0
     while index < arguments.count {
       switch arguments[index] {
+      case "--listen" where takesListen:
+        guard index + 1 < arguments.count else {
+          FileHandleStandardError.write("gatehouse \(command): --listen needs an address (host:port)\n")
+          return nil
+        }
+        parsed.listen.append(arguments[index + 1])
+        index += 2
+      case let argument where takesListen && argument.hasPrefix("--listen="):
+        parsed.listen.append(String(argument.dropFirst("--listen=".count)))
+        index += 1
       case "--config", "-c":
         guard index + 1 < arguments.count else {
           FileHandleStandardError.write("gatehouse \(command): \(arguments[index]) needs a file name\n")

@@ -14,15 +14,33 @@ enum ServeCommand {
 
   static let usage = """
     usage: gatehouse serve [--config FILE | -c FILE | FILE]
+           gatehouse serve --listen HOST:PORT [--listen HOST:PORT ...]
 
     Runs the gateway. Without a config file it reads Config/gatehouse.json when present,
-    else runs the embedded demo config and prints its fresh admin token once.
+    else runs the embedded demo config and prints its fresh admin token once. --listen moves
+    the embedded config's listener (8080 by default) elsewhere; a config file says its own.
     """
 
   static func run(_ arguments: [String]) -> Int32 {
-    guard let parsed = ConfigArguments.parse(arguments, command: "serve") else { return 2 }
+    guard let parsed = ConfigArguments.parse(arguments, command: "serve", takesListen: true) else { return 2 }
+    // Parsed first: a bad address is a usage error whatever else is on the line.
+    var listeners: [ListenerConfig] = []
+    for text in parsed.listen {
+      switch ListenAddress.parse(text) {
+      case .success(let address): listeners.append(ListenerConfig(address: address, tls: nil))
+      case .failure(let error):
+        FileHandleStandardError.write("gatehouse serve: --listen \(text): \(error)\n")
+        return 2
+      }
+    }
     var configPath = parsed.configPath
-    if configPath == nil && access(conventionalPath, R_OK) == 0 { configPath = conventionalPath }
+    if !listeners.isEmpty && configPath != nil {
+      // A reload reads the file again and would move the listeners back: one place decides.
+      FileHandleStandardError.write(
+        "gatehouse serve: --listen applies to the embedded config; set listen in \(configPath!) instead\n")
+      return 2
+    }
+    if configPath == nil && listeners.isEmpty && access(conventionalPath, R_OK) == 0 { configPath = conventionalPath }
     // Kept absolute: `/admin/status` shows it, and it names the same file whoever reads it.
     configPath = configPath.map { LocalFile.absolutePath($0, workingDirectory: LocalFile.workingDirectory()) }
 
@@ -38,8 +56,11 @@ enum ServeCommand {
       }
     } else {
       do {
-        (config, embeddedAdminToken, ignoredEnvironmentToken) = try DefaultConfig.makeForServe(
+        var embedded: GatehouseConfig
+        (embedded, embeddedAdminToken, ignoredEnvironmentToken) = try DefaultConfig.makeForServe(
           environmentToken: getenv("GATEHOUSE_ADMIN_TOKEN").map { String(cString: $0) })
+        if !listeners.isEmpty { embedded.listen = listeners }
+        config = embedded
       } catch {
         FileHandleStandardError.write("gatehouse serve: cannot prepare the embedded config: \(error)\n")
         return 1

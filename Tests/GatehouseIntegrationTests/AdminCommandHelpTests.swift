@@ -71,6 +71,25 @@ func runGatehouse(_ arguments: [String], in directory: URL? = nil) throws -> Adm
     }
   }
 
+  /// `serve --listen` moves the embedded config's listener off 8080 (repeatable); a bad
+  /// address, or one given with a config file, is a usage error.
+  @Test func serveListenMovesTheEmbeddedListener() throws {
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("gatehouse-listen-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    let port = try TestSocket.unusedPort()
+    let gateway = try GatewayProcess(arguments: ["serve", "--listen", "127.0.0.1:\(port)"], directory: directory)
+    #expect(gateway.port == port)
+    #expect(
+      gateway.logLines().contains { $0["msg"] as? String == "listening" && $0["address"] as? String == "127.0.0.1:\(port)" })
+    #expect(try send("GET", "/nothing-here", to: port).status == 404)
+    gateway.stopExpectingCleanExit()
+
+    let bad = try runGatehouse(["serve", "--listen", "nowhere"])
+    #expect(bad.status == 2 && bad.stderr.contains("--listen nowhere"), "\(bad.stderr)")
+    let withFile = try runGatehouse(["serve", "--config", "gatehouse.json", "--listen", "127.0.0.1:\(port)"])
+    #expect(withFile.status == 2 && withFile.stderr.contains("set listen in gatehouse.json"), "\(withFile.stderr)")
+  }
+
   @Test func unknownCommandsAndVerbsGetASuggestion() throws {
     let cases: [([String], String)] = [
       (["serv"], #"did you mean "serve"?"#), (["chekc"], #"did you mean "check"?"#),

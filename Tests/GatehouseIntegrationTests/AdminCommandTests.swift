@@ -148,6 +148,44 @@ func runAdmin(_ arguments: [String], environment: [String: String] = [:], comman
     #expect(reload.stdout == "reloaded\n")
   }
 
+  /// The CLI finds its gateway without `--url` and `--token`: from the gateway's own config
+  /// file (a wildcard admin address asked on loopback, the token's `${VAR}` filled in from
+  /// the environment), or from GATEHOUSE_ADMIN_URL and GATEHOUSE_ADMIN_TOKEN.
+  @Test func theGatewaysConfigOrTheEnvironmentSaysWhereItsAdminAPIIs() throws {
+    let backend = try TestBackend(always: .respond(.text("ok")))
+    defer { backend.stop() }
+    let adminPort = try TestSocket.unusedPort()
+    var config = TestConfig.make(
+      routes: [TestConfig.route("all", match: "/*")], upstreams: ["api": TestConfig.upstream(port: backend.port)])
+    config["admin"] = ["listen": "0.0.0.0:\(adminPort)", "token": "${CLI_TEST_ADMIN_TOKEN}"]
+    let token = "cli-test-admin-token-0123456789"
+    let gateway = try GatewayProcess(config: config, environment: ["CLI_TEST_ADMIN_TOKEN": token])
+    defer { gateway.stopExpectingCleanExit() }
+
+    let fromConfig = try runAdmin(
+      ["--config", gateway.configURL.path, "status"], environment: ["CLI_TEST_ADMIN_TOKEN": token])
+    #expect(fromConfig.status == 0, "\(fromConfig.stderr)")
+    #expect(fromConfig.stdoutLines.contains { $0.hasPrefix("version ") })
+    // The config is read as the gateway reads it: a variable it names must be set.
+    let withoutToken = try runAdmin(["--config", gateway.configURL.path, "status"])
+    #expect(withoutToken.status == 2 && withoutToken.stderr.contains("CLI_TEST_ADMIN_TOKEN"), "\(withoutToken.stderr)")
+
+    let fromEnvironment = try runAdmin(
+      ["upstreams"],
+      environment: ["GATEHOUSE_ADMIN_URL": "http://127.0.0.1:\(adminPort)", "GATEHOUSE_ADMIN_TOKEN": token])
+    #expect(fromEnvironment.status == 0, "\(fromEnvironment.stderr)")
+    #expect(fromEnvironment.stdoutLines.first?.hasPrefix("NAME") == true)
+    // --url still wins over the environment.
+    let wrongURL = try runAdmin(
+      ["--url", "http://127.0.0.1:\(try TestSocket.unusedPort())", "status"],
+      environment: ["GATEHOUSE_ADMIN_URL": "http://127.0.0.1:\(adminPort)", "GATEHOUSE_ADMIN_TOKEN": token])
+    #expect(wrongURL.status == 1)
+
+    let usage = try runAdmin(["--help"])
+    #expect(usage.stdout.contains("jwt list") && usage.stdout.contains("jwt refresh NAME"))
+    #expect(usage.stdout.contains("GATEHOUSE_ADMIN_URL") && usage.stdout.contains("--config FILE"))
+  }
+
   @Test func reloadRefusedPrintsTheConfigErrors() throws {
     let fixture = try AdminFixture()
     let configURL = fixture.gateway.directory.appendingPathComponent("gatehouse-test.json")
