@@ -74,13 +74,16 @@ func runGatehouse(_ arguments: [String], in directory: URL? = nil) throws -> Adm
   /// `serve --listen` moves the embedded config's listener off 8080 (repeatable); a bad
   /// address, or one given with a config file, is a usage error.
   @Test func serveListenMovesTheEmbeddedListener() throws {
-    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("gatehouse-listen-\(UUID().uuidString)")
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+      "gatehouse-listen-\(UUID().uuidString)")
     try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
     let port = try TestSocket.unusedPort()
     let gateway = try GatewayProcess(arguments: ["serve", "--listen", "127.0.0.1:\(port)"], directory: directory)
     #expect(gateway.port == port)
     #expect(
-      gateway.logLines().contains { $0["msg"] as? String == "listening" && $0["address"] as? String == "127.0.0.1:\(port)" })
+      gateway.logLines().contains {
+        $0["msg"] as? String == "listening" && $0["address"] as? String == "127.0.0.1:\(port)"
+      })
     #expect(try send("GET", "/nothing-here", to: port).status == 404)
     gateway.stopExpectingCleanExit()
 
