@@ -213,6 +213,39 @@ import Testing
     #expect(gateway.nonJSONLines.isEmpty)
   }
 
+  /// A backend that sends its head at once and its body 400 ms later: `upstream_ms` is the
+  /// time to the head, `upstream_end_ms` to the end of the body, so the slow body shows as
+  /// the backend's time.
+  @Test func accessLogLineSaysWhenTheUpstreamsHeadAndBodyCame() throws {
+    let gate = Gate()
+    let backend = try TestBackend { _ in
+      var answer = BackendAnswer(
+        headers: [("Content-Type", "text/plain")], body: .chunked([Array("first ".utf8), Array("rest".utf8)]))
+      answer.pauseAfterFirstPiece = gate
+      return .respond(answer)
+    }
+    defer { backend.stop() }
+    let gateway = try GatewayProcess(config: TestConfig.passThrough(to: backend.port))
+    defer { gateway.stopExpectingCleanExit() }
+    // The rest of the body 400 ms after the backend has the request (bounded waits).
+    let opener = Thread {
+      _ = waitUntil(timeout: 10) { backend.requests.count >= 1 }
+      usleep(400_000)
+      gate.open()
+    }
+    opener.start()
+    let answer = try send("GET", "/slow-body", to: gateway.port)
+    #expect(answer.text == "first rest")
+    let requestID = try #require(answer.head.value("X-Request-Id"))
+    #expect(gateway.waitForLogLine { $0["msg"] as? String == "access" && $0["request_id"] as? String == requestID })
+    let line = try #require(gateway.accessLines().first { $0["request_id"] as? String == requestID })
+    let head = try #require((line["upstream_ms"] as? NSNumber)?.doubleValue)
+    let end = try #require((line["upstream_end_ms"] as? NSNumber)?.doubleValue)
+    #expect(head < 300, "upstream_ms \(head)")
+    #expect(end >= 350, "upstream_end_ms \(end)")
+    #expect(end >= head)
+  }
+
   @Test func accessLogLineForAnUnroutedRequestHasNoRouteOrUpstreamStatus() throws {
     let gateway = try GatewayProcess(
       config: TestConfig.make(

@@ -25,6 +25,9 @@ public struct AccessRecord: Sendable {
   public var durationNanoseconds: UInt64
   /// From sending the request upstream to the answer's head; nil when none came.
   public var upstreamNanoseconds: UInt64?
+  /// From sending the request upstream to the end of the answer's body; nil when it did not
+  /// arrive whole (or the answer was none of the upstream's).
+  public var upstreamEndNanoseconds: UInt64?
   /// Everything written to the client for this answer: status line, header fields and body
   /// as sent (with chunked framing).
   public var bytes: Int64
@@ -132,6 +135,8 @@ public struct AccessLogBuffer {
     appendMilliseconds(record.durationNanoseconds)
     pending.append(contentsOf: #","upstream_ms":"#.utf8)
     if let upstream = record.upstreamNanoseconds { appendMilliseconds(upstream) } else { null() }
+    pending.append(contentsOf: #","upstream_end_ms":"#.utf8)
+    if let end = record.upstreamEndNanoseconds { appendMilliseconds(end) } else { null() }
     pending.append(contentsOf: #","bytes":"#.utf8)
     HTTPSerializer.appendDecimal(record.bytes, to: &pending)
     pending.append(contentsOf: #","body_bytes":"#.utf8)

@@ -59,6 +59,8 @@ final class Exchange {
   var reason: LocalAnswerReason?
   /// When the upstream's answer head arrived (loop time); 0 before one did.
   var headAt: UInt64 = 0
+  /// When the upstream answer's body ended (loop time); 0 until it has.
+  var endAt: UInt64 = 0
   /// The route's envelope settings; nil when the route passes bodies through.
   var envelope: EnvelopePolicy?
   var bodyPlan = EnvelopeBodyPlan.passThrough

@@ -406,6 +406,7 @@ final class ExchangeDriver: ClientSessionPart {
     }
     exchange.sentAt = loop.iterationTime
     exchange.headAt = 0
+    exchange.endAt = 0
     let method = exchange.head.method
     let upstreamMethod = asGET ? HTTPMethod.get : method
     exchange.suppressBody = upstreamMethod != method

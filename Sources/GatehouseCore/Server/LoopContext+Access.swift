@@ -45,6 +45,7 @@ extension LoopContext {
         peer: client,
         forwardedFor: proxies.isEmpty ? nil : head.headers.firstValue(lowercaseName: "x-forwarded-for")),
       userAgent: head.headers.firstValue(lowercaseName: "user-agent"))
+    if exchange.endAt != 0 { line.upstreamEndNanoseconds = exchange.endAt &- exchange.sentAt }
     line.jwtError = exchange.bearer?.problem
     if let tunnel = exchange.tunnel { line.tunnelBytes = (tunnel.bytesIn, tunnel.bytesOut) }
     logAccess(line)

@@ -295,6 +295,7 @@ final class UpstreamAnswerReader: ClientSessionPart {
   }
 
   private func completeUpstreamAnswer(_ exchange: Exchange, upstreamReusable: Bool) {
+    exchange.endAt = loop.iterationTime
     if let pool = exchange.pool {
       pool.recordAnswerTime(loop.iterationTime &- exchange.sentAt)
       context.recordUpstreamAnswer(
