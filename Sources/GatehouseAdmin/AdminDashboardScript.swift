@@ -361,6 +361,13 @@ extension AdminDashboard {
           tr.dataset.upstream = u.name;
           const health = el("td"); health.append(badge(u.health, u.health === "healthy" ? "ok" : u.health === "unhealthy" ? "bad" : ""));
           const circuit = el("td"); circuit.append(badge(u.circuit, u.circuit === "closed" ? "ok" : u.circuit === "open" ? "bad" : "warn"));
+          // Routes whose own circuit is open, beside the upstream's.
+          const openRoutes = u.open_routes || [];
+          if (openRoutes.length) {
+            const routes = el("span", " routes open: " + openRoutes.join(", "), "err");
+            routes.dataset.openRoutes = openRoutes.join(",");
+            circuit.append(routes);
+          }
           const since = el("td");
           const seconds = u.since ? ago(u.since) : null;
           if (seconds !== null) {

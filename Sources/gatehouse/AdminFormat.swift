@@ -67,7 +67,16 @@ enum AdminFormat {
   static func upstreams(_ upstreams: [JSONValue]) -> [String] {
     let columns = ["name", "address", "health", "circuit", "open_connections", "idle_connections", "last_error"]
     let header = ["NAME", "ADDRESS", "HEALTH", "CIRCUIT", "OPEN", "IDLE", "LAST_ERROR"]
-    let summary = table(header: header, rows: upstreams.map { upstream in columns.map { text(upstream[$0]) } })
+    let summary = table(
+      header: header,
+      rows: upstreams.map { upstream in
+        columns.map { column in
+          // An open route circuit shows beside the upstream's own: `closed, open routes: a,b`.
+          let routes = upstream["open_routes"]?.arrayValue?.map { text($0) } ?? []
+          guard column == "circuit", !routes.isEmpty else { return text(upstream[column]) }
+          return text(upstream[column]) + ", open routes: " + routes.joined(separator: ",")
+        }
+      })
     let endpointColumns = [
       "address", "weight", "state", "in_flight", "requests", "failures", "ejected_until", "last_error",
     ]

@@ -37,6 +37,17 @@ import Testing
     let upstreams = try admin.json("/admin/upstreams")["upstreams"] as? [[String: Any]] ?? []
     let api = try #require(upstreams.first { $0["name"] as? String == "api" })
     #expect(api["open_routes"] as? [String] == ["guarded"])
+    // Said in the CLI's table and in the log, not only in the JSON.
+    let port = try #require(gateway.adminPort())
+    let table = try runAdmin(["--url", "http://127.0.0.1:\(port)", "--token", TestConfig.adminToken, "upstreams"])
+    #expect(
+      table.stdoutLines.contains { $0.hasPrefix("api ") && $0.contains("closed, open routes: guarded") },
+      "\(table.stdout)")
+    #expect(
+      gateway.waitForLogLine {
+        $0["msg"] as? String == "route circuit opened" && $0["route"] as? String == "guarded"
+          && $0["upstream"] as? String == "api"
+      })
     let metrics = try MetricsPage(try admin.request("GET", "/metrics").text)
     #expect(metrics.value("gatehouse_upstream_requests_total", ["upstream": "api", "outcome": "circuit_open"]) == 5)
     #expect(metrics.value("gatehouse_route_circuit_open", ["upstream": "api", "route": "guarded"]) == 1)
@@ -62,6 +73,9 @@ import Testing
     let api = try #require(upstreams.first { $0["name"] as? String == "api" })
     #expect(api["circuit"] as? String == "open")
     #expect(api["circuit_open_loops"] as? Int == 1)
+    #expect(
+      gateway.waitForLogLine { $0["msg"] as? String == "upstream circuit opened" && $0["upstream"] as? String == "api" }
+    )
     let metrics = try MetricsPage(try admin.request("GET", "/metrics").text)
     #expect(metrics.value("gatehouse_upstream_requests_total", ["upstream": "api", "outcome": "unavailable"]) == 2)
     #expect(metrics.value("gatehouse_upstream_requests_total", ["upstream": "api", "outcome": "circuit_open"]) == 2)
@@ -174,6 +188,8 @@ import Testing
     #expect(recovered, "last answer: \(last?.text ?? "none")")
     #expect(backend.requests.count == 3, "two failures and exactly one trial")
     #expect(try admin.openRoutes(of: "api") == [])
+    #expect(
+      gateway.waitForLogLine { $0["msg"] as? String == "route circuit closed" && $0["route"] as? String == "guarded" })
     let after = try (0..<3).map { _ in try send("GET", "/flaky", to: gateway.port).status }
     #expect(after == [200, 200, 200])
     #expect(backend.requests.count == 6)

@@ -118,13 +118,16 @@ final class UpstreamPool {
   /// A failed exchange of `route`, counted against the breaker its kind belongs to.
   func recordFailure(_ scope: BreakerScope, route: String, now: UInt64) {
     switch scope {
-    case .upstream: circuit.recordFailure(now: now)
+    case .upstream:
+      let wasTripped = circuit.isTripped
+      circuit.recordFailure(now: now)
+      if !wasTripped && circuit.isTripped { logCircuit(opened: true, route: nil) }
     case .route:
       // The request reached the upstream: for its own breaker (which judges only whether
       // it can be reached) that is a success, and ends a trial at once rather than after
       // the trial timeout.
-      circuit.recordSuccess()
-      routeCircuits.recordFailure(route: route, now: now)
+      upstreamCircuitSucceeded()
+      routeFailed(route, now: now)
     case .none: break
     }
   }
@@ -135,14 +138,47 @@ final class UpstreamPool {
   @discardableResult
   func recordAnswer(status: Int, route: String, now: UInt64) -> Bool {
     // Reached and answering: the upstream's own breaker hears a success either way.
-    circuit.recordSuccess()
+    upstreamCircuitSucceeded()
     if status >= 500 && plan.circuitCounts5xx {
-      routeCircuits.recordFailure(route: route, now: now)
+      routeFailed(route, now: now)
       lastError = "status \(status)"
       return true
     }
-    routeCircuits.recordSuccess(route: route)
+    // Only routes counting failures have a breaker: the usual answer looks nothing up.
+    if !routeCircuits.breakers.isEmpty {
+      let wasTripped = routeCircuits.isTripped(route: route)
+      routeCircuits.recordSuccess(route: route)
+      if wasTripped { logCircuit(opened: false, route: route) }
+    }
     return false
+  }
+
+  private func upstreamCircuitSucceeded() {
+    let wasTripped = circuit.isTripped
+    circuit.recordSuccess()
+    if wasTripped { logCircuit(opened: false, route: nil) }
+  }
+
+  private func routeFailed(_ route: String, now: UInt64) {
+    let wasTripped = routeCircuits.isTripped(route: route)
+    routeCircuits.recordFailure(route: route, now: now)
+    if !wasTripped && routeCircuits.isTripped(route: route) { logCircuit(opened: true, route: route) }
+  }
+
+  /// A circuit of this loop opened, or closed after its trial succeeded: the upstream's
+  /// (`route` nil) or a route's. Each loop judges its own requests, so each says so (a
+  /// circuit opens at most once per `open_ms` per loop, so the lines stay few).
+  private func logCircuit(opened: Bool, route: String?) {
+    var fields: [LogField] = [("upstream", .string(plan.name))]
+    if let route { fields.append(("route", .string(route))) }
+    if opened {
+      fields.append(("open_ms", .int(Int(CachePolicy.milliseconds(plan.circuitOpen)))))
+      fields.append(("last_error", .string(lastError ?? "")))
+      context.shared.logger.log(
+        .warn, route == nil ? "upstream circuit opened" : "route circuit opened", fields: fields)
+    } else {
+      context.shared.logger.log(.info, route == nil ? "upstream circuit closed" : "route circuit closed", fields: fields)
+    }
   }
 
   /// This loop's share of the upstream's `max_connections` (at least one).

@@ -113,6 +113,14 @@ public struct CircuitBreaker: Sendable, Equatable {
     return false
   }
 
+  /// Whether the breaker has opened and not closed again since (open, or its trial out).
+  public var isTripped: Bool {
+    switch state {
+    case .open, .halfOpen: return true
+    case .closed, .probation: return false
+    }
+  }
+
   /// Whether the last exchange succeeded: closed, with no failure since the last success.
   public var isSound: Bool { state == .closed(failures: 0) }
 

@@ -48,6 +48,12 @@ struct RouteCircuits {
     breakers[route]?.recordFailure(now: now)
   }
 
+  /// Whether `route`'s breaker has opened and not closed again since.
+  func isTripped(route: String) -> Bool {
+    guard !breakers.isEmpty else { return false }
+    return breakers[route]?.isTripped ?? false
+  }
+
   /// The route answered: its breaker is closed again and its entry goes.
   mutating func recordSuccess(route: String) {
     guard !breakers.isEmpty else { return }
