@@ -177,7 +177,8 @@ final class UpstreamPool {
       context.shared.logger.log(
         .warn, route == nil ? "upstream circuit opened" : "route circuit opened", fields: fields)
     } else {
-      context.shared.logger.log(.info, route == nil ? "upstream circuit closed" : "route circuit closed", fields: fields)
+      context.shared.logger.log(
+        .info, route == nil ? "upstream circuit closed" : "route circuit closed", fields: fields)
     }
   }
 
