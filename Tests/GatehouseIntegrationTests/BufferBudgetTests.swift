@@ -133,6 +133,18 @@ import Testing
     try Self.expectBounded(["h2", "4", "128", "/middling/{i}"], requests: 4 * 128, allowance: 4 * 128 * (64 << 10))
   }
 
+  /// The gateway's CPU time once it has settled: polled until it stops growing (every
+  /// answer or refusal of a burst made), at most a minute.
+  static func settledCPUSeconds(_ gateway: GatewayProcess) -> Double? {
+    var last = -1.0
+    _ = waitUntil(timeout: 60, interval: .milliseconds(500)) {
+      let now = cpuSeconds(gateway) ?? 0
+      defer { last = now }
+      return now - last < 0.05
+    }
+    return cpuSeconds(gateway)
+  }
+
   /// The gateway's CPU time so far (user and system), in seconds, from `/proc/<pid>/stat`.
   static func cpuSeconds(_ gateway: GatewayProcess) -> Double? {
     guard let text = try? String(contentsOfFile: "/proc/\(gateway.pid)/stat", encoding: .utf8),
@@ -157,13 +169,7 @@ import Testing
     let before = try #require(Self.cpuSeconds(gateway))
     _ = try Self.hold(["h2", "4", "128", "/large"], requests: 0, gateway: gateway, backend: backend)
     // Settled: the CPU time stops growing once every stream has its answer or refusal.
-    var last = -1.0
-    _ = waitUntil(timeout: 60, interval: .milliseconds(500)) {
-      let now = Self.cpuSeconds(gateway) ?? 0
-      defer { last = now }
-      return now - last < 0.05
-    }
-    let spent = try #require(Self.cpuSeconds(gateway)) - before
+    let spent = try #require(Self.settledCPUSeconds(gateway)) - before
     // Read 510 more times, the entry cost over 10 s of CPU in a debug build; refused first,
     // well under a second. The bound sits far from both.
     #expect(spent < 4, "the burst cost \(spent) s of CPU")
@@ -238,13 +244,7 @@ import Testing
       socket.setLingerZero()
       socket.close()
     }
-    var last = -1.0
-    _ = waitUntil(timeout: 60, interval: .milliseconds(500)) {
-      let now = Self.cpuSeconds(gateway) ?? 0
-      defer { last = now }
-      return now - last < 0.05
-    }
-    let spent = try #require(Self.cpuSeconds(gateway)) - before
+    let spent = try #require(Self.settledCPUSeconds(gateway)) - before
     #expect(spent < 5, "100 reset requests cost \(spent) s of CPU")
     let started = ContinuousClock.now
     #expect(try send("GET", "/small", to: gateway.port).status == 200)
