@@ -104,7 +104,7 @@ class Collect(HTMLParser):
         self.by_id, self.upstreams, self.tokens, self.body = {}, [], [], {}
         self.rows = {"route": {}, "upstream": {}}
         self.refresh_buttons, self.row, self.cell = [], None, None
-        self.providers, self.jwt_buttons = [], []
+        self.providers, self.jwt_buttons, self.endpoints = [], [], []
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
         if "id" in a: self.by_id[a["id"]] = a
@@ -113,6 +113,7 @@ class Collect(HTMLParser):
         if tag == "tr" and "data-token" in a: self.tokens.append((a["data-token"], a.get("data-state")))
         if tag == "button" and "data-token-refresh" in a: self.refresh_buttons.append(a["data-token-refresh"])
         if tag == "tr" and "data-provider" in a: self.providers.append(a["data-provider"])
+        if tag == "tr" and "data-endpoint" in a: self.endpoints.append(a["data-endpoint"])
         if tag == "button" and "data-jwt-refresh" in a: self.jwt_buttons.append(a["data-jwt-refresh"])
         if tag == "tr":
             self.row = None
@@ -226,6 +227,8 @@ check("without a token the prompt shows", "hidden" in no_token.by_id.get("login"
 check("without a token no request failed authentication", "admin authentication failed" in gateway_log, False)
 check("#req-rate computed (two samples)", value("req-rate") not in (None, ""), True)
 check("upstream rows = /admin/upstreams", sorted(dom.upstreams), sorted(u["name"] for u in upstreams["upstreams"]))
+check("endpoint rows = /admin/upstreams endpoints", sorted(dom.endpoints),
+      sorted(e["address"] for u in upstreams["upstreams"] for e in u.get("endpoints", [])))
 if tokens_status == "200":
     tokens = json.load(open(f"{work}/tokens.json"))["tokens"]
     check("token rows = /admin/tokens", sorted(dom.tokens), sorted((t["name"], t["state"]) for t in tokens))
