@@ -69,8 +69,8 @@ final class UpstreamResolution {
     stop()
     generation += 1
     for plan in snapshot.upstreamPlans {
-      for (source, addresses) in zip(plan.sources, plan.sources.map(\.addresses)) where source.isName {
-        lastGood[source.host] = addresses.map { $0.withPort(0) }
+      for source in plan.sources where source.isName {
+        lastGood[source.host] = source.addresses.map { $0.withPort(0) }
       }
     }
     tracked = snapshot.upstreamPlans.filter { $0.sources.contains(where: \.isName) }.map(Tracked.init)
